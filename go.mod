@@ -1,0 +1,3 @@
+module github.com/vsr-dev/vsr
+
+go 1.26.0
