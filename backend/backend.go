@@ -1,0 +1,202 @@
+// Package backend defines the small interface that model code computes
+// through, and the registry that picks an implementation by device name.
+//
+// Tensors are dense NHWC arrays (batch, height, width, channels) owned by one
+// backend. Model packages never see how a backend stores them: they build
+// weights once with Upload and PrepareConv and then call the ops below. The
+// CPU implementation lives in backend/cpu; GPU implementations add packages
+// beside it without touching model code.
+package backend
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Shape is the size of an NHWC tensor.
+type Shape struct{ N, H, W, C int }
+
+// Elems returns the number of elements of the shape.
+func (s Shape) Elems() int { return s.N * s.H * s.W * s.C }
+
+func (s Shape) String() string { return fmt.Sprintf("[%d %d %d %d]", s.N, s.H, s.W, s.C) }
+
+// Tensor is a backend-owned NHWC array. Free releases its storage; a freed
+// tensor must not be used again.
+type Tensor interface {
+	Shape() Shape
+	Free()
+}
+
+// Weights is a convolution's weights and bias, repacked once for a backend.
+type Weights interface {
+	// Out and In are the output and input channel counts.
+	Out() int
+	In() int
+	Free()
+}
+
+// ConvParams describes a 2-D convolution: kernel size, stride, dilation and
+// zero padding on each side.
+type ConvParams struct {
+	KH, KW           int
+	StrideH, StrideW int
+	DilH, DilW       int
+	PadT, PadL       int
+	PadB, PadR       int
+}
+
+// OutSize returns the output height and width for an input of h x w.
+func (p ConvParams) OutSize(h, w int) (int, int) {
+	oh := (h+p.PadT+p.PadB-p.DilH*(p.KH-1)-1)/p.StrideH + 1
+	ow := (w+p.PadL+p.PadR-p.DilW*(p.KW-1)-1)/p.StrideW + 1
+	return oh, ow
+}
+
+// ActKind selects the activation fused after a convolution.
+type ActKind int
+
+const (
+	ActNone  ActKind = iota
+	ActReLU          // max(x, 0)
+	ActLeaky         // x < 0 ? Alpha*x : x
+	ActPReLU         // x < 0 ? Slope[c]*x : x, with a per-channel slope tensor
+)
+
+// Activation is an activation function with its parameters.
+type Activation struct {
+	Kind  ActKind
+	Alpha float32 // ActLeaky
+	Slope Tensor  // ActPReLU: shape [1 1 1 C]
+}
+
+// ResizeMode is an interpolation method.
+type ResizeMode int
+
+const (
+	Nearest  ResizeMode = iota + 1 // floor(dst / scale), as ncnn and PyTorch "nearest"
+	Bilinear                       // half-pixel centres, edge clamped (align_corners=false)
+	Bicubic                        // Keys cubic, A = -0.75, half-pixel centres, edge clamped
+)
+
+func (m ResizeMode) String() string {
+	switch m {
+	case Nearest:
+		return "nearest"
+	case Bilinear:
+		return "bilinear"
+	case Bicubic:
+		return "bicubic"
+	}
+	return fmt.Sprintf("resize(%d)", int(m))
+}
+
+// Window places a tensor inside a larger image so that ops whose result
+// depends on absolute position (resampling, edge clamping) compute exactly
+// what they would on the whole image. The zero Window means "the tensor is
+// the whole image".
+type Window struct {
+	FullH, FullW int // size of the whole image
+	Y, X         int // position of the tensor's first row and column in it
+}
+
+// Whole reports whether w describes an untiled tensor.
+func (w Window) Whole() bool { return w.FullH == 0 && w.FullW == 0 }
+
+// BinaryOp is an elementwise operation of two tensors.
+type BinaryOp int
+
+const (
+	OpAdd BinaryOp = iota
+	OpSub
+	OpMul
+)
+
+// ShuffleOrder is the channel order of a pixel shuffle.
+type ShuffleOrder int
+
+const (
+	// ShuffleCRD is PyTorch's nn.PixelShuffle: out[c][y*r+i][x*r+j] = in[c*r*r+i*r+j][y][x].
+	ShuffleCRD ShuffleOrder = iota
+	// ShuffleDCR is TensorFlow's depth_to_space: in[(i*r+j)*C+c].
+	ShuffleDCR
+)
+
+// Backend computes tensors on one device. Implementations are safe for use
+// by one goroutine at a time per Backend value unless they say otherwise.
+type Backend interface {
+	// Name is the device name, e.g. "cpu" or "cuda:0".
+	Name() string
+
+	// Upload makes a float32 tensor of shape s from host data (len s.Elems()).
+	Upload(s Shape, data []float32) (Tensor, error)
+	// Download copies a tensor to the host as float32.
+	Download(t Tensor) ([]float32, error)
+	// PrepareConv repacks OIHW float32 weights (out x in x kh x kw) and an
+	// optional bias (len out, or nil) for Conv2D.
+	PrepareConv(out, in, kh, kw int, w, bias []float32) (Weights, error)
+
+	// Conv2D convolves x (N H W in) with w and applies act.
+	Conv2D(x Tensor, w Weights, p ConvParams, act Activation) (Tensor, error)
+	// Activate applies an activation elementwise.
+	Activate(x Tensor, act Activation) (Tensor, error)
+	// PixelShuffle rearranges (N H W C*r*r) to (N H*r W*r C).
+	PixelShuffle(x Tensor, r int, order ShuffleOrder) (Tensor, error)
+	// Resize resamples x to oh x ow. src and dst place x and the result in
+	// their whole images (see Window); both zero for whole images.
+	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Window) (Tensor, error)
+	// Binary combines two tensors of the same shape elementwise.
+	Binary(op BinaryOp, a, b Tensor) (Tensor, error)
+
+	// FromRGB8 converts n packed RGB24 frames of h x w to an (n h w 3)
+	// tensor with values in [0,1].
+	FromRGB8(rgb []byte, n, h, w int) (Tensor, error)
+	// ToRGB8 converts an (n h w 3) tensor in [0,1] to packed RGB24, rounding
+	// to nearest and clamping to [0,255].
+	ToRGB8(t Tensor, dst []byte) error
+
+	// Close releases the backend's resources.
+	Close() error
+}
+
+// Opener creates a backend for a device name such as "cpu" or "cuda:1".
+type Opener func(device string) (Backend, error)
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Opener{}
+)
+
+// Register makes a backend available under a device kind ("cpu", "cuda").
+// It is called from the init function of each backend package.
+func Register(kind string, open Opener) {
+	mu.Lock()
+	defer mu.Unlock()
+	registry[kind] = open
+}
+
+// Kinds lists the registered device kinds.
+func Kinds() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var ks []string
+	for k := range registry {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Open opens the backend for device, e.g. "cpu", "cuda" or "cuda:1".
+func Open(device string) (Backend, error) {
+	kind, _, _ := strings.Cut(device, ":")
+	mu.Lock()
+	open, ok := registry[kind]
+	mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown device %q (available: %s)", device, strings.Join(Kinds(), ", "))
+	}
+	return open(device)
+}

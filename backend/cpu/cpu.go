@@ -1,0 +1,430 @@
+// Package cpu is the pure-Go backend: float32 NHWC tensors in Go memory,
+// convolutions as im2col times a packed weight matrix through an AVX2/FMA
+// kernel (gemm_amd64.s) with a portable fallback, spread over every core.
+//
+// Every op computes each output element with the same sequence of float
+// operations wherever it lies in the tensor, so running a frame in tiles
+// (see model/compact) gives bitwise the same result as running it whole.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+func init() {
+	backend.Register("cpu", func(device string) (backend.Backend, error) {
+		if device != "cpu" {
+			return nil, fmt.Errorf("device %q: the CPU backend is named just \"cpu\"", device)
+		}
+		return New(0), nil
+	})
+}
+
+// Tensor is a float32 NHWC tensor in Go memory.
+type Tensor struct {
+	shape backend.Shape
+	Data  []float32
+	b     *Backend
+}
+
+// Shape returns the tensor's shape.
+func (t *Tensor) Shape() backend.Shape { return t.shape }
+
+// Free returns the tensor's storage to its backend's pool.
+func (t *Tensor) Free() {
+	if t.Data != nil && t.b != nil {
+		t.b.put(t.Data)
+	}
+	t.Data = nil
+}
+
+// Backend is the CPU backend. Its ops may be called from one goroutine at a
+// time; each op uses Workers goroutines internally.
+type Backend struct {
+	Workers int
+
+	mu   sync.Mutex
+	pool map[int][][]float32
+}
+
+// New returns a CPU backend using workers goroutines (0 = GOMAXPROCS).
+func New(workers int) *Backend {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{Workers: workers, pool: map[int][][]float32{}}
+}
+
+// Name returns "cpu".
+func (b *Backend) Name() string { return "cpu" }
+
+// Close drops the buffer pool.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.pool = map[int][][]float32{}
+	b.mu.Unlock()
+	return nil
+}
+
+// alloc returns a tensor whose contents are undefined.
+func (b *Backend) alloc(s backend.Shape) *Tensor {
+	n := s.Elems()
+	b.mu.Lock()
+	var d []float32
+	if l := b.pool[n]; len(l) > 0 {
+		d = l[len(l)-1]
+		b.pool[n] = l[:len(l)-1]
+	}
+	b.mu.Unlock()
+	if d == nil {
+		d = make([]float32, n)
+	}
+	return &Tensor{shape: s, Data: d, b: b}
+}
+
+func (b *Backend) put(d []float32) {
+	b.mu.Lock()
+	if l := b.pool[len(d)]; len(l) < 4 {
+		b.pool[len(d)] = append(l, d)
+	}
+	b.mu.Unlock()
+}
+
+func (b *Backend) tensor(t backend.Tensor) (*Tensor, error) {
+	ct, ok := t.(*Tensor)
+	if !ok {
+		return nil, fmt.Errorf("cpu backend given a %T tensor", t)
+	}
+	if ct.Data == nil {
+		return nil, fmt.Errorf("cpu backend given a freed tensor")
+	}
+	return ct, nil
+}
+
+// parallel runs f(i) for i in [0, n) on the backend's workers.
+func (b *Backend) parallel(n int, f func(i int)) {
+	w := min(b.Workers, n)
+	if w <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(w)
+	for range w {
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Upload copies host data into a new tensor.
+func (b *Backend) Upload(s backend.Shape, data []float32) (backend.Tensor, error) {
+	if len(data) != s.Elems() {
+		return nil, fmt.Errorf("upload %v: got %d values", s, len(data))
+	}
+	t := b.alloc(s)
+	copy(t.Data, data)
+	return t, nil
+}
+
+// Download copies a tensor's values out.
+func (b *Backend) Download(t backend.Tensor) ([]float32, error) {
+	ct, err := b.tensor(t)
+	if err != nil {
+		return nil, err
+	}
+	return append([]float32(nil), ct.Data...), nil
+}
+
+// convWeights is a convolution's weights as a packed (kh*kw*in) x out
+// matrix whose rows follow the im2col order (ky, kx, ci).
+type convWeights struct {
+	out, in, kh, kw int
+	pb              *packedB
+	bias            []float32
+}
+
+func (w *convWeights) Out() int { return w.out }
+func (w *convWeights) In() int  { return w.in }
+func (w *convWeights) Free()    {}
+
+// PrepareConv repacks OIHW weights for the im2col GEMM.
+func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
+	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
+		return nil, fmt.Errorf("conv weights %dx%dx%dx%d: got %d values", out, in, kh, kw, len(w))
+	}
+	if bias != nil && len(bias) != out {
+		return nil, fmt.Errorf("conv bias: want %d values, got %d", out, len(bias))
+	}
+	k := kh * kw * in
+	m := make([]float32, k*out)
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			for y := 0; y < kh; y++ {
+				for x := 0; x < kw; x++ {
+					m[((y*kw+x)*in+i)*out+o] = w[((o*in+i)*kh+y)*kw+x]
+				}
+			}
+		}
+	}
+	return &convWeights{out: out, in: in, kh: kh, kw: kw, pb: packB(k, out, m), bias: bias}, nil
+}
+
+// Conv2D computes a convolution one output row at a time: the row's im2col
+// patch matrix times the packed weights, then the activation, on all cores.
+func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := wt.(*convWeights)
+	if !ok {
+		return nil, fmt.Errorf("cpu conv given %T weights", wt)
+	}
+	s := x.shape
+	if s.C != w.in || p.KH != w.kh || p.KW != w.kw {
+		return nil, fmt.Errorf("conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", s.C, p.KH, p.KW, w.in, w.kh, w.kw)
+	}
+	oh, ow := p.OutSize(s.H, s.W)
+	if oh <= 0 || ow <= 0 {
+		return nil, fmt.Errorf("conv: input %dx%d is too small for a %dx%d kernel", s.H, s.W, p.KH, p.KW)
+	}
+	slope, err := b.slope(act, w.out)
+	if err != nil {
+		return nil, err
+	}
+	out := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
+	k := w.kh * w.kw * w.in
+	var scratch sync.Pool
+	b.parallel(s.N*oh, func(r int) {
+		n, oy := r/oh, r%oh
+		col, _ := scratch.Get().([]float32)
+		if len(col) < ow*k {
+			col = make([]float32, ow*k)
+		}
+		im2colRow(col, x.Data[n*s.H*s.W*s.C:], s, p, oy, ow)
+		dst := out.Data[(n*oh+oy)*ow*w.out:][:ow*w.out]
+		gemm(ow, col, k, w.pb, w.bias, dst, w.out)
+		activate(dst, w.out, act, slope)
+		scratch.Put(col)
+	})
+	return out, nil
+}
+
+// im2colRow writes, for each output column ox of output row oy, the kh*kw*c
+// input values under the kernel (zeros outside the image) into col.
+func im2colRow(col, img []float32, s backend.Shape, p backend.ConvParams, oy, ow int) {
+	c := s.C
+	k := p.KH * p.KW * c
+	for ox := 0; ox < ow; ox++ {
+		dst := col[ox*k : (ox+1)*k]
+		for ky := 0; ky < p.KH; ky++ {
+			iy := oy*p.StrideH - p.PadT + ky*p.DilH
+			for kx := 0; kx < p.KW; kx++ {
+				ix := ox*p.StrideW - p.PadL + kx*p.DilW
+				d := dst[(ky*p.KW+kx)*c:][:c]
+				if iy < 0 || iy >= s.H || ix < 0 || ix >= s.W {
+					clear(d)
+					continue
+				}
+				copy(d, img[(iy*s.W+ix)*c:])
+			}
+		}
+	}
+}
+
+func (b *Backend) slope(act backend.Activation, c int) ([]float32, error) {
+	if act.Kind != backend.ActPReLU {
+		return nil, nil
+	}
+	st, err := b.tensor(act.Slope)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Data) != c && len(st.Data) != 1 {
+		return nil, fmt.Errorf("prelu: %d slopes for %d channels", len(st.Data), c)
+	}
+	return st.Data, nil
+}
+
+// activate applies act in place to rows of c channels.
+func activate(d []float32, c int, act backend.Activation, slope []float32) {
+	switch act.Kind {
+	case backend.ActReLU:
+		for i, v := range d {
+			if v < 0 {
+				d[i] = 0
+			}
+		}
+	case backend.ActLeaky:
+		for i, v := range d {
+			if v < 0 {
+				d[i] = v * act.Alpha
+			}
+		}
+	case backend.ActPReLU:
+		if len(slope) == 1 {
+			for i, v := range d {
+				if v < 0 {
+					d[i] = v * slope[0]
+				}
+			}
+			return
+		}
+		for i := 0; i < len(d); i += c {
+			row := d[i : i+c]
+			for j, v := range row {
+				if v < 0 {
+					row[j] = v * slope[j]
+				}
+			}
+		}
+	}
+}
+
+// Activate applies an activation to a copy of x.
+func (b *Backend) Activate(xt backend.Tensor, act backend.Activation) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	slope, err := b.slope(act, x.shape.C)
+	if err != nil {
+		return nil, err
+	}
+	out := b.alloc(x.shape)
+	copy(out.Data, x.Data)
+	rows := x.shape.N * x.shape.H
+	rowLen := x.shape.W * x.shape.C
+	b.parallel(rows, func(r int) {
+		activate(out.Data[r*rowLen:(r+1)*rowLen], x.shape.C, act, slope)
+	})
+	return out, nil
+}
+
+// PixelShuffle moves groups of r*r channels into r x r pixel blocks.
+func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if r <= 0 || s.C%(r*r) != 0 {
+		return nil, fmt.Errorf("pixel shuffle by %d: %d channels is not a multiple of %d", r, s.C, r*r)
+	}
+	oc := s.C / (r * r)
+	os := backend.Shape{N: s.N, H: s.H * r, W: s.W * r, C: oc}
+	out := b.alloc(os)
+	b.parallel(s.N*s.H, func(row int) {
+		n, y := row/s.H, row%s.H
+		for xx := 0; xx < s.W; xx++ {
+			src := x.Data[((n*s.H+y)*s.W+xx)*s.C:]
+			for i := 0; i < r; i++ {
+				for j := 0; j < r; j++ {
+					dst := out.Data[((n*os.H+y*r+i)*os.W+xx*r+j)*oc:][:oc]
+					for c := range dst {
+						if order == backend.ShuffleCRD {
+							dst[c] = src[c*r*r+i*r+j]
+						} else {
+							dst[c] = src[(i*r+j)*oc+c]
+						}
+					}
+				}
+			}
+		}
+	})
+	return out, nil
+}
+
+// Binary combines a and b elementwise.
+func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+	x, err := b.tensor(at)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.tensor(bt)
+	if err != nil {
+		return nil, err
+	}
+	if x.shape != y.shape {
+		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+	}
+	out := b.alloc(x.shape)
+	rows := x.shape.N * x.shape.H
+	rowLen := x.shape.W * x.shape.C
+	b.parallel(rows, func(r int) {
+		o := out.Data[r*rowLen : (r+1)*rowLen]
+		p := x.Data[r*rowLen : (r+1)*rowLen]
+		q := y.Data[r*rowLen : (r+1)*rowLen]
+		switch op {
+		case backend.OpAdd:
+			for i := range o {
+				o[i] = p[i] + q[i]
+			}
+		case backend.OpSub:
+			for i := range o {
+				o[i] = p[i] - q[i]
+			}
+		case backend.OpMul:
+			for i := range o {
+				o[i] = p[i] * q[i]
+			}
+		}
+	})
+	return out, nil
+}
+
+// FromRGB8 converts packed RGB24 frames to floats in [0,1].
+func (b *Backend) FromRGB8(rgb []byte, n, h, w int) (backend.Tensor, error) {
+	s := backend.Shape{N: n, H: h, W: w, C: 3}
+	if len(rgb) != s.Elems() {
+		return nil, fmt.Errorf("rgb frames %dx%dx%d: got %d bytes", n, w, h, len(rgb))
+	}
+	t := b.alloc(s)
+	for i, v := range rgb {
+		t.Data[i] = float32(v) / 255
+	}
+	return t, nil
+}
+
+// ToRGB8 converts floats in [0,1] to RGB24, rounding and clamping.
+func (b *Backend) ToRGB8(xt backend.Tensor, dst []byte) error {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return err
+	}
+	if x.shape.C != 3 || len(dst) != len(x.Data) {
+		return fmt.Errorf("to rgb: tensor %v, buffer of %d bytes", x.shape, len(dst))
+	}
+	for i, v := range x.Data {
+		dst[i] = quantize(v)
+	}
+	return nil
+}
+
+func quantize(v float32) byte {
+	v = v*255 + 0.5
+	if !(v > 0) { // also NaN
+		return 0
+	}
+	if v >= 255 {
+		return 255
+	}
+	return byte(v)
+}

@@ -1,0 +1,134 @@
+package ncnn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Storage tags that precede a tagged weight array in a .bin file.
+const (
+	tagFP16 = 0x01306B47
+	tagInt8 = 0x000D4B38
+	tagFP32 = 0x0002C056
+)
+
+// WeightReader reads weight arrays from a .bin blob in the order the layers
+// consume them, as ncnn's ModelBinFromDataReader does.
+type WeightReader struct {
+	data []byte
+	off  int
+}
+
+// NewWeightReader reads from the bytes of a .bin file.
+func NewWeightReader(data []byte) *WeightReader { return &WeightReader{data: data} }
+
+// Offset is the number of bytes consumed so far.
+func (r *WeightReader) Offset() int { return r.off }
+
+// Remaining is the number of bytes not yet consumed.
+func (r *WeightReader) Remaining() int { return len(r.data) - r.off }
+
+func (r *WeightReader) take(n int, what string) ([]byte, error) {
+	if n < 0 || n > len(r.data)-r.off {
+		return nil, fmt.Errorf("%s: weight file too short: need %d bytes at offset %d, only %d left", what, n, r.off, len(r.data)-r.off)
+	}
+	b := r.data[r.off : r.off+n]
+	r.off += n
+	return b, nil
+}
+
+// Raw reads n little-endian float32 values with no storage tag (biases,
+// PReLU slopes).
+func (r *WeightReader) Raw(n int, what string) ([]float32, error) {
+	if n < 0 || n > len(r.data)/4+1 {
+		return nil, fmt.Errorf("%s: implausible weight count %d", what, n)
+	}
+	b, err := r.take(4*n, what)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out, nil
+}
+
+// Tagged reads n values stored behind a 4-byte storage tag: fp16, fp32, or
+// ncnn's 256-entry quantization table. int8 weights are rejected.
+func (r *WeightReader) Tagged(n int, what string) ([]float32, error) {
+	if n < 0 || n > len(r.data)+1 {
+		return nil, fmt.Errorf("%s: implausible weight count %d", what, n)
+	}
+	hb, err := r.take(4, what)
+	if err != nil {
+		return nil, err
+	}
+	tag := binary.LittleEndian.Uint32(hb)
+	out := make([]float32, n)
+	switch {
+	case tag == tagFP16:
+		b, err := r.take(align4(2*n), what)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] = Float16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	case tag == tagInt8:
+		return nil, fmt.Errorf("%s: int8-quantized weights are not supported; export the model in fp16 or fp32", what)
+	case tag == tagFP32 || tag == 0:
+		b, err := r.take(4*n, what)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	default:
+		// Any other non-zero flag: a 256-entry float table followed by one
+		// uint8 index per value.
+		tb, err := r.take(256*4, what)
+		if err != nil {
+			return nil, err
+		}
+		b, err := r.take(align4(n), what)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(tb[4*int(b[i]):]))
+		}
+	}
+	for i, v := range out {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("%s: weight %d is %v; the weight file is corrupt", what, i, v)
+		}
+	}
+	return out, nil
+}
+
+func align4(n int) int { return (n + 3) &^ 3 }
+
+// Float16 converts an IEEE 754 half-precision value to float32 exactly.
+func Float16(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalise
+		e := uint32(127 - 15 + 1)
+		for man&0x400 == 0 {
+			man <<= 1
+			e--
+		}
+		man &= 0x3ff
+		return math.Float32frombits(sign | e<<23 | man<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | man<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+}

@@ -1,0 +1,406 @@
+// Package compact runs small feed-forward super-resolution networks stored
+// as ncnn graphs, such as Real-ESRGAN's realesr-animevideov3 (SRVGGNetCompact:
+// a stack of 3x3 conv + PReLU, a pixel shuffle, and a nearest-upsampled copy
+// of the input added on top).
+//
+// A Model binds an ncnn graph to a backend once; Upscale then runs frames
+// through it, whole or in tiles with enough overlap that the tiled result is
+// bitwise the same as the whole one.
+package compact
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/checkpoint/ncnn"
+)
+
+// Supported lists the ncnn layer types this package runs.
+const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Interp, BinaryOp"
+
+// rat is a positive rational scale factor.
+type rat struct{ num, den int }
+
+func (r rat) mul(o rat) rat { return reduce(r.num*o.num, r.den*o.den) }
+
+// at scales a coordinate; ok is false when the result is not an integer.
+func (r rat) at(x int) (int, bool) { return x * r.num / r.den, x*r.num%r.den == 0 }
+
+func reduce(n, d int) rat {
+	g := gcd(n, d)
+	return rat{n / g, d / g}
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// toRat finds a rational with a small denominator equal to f, if any.
+func toRat(f float32) (rat, bool) {
+	for d := 1; d <= 64; d++ {
+		n := math.Round(float64(f) * float64(d))
+		if n >= 1 && math.Abs(n/float64(d)-float64(f)) < 1e-6 {
+			return reduce(int(n), d), true
+		}
+	}
+	return rat{}, false
+}
+
+type opKind int
+
+const (
+	opConv opKind = iota
+	opAct
+	opShuffle
+	opResize
+	opBinary
+)
+
+// op is one executable layer. Blobs are numbered; Split layers are resolved
+// away at load time, so a blob may feed several ops.
+type op struct {
+	layer *ncnn.Layer
+	kind  opKind
+	in    []int
+	out   int
+
+	w     backend.Weights
+	conv  backend.ConvParams
+	act   backend.Activation
+	r     int
+	order backend.ShuffleOrder
+	mode  backend.ResizeMode
+	hs    float32 // resize scales as written in the graph
+	ws    float32
+	binop backend.BinaryOp
+}
+
+// Model is an ncnn graph bound to a backend.
+type Model struct {
+	Name string
+
+	b       backend.Backend
+	ops     []*op
+	nblobs  int
+	input   int
+	output  int
+	uses    []int // how many ops read each blob
+	scaleH  []rat // each blob's size relative to the input, per axis
+	scaleW  []rat
+	chans   []int // each blob's channel count
+	tileOK  bool   // every op is local and position-exact, so tiles are exact
+	why     string // why not, when !tileOK
+	halo    int    // input pixels of context a tile needs on each side
+	align   int    // tile origins are multiples of this
+	owned   []backend.Tensor
+}
+
+// Load parses an ncnn graph and its weights and uploads them to b.
+func Load(b backend.Backend, name string, param io.Reader, bin []byte) (m *Model, err error) {
+	net, err := ncnn.ParseParam(param)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	m = &Model{Name: name, b: b, input: -1, tileOK: true, align: 1}
+	defer func() {
+		if err != nil {
+			m.Close()
+			m = nil
+		}
+	}()
+	if err := m.build(net, ncnn.NewWeightReader(bin)); err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// LoadFiles is Load on the bytes of a .param and a .bin file.
+func LoadFiles(b backend.Backend, name string, param, bin []byte) (*Model, error) {
+	return Load(b, name, bytes.NewReader(param), bin)
+}
+
+func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
+	blob := map[string]int{}
+	produced := map[int]bool{}
+	ref := func(l *ncnn.Layer, name string) (int, error) {
+		id, ok := blob[name]
+		if !ok {
+			return 0, fmt.Errorf("%s reads blob %q, which no earlier layer produces", l, name)
+		}
+		return id, nil
+	}
+	def := func(l *ncnn.Layer, name string, id int) error {
+		if _, dup := blob[name]; dup {
+			return fmt.Errorf("%s writes blob %q a second time", l, name)
+		}
+		blob[name] = id
+		return nil
+	}
+	newBlob := func() int {
+		m.nblobs++
+		m.scaleH = append(m.scaleH, rat{1, 1})
+		m.scaleW = append(m.scaleW, rat{1, 1})
+		m.chans = append(m.chans, 3)
+		return m.nblobs - 1
+	}
+	arity := func(l *ncnn.Layer, nin, nout int) error {
+		if len(l.Bottoms) != nin || len(l.Tops) != nout {
+			return fmt.Errorf("%s: want %d input(s) and %d output(s), has %d and %d", l, nin, nout, len(l.Bottoms), len(l.Tops))
+		}
+		return nil
+	}
+	for _, l := range net.Layers {
+		if l.Type == "Input" {
+			if m.input >= 0 {
+				return fmt.Errorf("%s: the graph has more than one Input; vsr runs single-input models", l)
+			}
+			if err := arity(l, 0, 1); err != nil {
+				return err
+			}
+			m.input = newBlob()
+			if err := def(l, l.Tops[0], m.input); err != nil {
+				return err
+			}
+			continue
+		}
+		if l.Type == "Split" {
+			if len(l.Bottoms) != 1 {
+				return fmt.Errorf("%s: want 1 input, has %d", l, len(l.Bottoms))
+			}
+			src, err := ref(l, l.Bottoms[0])
+			if err != nil {
+				return err
+			}
+			for _, t := range l.Tops {
+				if err := def(l, t, src); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		o := &op{layer: l}
+		var err error
+		switch l.Type {
+		case "Convolution":
+			err = m.convOp(o, wr)
+		case "PReLU":
+			err = m.preluOp(o, wr)
+		case "PixelShuffle":
+			err = shuffleOp(o)
+		case "Interp":
+			err = resizeOp(o)
+		case "BinaryOp":
+			err = binaryOp(o)
+		default:
+			return fmt.Errorf("%s: unsupported op %q (vsr supports %s)", l, l.Type, Supported)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", l, err)
+		}
+		nin := 1
+		if o.kind == opBinary {
+			nin = 2
+		}
+		if err := arity(l, nin, 1); err != nil {
+			return err
+		}
+		for _, bn := range l.Bottoms {
+			id, err := ref(l, bn)
+			if err != nil {
+				return err
+			}
+			o.in = append(o.in, id)
+		}
+		o.out = newBlob()
+		produced[o.out] = true
+		if err := def(l, l.Tops[0], o.out); err != nil {
+			return err
+		}
+		if err := m.propagateScale(o); err != nil {
+			return err
+		}
+		m.ops = append(m.ops, o)
+	}
+	if m.input < 0 {
+		return fmt.Errorf("the graph has no Input layer")
+	}
+	if len(m.ops) == 0 {
+		return fmt.Errorf("the graph has no layers after its Input")
+	}
+	if n := wr.Remaining(); n != 0 {
+		return fmt.Errorf("weight file has %d bytes more than the graph reads: it does not belong to this .param", n)
+	}
+	m.uses = make([]int, m.nblobs)
+	for _, o := range m.ops {
+		for _, i := range o.in {
+			m.uses[i]++
+		}
+	}
+	m.output = -1
+	for _, o := range m.ops {
+		if m.uses[o.out] == 0 {
+			if m.output >= 0 {
+				return fmt.Errorf("the graph has several outputs (%s and another); vsr runs single-output models", o.layer)
+			}
+			m.output = o.out
+		}
+	}
+	m.fuse()
+	m.planTiles()
+	return nil
+}
+
+// propagateScale records the output blob's scale and checks what the op
+// needs of its inputs.
+func (m *Model) propagateScale(o *op) error {
+	in := o.in[0]
+	sh, sw := m.scaleH[in], m.scaleW[in]
+	c := m.chans[in]
+	switch o.kind {
+	case opShuffle:
+		sh, sw = sh.mul(rat{o.r, 1}), sw.mul(rat{o.r, 1})
+		c /= o.r * o.r
+	case opResize:
+		rh, okh := toRat(o.hs)
+		rw, okw := toRat(o.ws)
+		if !okh || !okw {
+			return fmt.Errorf("%s: scale %gx%g is not a simple fraction", o.layer, o.ws, o.hs)
+		}
+		sh, sw = sh.mul(rh), sw.mul(rw)
+	case opBinary:
+		b := o.in[1]
+		if m.scaleH[b] != sh || m.scaleW[b] != sw {
+			return fmt.Errorf("%s: its inputs have different sizes", o.layer)
+		}
+	case opConv:
+		c = o.w.Out()
+		if !samePadded(o.conv) {
+			m.tileOK, m.why = false, fmt.Sprintf("%s changes the image size", o.layer)
+		}
+	}
+	m.scaleH[o.out], m.scaleW[o.out], m.chans[o.out] = sh, sw, c
+	m.align = lcm(m.align, lcm(sh.den, sw.den))
+	return nil
+}
+
+func lcm(a, b int) int { return a / gcd(a, b) * b }
+
+// fuse folds a PReLU/ReLU that is the only reader of a convolution's output
+// into the convolution.
+func (m *Model) fuse() {
+	var out []*op
+	for _, o := range m.ops {
+		if o.kind == opAct && len(out) > 0 {
+			prev := out[len(out)-1]
+			if prev.kind == opConv && prev.act.Kind == backend.ActNone && prev.out == o.in[0] && m.uses[prev.out] == 1 {
+				prev.act = o.act
+				prev.out = o.out
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	m.ops = out
+}
+
+// planTiles computes the context (halo) a tile needs: each layer that looks
+// at neighbours widens it by its reach, measured in input pixels.
+func (m *Model) planTiles() {
+	halo := 0
+	for _, o := range m.ops {
+		reach := 0
+		switch o.kind {
+		case opConv:
+			reach = max(o.conv.PadT, o.conv.PadB, o.conv.PadL, o.conv.PadR, o.conv.DilH*(o.conv.KH-1), o.conv.DilW*(o.conv.KW-1))
+		case opResize:
+			reach = map[backend.ResizeMode]int{backend.Nearest: 1, backend.Bilinear: 2, backend.Bicubic: 3}[o.mode]
+		}
+		if reach == 0 {
+			continue
+		}
+		s := m.scaleH[o.in[0]]
+		if w := m.scaleW[o.in[0]]; w.num*s.den < s.num*w.den {
+			s = w
+		}
+		halo += (reach*s.den + s.num - 1) / s.num
+	}
+	m.halo = (halo + m.align - 1) / m.align * m.align
+}
+
+// Scale returns the output size factor as a float (4 for an x4 model).
+func (m *Model) Scale() float64 {
+	s := m.scaleW[m.output]
+	return float64(s.num) / float64(s.den)
+}
+
+// OutputSize returns the output frame size for an input of w x h.
+func (m *Model) OutputSize(w, h int) (int, int) {
+	fh, fw, err := m.fullSizes(h, w)
+	if err != nil {
+		return 0, 0
+	}
+	return fw[m.output], fh[m.output]
+}
+
+// FLOPs returns the floating-point operations (2 per multiply-add) of the
+// model's convolutions for one frame of w x h.
+func (m *Model) FLOPs(w, h int) float64 {
+	fh, fw, err := m.fullSizes(h, w)
+	if err != nil {
+		return 0
+	}
+	var f float64
+	for _, o := range m.ops {
+		if o.kind == opConv {
+			k := float64(o.conv.KH * o.conv.KW * o.w.In() * o.w.Out())
+			f += 2 * k * float64(fh[o.out]*fw[o.out])
+		}
+	}
+	return f
+}
+
+// fullSizes computes every blob's size for a whole input of h x w, with
+// ncnn's own size rules.
+func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
+	fh, fw := make([]int, m.nblobs), make([]int, m.nblobs)
+	fh[m.input], fw[m.input] = h, w
+	for _, o := range m.ops {
+		ih, iw := fh[o.in[0]], fw[o.in[0]]
+		switch o.kind {
+		case opConv:
+			ih, iw = o.conv.OutSize(ih, iw)
+		case opShuffle:
+			ih, iw = ih*o.r, iw*o.r
+		case opResize:
+			ih, iw = int(float32(ih)*o.hs), int(float32(iw)*o.ws)
+		case opBinary:
+			if fh[o.in[1]] != ih || fw[o.in[1]] != iw {
+				return nil, nil, fmt.Errorf("%s: inputs of %dx%d and %dx%d", o.layer, iw, ih, fw[o.in[1]], fh[o.in[1]])
+			}
+		}
+		if ih <= 0 || iw <= 0 {
+			return nil, nil, fmt.Errorf("%s: a %dx%d input is too small for this model", o.layer, w, h)
+		}
+		fh[o.out], fw[o.out] = ih, iw
+	}
+	return fh, fw, nil
+}
+
+// Close frees the model's weights.
+func (m *Model) Close() {
+	for _, o := range m.ops {
+		if o.w != nil {
+			o.w.Free()
+		}
+	}
+	for _, t := range m.owned {
+		t.Free()
+	}
+	m.ops, m.owned = nil, nil
+}

@@ -1,0 +1,188 @@
+package compact
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// region is the part of the input image one forward pass sees, in whole
+// image coordinates: rows [y0,y1) and columns [x0,x1) of an h x w image.
+type region struct{ y0, y1, x0, x1, h, w int }
+
+// span returns where a blob of the given scale starts and ends along one
+// axis for input span [a,b) of an n-long axis whose blob is full long.
+func span(s rat, a, b, n, full int) (int, int) {
+	start, _ := s.at(a)
+	if b == n {
+		return start, full
+	}
+	end, _ := s.at(b)
+	return start, end
+}
+
+// forward runs the graph on x, which holds region rg of the input.
+// It frees every intermediate tensor and returns the output blob.
+func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tensor, error) {
+	vals := make([]backend.Tensor, m.nblobs)
+	left := append([]int(nil), m.uses...)
+	vals[m.input] = x
+	defer func() {
+		for i, t := range vals {
+			if t != nil && i != m.input && i != m.output {
+				t.Free()
+			}
+		}
+	}()
+	for _, o := range m.ops {
+		in := vals[o.in[0]]
+		var y backend.Tensor
+		var err error
+		switch o.kind {
+		case opConv:
+			y, err = m.b.Conv2D(in, o.w, o.conv, o.act)
+		case opAct:
+			y, err = m.b.Activate(in, o.act)
+		case opShuffle:
+			y, err = m.b.PixelShuffle(in, o.r, o.order)
+		case opBinary:
+			y, err = m.b.Binary(o.binop, in, vals[o.in[1]])
+		case opResize:
+			i, out := o.in[0], o.out
+			sy0, _ := span(m.scaleH[i], rg.y0, rg.y1, rg.h, fh[i])
+			sx0, _ := span(m.scaleW[i], rg.x0, rg.x1, rg.w, fw[i])
+			dy0, dy1 := span(m.scaleH[out], rg.y0, rg.y1, rg.h, fh[out])
+			dx0, dx1 := span(m.scaleW[out], rg.x0, rg.x1, rg.w, fw[out])
+			src := backend.Window{FullH: fh[i], FullW: fw[i], Y: sy0, X: sx0}
+			dst := backend.Window{FullH: fh[out], FullW: fw[out], Y: dy0, X: dx0}
+			y, err = m.b.Resize(in, o.mode, dy1-dy0, dx1-dx0, src, dst)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.layer, err)
+		}
+		vals[o.out] = y
+		for _, i := range o.in {
+			if left[i]--; left[i] == 0 && i != m.input {
+				vals[i].Free()
+				vals[i] = nil
+			}
+		}
+	}
+	out := vals[m.output]
+	vals[m.output] = nil
+	return out, nil
+}
+
+// AutoTile picks a tile size (in input pixels) that keeps the working set
+// of a frame of w x h under about budget bytes, or 0 when the whole frame
+// fits or the model cannot be tiled.
+func (m *Model) AutoTile(w, h int, budget int64) int {
+	if !m.tileOK {
+		return 0
+	}
+	perPx := 0.0 // float32 bytes per input pixel of the widest blob
+	for i := range m.chans {
+		s := float64(m.scaleH[i].num*m.scaleW[i].num) / float64(m.scaleH[i].den*m.scaleW[i].den)
+		perPx = math.Max(perPx, 4*float64(m.chans[i])*s)
+	}
+	const live = 3 // a layer's input, its output and one skip connection
+	if float64(w*h)*perPx*live <= float64(budget) {
+		return 0
+	}
+	t := int(math.Sqrt(float64(budget)/(perPx*live))) - 2*m.halo
+	t = max(t, 64) / m.align * m.align
+	return max(t, m.align)
+}
+
+// Upscale runs n packed RGB24 frames of w x h through the model and writes
+// the RGB24 result to out (n frames of OutputSize). With tile > 0 and a
+// tileable model, frames are processed in tiles of about tile x tile input
+// pixels; the result is bitwise the same as with tile = 0.
+func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte, tile int) error {
+	fh, fw, err := m.fullSizes(h, w)
+	if err != nil {
+		return err
+	}
+	ow, oh := fw[m.output], fh[m.output]
+	if len(in) != n*w*h*3 || len(out) != n*ow*oh*3 {
+		return fmt.Errorf("upscale: buffers of %d and %d bytes for %d frames %dx%d -> %dx%d", len(in), len(out), n, w, h, ow, oh)
+	}
+	if m.chans[m.output] != 3 {
+		return fmt.Errorf("model %s produces %d channels, not RGB", m.Name, m.chans[m.output])
+	}
+	if tile <= 0 || !m.tileOK || (tile >= w && tile >= h) {
+		return m.run(in, n, region{0, h, 0, w, h, w}, fh, fw, out)
+	}
+	tile = max(tile/m.align*m.align, m.align)
+	sh, sw := m.scaleH[m.output], m.scaleW[m.output]
+	var tileIn, tileOut []byte
+	for ty := 0; ty < h; ty += tile {
+		for tx := 0; tx < w; tx += tile {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// The tile proper, and the region with its halo.
+			t := region{ty, min(ty+tile, h), tx, min(tx+tile, w), h, w}
+			r := region{max(ty-m.halo, 0), min(t.y1+m.halo, h), max(tx-m.halo, 0), min(t.x1+m.halo, w), h, w}
+			rw, rh := r.x1-r.x0, r.y1-r.y0
+			tileIn = grow(tileIn, n*rw*rh*3)
+			for f := 0; f < n; f++ {
+				for y := 0; y < rh; y++ {
+					src := in[((f*h+r.y0+y)*w+r.x0)*3:][:rw*3]
+					copy(tileIn[((f*rh)+y)*rw*3:], src)
+				}
+			}
+			ry0, ry1 := span(sh, r.y0, r.y1, h, oh)
+			rx0, rx1 := span(sw, r.x0, r.x1, w, ow)
+			orw, orh := rx1-rx0, ry1-ry0
+			tileOut = grow(tileOut, n*orw*orh*3)
+			if err := m.run(tileIn, n, r, fh, fw, tileOut); err != nil {
+				return err
+			}
+			// Copy the tile proper out of the result.
+			ty0, ty1 := span(sh, t.y0, t.y1, h, oh)
+			tx0, tx1 := span(sw, t.x0, t.x1, w, ow)
+			for f := 0; f < n; f++ {
+				for y := ty0; y < ty1; y++ {
+					src := tileOut[((f*orh+y-ry0)*orw+tx0-rx0)*3:][:(tx1-tx0)*3]
+					copy(out[((f*oh+y)*ow+tx0)*3:], src)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Model) run(in []byte, n int, rg region, fh, fw []int, out []byte) error {
+	x, err := m.b.FromRGB8(in, n, rg.y1-rg.y0, rg.x1-rg.x0)
+	if err != nil {
+		return err
+	}
+	defer x.Free()
+	y, err := m.forward(x, rg, fh, fw)
+	if err != nil {
+		return err
+	}
+	defer y.Free()
+	return m.b.ToRGB8(y, out)
+}
+
+// Forward runs whole frames already on the backend (n h w 3 in [0,1]) and
+// returns the output tensor, which the caller frees.
+func (m *Model) Forward(x backend.Tensor) (backend.Tensor, error) {
+	s := x.Shape()
+	fh, fw, err := m.fullSizes(s.H, s.W)
+	if err != nil {
+		return nil, err
+	}
+	return m.forward(x, region{0, s.H, 0, s.W, s.H, s.W}, fh, fw)
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
