@@ -85,20 +85,20 @@ type op struct {
 type Model struct {
 	Name string
 
-	b       backend.Backend
-	ops     []*op
-	nblobs  int
-	input   int
-	output  int
-	uses    []int // how many ops read each blob
-	scaleH  []rat // each blob's size relative to the input, per axis
-	scaleW  []rat
-	chans   []int // each blob's channel count
-	tileOK  bool   // every op is local and position-exact, so tiles are exact
-	why     string // why not, when !tileOK
-	halo    int    // input pixels of context a tile needs on each side
-	align   int    // tile origins are multiples of this
-	owned   []backend.Tensor
+	b      backend.Backend
+	ops    []*op
+	nblobs int
+	input  int
+	output int
+	uses   []int // how many ops read each blob
+	scaleH []rat // each blob's size relative to the input, per axis
+	scaleW []rat
+	chans  []int  // each blob's channel count
+	tileOK bool   // every op is local and position-exact, so tiles are exact
+	why    string // why not, when !tileOK
+	halo   int    // input pixels of context a tile needs on each side
+	align  int    // tile origins are multiples of this
+	owned  []backend.Tensor
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
