@@ -38,11 +38,23 @@ func (r *WeightReader) take(n int, what string) ([]byte, error) {
 	return b, nil
 }
 
+// check rejects counts that cannot fit in what is left, before any
+// arithmetic on them can overflow.
+func (r *WeightReader) check(n int, what string) error {
+	if n < 0 {
+		return fmt.Errorf("%s: negative weight count %d", what, n)
+	}
+	if n > len(r.data)-r.off {
+		return fmt.Errorf("%s: weight file too short: need %d values at offset %d, only %d bytes left", what, n, r.off, len(r.data)-r.off)
+	}
+	return nil
+}
+
 // Raw reads n little-endian float32 values with no storage tag (biases,
 // PReLU slopes).
 func (r *WeightReader) Raw(n int, what string) ([]float32, error) {
-	if n < 0 || n > len(r.data)/4+1 {
-		return nil, fmt.Errorf("%s: implausible weight count %d", what, n)
+	if err := r.check(n, what); err != nil {
+		return nil, err
 	}
 	b, err := r.take(4*n, what)
 	if err != nil {
@@ -58,8 +70,8 @@ func (r *WeightReader) Raw(n int, what string) ([]float32, error) {
 // Tagged reads n values stored behind a 4-byte storage tag: fp16, fp32, or
 // ncnn's 256-entry quantization table. int8 weights are rejected.
 func (r *WeightReader) Tagged(n int, what string) ([]float32, error) {
-	if n < 0 || n > len(r.data)+1 {
-		return nil, fmt.Errorf("%s: implausible weight count %d", what, n)
+	if err := r.check(n, what); err != nil {
+		return nil, err
 	}
 	hb, err := r.take(4, what)
 	if err != nil {

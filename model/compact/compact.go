@@ -102,19 +102,14 @@ type Model struct {
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
-func Load(b backend.Backend, name string, param io.Reader, bin []byte) (m *Model, err error) {
+func Load(b backend.Backend, name string, param io.Reader, bin []byte) (*Model, error) {
 	net, err := ncnn.ParseParam(param)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m = &Model{Name: name, b: b, input: -1, tileOK: true, align: 1}
-	defer func() {
-		if err != nil {
-			m.Close()
-			m = nil
-		}
-	}()
+	m := &Model{Name: name, b: b, input: -1, tileOK: true, align: 1}
 	if err := m.build(net, ncnn.NewWeightReader(bin)); err != nil {
+		m.Close()
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	return m, nil
@@ -386,6 +381,9 @@ func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
 		}
 		if ih <= 0 || iw <= 0 {
 			return nil, nil, fmt.Errorf("%s: a %dx%d input is too small for this model", o.layer, w, h)
+		}
+		if ih > 1<<16 || iw > 1<<16 {
+			return nil, nil, fmt.Errorf("%s: a %dx%d input would grow to %dx%d, larger than vsr supports", o.layer, w, h, iw, ih)
 		}
 		fh[o.out], fw[o.out] = ih, iw
 	}

@@ -72,13 +72,13 @@ func (m *Model) convOp(o *op, wr *ncnn.WeightReader) error {
 		return fmt.Errorf("weight_data_size %d is not a multiple of %d outputs x %dx%d kernel", wsize, out, kw, kh)
 	}
 	in := wsize / (out * kh * kw)
-	w, err := wr.Tagged(wsize, l.String()+" weights")
+	w, err := wr.Tagged(wsize, "weights")
 	if err != nil {
 		return err
 	}
 	var bias []float32
 	if l.Int(5, 0) != 0 {
-		if bias, err = wr.Raw(out, l.String()+" bias"); err != nil {
+		if bias, err = wr.Raw(out, "bias"); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (m *Model) preluOp(o *op, wr *ncnn.WeightReader) error {
 	if n <= 0 || n > 1<<16 {
 		return fmt.Errorf("bad num_slope %d", n)
 	}
-	s, err := wr.Raw(n, o.layer.String()+" slopes")
+	s, err := wr.Raw(n, "slopes")
 	if err != nil {
 		return err
 	}

@@ -186,3 +186,31 @@ func grow(b []byte, n int) []byte {
 	}
 	return b[:n]
 }
+
+// Runner adapts a Model to a streaming pipeline with a fixed tiling policy.
+type Runner struct {
+	M *Model
+	// Tile is the tile size in input pixels; 0 picks one from Budget.
+	Tile int
+	// Budget bounds the working set of one frame in bytes when Tile is 0.
+	Budget int64
+}
+
+// DefaultBudget is the per-frame working-set bound used when none is set.
+const DefaultBudget = 1 << 30
+
+// OutputSize returns the output size for an input of w x h.
+func (r Runner) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
+
+// Upscale runs n frames through the model with the runner's tiling.
+func (r Runner) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte) error {
+	tile := r.Tile
+	if tile == 0 {
+		budget := r.Budget
+		if budget <= 0 {
+			budget = DefaultBudget
+		}
+		tile = r.M.AutoTile(w, h*n, budget)
+	}
+	return r.M.Upscale(ctx, in, n, w, h, out, tile)
+}
