@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/video"
+)
+
+const clip = "../../testdata/video/oa4_launch.webm"
+
+func needFFmpeg(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed: ", err)
+	}
+}
+
+// vsr runs the CLI in-process and returns stdout and the error.
+func vsr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// ffmpeg runs ffmpeg with args and fails the test on error.
+func ffmpeg(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("ffmpeg", append([]string{"-hide_banner", "-loglevel", "error", "-y"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg %v: %v\n%s", args, err, out)
+	}
+}
+
+// genClip writes a small test clip of n frames, with a sine tone if audio.
+func genClip(t *testing.T, dir string, n int, audio bool, ext string) string {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("gen%d_%v.%s", n, audio, ext))
+	args := []string{"-f", "lavfi", "-i", "testsrc2=size=24x16:rate=30000/1001:duration=1"}
+	if audio {
+		args = append(args, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=1", "-map", "0:v", "-map", "1:a", "-c:a", "aac")
+	}
+	args = append(args, "-vf", fmt.Sprintf("trim=end_frame=%d", n), "-c:v", "libx264", "-pix_fmt", "yuv420p")
+	ffmpeg(t, append(args, p)...)
+	return p
+}
+
+func probe(t *testing.T, p string) *video.Info {
+	t.Helper()
+	info, err := video.Probe(context.Background(), p)
+	if err != nil {
+		t.Fatalf("probe %s: %v", p, err)
+	}
+	return info
+}
+
+// onlyFiles fails unless dir holds exactly the named files (no temporaries).
+func onlyFiles(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Errorf("%s holds %v, want %v", dir, got, names)
+	}
+}
+
+func TestRestoreRealClip(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.mp4")
+	stdout, err := vsr(t, "restore", clip, "-o", out, "--frames", "3", "--scale", "2", "--json", "--progress", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Frames, Width, Height int
+		Output                string
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json output %q: %v", stdout, err)
+	}
+	if res.Frames != 3 || res.Width != 1280 || res.Height != 720 || res.Output != out {
+		t.Errorf("summary %+v", res)
+	}
+	info := probe(t, out)
+	if info.Frames != 3 || info.Width != 1280 || info.Height != 720 || info.FPS != (video.Rational{Num: 24, Den: 1}) || !info.HasAudio {
+		t.Errorf("output %+v", info)
+	}
+	onlyFiles(t, dir, "out.mp4")
+}
+
+// TestRestoreGenerated checks frame count, fps, size and audio on clips of
+// 1, 2 and 7 frames, with and without audio, at each bundled scale.
+func TestRestoreGenerated(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	for _, n := range []int{1, 2, 7} {
+		for _, audio := range []bool{false, true} {
+			in := genClip(t, dir, n, audio, "mp4")
+			for _, scale := range []int{2, 3, 4} {
+				out := filepath.Join(dir, fmt.Sprintf("out%d_%v_x%d.mkv", n, audio, scale))
+				if _, err := vsr(t, "restore", in, "-o", out, "--scale", fmt.Sprint(scale), "--progress", "none", "--pix-fmt", "yuv444p"); err != nil {
+					t.Fatalf("%d frames audio=%v x%d: %v", n, audio, scale, err)
+				}
+				info := probe(t, out)
+				if info.Frames != n || info.Width != 24*scale || info.Height != 16*scale || info.FPS != (video.Rational{Num: 30000, Den: 1001}) || info.HasAudio != audio {
+					t.Errorf("%d frames audio=%v x%d: output %+v", n, audio, scale, info)
+				}
+			}
+		}
+	}
+}
+
+// TestLosslessOutput restores with ffv1/gbrp and checks that the decoded
+// output is exactly what the model computes in-process, and that libx265
+// works.
+func TestLosslessOutput(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 2, true, "mkv")
+	out := filepath.Join(dir, "lossless.mkv")
+	if _, err := vsr(t, "restore", in, "-o", out, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--tile", "8"); err != nil {
+		t.Fatal(err)
+	}
+	info := probe(t, out)
+	got := decodeAll(t, info)
+
+	src := decodeAll(t, probe(t, in))
+	m, err := compact.LoadBundled(cpu.New(0), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, len(got))
+	if err := m.Upscale(context.Background(), src, 2, 24, 16, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("ffv1/gbrp output differs from the model's frames")
+	}
+	x265 := filepath.Join(dir, "x265.mp4")
+	if _, err := vsr(t, "restore", in, "-o", x265, "--codec", "libx265", "--preset", "ultrafast", "--crf", "28", "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if i := probe(t, x265); i.Frames != 2 || i.Codec != "hevc" || !i.HasAudio {
+		t.Errorf("libx265 output %+v", i)
+	}
+}
+
+func decodeAll(t *testing.T, info *video.Info) []byte {
+	t.Helper()
+	d, err := video.NewDecoder(context.Background(), info, video.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	all := make([]byte, info.Frames*d.FrameSize())
+	for i := 0; i < info.Frames; i++ {
+		if err := d.Read(all[i*d.FrameSize() : (i+1)*d.FrameSize()]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return all
+}
+
+// TestBadInput checks that every kind of bad input gives a one-line error
+// and leaves no output or temporary file behind.
+func TestBadInput(t *testing.T) {
+	needFFmpeg(t)
+	src := t.TempDir()
+	good := genClip(t, src, 7, true, "mp4")
+
+	notVideo := filepath.Join(src, "notes.txt")
+	os.WriteFile(notVideo, []byte("this is not a video\n"), 0o644)
+
+	// Truncated: the index (moved to the front) promises 30 frames, but the
+	// data stops half way.
+	full := filepath.Join(src, "full.mp4")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=24", "-frames:v", "30", "-c:v", "libx264", "-g", "1", "-movflags", "+faststart", full)
+	data, _ := os.ReadFile(full)
+	truncated := filepath.Join(src, "truncated.mp4")
+	os.WriteFile(truncated, data[:len(data)/2], 0o644)
+
+	// Corrupt: garbage over the middle of the data.
+	corrupt := filepath.Join(src, "corrupt.mp4")
+	c := append([]byte(nil), data...)
+	for i := len(c) / 3; i < 2*len(c)/3; i++ {
+		c[i] = byte(i * 7)
+	}
+	os.WriteFile(corrupt, c, 0o644)
+
+	// Zero frames: an audio-only file, and a video stream with no frames.
+	audioOnly := filepath.Join(src, "audio.m4a")
+	ffmpeg(t, "-f", "lavfi", "-i", "sine", "-t", "0.5", audioOnly)
+	zero := filepath.Join(src, "zero.mkv")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=s=64x48:r=24:d=1", "-f", "lavfi", "-i", "sine=d=1", "-map", "0:v", "-map", "1:a",
+		"-vf", "trim=start_frame=1000", "-c:v", "libx264", "-c:a", "aac", zero)
+
+	// Models: an unsupported op, and weights cut short.
+	param, _ := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x4.param")
+	bin, _ := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x4.bin")
+	badOp := filepath.Join(src, "badop.param")
+	os.WriteFile(badOp, bytes.Replace(param, []byte("PReLU                    PRelu_1"), []byte("Swish                    PRelu_1"), 1), 0o644)
+	os.WriteFile(filepath.Join(src, "badop.bin"), bin, 0o644)
+	cut := filepath.Join(src, "cut.param")
+	os.WriteFile(cut, param, 0o644)
+	os.WriteFile(filepath.Join(src, "cut.bin"), bin[:1000], 0o644)
+	noBin := filepath.Join(src, "nobin.param")
+	os.WriteFile(noBin, param, 0o644)
+
+	ro := filepath.Join(t.TempDir(), "readonly")
+	os.Mkdir(ro, 0o555)
+
+	cases := []struct {
+		name string
+		args []string
+		dir  string // where the output would go
+		want string
+	}{
+		{"missing input", []string{filepath.Join(src, "nope.mp4")}, "", "no such file"},
+		{"not a video", []string{notVideo}, "", "not a video"},
+		{"truncated", []string{truncated}, "", "truncated"},
+		{"corrupt", []string{corrupt}, "", ""},
+		{"audio only", []string{audioOnly}, "", "no video"},
+		{"zero frames", []string{zero}, "", "no video frames"},
+		{"unsupported op", []string{good, "--model", badOp}, "", `layer PRelu_1 (Swish): unsupported op "Swish"`},
+		{"truncated weights", []string{good, "--model", cut}, "", "too short"},
+		{"missing weights", []string{good, "--model", noBin}, "", "nobin.bin"},
+		{"unknown model", []string{good, "--model", "nosuch"}, "", "nosuch"},
+		{"bad scale", []string{good, "--scale", "5"}, "", "--scale 2, 3 or 4"},
+		{"missing output dir", []string{good}, filepath.Join(src, "missing"), "does not exist"},
+		{"unwritable output dir", []string{good}, ro, "writ"},
+		{"bad codec", []string{good, "--codec", "nosuchcodec"}, "", "nosuchcodec"},
+		{"bad progress", []string{good, "--progress", "loud"}, "", "--progress"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "unwritable output dir" && os.Getuid() == 0 {
+				if f, err := os.CreateTemp(ro, "probe"); err == nil {
+					f.Close()
+					os.Remove(f.Name())
+					t.Skip("running as root: permissions are not enforced")
+				}
+			}
+			dir := c.dir
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			out := filepath.Join(dir, "out.mp4")
+			args := append([]string{"restore", "--progress", "none", "-o", out}, c.args...)
+			_, err := vsr(t, args...)
+			if err == nil {
+				t.Fatalf("vsr %v succeeded", args)
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line containing %q", msg, c.want)
+			}
+			if _, serr := os.Stat(dir); serr == nil {
+				onlyFiles(t, dir)
+			}
+		})
+	}
+}
+
+func TestProbeAndModels(t *testing.T) {
+	needFFmpeg(t)
+	out, err := vsr(t, "probe", clip, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info video.Info
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Frames != 194 || info.Width != 640 || info.Height != 360 || info.FPS != (video.Rational{Num: 24, Den: 1}) || !info.HasAudio {
+		t.Errorf("probe %+v", info)
+	}
+	out, err = vsr(t, "models")
+	if err != nil || !strings.Contains(out, "realesr-animevideov3-x4") {
+		t.Errorf("models: %q %v", out, err)
+	}
+	if out, err = vsr(t, "version"); err != nil || !strings.HasPrefix(out, "vsr ") {
+		t.Errorf("version: %q %v", out, err)
+	}
+}

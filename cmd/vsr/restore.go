@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vsr-dev/vsr/backend"
+	_ "github.com/vsr-dev/vsr/backend/cpu" // registers the "cpu" device
+	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/video"
+)
+
+type restoreFlags struct {
+	output   string
+	model    string
+	scale    int
+	device   string
+	codec    string
+	crf      int
+	preset   string
+	pixFmt   string
+	progress string
+	asJSON   bool
+	frames   int
+	tile     int
+	batch    int
+}
+
+func newRestore() *cobra.Command {
+	var f restoreFlags
+	cmd := &cobra.Command{
+		Use:   "restore INPUT -o OUTPUT",
+		Short: "Restore and upscale a video",
+		Long: `Restore and upscale a video with a neural network.
+
+The output keeps the input's frame rate, exact frame count and audio. It is
+written to a temporary file beside OUTPUT and renamed when complete, so a
+failed or interrupted run leaves nothing behind. The output directory must
+exist.`,
+		Example: `  vsr restore in.mp4 -o out.mp4
+  vsr restore in.mkv -o out.mkv --scale 2 --codec libx265 --crf 22
+  vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
+  vsr restore in.mp4 -o out.mp4 --model ~/models/realesr-animevideov3-x4.param`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRestore(cmd, args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "", "output video file (required); its directory must exist")
+	fl.StringVar(&f.model, "model", "", "model: a bundled name (see `vsr models`) or an ncnn PATH.param (default: bundled realesr-animevideov3)")
+	fl.IntVar(&f.scale, "scale", 4, "upscaling factor of the bundled model: 2, 3 or 4")
+	fl.StringVar(&f.device, "device", "auto", "compute device: auto or cpu")
+	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
+	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
+	fl.StringVar(&f.preset, "preset", "medium", "encoder preset for libx264/libx265 (e.g. ultrafast ... veryslow)")
+	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format, e.g. yuv420p, yuv444p, gbrp (lossless RGB with ffv1)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bar on a terminal), plain (lines), none")
+	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout when done")
+	fl.IntVar(&f.frames, "frames", 0, "restore only the first N frames (0 = all)")
+	fl.IntVar(&f.tile, "tile", 0, "process frames in tiles of N input pixels (0 = automatic, bounded memory)")
+	fl.IntVar(&f.batch, "batch", 1, "frames per model call")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
+	switch f.progress {
+	case "auto", "plain", "none":
+	default:
+		return fmt.Errorf("--progress %q: want auto, plain or none", f.progress)
+	}
+	if f.frames < 0 || f.tile < 0 || f.batch < 1 || f.batch > 256 {
+		return fmt.Errorf("--frames and --tile must be >= 0 and --batch between 1 and 256")
+	}
+	if same, _ := samePath(input, f.output); same {
+		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
+	}
+	ctx := cmd.Context()
+	// Probe before loading anything: a bad input is the commonest mistake.
+	info, err := video.Probe(ctx, input)
+	if err != nil {
+		return err
+	}
+	dev, err := openDevice(f.device)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	m, err := loadModel(cmd, dev, f)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	total := info.Frames
+	if f.frames > 0 && f.frames < total {
+		total = f.frames
+	}
+	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
+	res, err := pipeline.Restore(ctx, pipeline.Request{
+		Input:     input,
+		Output:    f.output,
+		Model:     compact.Runner{M: m, Tile: f.tile},
+		Batch:     f.batch,
+		MaxFrames: f.frames,
+		Info:      info,
+		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt},
+		Progress:  prog.update,
+	})
+	prog.finish(err == nil)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return printJSON(cmd, res)
+	}
+	if f.progress != "none" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d frames %dx%d in %.1f s (%.2f frames/s) on %s with %s\n",
+			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, dev.Name(), m.Name)
+	}
+	return nil
+}
+
+// openDevice opens the backend for --device. "auto" takes the first GPU
+// when a GPU backend is available, else the CPU.
+func openDevice(name string) (backend.Backend, error) {
+	if name == "auto" {
+		for _, k := range backend.Kinds() {
+			if k != "cpu" {
+				if b, err := backend.Open(k); err == nil {
+					return b, nil
+				}
+			}
+		}
+		name = "cpu"
+	}
+	return backend.Open(name)
+}
+
+// loadModel loads the bundled model for --scale, or an ncnn graph from disk.
+func loadModel(cmd *cobra.Command, b backend.Backend, f restoreFlags) (*compact.Model, error) {
+	if compact.IsBundledName(f.model) {
+		scale := f.scale
+		if f.model != "" && f.model != compact.DefaultModel {
+			var s int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(f.model, compact.DefaultModel), "-x%d", &s); err != nil {
+				return nil, fmt.Errorf("unknown bundled model %q (see `vsr models`)", f.model)
+			}
+			if cmd.Flags().Changed("scale") && s != f.scale {
+				return nil, fmt.Errorf("--model %s is x%d but --scale is %d", f.model, s, f.scale)
+			}
+			scale = s
+		}
+		return compact.LoadBundled(b, scale)
+	}
+	if !strings.HasSuffix(f.model, ".param") {
+		return nil, fmt.Errorf("--model %q: give a bundled model name (see `vsr models`) or an ncnn .param file", f.model)
+	}
+	param, err := os.ReadFile(f.model)
+	if err != nil {
+		return nil, fmt.Errorf("read model: %w", err)
+	}
+	binPath := strings.TrimSuffix(f.model, ".param") + ".bin"
+	bin, err := os.ReadFile(binPath)
+	if err != nil {
+		return nil, fmt.Errorf("read model weights (expected beside the .param): %w", err)
+	}
+	m, err := compact.LoadFiles(b, filepath.Base(strings.TrimSuffix(f.model, ".param")), param, bin)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("scale") && m.Scale() != float64(f.scale) {
+		m.Close()
+		return nil, fmt.Errorf("--model %s upscales x%g; --scale %d applies to the bundled model only", f.model, m.Scale(), f.scale)
+	}
+	return m, nil
+}
+
+// samePath reports whether a and b name the same existing file.
+func samePath(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}

@@ -1,0 +1,38 @@
+package compact
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend/cpu"
+)
+
+// BenchmarkUpscaleX4 measures the bundled x4 model on the CPU backend and
+// reports frames/s and GFLOP/s (convolution FLOPs, 2 per multiply-add).
+func BenchmarkUpscaleX4(b *testing.B) {
+	for _, sz := range [][2]int{{160, 90}, {640, 360}} {
+		w, h := sz[0], sz[1]
+		b.Run(fmt.Sprintf("%dx%d", w, h), func(b *testing.B) {
+			be := cpu.New(0)
+			m, err := LoadBundled(be, 4)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			in := randFrames(1, w, h, 1)
+			ow, oh := m.OutputSize(w, h)
+			out := make([]byte, ow*oh*3)
+			r := Runner{M: m}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := r.Upscale(context.Background(), in, 1, w, h, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := b.Elapsed().Seconds()
+			b.ReportMetric(float64(b.N)/s, "frames/s")
+			b.ReportMetric(m.FLOPs(w, h)*float64(b.N)/s/1e9, "GFLOP/s")
+		})
+	}
+}
