@@ -1,0 +1,204 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+)
+
+// DecodeOptions controls a Decoder.
+type DecodeOptions struct {
+	// MaxFrames stops after this many frames; 0 decodes all of them.
+	MaxFrames int
+	// PixFmt is the layout of the frames Read returns: "rgb24" (the
+	// default, packed R,G,B bytes) or another raw format FrameSize knows:
+	// "bgr24", "rgba", "bgra", "gray", "gbrp", "yuv444p", "yuv420p".
+	PixFmt string
+}
+
+// Decoder streams the frames of a video, one per source frame, from an
+// ffmpeg child through a pipe. It never holds more than the frame being read.
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	info      *Info
+	cmd       *exec.Cmd
+	out       io.ReadCloser
+	tail      *logTail
+	ctx       context.Context
+	size      int
+	expect    int // frames to deliver; 0 = unknown, read to the end
+	read      int
+	done      bool  // the child has been reaped
+	err       error // sticky result once done
+	extraByte []byte
+}
+
+// NewDecoder starts ffmpeg decoding the video stream of info.Path (info as
+// returned by Probe) to raw frames of info.Width x info.Height in the pixel
+// format of opt.PixFmt. Frames are passed through without frame rate
+// conversion (passthrough mode: -vsync or -fps_mode, whichever this ffmpeg
+// has), so the Decoder yields exactly info.Frames frames. The child is
+// killed when ctx is done or Close is called. When info.Frames is 0 (an
+// Info not made by Probe) the Decoder reads until ffmpeg ends instead of
+// checking the count.
+func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, error) {
+	if info == nil || info.Path == "" {
+		return nil, errors.New("video.NewDecoder: no input: pass the Info returned by Probe")
+	}
+	if info.Width <= 0 || info.Height <= 0 {
+		return nil, fmt.Errorf("video.NewDecoder: %q: frame size %dx%d is not valid: pass the Info returned by Probe", info.Path, info.Width, info.Height)
+	}
+	if opt.MaxFrames < 0 {
+		return nil, fmt.Errorf("video.NewDecoder: MaxFrames %d is negative: use 0 for all frames", opt.MaxFrames)
+	}
+	pix := opt.PixFmt
+	if pix == "" {
+		pix = "rgb24"
+	}
+	size, err := FrameSize(pix, info.Width, info.Height)
+	if err != nil {
+		return nil, fmt.Errorf("video.NewDecoder: %w", err)
+	}
+	ffmpeg, err := FFmpeg()
+	if err != nil {
+		return nil, err
+	}
+	expect := info.Frames
+	if opt.MaxFrames > 0 && (expect == 0 || opt.MaxFrames < expect) {
+		expect = opt.MaxFrames
+	}
+	args := append([]string{}, baseArgs...)
+	args = append(args, "-i", fileArg(info.Path), "-map", "0:"+strconv.Itoa(info.VideoStream),
+		"-vf", renumberFilter(info.FPS))
+	args = append(args, passthroughArgs(ctx, ffmpeg)...)
+	if opt.MaxFrames > 0 {
+		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))
+	}
+	args = append(args, "-f", "rawvideo", "-pix_fmt", pix, "-s", fmt.Sprintf("%dx%d", info.Width, info.Height), "pipe:1")
+
+	cmd := command(ctx, ffmpeg, args...)
+	tail := newLogTail()
+	cmd.Stderr = tail
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("decode %q: %v", info.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("decode %q: %w", info.Path, cerr)
+		}
+		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, ffmpeg, err)
+	}
+	return &Decoder{info: info, cmd: cmd, out: out, tail: tail, ctx: ctx, size: size, expect: expect}, nil
+}
+
+// FrameSize is the number of bytes of one frame: Width*Height*3 for rgb24.
+func (d *Decoder) FrameSize() int { return d.size }
+
+// Frames is the number of frames Read will deliver before io.EOF (0 when
+// unknown).
+func (d *Decoder) Frames() int { return d.expect }
+
+// Read fills dst[:FrameSize()] with the next frame. After the last expected
+// frame it returns io.EOF, once it has checked that ffmpeg ended cleanly. If
+// ffmpeg ends early, fails, or reports decoding errors, Read returns an
+// error (never io.EOF) such as "decoded only 5 of 7 frames: ...". After an
+// error or io.EOF, Read keeps returning it.
+func (d *Decoder) Read(dst []byte) error {
+	if d.done {
+		if d.err != nil {
+			return d.err
+		}
+		return io.EOF
+	}
+	if len(dst) < d.size {
+		return fmt.Errorf("video.Decoder.Read: buffer of %d bytes is smaller than a frame (%d bytes)", len(dst), d.size)
+	}
+	if d.expect > 0 && d.read >= d.expect {
+		return d.finish()
+	}
+	n, err := io.ReadFull(d.out, dst[:d.size])
+	if err == nil {
+		d.read++
+		if d.tail.Count() > 0 {
+			// Decoding errors: the frames are damaged. Stop now rather
+			// than after the whole video.
+			d.kill()
+			return d.fail(kindErrorf(ErrCorrupt, "decode %q: ffmpeg reported errors near frame %d (ffmpeg: %s)", d.info.Path, d.read, d.tail.Last()))
+		}
+		return nil
+	}
+	if err == io.EOF && d.expect == 0 {
+		return d.finish()
+	}
+	// The pipe ended before the frame (or the expected count) was complete.
+	werr := d.wait()
+	if cerr := d.ctx.Err(); cerr != nil {
+		return d.fail(fmt.Errorf("decode %q: %w", d.info.Path, cerr))
+	}
+	what := fmt.Sprintf("decoded only %d of %d frames", d.read, d.expect)
+	if d.expect == 0 {
+		what = fmt.Sprintf("ffmpeg ended in the middle of frame %d (%d of %d bytes)", d.read+1, n, d.size)
+	}
+	return d.fail(kindErrorf(ErrCorrupt, "decode %q: %s: %s", d.info.Path, what, describe(d.tail, werr)))
+}
+
+// finish reaps ffmpeg after the last expected frame and decides between
+// io.EOF and an error.
+func (d *Decoder) finish() error {
+	// Anything still in the pipe is a frame we did not expect.
+	if d.extraByte == nil {
+		d.extraByte = make([]byte, 1)
+	}
+	extra, _ := io.ReadFull(d.out, d.extraByte)
+	if extra > 0 {
+		d.kill()
+		return d.fail(fmt.Errorf("decode %q: ffmpeg produced more than the %d frames Probe counted: probe the file again", d.info.Path, d.expect))
+	}
+	werr := d.wait()
+	if cerr := d.ctx.Err(); cerr != nil {
+		return d.fail(fmt.Errorf("decode %q: %w", d.info.Path, cerr))
+	}
+	if werr != nil || d.tail.Count() > 0 {
+		return d.fail(kindErrorf(ErrCorrupt, "decode %q: ffmpeg failed after %d frames (ffmpeg: %s)", d.info.Path, d.read, describe(d.tail, werr)))
+	}
+	return io.EOF
+}
+
+func (d *Decoder) fail(err error) error {
+	d.err = err
+	return err
+}
+
+func (d *Decoder) kill() {
+	if !d.done && d.cmd.Process != nil {
+		_ = d.cmd.Process.Kill()
+	}
+	d.wait()
+}
+
+// wait reaps the child once and returns its exit error.
+func (d *Decoder) wait() error {
+	if d.done {
+		return nil
+	}
+	d.done = true
+	return d.cmd.Wait()
+}
+
+// Close stops ffmpeg if it is still running (killing it and reaping it) and
+// releases the pipe. Closing before the last frame is not an error. It is
+// safe to call Close more than once and after Read returned an error.
+func (d *Decoder) Close() error {
+	if d.done {
+		return nil
+	}
+	d.kill()
+	if d.err == nil {
+		d.err = errors.New("video.Decoder: Read after Close")
+	}
+	return nil
+}

@@ -1,0 +1,21 @@
+// Package video probes, decodes and encodes video files by running the
+// ffmpeg executable (and ffprobe when it is available) as child processes.
+//
+// Probe describes a file and counts its frames exactly. A Decoder streams
+// its frames as raw RGB24 (or another raw layout) through a pipe, one frame
+// per source frame. An Encoder takes raw frames through a pipe and writes
+// them, with the audio of another file if asked, to a temporary file that
+// Close renames onto the output path, keeping the frame rate and the frame
+// count exact.
+//
+// Only options that ffmpeg 4.1 also accepts are used, and everything works
+// without ffprobe. The executables are chosen by FFmpegPath / FFprobePath,
+// else the environment variables VSR_FFMPEG / VSR_FFPROBE, else PATH;
+// VSR_FFPROBE=none makes Probe use ffmpeg alone.
+//
+// Children are started with exec.CommandContext, so they are killed when the
+// context is done; Decoder.Close, Encoder.Close and Encoder.Abort reap them.
+// Their stderr is kept in a small ring buffer for error messages. Errors are
+// single lines; those about bad inputs wrap ErrNotVideo, ErrNoFrames,
+// ErrTruncated, ErrCorrupt or fs.ErrNotExist.
+package video

@@ -1,0 +1,536 @@
+package video
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// EncodeOptions controls an Encoder.
+type EncodeOptions struct {
+	// Width and Height are the size of the frames given to Write.
+	Width, Height int
+	// FPS is the exact frame rate of the output; every frame written lasts
+	// 1/FPS and none is dropped or duplicated.
+	FPS Rational
+	// InputPixFmt is the pixel format of the frames given to Write:
+	// "rgb24" (the default) or another format FrameSize knows, such as
+	// "yuv420p".
+	InputPixFmt string
+	// Codec is the ffmpeg video encoder, e.g. "libx264" (the default),
+	// "libx265" or "ffv1".
+	Codec string
+	// CRF is the constant rate factor for encoders that have one (libx264,
+	// libx265, libvpx, libvpx-vp9, libaom-av1, libsvtav1); it is ignored by
+	// the others (ffv1). -1 leaves the encoder's default. 0 is a real value
+	// (lossless for libx264), so set -1 explicitly for the default.
+	CRF int
+	// Preset is the encoder preset (e.g. "medium", "slow"); "" leaves the
+	// default. It is passed only to libx264 and libx265.
+	Preset string
+	// PixFmt is the pixel format of the output, default "yuv420p". With
+	// ffv1 and "gbrp" the output is lossless RGB.
+	PixFmt string
+	// AudioFrom is a file whose audio streams (if any) are carried into the
+	// output: copied when the output container can hold their codec, else
+	// re-encoded (AAC for MP4/MOV, Opus or Vorbis for WebM). "" = no audio.
+	AudioFrom string
+	// ExpectFrames, if > 0, makes Close fail unless exactly this many frames
+	// were written.
+	ExpectFrames int
+}
+
+// Encoder feeds raw frames to an ffmpeg child that encodes them into a
+// temporary file beside the output path; Close moves it into place. An
+// Encoder is not safe for concurrent use.
+type Encoder struct {
+	ctx     context.Context
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	tail    *logTail
+	prog    *progress
+	outPath string
+	tmpPath string
+	codec   string
+	size    int
+	expect  int
+	written int
+	reaped  bool
+	waitErr error
+	closed  bool  // Close or Abort ran; the temp file is gone or renamed
+	err     error // first failure; returned by later calls
+}
+
+// NewEncoder checks opt and the output location, then starts ffmpeg reading
+// raw frames from a pipe and writing to a temporary file beside outPath:
+// same directory, a hidden name, the same extension (the muxer is chosen
+// from the extension). The output directory must exist and be writable; if
+// not, NewEncoder says so without starting ffmpeg. Nothing appears at
+// outPath until Close succeeds; an existing file there is then replaced.
+// The child is killed when ctx is done; call Close or Abort in every case to
+// reap it and remove the temporary file (only a crash of this process can
+// leave a hidden ".NAME.vsr-*.EXT" file behind). RGB frames are converted
+// to a YUV PixFmt with ffmpeg's default (BT.601) matrix, and the output
+// carries no colour tags.
+func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encoder, error) {
+	o, err := normalizeEncodeOptions(opt)
+	if err != nil {
+		return nil, fmt.Errorf("encode %q: %w", outPath, err)
+	}
+	size, err := FrameSize(o.InputPixFmt, o.Width, o.Height)
+	if err != nil {
+		return nil, fmt.Errorf("encode %q: input %w", outPath, err)
+	}
+	ext := filepath.Ext(outPath)
+	if ext == "" || ext == "." {
+		return nil, fmt.Errorf("output %q has no file extension: add one (.mp4, .mkv, .webm, .mov) so the container format is known", outPath)
+	}
+	t, err := resolveTools()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEncoder(ctx, t.ffmpeg, o.Codec); err != nil {
+		return nil, fmt.Errorf("encode %q: %w", outPath, err)
+	}
+
+	// Audio: which streams to carry and how.
+	var audioArgs []string
+	if o.AudioFrom != "" {
+		audioArgs, err = audioPlan(ctx, t, o.AudioFrom, strings.ToLower(ext))
+		if err != nil {
+			return nil, fmt.Errorf("encode %q: reading audio: %w", outPath, err)
+		}
+	}
+
+	tmp, err := reserveTemp(outPath, ext)
+	if err != nil {
+		return nil, err
+	}
+
+	args := append([]string{}, baseArgs...)
+	args = append(args, "-progress", "pipe:1",
+		"-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
+		"-framerate", o.FPS.String(), "-i", "pipe:0")
+	if len(audioArgs) > 0 {
+		args = append(args, "-i", fileArg(o.AudioFrom))
+	}
+	args = append(args, "-map", "0:0")
+	args = append(args, audioArgs...)
+	args = append(args, "-c:v", o.Codec)
+	switch o.Codec {
+	case "libx264", "libx264rgb", "libx265", "libvpx", "libvpx-vp9", "libaom-av1", "libsvtav1":
+		if o.CRF >= 0 {
+			args = append(args, "-crf", strconv.Itoa(o.CRF))
+			if o.Codec == "libvpx-vp9" || o.Codec == "libaom-av1" {
+				args = append(args, "-b:v", "0")
+			}
+		}
+	}
+	switch o.Codec {
+	case "libx264", "libx264rgb", "libx265":
+		if o.Preset != "" {
+			args = append(args, "-preset", o.Preset)
+		}
+	}
+	if o.Codec == "libx265" {
+		args = append(args, "-x265-params", "log-level=error")
+		if e := strings.ToLower(ext); e == ".mp4" || e == ".mov" || e == ".m4v" {
+			args = append(args, "-tag:v", "hvc1") // what Apple players expect
+		}
+	}
+	args = append(args, "-pix_fmt", o.PixFmt)
+	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
+	args = append(args, "-max_muxing_queue_size", "4096", "-y", fileArg(tmp))
+
+	cmd := command(ctx, t.ffmpeg, args...)
+	tail := newLogTail()
+	prog := &progress{frame: -1}
+	cmd.Stderr = tail
+	cmd.Stdout = prog
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("encode %q: %v", outPath, err)
+	}
+	if err := cmd.Start(); err != nil {
+		os.Remove(tmp)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("encode %q: %w", outPath, cerr)
+		}
+		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, t.ffmpeg, err)
+	}
+	return &Encoder{
+		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
+		outPath: outPath, tmpPath: tmp, codec: o.Codec,
+		size: size, expect: o.ExpectFrames,
+	}, nil
+}
+
+func normalizeEncodeOptions(o EncodeOptions) (EncodeOptions, error) {
+	if o.Width <= 0 || o.Height <= 0 {
+		return o, fmt.Errorf("frame size %dx%d is not valid: width and height must be positive", o.Width, o.Height)
+	}
+	if !o.FPS.Valid() {
+		return o, fmt.Errorf("frame rate %s is not valid: give a positive rate such as 24/1 or 30000/1001", o.FPS)
+	}
+	o.FPS = o.FPS.Reduced()
+	if o.InputPixFmt == "" {
+		o.InputPixFmt = "rgb24"
+	}
+	if o.Codec == "" {
+		o.Codec = "libx264"
+	}
+	if o.PixFmt == "" {
+		o.PixFmt = "yuv420p"
+	}
+	if o.ExpectFrames < 0 {
+		return o, fmt.Errorf("ExpectFrames %d is negative: use 0 for no check", o.ExpectFrames)
+	}
+	for _, pf := range []struct{ name, what string }{{o.InputPixFmt, "input pixel format"}, {o.PixFmt, "pixel format"}} {
+		aw, ah := chromaAlign(pf.name)
+		if o.Width%aw != 0 || o.Height%ah != 0 {
+			size := "an even width and height"
+			switch {
+			case aw == 2 && ah == 1:
+				size = "an even width"
+			case aw == 4:
+				size = "a width (and height) divisible by 4"
+			}
+			return o, fmt.Errorf("%s with %s %s needs %s, got %dx%d: use an even size or --pix-fmt yuv444p/gbrp",
+				o.Codec, pf.what, pf.name, size, o.Width, o.Height)
+		}
+	}
+	return o, nil
+}
+
+// reserveTemp checks the output location and returns the temporary path
+// ffmpeg is to write. The name is reserved by creating the file (which
+// also proves the directory writable), then the file is removed again so
+// that ffmpeg creates it with the usual permissions.
+func reserveTemp(outPath, ext string) (string, error) {
+	dir := filepath.Dir(outPath)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("output directory %q does not exist: create it first", dir)
+	case err != nil:
+		return "", fmt.Errorf("output directory %q: %v", dir, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("output directory %q is not a directory: choose another output path", dir)
+	}
+	if st, err := os.Stat(outPath); err == nil && st.IsDir() {
+		return "", fmt.Errorf("output %q is a directory: give a file name such as %s", outPath, filepath.Join(outPath, "out"+ext))
+	}
+	stem := strings.TrimSuffix(filepath.Base(outPath), ext)
+	f, err := os.CreateTemp(dir, "."+stem+".vsr-*"+ext)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return "", fmt.Errorf("output directory %q is not writable: fix its permissions or choose another directory", dir)
+		}
+		return "", fmt.Errorf("output directory %q is not writable (%v): choose another directory", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return name, nil
+}
+
+// FrameSize is the number of bytes Write expects per frame: Width*Height*3
+// for rgb24.
+func (e *Encoder) FrameSize() int { return e.size }
+
+// Written is the number of frames written so far.
+func (e *Encoder) Written() int { return e.written }
+
+// TempPath is the hidden file ffmpeg writes to until Close renames it.
+func (e *Encoder) TempPath() string { return e.tmpPath }
+
+// Write sends one frame of exactly FrameSize bytes to ffmpeg. If ffmpeg has
+// failed, Write returns its error (and the temporary file is removed); the
+// caller should then stop and call Abort or Close.
+func (e *Encoder) Write(frame []byte) error {
+	if e.err != nil {
+		return e.err
+	}
+	if e.closed {
+		return fmt.Errorf("encode %q: Write after Close", e.outPath)
+	}
+	if len(frame) != e.size {
+		return fmt.Errorf("encode %q: frame of %d bytes, want %d (FrameSize)", e.outPath, len(frame), e.size)
+	}
+	if _, err := e.in.Write(frame); err != nil {
+		// ffmpeg stopped reading: it exited or is exiting.
+		e.in.Close()
+		e.reap()
+		return e.failf("ffmpeg stopped after %d frames", e.written)
+	}
+	e.written++
+	return nil
+}
+
+// Close finishes the output: it closes ffmpeg's input, waits for it, checks
+// its exit status and that it encoded every frame written (and exactly
+// ExpectFrames, if set), then renames the temporary file onto outPath
+// atomically. On any failure it removes the temporary file and returns an
+// error carrying ffmpeg's last meaningful message. Calling Close again
+// returns the same result.
+func (e *Encoder) Close() error {
+	if e.closed || e.err != nil {
+		e.closed = true
+		return e.err
+	}
+	if e.expect > 0 && e.written != e.expect {
+		e.kill()
+		return e.fail(fmt.Errorf("encode %q: %d frames were written but %d were expected; the output was discarded", e.outPath, e.written, e.expect))
+	}
+	if e.written == 0 {
+		e.kill()
+		return e.fail(fmt.Errorf("encode %q: no frames were written; the output was discarded", e.outPath))
+	}
+	e.in.Close()
+	if err := e.reap(); err != nil {
+		return e.failf("ffmpeg failed")
+	}
+	if e.ctx.Err() != nil {
+		return e.failf("ffmpeg failed")
+	}
+	if got := e.prog.frames(); got >= 0 && got != e.written {
+		return e.fail(fmt.Errorf("encode %q: ffmpeg encoded %d frames but %d were written; the output was discarded", e.outPath, got, e.written))
+	}
+	if err := syncFile(e.tmpPath); err != nil {
+		return e.fail(fmt.Errorf("encode %q: ffmpeg left no usable output (%v)", e.outPath, err))
+	}
+	if err := os.Rename(e.tmpPath, e.outPath); err != nil {
+		return e.fail(fmt.Errorf("encode %q: cannot move the finished file into place: %v", e.outPath, err))
+	}
+	e.closed = true
+	return nil
+}
+
+// Abort kills ffmpeg and removes the temporary file, leaving nothing at
+// outPath. Use it on any upstream error. It is safe to call more than once
+// and after Close (then it does nothing).
+func (e *Encoder) Abort() {
+	if e.closed {
+		return
+	}
+	e.kill()
+	if e.err == nil {
+		e.err = fmt.Errorf("encode %q: aborted", e.outPath)
+	}
+	os.Remove(e.tmpPath)
+	e.closed = true
+}
+
+// kill stops and reaps ffmpeg.
+func (e *Encoder) kill() {
+	if !e.reaped && e.cmd.Process != nil {
+		_ = e.cmd.Process.Kill()
+	}
+	e.in.Close()
+	e.reap()
+}
+
+func (e *Encoder) reap() error {
+	if !e.reaped {
+		e.reaped = true
+		e.waitErr = e.cmd.Wait()
+	}
+	return e.waitErr
+}
+
+// fail records err, removes the temporary file and returns err.
+func (e *Encoder) fail(err error) error {
+	e.kill()
+	os.Remove(e.tmpPath)
+	e.err = err
+	e.closed = true
+	return err
+}
+
+// failf reports a failure of the ffmpeg child itself, with its message.
+func (e *Encoder) failf(format string, args ...any) error {
+	if cerr := e.ctx.Err(); cerr != nil {
+		return e.fail(fmt.Errorf("encode %q: %w", e.outPath, cerr))
+	}
+	msg := describe(e.tail, e.waitErr)
+	hint := ""
+	if strings.Contains(msg, "Unknown encoder") {
+		hint = `: run "ffmpeg -encoders" to list the encoders available`
+	}
+	return e.fail(fmt.Errorf("encode %q with %s: %s (ffmpeg: %s)%s", e.outPath, e.codec, fmt.Sprintf(format, args...), msg, hint))
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() == 0 {
+		err = errors.New("empty file")
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// progress parses ffmpeg's -progress output, keeping the last frame count.
+type progress struct {
+	mu    sync.Mutex
+	buf   []byte
+	frame int // -1 until reported
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimSpace(string(p.buf[:i]))
+		p.buf = p.buf[i+1:]
+		if v, ok := strings.CutPrefix(line, "frame="); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				p.frame = n
+			}
+		}
+	}
+	if len(p.buf) > 4096 {
+		p.buf = p.buf[:0]
+	}
+	return len(b), nil
+}
+
+func (p *progress) frames() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frame
+}
+
+// encoderLists caches, per ffmpeg executable, the set of encoder names.
+var encoderLists sync.Map // string -> map[string]bool
+
+// encoders returns the encoders ffmpeg has, or nil if it cannot tell.
+func encoders(ctx context.Context, ffmpeg string) map[string]bool {
+	if v, ok := encoderLists.Load(ffmpeg); ok {
+		return v.(map[string]bool)
+	}
+	r := runTool(ctx, ffmpeg, "-hide_banner", "-nostdin", "-encoders")
+	if r.err != nil {
+		return nil
+	}
+	set := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(r.stdout))
+	started := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "------") {
+			started = true
+			continue
+		}
+		f := strings.Fields(line)
+		if started && len(f) >= 2 && len(f[0]) == 6 {
+			set[f[1]] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	encoderLists.Store(ffmpeg, set)
+	return set
+}
+
+// checkEncoder rejects an encoder name this ffmpeg does not have.
+func checkEncoder(ctx context.Context, ffmpeg, codec string) error {
+	set := encoders(ctx, ffmpeg)
+	if set == nil || set[codec] {
+		return nil
+	}
+	return fmt.Errorf("unknown video encoder %q: this ffmpeg does not have it; run \"ffmpeg -encoders\" to list the available ones", codec)
+}
+
+// audioCopyOK lists, per output extension, the audio codecs the container
+// can hold as they are; nil means any codec (Matroska).
+var audioCopyOK = map[string][]string{
+	".mp4":  {"aac", "mp3", "ac3", "eac3", "alac"},
+	".m4v":  {"aac", "mp3", "ac3", "eac3", "alac"},
+	".mov":  {"aac", "mp3", "ac3", "eac3", "alac", "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be"},
+	".webm": {"opus", "vorbis"},
+	".ogv":  {"opus", "vorbis", "flac"},
+	".ogg":  {"opus", "vorbis", "flac"},
+	".avi":  {"mp3", "ac3", "pcm_s16le"},
+	".flv":  {"aac", "mp3"},
+	".ts":   {"aac", "mp3", "mp2", "ac3", "eac3", "opus"},
+	".m2ts": {"aac", "mp3", "mp2", "ac3", "eac3"},
+}
+
+// audioReencode lists, per output extension, the audio encoders to use
+// when copying is not possible, in order of preference.
+var audioReencode = map[string][]string{
+	".webm": {"libopus", "libvorbis"},
+	".ogv":  {"libvorbis", "libopus"},
+	".ogg":  {"libvorbis", "libopus"},
+	".avi":  {"libmp3lame", "ac3"},
+	".flv":  {"aac"},
+}
+
+// audioPlan probes src and returns the -map and -c:a options that carry its
+// audio streams into a file with extension ext (nil when it has none).
+func audioPlan(ctx context.Context, t tools, src, ext string) ([]string, error) {
+	if err := checkInput(src); err != nil {
+		return nil, err
+	}
+	m, err := probeMeta(ctx, src, t)
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for k, a := range m.audio() {
+		codec := "copy"
+		if ok, known := audioCopyOK[ext]; known && !contains(ok, a.codec) {
+			codec = ""
+			prefs := audioReencode[ext]
+			if prefs == nil {
+				prefs = []string{"aac"}
+			}
+			set := encoders(ctx, t.ffmpeg)
+			for _, p := range prefs {
+				if set == nil || set[p] {
+					codec = p
+					break
+				}
+			}
+			if codec == "" {
+				return nil, fmt.Errorf("%q: its %s audio cannot go into a %s file and this ffmpeg has none of %s to re-encode it: use .mkv", src, a.codec, ext, strings.Join(prefs, ", "))
+			}
+		}
+		args = append(args, "-map", "1:"+strconv.Itoa(a.index), "-c:a:"+strconv.Itoa(k), codec)
+	}
+	return args, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

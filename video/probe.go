@@ -1,0 +1,615 @@
+package video
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Info describes the video stream of a file, as found by Probe.
+type Info struct {
+	// Path is the file as given to Probe.
+	Path string
+	// Format is the container format as ffmpeg names it, e.g.
+	// "mov,mp4,m4a,3gp,3g2,mj2" or "matroska,webm".
+	Format string
+	// Codec is the video codec name, e.g. "h264" or "vp8".
+	Codec string
+	// Width and Height are the size of the decoded frames in pixels. For a
+	// stream with a 90 or 270 degree display rotation they are the rotated
+	// size, as ffmpeg applies the rotation when decoding.
+	Width, Height int
+	// FPS is the exact frame rate ffmpeg assigns to the decoded stream, the
+	// one it would encode it with (for a variable-frame-rate source, the
+	// rate ffmpeg guesses; the Decoder yields one frame per source frame
+	// regardless of timing).
+	FPS Rational
+	// Frames is the exact number of frames the Decoder will produce: Probe
+	// counts them by decoding the whole stream.
+	Frames int
+	// DeclaredFrames is the frame count stated by the container (MP4/MOV
+	// state one, Matroska/WebM usually do not); 0 when not stated or when
+	// Probe worked without ffprobe.
+	DeclaredFrames int
+	// HasAudio reports whether the file has an audio stream; AudioCodec is
+	// the codec of the first one.
+	HasAudio   bool
+	AudioCodec string
+	// Duration is the container's duration in seconds (0 if unknown). It
+	// can be longer than Frames/FPS when the audio is longer than the video.
+	Duration float64
+	// PixFmt is the pixel format of the stream, e.g. "yuv420p".
+	PixFmt string
+	// VideoStream is the index of the video stream among all streams of the
+	// file (attached pictures such as cover art are skipped).
+	VideoStream int
+	// Rotation is the display rotation in degrees that ffmpeg applies when
+	// decoding (0, 90, 180 or 270).
+	Rotation int
+}
+
+// streamMeta and fileMeta are what the metadata pass learns, before frames
+// are counted.
+type streamMeta struct {
+	index       int
+	kind        string // "video", "audio", ...
+	codec       string
+	width       int
+	height      int
+	pixFmt      string
+	fps         Rational
+	nbFrames    int
+	attachedPic bool
+	rotation    int
+}
+
+type fileMeta struct {
+	format   string
+	duration float64
+	streams  []streamMeta
+	tool     string // which program produced it, for messages
+}
+
+func (m *fileMeta) video() *streamMeta {
+	for i := range m.streams {
+		if s := &m.streams[i]; s.kind == "video" && !s.attachedPic {
+			return s
+		}
+	}
+	return nil
+}
+
+func (m *fileMeta) audio() []streamMeta {
+	var out []streamMeta
+	for _, s := range m.streams {
+		if s.kind == "audio" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Probe inspects the video file at path and returns its Info. It uses
+// ffprobe when available (see FFprobe) and ffmpeg otherwise, and it always
+// decodes the video stream once with ffmpeg to count its frames exactly and
+// to check it. These are errors: a file whose container states more frames
+// than can be decoded because data is missing (ErrTruncated); a file ffmpeg
+// reports decoding errors for (ErrCorrupt); a file without frames
+// (ErrNoFrames); a file without a video stream or that is not a media file
+// (ErrNotVideo); a missing file (fs.ErrNotExist). An MP4 whose edit list
+// hides some of its frames (as when cut without re-encoding) is not an
+// error: Frames counts the frames shown, DeclaredFrames the frames stored.
+// Decoding takes a small fraction of the time that upscaling the same video
+// does, but it is not instant for long videos.
+func Probe(ctx context.Context, path string) (*Info, error) {
+	t, err := resolveTools()
+	if err != nil {
+		return nil, err
+	}
+	return probe(ctx, path, t)
+}
+
+func probe(ctx context.Context, path string, t tools) (*Info, error) {
+	if err := checkInput(path); err != nil {
+		return nil, err
+	}
+	m, err := probeMeta(ctx, path, t)
+	if err != nil {
+		return nil, err
+	}
+	vs := m.video()
+	if vs == nil {
+		return nil, kindErrorf(ErrNotVideo, "%q has no video stream: give a video file", path)
+	}
+	info := &Info{
+		Path:           path,
+		Format:         m.format,
+		Codec:          vs.codec,
+		Width:          vs.width,
+		Height:         vs.height,
+		FPS:            vs.fps,
+		DeclaredFrames: vs.nbFrames,
+		Duration:       m.duration,
+		PixFmt:         vs.pixFmt,
+		VideoStream:    vs.index,
+		Rotation:       vs.rotation,
+	}
+	if fr, ok := decodedFrameRate(ctx, path, t.ffmpeg, vs.index); ok {
+		info.FPS = fr
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
+	}
+	if vs.rotation == 90 || vs.rotation == 270 {
+		info.Width, info.Height = info.Height, info.Width
+	}
+	if a := m.audio(); len(a) > 0 {
+		info.HasAudio = true
+		info.AudioCodec = a[0].codec
+	}
+	if info.Width <= 0 || info.Height <= 0 {
+		return nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the size of its video stream (codec %q): re-encode it with ffmpeg first", path, m.tool, vs.codec)
+	}
+	if !info.FPS.Valid() {
+		return nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the frame rate of its video stream: re-encode it with ffmpeg and -r first", path, m.tool)
+	}
+	n, err := countFrames(ctx, path, t, info)
+	if err != nil {
+		return nil, err
+	}
+	info.Frames = n
+	return info, nil
+}
+
+// checkInput turns the common reasons a path cannot be read into one-line
+// errors before any child is started.
+func checkInput(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &kindError{msg: fmt.Sprintf("open input %q: no such file", path), kind: fs.ErrNotExist}
+	case errors.Is(err, fs.ErrPermission):
+		return &kindError{msg: fmt.Sprintf("open input %q: permission denied", path), kind: fs.ErrPermission}
+	case err != nil:
+		return fmt.Errorf("open input %q: %v", path, err)
+	case st.IsDir():
+		return fmt.Errorf("open input %q: is a directory, not a video file", path)
+	case st.Size() == 0:
+		return kindErrorf(ErrNotVideo, "%q is an empty file, not a video", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return &kindError{msg: fmt.Sprintf("open input %q: permission denied", path), kind: fs.ErrPermission}
+		}
+		return fmt.Errorf("open input %q: %v", path, err)
+	}
+	f.Close()
+	return nil
+}
+
+// notMedia builds the error for a file the tool could not open as media.
+func notMedia(path, tool string, r result) error {
+	msg := describe(r.tail, r.err)
+	msg = strings.TrimPrefix(msg, fileArg(path)+": ")
+	msg = strings.TrimPrefix(msg, path+": ")
+	if errors.Is(r.err, ErrNoFFmpeg) {
+		return r.err
+	}
+	if r.tail.Contains("moov atom not found") {
+		return kindErrorf(ErrTruncated, "%q is incomplete: its MP4 index is missing (%s: moov atom not found), as when a recording or download is interrupted", path, tool)
+	}
+	return kindErrorf(ErrNotVideo, "%q is not a video file (%s: %s)", path, tool, msg)
+}
+
+// probeMeta reads the container and stream metadata, with ffprobe when
+// available, else from ffmpeg's description of its input.
+func probeMeta(ctx context.Context, path string, t tools) (*fileMeta, error) {
+	var m *fileMeta
+	var err error
+	if t.ffprobe != "" {
+		m, err = probeMetaFFprobe(ctx, path, t.ffprobe)
+	} else {
+		m, err = probeMetaFFmpeg(ctx, path, t.ffmpeg)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
+	}
+	return m, err
+}
+
+type ffprobeOutput struct {
+	Streams []struct {
+		Index        int    `json:"index"`
+		CodecType    string `json:"codec_type"`
+		CodecName    string `json:"codec_name"`
+		Width        int    `json:"width"`
+		Height       int    `json:"height"`
+		PixFmt       string `json:"pix_fmt"`
+		RFrameRate   string `json:"r_frame_rate"`
+		AvgFrameRate string `json:"avg_frame_rate"`
+		NbFrames     string `json:"nb_frames"`
+		Disposition  struct {
+			AttachedPic int `json:"attached_pic"`
+		} `json:"disposition"`
+		Tags         map[string]string `json:"tags"`
+		SideDataList []struct {
+			SideDataType string  `json:"side_data_type"`
+			Rotation     float64 `json:"rotation"`
+		} `json:"side_data_list"`
+	} `json:"streams"`
+	Format struct {
+		FormatName string `json:"format_name"`
+		Duration   string `json:"duration"`
+	} `json:"format"`
+}
+
+func probeMetaFFprobe(ctx context.Context, path, ffprobe string) (*fileMeta, error) {
+	r := runTool(ctx, ffprobe, "-v", "error", "-show_format", "-show_streams", "-of", "json", fileArg(path))
+	if r.err != nil {
+		return nil, notMedia(path, "ffprobe", r)
+	}
+	var out ffprobeOutput
+	if err := json.Unmarshal(r.stdout, &out); err != nil {
+		return nil, fmt.Errorf("probe %q: cannot parse ffprobe output (%v): check that %s is a working ffprobe or set VSR_FFPROBE=none", path, err, ffprobe)
+	}
+	m := &fileMeta{format: out.Format.FormatName, tool: "ffprobe"}
+	if d, err := strconv.ParseFloat(out.Format.Duration, 64); err == nil && d > 0 && !math.IsInf(d, 0) {
+		m.duration = d
+	}
+	for _, s := range out.Streams {
+		sm := streamMeta{
+			index:       s.Index,
+			kind:        s.CodecType,
+			codec:       s.CodecName,
+			width:       s.Width,
+			height:      s.Height,
+			pixFmt:      s.PixFmt,
+			attachedPic: s.Disposition.AttachedPic != 0,
+		}
+		if n, err := strconv.Atoi(s.NbFrames); err == nil && n > 0 {
+			sm.nbFrames = n
+		}
+		rfr, _ := ParseRational(s.RFrameRate)
+		afr, _ := ParseRational(s.AvgFrameRate)
+		sm.fps = guessFrameRate(rfr, afr)
+		rot := 0.0
+		if v, ok := s.Tags["rotate"]; ok {
+			rot, _ = strconv.ParseFloat(v, 64)
+		}
+		for _, sd := range s.SideDataList {
+			if sd.SideDataType == "Display Matrix" && sd.Rotation != 0 {
+				rot = sd.Rotation
+			}
+		}
+		sm.rotation = normRotation(rot)
+		m.streams = append(m.streams, sm)
+	}
+	return m, nil
+}
+
+// guessFrameRate picks the rate as ffmpeg's av_guess_frame_rate does for
+// the demuxer's r_frame_rate and avg_frame_rate.
+func guessFrameRate(r, avg Rational) Rational {
+	if !r.Valid() {
+		return avg.Reduced()
+	}
+	if avg.Valid() && avg.Float() < 70 && r.Float() > 210 {
+		return avg.Reduced()
+	}
+	return r.Reduced()
+}
+
+// normRotation maps any rotation in degrees (either sign convention) to
+// 0, 90, 180 or 270; only whether width and height swap matters here.
+func normRotation(deg float64) int {
+	d := int(math.Round(deg/90)) * 90 % 360
+	if d < 0 {
+		d += 360
+	}
+	return d
+}
+
+var (
+	reInput     = regexp.MustCompile(`^Input #0, (.*), from '`)
+	reDuration  = regexp.MustCompile(`^Duration: (\d+):(\d+):(\d+(?:\.\d+)?)`)
+	reStream    = regexp.MustCompile(`^Stream #0:(\d+)(?:\[[^\]]*\])?(?:\([^)]*\))?: (\w+): (.*)$`)
+	reSize      = regexp.MustCompile(`^(\d+)x(\d+)\b`)
+	reRate      = regexp.MustCompile(`^(\d+(?:\.\d+)?)(k?) (fps|tbr)$`)
+	reRotate    = regexp.MustCompile(`^rotate\s*:\s*(-?\d+(?:\.\d+)?)`)
+	reDispMat   = regexp.MustCompile(`displaymatrix: rotation of (-?\d+(?:\.\d+)?) degrees`)
+	reShowinfo  = regexp.MustCompile(`config in time_base: -?\d+/-?\d+, frame_rate: (\d+)/(\d+)`)
+	reCodecName = regexp.MustCompile(`^([\w-]+)`)
+)
+
+// probeMetaFFmpeg parses what "ffmpeg -i FILE" prints about its input. The
+// frame rates in it are rounded; Probe gets the exact one from
+// decodedFrameRate.
+func probeMetaFFmpeg(ctx context.Context, path, ffmpeg string) (*fileMeta, error) {
+	r := runTool(ctx, ffmpeg, "-nostdin", "-hide_banner", "-i", fileArg(path))
+	m, ok := parseFFmpegInfo(r.stderr)
+	if !ok {
+		return nil, notMedia(path, "ffmpeg", r)
+	}
+	m.tool = "ffmpeg"
+	return m, nil
+}
+
+// decodedFrameRate returns the exact frame rate ffmpeg gives the decoded
+// video stream (what it would encode it with), as printed by the showinfo
+// filter for the first frame; ok is false if it printed none. This is
+// av_guess_frame_rate's choice, which is not always the container's
+// r_frame_rate (interlaced H.264, for one), and it is exact where ffmpeg's
+// description of the input rounds ("29.97 fps").
+func decodedFrameRate(ctx context.Context, path, ffmpeg string, stream int) (Rational, bool) {
+	r := runTool(ctx, ffmpeg, "-nostdin", "-hide_banner", "-nostats", "-i", fileArg(path),
+		"-map", "0:"+strconv.Itoa(stream), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-")
+	if mm := reShowinfo.FindSubmatch(r.stderr); mm != nil {
+		n, _ := strconv.Atoi(string(mm[1]))
+		d, _ := strconv.Atoi(string(mm[2]))
+		if fr := (Rational{n, d}).Reduced(); fr.Valid() {
+			return fr, true
+		}
+	}
+	return Rational{}, false
+}
+
+// parseFFmpegInfo parses ffmpeg's description of input #0. It reports false
+// when there is none (ffmpeg could not open the file).
+func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
+	m := &fileMeta{}
+	found := false
+	var cur *streamMeta
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if mm := reInput.FindStringSubmatch(line); mm != nil {
+			if found {
+				break // a second input: not ours
+			}
+			found = true
+			m.format = mm[1]
+			continue
+		}
+		if !found {
+			continue
+		}
+		if strings.HasPrefix(line, "Output #") || strings.HasPrefix(line, "Input #") {
+			break
+		}
+		if mm := reDuration.FindStringSubmatch(line); mm != nil {
+			h, _ := strconv.Atoi(mm[1])
+			mi, _ := strconv.Atoi(mm[2])
+			s, _ := strconv.ParseFloat(mm[3], 64)
+			m.duration = float64(h*3600+mi*60) + s
+			continue
+		}
+		if mm := reStream.FindStringSubmatch(line); mm != nil {
+			idx, _ := strconv.Atoi(mm[1])
+			m.streams = append(m.streams, parseStreamLine(idx, strings.ToLower(mm[2]), mm[3]))
+			cur = &m.streams[len(m.streams)-1]
+			continue
+		}
+		if cur != nil {
+			if mm := reRotate.FindStringSubmatch(line); mm != nil {
+				f, _ := strconv.ParseFloat(mm[1], 64)
+				cur.rotation = normRotation(f)
+			} else if mm := reDispMat.FindStringSubmatch(line); mm != nil {
+				f, _ := strconv.ParseFloat(mm[1], 64)
+				cur.rotation = normRotation(f)
+			}
+		}
+	}
+	return m, found
+}
+
+// parseStreamLine parses the part after "Video: " or "Audio: ", e.g.
+// "h264 (High) (avc1 / 0x31637661), yuv420p(tv, bt709), 64x48 [SAR 1:1
+// DAR 4:3], 57 kb/s, 29.97 fps, 29.97 tbr, 30k tbn (default)".
+func parseStreamLine(idx int, kind, desc string) streamMeta {
+	s := streamMeta{index: idx, kind: kind}
+	fields := splitTopLevel(desc)
+	if len(fields) == 0 {
+		return s
+	}
+	s.codec = reCodecName.FindString(fields[0])
+	if strings.Contains(desc, "(attached pic)") {
+		s.attachedPic = true
+	}
+	if kind != "video" {
+		return s
+	}
+	var fps, tbr float64
+	for i, f := range fields[1:] {
+		f = strings.TrimSpace(f)
+		if mm := reSize.FindStringSubmatch(f); mm != nil && s.width == 0 {
+			s.width, _ = strconv.Atoi(mm[1])
+			s.height, _ = strconv.Atoi(mm[2])
+			continue
+		}
+		if mm := reRate.FindStringSubmatch(f); mm != nil {
+			v, _ := strconv.ParseFloat(mm[1], 64)
+			if mm[2] == "k" {
+				v *= 1000
+			}
+			if mm[3] == "fps" {
+				fps = v
+			} else {
+				tbr = v
+			}
+			continue
+		}
+		if i == 0 {
+			pf := f
+			if j := strings.IndexByte(pf, '('); j >= 0 {
+				pf = pf[:j]
+			}
+			s.pixFmt = strings.TrimSpace(pf)
+		}
+	}
+	switch {
+	case tbr > 0 && (fps == 0 || fps < 70 && tbr > 210):
+		if fps > 0 {
+			s.fps = rationalFromDecimal(fps, 0.01)
+		} else {
+			s.fps = rationalFromDecimal(tbr, 0.01)
+		}
+	case tbr > 0:
+		s.fps = rationalFromDecimal(tbr, 0.01)
+	case fps > 0:
+		s.fps = rationalFromDecimal(fps, 0.01)
+	}
+	return s
+}
+
+// splitTopLevel splits on commas outside parentheses and brackets.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, c := range s {
+		switch c {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			if depth > 0 {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+// countFrames decodes the video stream with ffmpeg, discarding the frames,
+// and returns how many there are. It turns decoding errors, missing data
+// and an empty stream into errors.
+func countFrames(ctx context.Context, path string, t tools, info *Info) (int, error) {
+	args := append(append([]string{}, baseArgs...), "-progress", "pipe:1", "-i", fileArg(path),
+		"-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", renumberFilter(info.FPS))
+	args = append(append(args, passthroughArgs(ctx, t.ffmpeg)...), "-f", "null", "-")
+	r := runTool(ctx, t.ffmpeg, args...)
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
+	}
+	if errors.Is(r.err, ErrNoFFmpeg) {
+		return 0, r.err
+	}
+	n := lastProgressFrame(r.stdout)
+	failed := r.err != nil || r.tail.Count() > 0
+	why := ""
+	if failed {
+		why = " (ffmpeg: " + describe(r.tail, r.err) + ")"
+	}
+	// How demuxers report data that ends early.
+	cut := r.tail.Contains("partial file") || r.tail.Contains("ended prematurely")
+	packets := func() int {
+		p := countPackets(ctx, path, t, info.VideoStream)
+		if ctx.Err() != nil {
+			return -1
+		}
+		return p
+	}
+	if declared := info.DeclaredFrames; declared > 0 && n < declared {
+		p := packets()
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
+		}
+		switch {
+		case cut || (p >= 0 && p < declared):
+			return 0, kindErrorf(ErrTruncated, "%q is truncated: the container says %d frames but only %d could be decoded%s", path, declared, n, why)
+		case failed:
+			return 0, kindErrorf(ErrCorrupt, "%q is corrupt: the container says %d frames but only %d could be decoded%s", path, declared, n, why)
+		}
+		// Every packet is there and decoding was clean: an edit list hides
+		// some frames, as in MP4 files cut without re-encoding. ffmpeg
+		// decodes (and the Decoder yields) only the n that are shown.
+	}
+	switch {
+	case cut:
+		return 0, kindErrorf(ErrTruncated, "%q is truncated: its data ends early and only %d frames could be decoded%s", path, n, why)
+	case n == 0 && !failed:
+		return 0, kindErrorf(ErrNoFrames, "%q has no video frames", path)
+	case n == 0:
+		// Nothing decoded, with errors: an empty stream or an undecodable one?
+		p := packets()
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
+		}
+		if p == 0 {
+			return 0, kindErrorf(ErrNoFrames, "%q has no video frames", path)
+		}
+		return 0, kindErrorf(ErrCorrupt, "%q is corrupt: none of its video frames could be decoded%s", path, why)
+	case failed:
+		return 0, kindErrorf(ErrCorrupt, "%q is corrupt: ffmpeg reported errors decoding its %d video frames%s; repair or re-encode it first", path, n, why)
+	}
+	return n, nil
+}
+
+// countPackets counts the packets of one stream without decoding them, with
+// ffprobe when available, else with ffmpeg's framecrc muxer (one line per
+// packet). It returns -1 when it cannot tell.
+func countPackets(ctx context.Context, path string, t tools, stream int) int {
+	if t.ffprobe != "" {
+		r := runTool(ctx, t.ffprobe, "-v", "error", "-select_streams", strconv.Itoa(stream), "-count_packets",
+			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1", fileArg(path))
+		out := strings.TrimSpace(string(r.stdout))
+		if n, err := strconv.Atoi(out); err == nil {
+			return n
+		}
+		if r.err == nil && out == "N/A" {
+			return 0 // what ffprobe prints for a stream without packets
+		}
+		return -1
+	}
+	args := append(append([]string{}, baseArgs...), "-i", fileArg(path),
+		"-map", "0:"+strconv.Itoa(stream), "-c", "copy", "-f", "framecrc", "-")
+	r := runTool(ctx, t.ffmpeg, args...)
+	n := 0
+	for _, line := range strings.Split(string(r.stdout), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			n++
+		}
+	}
+	return n
+}
+
+// renumberFilter is the filter chain the frame-counting and decoding
+// passes use. It gives the frames fresh, evenly spaced timestamps N/fps in
+// a fine time base. The source timestamps are irrelevant for raw output, but
+// in passthrough mode ffmpeg rounds them to the encoder's 1/fps time base,
+// and in a millisecond time base (Matroska, WebM) two frames can round to
+// the same value, which the muxer reports as an error ("non monotonically
+// increasing dts").
+func renumberFilter(fps Rational) string {
+	if !fps.Valid() {
+		fps = Rational{25, 1}
+	}
+	return fmt.Sprintf("settb=AVTB,setpts=N*1000000*%d/%d", fps.Den, fps.Num)
+}
+
+// lastProgressFrame returns the last "frame=N" of ffmpeg's -progress output.
+func lastProgressFrame(out []byte) int {
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "frame="); ok {
+			if k, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				n = k
+			}
+		}
+	}
+	return n
+}
