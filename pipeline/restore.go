@@ -1,11 +1,17 @@
-// Package pipeline runs one restore request as a stream: a reader goroutine
-// decodes frames into batches, the model upscales each batch, and a writer
-// goroutine encodes the results, with bounded queues between the stages so
-// memory stays flat however long the video is.
+// Package pipeline runs one restore request as a stream: reader goroutines
+// decode frames into batches, one goroutine drives the model (the GPU's
+// thread), and writer goroutines wait for each batch's results and encode
+// them. Bounded queues sit between the stages, so memory stays flat however
+// long the video is, and no stage waits on another except for real work.
 //
-// The output file appears only when everything succeeded: the encoder writes
-// a temporary file beside it and renames it at the end; on any error or
-// cancellation the temporary file is removed.
+// With Segments > 1 the output is cut into that many contiguous segments,
+// each with its own decoder and encoder running in parallel, and joined
+// losslessly at the end with the input's audio: CPU encoding then keeps up
+// with a fast GPU.
+//
+// The output file appears only when everything succeeded: encoders write
+// temporary files beside it, renamed or joined at the end; on any error or
+// cancellation they are removed.
 package pipeline
 
 import (
@@ -13,39 +19,64 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/video"
 )
 
-// Upscaler is what the pipeline needs of a model.
-type Upscaler interface {
+// Engine is what the pipeline needs of a model; compact.Runner is one.
+type Engine interface {
 	// OutputSize returns the output frame size for an input of w x h
 	// (0, 0 if the input is too small for the model).
 	OutputSize(w, h int) (int, int)
-	// Upscale turns n packed RGB24 frames of w x h into n frames of
-	// OutputSize(w, h).
-	Upscale(ctx context.Context, in []byte, n, w, h int, out []byte) error
+	// NewBatch allocates staging for up to n frames of w x h whose results
+	// come out in format f.
+	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	// Start begins processing the first k frames of b's input; it may
+	// return before the work is done, and b.Wait blocks until it is.
+	Start(ctx context.Context, b backend.Batch, k int) error
+}
+
+// Source yields frames in order; Read returns io.EOF after the last.
+type Source interface {
+	Read(dst []byte) error
+	Close() error
+}
+
+// Sink consumes frames; Close finishes the output, Abort discards it.
+type Sink interface {
+	Write(frame []byte) error
+	Close() error
+	Abort()
 }
 
 // Request is one restore job.
 type Request struct {
 	Input  string
 	Output string
-	Model  Upscaler
-	// Batch is the number of frames handed to the model at once (default 1).
+	Engine Engine
+	// Batch is the number of frames handed to the engine at once (default 1).
 	Batch int
+	// Segments is the number of parts encoded in parallel (default 1).
+	Segments int
 	// MaxFrames limits the job to the first MaxFrames frames (0 = all).
 	MaxFrames int
 	// Encode sets the codec, quality and pixel format; size, fps, audio and
 	// frame count are filled in from the input.
 	Encode video.EncodeOptions
-	// Progress, if set, is called after each batch is written, from the
-	// writer goroutine.
+	// Progress, if set, is called after each batch is written.
 	Progress func(done, total int)
 	// Info is the input's probe, if the caller already has it.
 	Info *video.Info
+	// OnBatch, if set, is called from a writer goroutine after each batch's
+	// results are ready, with the batch (for engine-specific timing).
+	OnBatch func(b backend.Batch, frames int)
 }
 
 // Result summarises a finished job.
@@ -58,16 +89,8 @@ type Result struct {
 	Output  string  `json:"output"`
 }
 
-// batch is a group of consecutive frames travelling through the stages.
-type batch struct {
-	n   int
-	in  []byte
-	out []byte
-}
-
-// Restore runs req to completion or to the first error. The input is
-// probed (unless req.Info is set), decoded, upscaled and encoded; audio is
-// carried over; the output keeps the input's fps and frame count.
+// Restore runs req to completion or to the first error. The output keeps
+// the input's fps, frame count and audio.
 func Restore(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	info := req.Info
@@ -82,121 +105,278 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		total = req.MaxFrames
 	}
 	w, h := info.Width, info.Height
-	ow, oh := req.Model.OutputSize(w, h)
+	ow, oh := req.Engine.OutputSize(w, h)
 	if ow <= 0 || oh <= 0 {
 		return nil, fmt.Errorf("%s: a %dx%d video is too small for this model", req.Input, w, h)
 	}
-	bs := max(req.Batch, 1)
+	nseg := min(max(req.Segments, 1), total)
 
+	// Frames travel as yuv420p when that is what the encoder wants and the
+	// size allows: half the bytes of RGB, converted where the model runs.
+	format := backend.RGB24
 	enc := req.Encode
+	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
+		format = backend.YUV420P
+		enc.InputPixFmt = "yuv420p"
+	} else {
+		enc.InputPixFmt = "rgb24"
+	}
 	enc.Width, enc.Height, enc.FPS = ow, oh, info.FPS
-	enc.InputPixFmt = "rgb24"
-	enc.ExpectFrames = total
-	if info.HasAudio && enc.AudioFrom == "" {
-		enc.AudioFrom = req.Input
+	audioDur := 0.0 // an excerpt carries the audio of its own span only
+	if total < info.Frames {
+		audioDur = float64(total) * float64(info.FPS.Den) / float64(info.FPS.Num)
 	}
-	// Start the encoder first: it checks the output directory before any
-	// work is done.
-	encoder, err := video.NewEncoder(ctx, req.Output, enc)
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			encoder.Abort()
-		}
-	}()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	decoder, err := video.NewDecoder(ctx, info, video.DecodeOptions{MaxFrames: total})
-	if err != nil {
-		return nil, err
-	}
-	defer decoder.Close()
-	const depth = 2 // batches in flight per queue
-	free := make(chan *batch, depth+2)
-	for range depth + 2 {
-		free <- &batch{in: make([]byte, bs*w*h*3), out: make([]byte, bs*ow*oh*3)}
-	}
-	decoded := make(chan *batch, depth)
-	upscaled := make(chan *batch, depth)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { // reader
-		defer wg.Done()
-		defer close(decoded)
-		fs := w * h * 3
-		for read := 0; read < total; {
-			var b *batch
-			select {
-			case b = <-free:
-			case <-ctx.Done():
-				return
+
+	// Encoders first: they check the output directory before any work.
+	parts := segmentRanges(total, nseg)
+	streams := make([]stream, nseg)
+	defer func() {
+		for _, s := range streams {
+			if s.sink != nil {
+				s.sink.Abort()
 			}
-			b.n = 0
-			for b.n < bs && read < total {
-				if err := decoder.Read(b.in[b.n*fs : (b.n+1)*fs]); err != nil {
-					if errors.Is(err, io.EOF) {
-						err = fmt.Errorf("%s: decoded only %d of %d frames", req.Input, read, total)
-					}
-					cancel(err)
-					return
-				}
-				b.n++
-				read++
-			}
-			select {
-			case decoded <- b:
-			case <-ctx.Done():
-				return
+			if s.src != nil {
+				s.src.Close()
 			}
 		}
 	}()
-	written := 0
-	go func() { // writer
-		defer wg.Done()
-		fs := ow * oh * 3
-		for b := range upscaled {
-			for i := 0; i < b.n; i++ {
-				if err := encoder.Write(b.out[i*fs : (i+1)*fs]); err != nil {
-					cancel(err)
-					return
-				}
+	var segFiles []string
+	for i, p := range parts {
+		e := enc
+		e.ExpectFrames = p.count
+		out := req.Output
+		if nseg == 1 {
+			if info.HasAudio && e.AudioFrom == "" {
+				e.AudioFrom, e.AudioDuration = req.Input, audioDur
 			}
-			written += b.n
-			if req.Progress != nil {
-				req.Progress(written, total)
-			}
-			free <- b
+		} else {
+			e.AudioFrom = ""
+			out = segmentPath(req.Output, i)
+			segFiles = append(segFiles, out)
 		}
-	}()
-	// The model runs on this goroutine.
-	func() {
-		defer close(upscaled)
-		for b := range decoded {
-			if err := req.Model.Upscale(ctx, b.in[:b.n*w*h*3], b.n, w, h, b.out[:b.n*ow*oh*3]); err != nil {
-				cancel(err)
-				return
-			}
-			select {
-			case upscaled <- b:
-			case <-ctx.Done():
-				return
-			}
+		sink, err := video.NewEncoder(ctx, out, e)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+		streams[i].sink = sink
+		streams[i].frames = p.count
+	}
+	for i, p := range parts {
+		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count})
+		if err != nil {
+			return nil, err
+		}
+		streams[i].src = dec
+	}
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	if err := run(ctx, cancel, streams, req.Engine, cfg); err != nil {
 		return nil, err
 	}
-	if written != total {
-		return nil, fmt.Errorf("wrote %d of %d frames", written, total)
+	for i := range streams {
+		s := &streams[i]
+		s.src.Close()
+		err := s.sink.Close()
+		s.sink, s.src = nil, nil
+		if err != nil {
+			removeAll(segFiles)
+			return nil, err
+		}
 	}
-	if err := encoder.Close(); err != nil {
-		return nil, err
+	if nseg > 1 {
+		audio := ""
+		if info.HasAudio {
+			audio = req.Input
+		}
+		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur})
+		removeAll(segFiles)
+		if err != nil {
+			return nil, err
+		}
 	}
-	ok = true
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output}, nil
+}
+
+type part struct{ start, count int }
+
+// segmentRanges splits total frames into n contiguous parts of near-equal
+// size.
+func segmentRanges(total, n int) []part {
+	ps := make([]part, n)
+	for i := range ps {
+		a, b := total*i/n, total*(i+1)/n
+		ps[i] = part{a, b - a}
+	}
+	return ps
+}
+
+// segmentPath names the temporary file of segment i beside the output; it
+// has the output's extension so the same muxer is used.
+func segmentPath(out string, i int) string {
+	dir, base := filepath.Split(out)
+	return filepath.Join(dir, fmt.Sprintf(".%s.vsr-seg%03d%s", base, i, filepath.Ext(out)))
+}
+
+func removeAll(files []string) {
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
+
+// stream is one segment: its frames, decoder and encoder.
+type stream struct {
+	src    Source
+	sink   Sink
+	frames int
+}
+
+type config struct {
+	w, h, ow, oh int
+	batch        int
+	format       backend.PixelFormat
+	total        int
+	progress     func(done, total int)
+	onBatch      func(b backend.Batch, frames int)
+}
+
+// job is a batch of one segment in flight.
+type job struct {
+	seg int
+	b   backend.Batch
+	n   int
+}
+
+// depth is the number of batches per segment: one filling, one computing,
+// one writing.
+const depth = 3
+
+// run moves all frames of all streams through eng. It returns the first
+// error of any stage; every goroutine has ended when it returns.
+func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, eng Engine, c config) error {
+	inFS := c.w * c.h * 3
+	outFS := c.format.FrameBytes(c.ow, c.oh)
+	work := make(chan job, len(streams))
+	done := make([]chan job, len(streams))
+	free := make([]chan backend.Batch, len(streams))
+	var batches []backend.Batch
+	defer func() {
+		for _, b := range batches {
+			b.Free()
+		}
+	}()
+	for i := range streams {
+		done[i] = make(chan job, depth)
+		free[i] = make(chan backend.Batch, depth)
+		for range depth {
+			b, err := eng.NewBatch(c.batch, c.w, c.h, c.format)
+			if err != nil {
+				return err
+			}
+			batches = append(batches, b)
+			free[i] <- b
+		}
+	}
+	fail := func(err error) { cancel(err) }
+	var written atomic.Int64
+	var readers, writers sync.WaitGroup
+	for i, s := range streams {
+		readers.Add(1)
+		go func() { // reader: decode into free batches
+			defer readers.Done()
+			for read := 0; read < s.frames; {
+				var b backend.Batch
+				select {
+				case b = <-free[i]:
+				case <-ctx.Done():
+					return
+				}
+				in := b.In()
+				n := 0
+				for n < c.batch && read < s.frames {
+					if err := s.src.Read(in[n*inFS : (n+1)*inFS]); err != nil {
+						if errors.Is(err, io.EOF) {
+							err = fmt.Errorf("the input ended after %d of %d frames", read, s.frames)
+						}
+						fail(err)
+						return
+					}
+					n++
+					read++
+				}
+				select {
+				case work <- job{i, b, n}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		writers.Add(1)
+		go func() { // writer: wait for results, encode, recycle
+			defer writers.Done()
+			for left := s.frames; left > 0; {
+				var j job
+				select {
+				case j = <-done[i]:
+				case <-ctx.Done():
+					return
+				}
+				if err := j.b.Wait(); err != nil {
+					fail(err)
+					return
+				}
+				if c.onBatch != nil {
+					c.onBatch(j.b, j.n)
+				}
+				out := j.b.Out()
+				for k := 0; k < j.n; k++ {
+					if err := s.sink.Write(out[k*outFS : (k+1)*outFS]); err != nil {
+						fail(err)
+						return
+					}
+				}
+				left -= j.n
+				if n := written.Add(int64(j.n)); c.progress != nil {
+					c.progress(int(n), c.total)
+				}
+				free[i] <- j.b
+			}
+		}()
+	}
+	go func() {
+		readers.Wait()
+		close(work)
+	}()
+	// The engine is driven from this goroutine only, on one OS thread (a
+	// GPU context is current per thread).
+	runtime.LockOSThread()
+	func() {
+		defer runtime.UnlockOSThread()
+		for j := range work {
+			if ctx.Err() != nil {
+				continue // drain so the readers can finish
+			}
+			if err := eng.Start(ctx, j.b, j.n); err != nil {
+				fail(err)
+				continue
+			}
+			select {
+			case done[j.seg] <- j:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	writers.Wait()
+	if err := context.Cause(ctx); err != nil {
+		// Batches may still be in use by the engine; wait before freeing.
+		for _, b := range batches {
+			b.Wait()
+		}
+		return err
+	}
+	if n := int(written.Load()); n != c.total {
+		return fmt.Errorf("wrote %d of %d frames", n, c.total)
+	}
+	return nil
 }

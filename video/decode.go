@@ -11,6 +11,9 @@ import (
 
 // DecodeOptions controls a Decoder.
 type DecodeOptions struct {
+	// StartFrame skips this many frames first (counted exactly, by
+	// decoding them), so several decoders can each take a segment.
+	StartFrame int
 	// MaxFrames stops after this many frames; 0 decodes all of them.
 	MaxFrames int
 	// PixFmt is the layout of the frames Read returns: "rgb24" (the
@@ -51,8 +54,11 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 	if info.Width <= 0 || info.Height <= 0 {
 		return nil, fmt.Errorf("video.NewDecoder: %q: frame size %dx%d is not valid: pass the Info returned by Probe", info.Path, info.Width, info.Height)
 	}
-	if opt.MaxFrames < 0 {
-		return nil, fmt.Errorf("video.NewDecoder: MaxFrames %d is negative: use 0 for all frames", opt.MaxFrames)
+	if opt.MaxFrames < 0 || opt.StartFrame < 0 {
+		return nil, fmt.Errorf("video.NewDecoder: MaxFrames %d or StartFrame %d is negative: use 0 for all frames", opt.MaxFrames, opt.StartFrame)
+	}
+	if info.Frames > 0 && opt.StartFrame >= info.Frames {
+		return nil, fmt.Errorf("video.NewDecoder: %q: start frame %d is past its %d frames", info.Path, opt.StartFrame, info.Frames)
 	}
 	pix := opt.PixFmt
 	if pix == "" {
@@ -67,12 +73,19 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 		return nil, err
 	}
 	expect := info.Frames
+	if expect > 0 {
+		expect -= opt.StartFrame
+	}
 	if opt.MaxFrames > 0 && (expect == 0 || opt.MaxFrames < expect) {
 		expect = opt.MaxFrames
 	}
 	args := append([]string{}, baseArgs...)
+	filter := renumberFilter(info.FPS)
+	if opt.StartFrame > 0 {
+		filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
+	}
 	args = append(args, "-i", fileArg(info.Path), "-map", "0:"+strconv.Itoa(info.VideoStream),
-		"-vf", renumberFilter(info.FPS))
+		"-vf", filter)
 	args = append(args, passthroughArgs(ctx, ffmpeg)...)
 	if opt.MaxFrames > 0 {
 		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))

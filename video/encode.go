@@ -45,6 +45,9 @@ type EncodeOptions struct {
 	// output: copied when the output container can hold their codec, else
 	// re-encoded (AAC for MP4/MOV, Opus or Vorbis for WebM). "" = no audio.
 	AudioFrom string
+	// AudioDuration, if > 0, carries only the first AudioDuration seconds
+	// of that audio (for a restore of the first frames of a video).
+	AudioDuration float64
 	// ExpectFrames, if > 0, makes Close fail unless exactly this many frames
 	// were written.
 	ExpectFrames int
@@ -122,6 +125,9 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		"-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
 		"-framerate", o.FPS.String(), "-i", "pipe:0")
 	if len(audioArgs) > 0 {
+		if o.AudioDuration > 0 {
+			args = append(args, "-t", strconv.FormatFloat(o.AudioDuration, 'f', 6, 64))
+		}
 		args = append(args, "-i", fileArg(o.AudioFrom))
 	}
 	args = append(args, "-map", "0:0")

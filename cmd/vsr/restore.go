@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vsr-dev/vsr/backend"
 	_ "github.com/vsr-dev/vsr/backend/cpu" // registers the "cpu" device
+	"github.com/vsr-dev/vsr/backend/cuda"
 	"github.com/vsr-dev/vsr/model/compact"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
@@ -29,6 +31,8 @@ type restoreFlags struct {
 	frames   int
 	tile     int
 	batch    int
+	segments int
+	dtype    string
 }
 
 func newRestore() *cobra.Command {
@@ -55,7 +59,7 @@ exist.`,
 	fl.StringVarP(&f.output, "output", "o", "", "output video file (required); its directory must exist")
 	fl.StringVar(&f.model, "model", "", "model: a bundled name (see `vsr models`) or an ncnn PATH.param (default: bundled realesr-animevideov3)")
 	fl.IntVar(&f.scale, "scale", 4, "upscaling factor of the bundled model: 2, 3 or 4")
-	fl.StringVar(&f.device, "device", "auto", "compute device: auto or cpu")
+	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
 	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
 	fl.StringVar(&f.preset, "preset", "medium", "encoder preset for libx264/libx265 (e.g. ultrafast ... veryslow)")
@@ -64,7 +68,9 @@ exist.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout when done")
 	fl.IntVar(&f.frames, "frames", 0, "restore only the first N frames (0 = all)")
 	fl.IntVar(&f.tile, "tile", 0, "process frames in tiles of N input pixels (0 = automatic, bounded memory)")
-	fl.IntVar(&f.batch, "batch", 1, "frames per model call")
+	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
+	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
+	fl.StringVar(&f.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -75,8 +81,8 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	default:
 		return fmt.Errorf("--progress %q: want auto, plain or none", f.progress)
 	}
-	if f.frames < 0 || f.tile < 0 || f.batch < 1 || f.batch > 256 {
-		return fmt.Errorf("--frames and --tile must be >= 0 and --batch between 1 and 256")
+	if f.frames < 0 || f.tile < 0 || f.batch < 0 || f.batch > 256 || f.segments < 0 || f.segments > 64 {
+		return fmt.Errorf("--frames and --tile must be >= 0, --batch between 0 and 256, --segments between 0 and 64")
 	}
 	if same, _ := samePath(input, f.output); same {
 		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
@@ -87,15 +93,11 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	if err != nil {
 		return err
 	}
-	dev, err := openDevice(f.device)
+	dev, m, err := setup(cmd, f)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	m, err := loadModel(cmd, dev, f)
-	if err != nil {
-		return err
-	}
 	defer m.Close()
 
 	total := info.Frames
@@ -106,8 +108,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	res, err := pipeline.Restore(ctx, pipeline.Request{
 		Input:     input,
 		Output:    f.output,
-		Model:     compact.Runner{M: m, Tile: f.tile},
-		Batch:     f.batch,
+		Engine:    compact.Runner{M: m, Tile: f.tile},
+		Batch:     batchSize(f.batch, dev),
+		Segments:  segmentCount(f.segments, dev),
 		MaxFrames: f.frames,
 		Info:      info,
 		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt},
@@ -127,20 +130,63 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	return nil
 }
 
+// setup opens the device and loads the model onto it.
+func setup(cmd *cobra.Command, f restoreFlags) (backend.Backend, *compact.Model, error) {
+	dev, err := openDevice(f.device, f.dtype)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := loadModel(cmd, dev, f)
+	if err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	return dev, m, nil
+}
+
 // openDevice opens the backend for --device. "auto" takes the first GPU
-// when a GPU backend is available, else the CPU.
-func openDevice(name string) (backend.Backend, error) {
-	if name == "auto" {
-		for _, k := range backend.Kinds() {
-			if k != "cpu" {
-				if b, err := backend.Open(k); err == nil {
-					return b, nil
-				}
-			}
+// when there is one, else the CPU.
+func openDevice(name, dtype string) (backend.Backend, error) {
+	dt := cuda.F16
+	switch dtype {
+	case "f16", "fp16":
+	case "bf16":
+		dt = cuda.BF16
+	default:
+		return nil, fmt.Errorf("--dtype %q: want f16 or bf16", dtype)
+	}
+	switch {
+	case name == "auto":
+		if b, err := cuda.Open("cuda", dt); err == nil {
+			return b, nil
 		}
-		name = "cpu"
+		return backend.Open("cpu")
+	case name == "cuda" || strings.HasPrefix(name, "cuda:"):
+		return cuda.Open(name, dt)
 	}
 	return backend.Open(name)
+}
+
+func isGPU(b backend.Backend) bool { return strings.HasPrefix(b.Name(), "cuda") }
+
+func batchSize(n int, b backend.Backend) int {
+	switch {
+	case n > 0:
+		return n
+	case isGPU(b):
+		return 8
+	}
+	return 1
+}
+
+func segmentCount(n int, b backend.Backend) int {
+	switch {
+	case n > 0:
+		return n
+	case isGPU(b) && runtime.NumCPU() >= 8:
+		return 4
+	}
+	return 1
 }
 
 // loadModel loads the bundled model for --scale, or an ncnn graph from disk.

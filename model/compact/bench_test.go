@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
@@ -21,12 +22,12 @@ func BenchmarkUpscaleX4(b *testing.B) {
 			}
 			defer m.Close()
 			in := randFrames(1, w, h, 1)
-			ow, oh := m.OutputSize(w, h)
-			out := make([]byte, ow*oh*3)
 			r := Runner{M: m}
+			bt, _ := r.NewBatch(1, w, h, backend.RGB24)
+			copy(bt.In(), in)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := r.Upscale(context.Background(), in, 1, w, h, out); err != nil {
+				if err := r.Start(context.Background(), bt, 1); err != nil {
 					b.Fatal(err)
 				}
 			}

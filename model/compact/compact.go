@@ -60,6 +60,7 @@ const (
 	opShuffle
 	opResize
 	opBinary
+	opShuffleAdd // PixelShuffle(in[0]) + Nearest(in[1]), on a ShuffleAdder backend
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
@@ -99,15 +100,28 @@ type Model struct {
 	halo   int    // input pixels of context a tile needs on each side
 	align  int    // tile origins are multiples of this
 	owned  []backend.Tensor
+	opt    Options
+}
+
+// Options change how a graph is bound to a backend.
+type Options struct {
+	// NoFusion keeps every layer a separate op (for testing fused kernels
+	// against the unfused ones).
+	NoFusion bool
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
 func Load(b backend.Backend, name string, param io.Reader, bin []byte) (*Model, error) {
+	return LoadWith(b, name, param, bin, Options{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(b backend.Backend, name string, param io.Reader, bin []byte, opt Options) (*Model, error) {
 	net, err := ncnn.ParseParam(param)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m := &Model{Name: name, b: b, input: -1, tileOK: true, align: 1}
+	m := &Model{Name: name, b: b, input: -1, tileOK: true, align: 1, opt: opt}
 	if err := m.build(net, ncnn.NewWeightReader(bin)); err != nil {
 		m.Close()
 		return nil, fmt.Errorf("model %s: %w", name, err)
@@ -246,8 +260,10 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			m.output = o.out
 		}
 	}
-	m.fuse()
 	m.planTiles()
+	if !m.opt.NoFusion {
+		m.fuse()
+	}
 	return nil
 }
 
@@ -287,21 +303,58 @@ func (m *Model) propagateScale(o *op) error {
 func lcm(a, b int) int { return a / gcd(a, b) * b }
 
 // fuse folds a PReLU/ReLU that is the only reader of a convolution's output
-// into the convolution.
+// into the convolution, and, on backends that have the kernel, a pixel
+// shuffle plus nearest-upsampled skip connection into one op.
 func (m *Model) fuse() {
 	var out []*op
+	producer := map[int]*op{}
 	for _, o := range m.ops {
 		if o.kind == opAct && len(out) > 0 {
 			prev := out[len(out)-1]
 			if prev.kind == opConv && prev.act.Kind == backend.ActNone && prev.out == o.in[0] && m.uses[prev.out] == 1 {
 				prev.act = o.act
 				prev.out = o.out
+				producer[o.out] = prev
 				continue
 			}
 		}
 		out = append(out, o)
+		producer[o.out] = o
+	}
+	if _, ok := m.b.(backend.ShuffleAdder); ok {
+		out = m.fuseShuffleAdd(out, producer)
 	}
 	m.ops = out
+}
+
+// fuseShuffleAdd rewrites add(shuffle(x, r), nearest(base, r)) into one
+// opShuffleAdd when the two inner ops have no other readers.
+func (m *Model) fuseShuffleAdd(ops []*op, producer map[int]*op) []*op {
+	drop := map[*op]bool{}
+	for _, o := range ops {
+		if o.kind != opBinary || o.binop != backend.OpAdd {
+			continue
+		}
+		for k := 0; k < 2; k++ {
+			sh, up := producer[o.in[k]], producer[o.in[1-k]]
+			if sh == nil || up == nil || sh.kind != opShuffle || up.kind != opResize || up.mode != backend.Nearest ||
+				up.hs != float32(sh.r) || up.ws != float32(sh.r) || m.uses[sh.out] != 1 || m.uses[up.out] != 1 ||
+				m.chans[sh.out] != 3 || m.chans[up.in[0]] != 3 {
+				continue
+			}
+			o.kind, o.r, o.order = opShuffleAdd, sh.r, sh.order
+			o.in = []int{sh.in[0], up.in[0]}
+			drop[sh], drop[up] = true, true
+			break
+		}
+	}
+	var out []*op
+	for _, o := range ops {
+		if !drop[o] {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // planTiles computes the context (halo) a tile needs: each layer that looks

@@ -49,6 +49,8 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.PixelShuffle(in, o.r, o.order)
 		case opBinary:
 			y, err = m.b.Binary(o.binop, in, vals[o.in[1]])
+		case opShuffleAdd:
+			y, err = m.b.(backend.ShuffleAdder).ShuffleAddNearest(in, vals[o.in[1]], o.r, o.order)
 		case opResize:
 			i, out := o.in[0], o.out
 			sy0, _ := span(m.scaleH[i], rg.y0, rg.y1, rg.h, fh[i])
@@ -185,32 +187,4 @@ func grow(b []byte, n int) []byte {
 		return make([]byte, n)
 	}
 	return b[:n]
-}
-
-// Runner adapts a Model to a streaming pipeline with a fixed tiling policy.
-type Runner struct {
-	M *Model
-	// Tile is the tile size in input pixels; 0 picks one from Budget.
-	Tile int
-	// Budget bounds the working set of one frame in bytes when Tile is 0.
-	Budget int64
-}
-
-// DefaultBudget is the per-frame working-set bound used when none is set.
-const DefaultBudget = 1 << 30
-
-// OutputSize returns the output size for an input of w x h.
-func (r Runner) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
-
-// Upscale runs n frames through the model with the runner's tiling.
-func (r Runner) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte) error {
-	tile := r.Tile
-	if tile == 0 {
-		budget := r.Budget
-		if budget <= 0 {
-			budget = DefaultBudget
-		}
-		tile = r.M.AutoTile(w, h*n, budget)
-	}
-	return r.M.Upscale(ctx, in, n, w, h, out, tile)
 }

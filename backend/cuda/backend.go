@@ -1,0 +1,309 @@
+// Package cuda is the NVIDIA GPU backend: NHWC tensors in fp16 (or bf16)
+// device memory, convolutions through cuDNN on tensor cores, and the other
+// ops as kernels from kernels.cu compiled at first use with NVRTC.
+//
+// Everything a Backend queues runs in order on one compute stream; a copy
+// stream carries frame transfers for Slots (see backend.Streaming), with
+// events as the barriers between the two. Device memory comes from a
+// caching pool whose buffers are reused in stream order, so ops never
+// synchronize with the host except to hand results back.
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/nvidia/nvrtc"
+)
+
+//go:embed kernels.cu
+var kernelSource string
+
+func init() {
+	backend.Register("cuda", func(device string) (backend.Backend, error) {
+		return Open(device, F16)
+	})
+}
+
+// DType is the storage type of activations and weights.
+type DType int
+
+const (
+	F16 DType = iota
+	BF16
+)
+
+func (d DType) String() string { return [...]string{"f16", "bf16"}[d] }
+
+// Backend runs ops on one GPU. Like every backend it is used by one
+// goroutine at a time; Slot.Wait may be called from others.
+type Backend struct {
+	name  string
+	dtype DType
+	ctx   *cu.Context
+	dev   cu.Device
+	sms   int
+
+	compute *cu.Stream
+	copy    *cu.Stream
+	mod     *cu.Module
+	fns     map[string]*cu.Function
+
+	pool *pool
+	conv *convRunner
+
+	tapCache map[string]*taps
+	closeMu  sync.Mutex
+	closed   bool
+
+	epoch  *cu.Event // timed event recorded at open: the origin of Spans
+	spanMu sync.Mutex
+	spans  []Span
+}
+
+// Span is the interval the compute stream spent on one batch, measured
+// with CUDA events from the backend's opening.
+type Span struct{ Start, End time.Duration }
+
+// Spans returns the compute spans of the batches waited for since the last
+// call, and forgets them.
+func (b *Backend) Spans() []Span {
+	b.spanMu.Lock()
+	defer b.spanMu.Unlock()
+	s := b.spans
+	b.spans = nil
+	return s
+}
+
+// Open opens device "cuda" or "cuda:N" with the given storage type.
+func Open(device string, dt DType) (*Backend, error) {
+	ord := 0
+	if _, n, ok := strings.Cut(device, ":"); ok {
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("device %q: want cuda or cuda:N", device)
+		}
+		ord = v
+	} else if device != "cuda" {
+		return nil, fmt.Errorf("device %q: want cuda or cuda:N", device)
+	}
+	if err := cu.Init(); err != nil {
+		return nil, fmt.Errorf("no usable NVIDIA GPU: %w", err)
+	}
+	count, err := cu.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if ord >= count {
+		return nil, fmt.Errorf("device %q: this machine has %d GPU(s)", device, count)
+	}
+	dev, err := cu.GetDevice(ord)
+	if err != nil {
+		return nil, err
+	}
+	major, minor, err := dev.ComputeCapability()
+	if err != nil {
+		return nil, err
+	}
+	if major < 8 {
+		return nil, fmt.Errorf("GPU %d has compute capability %d.%d; vsr's CUDA backend needs 8.0 (Ampere) or newer", ord, major, minor)
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}}
+	if err := b.init(major, minor); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) init(major, minor int) error {
+	var err error
+	if b.sms, err = b.dev.SMCount(); err != nil {
+		return err
+	}
+	if b.compute, err = b.ctx.NewStream(); err != nil {
+		return err
+	}
+	if b.copy, err = b.ctx.NewStream(); err != nil {
+		return err
+	}
+	b.pool = newPool(b.ctx)
+	if b.epoch, err = b.ctx.NewEvent(cu.EventDefault); err != nil {
+		return err
+	}
+	if err := b.epoch.Record(b.compute); err != nil {
+		return err
+	}
+	comp, err := nvrtc.NewCompiler(major, minor)
+	if err != nil {
+		return err
+	}
+	// --fmad=false: no contraction into FMAs, so elementwise results match
+	// the CPU backend's float32 arithmetic exactly.
+	out, err := comp.Compile(nvrtc.Program{Name: "vsr_kernels.cu", Source: kernelSource, Options: []string{"--fmad=false", "-default-device"}})
+	if err != nil {
+		return fmt.Errorf("compile vsr kernels: %w", err)
+	}
+	if b.mod, err = b.ctx.LoadModule(out.Image); err != nil {
+		return err
+	}
+	b.conv, err = newConvRunner(b)
+	return err
+}
+
+// Name returns "cuda:N".
+func (b *Backend) Name() string { return b.name }
+
+// DType returns the storage type.
+func (b *Backend) DType() DType { return b.dtype }
+
+// Context returns the CUDA context (for samplers and tests).
+func (b *Backend) Context() *cu.Context { return b.ctx }
+
+// PeakBytes returns the high-water mark of the backend's device memory pool.
+func (b *Backend) PeakBytes() int64 { return b.pool.peakBytes() }
+
+// Synchronize waits for all queued work.
+func (b *Backend) Synchronize() error { return b.compute.Synchronize() }
+
+// Close waits for queued work and releases everything the backend owns.
+func (b *Backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if b.compute != nil {
+		b.compute.Synchronize()
+	}
+	if b.copy != nil {
+		b.copy.Synchronize()
+	}
+	if b.conv != nil {
+		b.conv.close()
+	}
+	for _, t := range b.tapCache {
+		t.free()
+	}
+	if b.pool != nil {
+		b.pool.close()
+	}
+	if b.mod != nil {
+		b.mod.Close()
+	}
+	if b.epoch != nil {
+		b.epoch.Close()
+	}
+	for _, s := range []*cu.Stream{b.compute, b.copy} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	return b.ctx.Close()
+}
+
+// fn returns kernel name, specialised for the storage type when typed.
+func (b *Backend) fn(name string, typed bool) (*cu.Function, error) {
+	if typed {
+		name += "_" + b.dtype.String()
+	}
+	if f, ok := b.fns[name]; ok {
+		return f, nil
+	}
+	f, err := b.mod.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	b.fns[name] = f
+	return f, nil
+}
+
+// launch runs a grid-stride kernel over n items on the compute stream.
+func (b *Backend) launch(name string, typed bool, n int64, args ...any) error {
+	return b.launchOn(b.compute, name, typed, n, args...)
+}
+
+func (b *Backend) launchOn(s *cu.Stream, name string, typed bool, n int64, args ...any) error {
+	f, err := b.fn(name, typed)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return nil
+	}
+	blocks := min((n+255)/256, int64(b.sms)*16)
+	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, Stream: s}, args...)
+}
+
+// Tensor is an NHWC tensor in device memory in the backend's storage type.
+type Tensor struct {
+	shape backend.Shape
+	buf   *block
+	b     *Backend
+	// f32 holds float32 values for per-channel parameters (PReLU slopes),
+	// which kernels read in full precision.
+	f32 *block
+	// lazy, when set, is a fused shuffle-add not yet computed: an op that
+	// needs the values materialises it, and frame outputs compute it
+	// straight into 8-bit frames.
+	lazy *lazyShuffle
+}
+
+// Shape returns the tensor's shape.
+func (t *Tensor) Shape() backend.Shape { return t.shape }
+
+// Free returns the tensor's memory to the pool, in stream order.
+func (t *Tensor) Free() {
+	if t.buf != nil {
+		t.b.pool.put(t.buf)
+		t.buf = nil
+	}
+	if t.f32 != nil {
+		t.b.pool.put(t.f32)
+		t.f32 = nil
+	}
+	if t.lazy != nil {
+		t.lazy.x.Free()
+		t.lazy.base.Free()
+		t.lazy = nil
+	}
+}
+
+func (t *Tensor) ptr() cu.DevicePtr { return t.buf.ptr }
+
+// alloc returns a tensor with undefined contents.
+func (b *Backend) alloc(s backend.Shape) (*Tensor, error) {
+	blk, err := b.pool.get(int64(s.Elems()) * 2)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{shape: s, buf: blk, b: b}, nil
+}
+
+// tensor unwraps t, computing it first if it is lazy.
+func (b *Backend) tensor(t backend.Tensor) (*Tensor, error) {
+	ct, ok := t.(*Tensor)
+	if !ok {
+		return nil, fmt.Errorf("cuda backend given a %T tensor", t)
+	}
+	if ct.lazy != nil {
+		if err := b.materialize(ct); err != nil {
+			return nil, err
+		}
+	}
+	if ct.buf == nil {
+		return nil, fmt.Errorf("cuda backend given a freed tensor")
+	}
+	return ct, nil
+}

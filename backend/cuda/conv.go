@@ -1,0 +1,71 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/nvidia/cudnn"
+)
+
+// convRunner runs convolutions through cuDNN: one handle on the compute
+// stream, the algorithm chosen once per shape by timing the candidates,
+// and one workspace, grown as needed and reused by every call.
+type convRunner struct {
+	b     *Backend
+	h     *cudnn.Handle
+	plans *cudnn.Cache
+	ws    *block
+}
+
+func newConvRunner(b *Backend) (*convRunner, error) {
+	h, err := cudnn.NewHandle(b.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cuDNN: %w", err)
+	}
+	if err := h.SetStream(b.compute); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &convRunner{b: b, h: h, plans: cudnn.NewCache(h, cudnn.Options{})}, nil
+}
+
+func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y *Tensor) error {
+	if p.PadT != p.PadB || p.PadL != p.PadR {
+		return fmt.Errorf("conv: asymmetric padding %d/%d/%d/%d is not supported on the GPU", p.PadT, p.PadL, p.PadB, p.PadR)
+	}
+	dt := cudnn.DataHalf
+	if c.b.dtype == BF16 {
+		dt = cudnn.DataBFloat16
+	}
+	s := x.shape
+	plan, err := c.plans.Get(cudnn.Shape{DType: dt, N: s.N, H: s.H, W: s.W, C: s.C, K: w.out, KH: p.KH, KW: p.KW,
+		PadH: p.PadT, PadW: p.PadL, StrideH: p.StrideH, StrideW: p.StrideW, DilationH: p.DilH, DilationW: p.DilW})
+	if err != nil {
+		return err
+	}
+	need := int64(plan.WorkspaceSize())
+	if need > 0 && (c.ws == nil || c.ws.size < need) {
+		if c.ws != nil {
+			c.b.pool.put(c.ws)
+		}
+		if c.ws, err = c.b.pool.get(need); err != nil {
+			c.ws = nil
+			return err
+		}
+	}
+	var ws block
+	if c.ws != nil {
+		ws = *c.ws
+	}
+	return plan.Forward(c.h, x.ptr(), w.w.ptr, y.ptr(), ws.ptr, int(ws.size))
+}
+
+func (c *convRunner) close() {
+	if c.plans != nil {
+		c.plans.Close()
+	}
+	if c.ws != nil {
+		c.b.pool.put(c.ws)
+	}
+	c.h.Close()
+}

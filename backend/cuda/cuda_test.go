@@ -1,0 +1,329 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/model/compact"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// open returns a GPU backend or skips the test where there is none.
+func open(t testing.TB, dt DType) *Backend {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	b, err := Open("cuda:0", dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func randSlice(r *rand.Rand, n int, lo, hi float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = lo + (hi-lo)*r.Float32()
+	}
+	return s
+}
+
+func relErr(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// bound is the accepted relative error for each storage type.
+func bound(dt DType) float64 {
+	if dt == BF16 {
+		return 2e-2
+	}
+	return 3e-3
+}
+
+// both runs f on the CPU and the GPU backend and compares the results.
+func both(t *testing.T, dt DType, name string, f func(b backend.Backend) (backend.Tensor, error)) {
+	t.Helper()
+	g := open(t, dt)
+	c := cpu.New(0)
+	want, err := f(c)
+	if err != nil {
+		t.Fatalf("%s on cpu: %v", name, err)
+	}
+	got, err := f(g)
+	if err != nil {
+		t.Fatalf("%s on %v: %v", name, dt, err)
+	}
+	if got.Shape() != want.Shape() {
+		t.Fatalf("%s: shape %v, cpu %v", name, got.Shape(), want.Shape())
+	}
+	gv, err := g.Download(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, _ := c.Download(want)
+	e := relErr(gv, cv)
+	if e > bound(dt) || math.IsNaN(e) {
+		t.Errorf("%s %v: relative error %.3g > %.3g", name, dt, e, bound(dt))
+	} else {
+		t.Logf("%s %v: relative error %.3g", name, dt, e)
+	}
+}
+
+func TestOpsAgainstCPU(t *testing.T) {
+	for _, dt := range []DType{F16, BF16} {
+		r := rand.New(rand.NewPCG(1, uint64(dt)))
+		s := backend.Shape{N: 2, H: 19, W: 23, C: 64}
+		x := randSlice(r, s.Elems(), -1, 1)
+		in3 := backend.Shape{N: 2, H: 19, W: 23, C: 3}
+		x3 := randSlice(r, in3.Elems(), 0, 1)
+		w := randSlice(r, 64*64*9, -0.06, 0.06)
+		w3 := randSlice(r, 48*64*9, -0.06, 0.06)
+		wFirst := randSlice(r, 64*3*9, -0.3, 0.3)
+		bias := randSlice(r, 64, -0.1, 0.1)
+		slope := randSlice(r, 64, 0, 0.3)
+		p := backend.ConvParams{KH: 3, KW: 3, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1, PadT: 1, PadL: 1, PadB: 1, PadR: 1}
+		up := func(b backend.Backend, s backend.Shape, v []float32) backend.Tensor {
+			tt, err := b.Upload(s, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tt
+		}
+		prelu := func(b backend.Backend) backend.Activation {
+			return backend.Activation{Kind: backend.ActPReLU, Slope: up(b, backend.Shape{N: 1, H: 1, W: 1, C: 64}, slope)}
+		}
+		both(t, dt, "conv3x3 64->64 +bias +prelu", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(64, 64, 3, 3, w, bias)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p, prelu(b))
+		})
+		both(t, dt, "conv3x3 3->64 +bias +relu", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(64, 3, 3, 3, wFirst, bias)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, in3, x3), cw, p, backend.Activation{Kind: backend.ActReLU})
+		})
+		both(t, dt, "conv3x3 64->48 no bias", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(48, 64, 3, 3, w3, nil)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p, backend.Activation{})
+		})
+		both(t, dt, "prelu", func(b backend.Backend) (backend.Tensor, error) {
+			return b.Activate(up(b, s, x), prelu(b))
+		})
+		both(t, dt, "leaky", func(b backend.Backend) (backend.Tensor, error) {
+			return b.Activate(up(b, s, x), backend.Activation{Kind: backend.ActLeaky, Alpha: 0.2})
+		})
+		for _, order := range []backend.ShuffleOrder{backend.ShuffleCRD, backend.ShuffleDCR} {
+			both(t, dt, "pixel shuffle", func(b backend.Backend) (backend.Tensor, error) {
+				return b.PixelShuffle(up(b, s, x), 4, order)
+			})
+		}
+		for _, op := range []backend.BinaryOp{backend.OpAdd, backend.OpSub, backend.OpMul} {
+			both(t, dt, "binary", func(b backend.Backend) (backend.Tensor, error) {
+				return b.Binary(op, up(b, s, x), up(b, s, x[len(x)-s.Elems():]))
+			})
+		}
+		for _, mode := range []backend.ResizeMode{backend.Nearest, backend.Bilinear, backend.Bicubic} {
+			both(t, dt, "resize "+mode.String()+" x4", func(b backend.Backend) (backend.Tensor, error) {
+				return b.Resize(up(b, in3, x3), mode, 19*4, 23*4, backend.Window{}, backend.Window{})
+			})
+			both(t, dt, "resize "+mode.String()+" x0.75 tile", func(b backend.Backend) (backend.Tensor, error) {
+				return b.Resize(up(b, in3, x3), mode, 12, 15, backend.Window{FullH: 40, FullW: 44, Y: 8, X: 4}, backend.Window{FullH: 30, FullW: 33, Y: 6, X: 3})
+			})
+		}
+	}
+}
+
+// TestYUVKernel checks the GPU yuv420p conversion against the Go
+// reference byte for byte.
+func TestYUVKernel(t *testing.T) {
+	b := open(t, F16)
+	r := rand.New(rand.NewPCG(3, 3))
+	n, w, h := 2, 38, 22
+	rgb := make([]byte, n*w*h*3)
+	for i := range rgb {
+		rgb[i] = byte(r.IntN(256))
+	}
+	want := make([]byte, n*backend.YUV420P.FrameBytes(w, h))
+	backend.RGBToYUV420(want, rgb, n, w, h)
+	slot, err := b.NewSlot(len(rgb), len(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.Free()
+	copy(slot.In(), rgb)
+	x, err := slot.Input(n, h, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slot.Output(x, backend.YUV420P); err != nil {
+		t.Fatal(err)
+	}
+	if err := slot.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := slot.Out(); !bytes.Equal(got, want) {
+		diff := 0
+		for i := range got {
+			if got[i] != want[i] {
+				diff++
+			}
+		}
+		t.Errorf("yuv420p differs from the Go reference in %d of %d bytes", diff, len(want))
+	}
+	// RGB24 out through the same slot gives the input back (v/255 in fp16
+	// rounds back to v).
+	if _, err := slot.Output(x, backend.RGB24); err != nil {
+		t.Fatal(err)
+	}
+	slot.Wait()
+	if !bytes.Equal(slot.Out(), rgb) {
+		t.Error("rgb24 round trip through fp16 changed bytes")
+	}
+}
+
+func loadPair(t *testing.T, b backend.Backend, scale int, opt compact.Options) *compact.Model {
+	t.Helper()
+	param, err := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x" + string(rune('0'+scale)) + ".param")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x4.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := compact.LoadWith(b, "test", bytes.NewReader(param), bin, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// TestModelAgainstCPU runs the bundled model on real frames on the GPU and
+// the CPU, compares the float outputs, and checks that the fused tail
+// gives bitwise the same frames as the unfused ops.
+func TestModelAgainstCPU(t *testing.T) {
+	for _, dt := range []DType{F16, BF16} {
+		g := open(t, dt)
+		c := cpu.New(0)
+		rgb, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, scale := range []int{2, 3, 4} {
+			mg := loadPair(t, g, scale, compact.Options{})
+			mu := loadPair(t, g, scale, compact.Options{NoFusion: true})
+			mc := loadPair(t, c, scale, compact.Options{})
+			run := func(b backend.Backend, m *compact.Model) []float32 {
+				x, err := b.FromRGB8(rgb, 1, 32, 48)
+				if err != nil {
+					t.Fatal(err)
+				}
+				y, err := m.Forward(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := b.Download(y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x.Free()
+				y.Free()
+				return v
+			}
+			want, got := run(c, mc), run(g, mg)
+			e := relErr(got, want)
+			if e > bound(dt) {
+				t.Errorf("x%d %v: model relative error %.3g", scale, dt, e)
+			} else {
+				t.Logf("x%d %v: model relative error %.3g vs CPU float32", scale, dt, e)
+			}
+			fused, unfused := frames(t, g, mg, rgb), frames(t, g, mu, rgb)
+			if !bytes.Equal(fused, unfused) {
+				t.Errorf("x%d %v: fused shuffle-add frames differ from unfused", scale, dt)
+			}
+		}
+	}
+}
+
+// frames runs the model through a Slot to yuv420p.
+func frames(t *testing.T, b *Backend, m *compact.Model, rgb []byte) []byte {
+	r := compact.Runner{M: m}
+	bt, err := r.NewBatch(1, 48, 32, backend.YUV420P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	copy(bt.In(), rgb)
+	if err := r.Start(context.Background(), bt, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), bt.Out()...)
+}
+
+// TestOutOfMemory asks for more memory than the GPU has and expects a
+// clear error, with the backend still working afterwards.
+func TestOutOfMemory(t *testing.T) {
+	b := open(t, F16)
+	_, err := b.alloc(backend.Shape{N: 1 << 10, H: 1 << 10, W: 1 << 10, C: 1 << 8})
+	if err == nil || !strings.Contains(err.Error(), "GPU out of memory") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("huge alloc: %v", err)
+	}
+	t.Log(err)
+	x, err := b.Upload(backend.Shape{N: 1, H: 1, W: 2, C: 1}, []float32{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Download(x); err != nil || v[1] != 2 {
+		t.Fatalf("after OOM: %v %v", v, err)
+	}
+}
+
+func TestHalfConversions(t *testing.T) {
+	cases := []struct {
+		f    float32
+		h, b uint16
+	}{
+		{1, 0x3c00, 0x3f80}, {-2, 0xc000, 0xc000}, {65504, 0x7bff, 0x4780}, {1e9, 0x7c00, 0x4e6e},
+		{float32(math.Ldexp(1, -24)), 0x0001, 0x3380}, {0.1, 0x2e66, 0x3dcd},
+	}
+	for _, c := range cases {
+		if g := toF16(c.f); g != c.h {
+			t.Errorf("toF16(%g) = %#04x, want %#04x", c.f, g, c.h)
+		}
+		if g := toBF16(c.f); g != c.b {
+			t.Errorf("toBF16(%g) = %#04x, want %#04x", c.f, g, c.b)
+		}
+	}
+}

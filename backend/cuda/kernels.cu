@@ -1,0 +1,223 @@
+// Elementwise and resampling kernels of the CUDA backend. Header-free (no
+// cuda_fp16.h), so NVRTC compiles them on hosts that have only the driver
+// and NVRTC libraries. Tensors are NHWC; "T" is the storage type: fp16 or
+// bf16 bits in an unsigned short. Arithmetic is float32.
+//
+// Launch shape, unless a kernel says otherwise: 1-D grid-stride loops,
+// 256 threads per block, enough blocks to fill the GPU.
+
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+__device__ __forceinline__ float ld_f16(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ u16 st_f16(float f) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float ld_bf16(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ u16 st_bf16(float f) { u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+
+// quantize maps [0,1] to a byte: round half up, clamp, NaN -> 0 (as the CPU
+// backend's ToRGB8).
+__device__ __forceinline__ u8 quantize(float v) {
+    v = v * 255.0f + 0.5f;
+    if (!(v > 0.0f)) return 0;
+    if (v >= 255.0f) return 255;
+    return (u8)v;
+}
+
+#define GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+// BT.601 limited-range RGB -> YCbCr, on 8-bit RGB values (what ffmpeg's
+// swscale does for rgb24 -> yuv420p without flags), rounded to nearest.
+__device__ __forceinline__ u8 luma(float r, float g, float b) {
+    float y = 16.0f + (65.481f * r + 128.553f * g + 24.966f * b) / 255.0f;
+    return (u8)fminf(fmaxf(y + 0.5f, 0.0f), 255.0f);
+}
+__device__ __forceinline__ u8 chroma_b(float r, float g, float b) {
+    float c = 128.0f + (-37.797f * r - 74.203f * g + 112.0f * b) / 255.0f;
+    return (u8)fminf(fmaxf(c + 0.5f, 0.0f), 255.0f);
+}
+__device__ __forceinline__ u8 chroma_r(float r, float g, float b) {
+    float c = 128.0f + (112.0f * r - 93.786f * g - 18.214f * b) / 255.0f;
+    return (u8)fminf(fmaxf(c + 0.5f, 0.0f), 255.0f);
+}
+
+// rgb8_to_yuv420: packed RGB24 frames (n, h, w, 3) -> planar yuv420p
+// (Y w*h, U and V (w/2)*(h/2) per frame, frames back to back). Chroma is the
+// mean of each 2x2 block. One thread per 2x2 block; h and w are even.
+extern "C" __global__ void rgb8_to_yuv420(const u8* __restrict__ rgb, u8* __restrict__ yuv, int n, int h, int w) {
+    long long blocks = (long long)n * (h / 2) * (w / 2);
+    long long fsz = (long long)w * h * 3 / 2;
+    GRID_STRIDE(i, blocks) {
+        int bx = i % (w / 2);
+        long long t = i / (w / 2);
+        int by = t % (h / 2);
+        int f = t / (h / 2);
+        const u8* src = rgb + (long long)f * h * w * 3;
+        u8* Y = yuv + f * fsz;
+        u8* U = Y + (long long)w * h;
+        u8* V = U + (long long)(w / 2) * (h / 2);
+        float sr = 0, sg = 0, sb = 0;
+        for (int dy = 0; dy < 2; dy++) {
+            for (int dx = 0; dx < 2; dx++) {
+                int y = 2 * by + dy, x = 2 * bx + dx;
+                const u8* p = src + ((long long)y * w + x) * 3;
+                float r = p[0], g = p[1], b = p[2];
+                Y[(long long)y * w + x] = luma(r, g, b);
+                sr += r; sg += g; sb += b;
+            }
+        }
+        sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;
+        U[(long long)by * (w / 2) + bx] = chroma_b(sr, sg, sb);
+        V[(long long)by * (w / 2) + bx] = chroma_r(sr, sg, sb);
+    }
+}
+
+#define KERNELS(T, LD, ST)                                                                          \
+/* from_rgb8: bytes -> [0,1] (v / 255). */                                                          \
+extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, u16* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = ST((float)in[i] / 255.0f);                                           \
+}                                                                                                   \
+/* to_rgb8: [0,1] -> bytes, rounded and clamped. */                                                 \
+extern "C" __global__ void to_rgb8_##T(const u16* __restrict__ in, u8* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = quantize(LD(in[i]));                                                 \
+}                                                                                                   \
+/* to_f32 / from_f32: conversions for upload and download. */                                       \
+extern "C" __global__ void to_f32_##T(const u16* __restrict__ in, float* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = LD(in[i]);                                                           \
+}                                                                                                   \
+extern "C" __global__ void from_f32_##T(const float* __restrict__ in, u16* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = ST(in[i]);                                                           \
+}                                                                                                   \
+/* bias_act: in place x = act(x + bias[c]) over n elements of c channels. act: 0 none, 1 relu,    \
+   2 leaky (alpha), 3 prelu (slope[c], or slope[0] when nslope == 1). bias may be 0. */            \
+extern "C" __global__ void bias_act_##T(u16* __restrict__ x, const float* __restrict__ bias, int c, long long n, \
+                                        int act, float alpha, const float* __restrict__ slope, int nslope) { \
+    GRID_STRIDE(i, n) {                                                                             \
+        int ch = i % c;                                                                             \
+        float v = LD(x[i]);                                                                         \
+        if (bias) v += bias[ch];                                                                    \
+        if (v < 0.0f) {                                                                             \
+            if (act == 1) v = 0.0f;                                                                 \
+            else if (act == 2) v *= alpha;                                                          \
+            else if (act == 3) v *= slope[nslope == 1 ? 0 : ch];                                    \
+        }                                                                                           \
+        x[i] = ST(v);                                                                               \
+    }                                                                                               \
+}                                                                                                   \
+/* binary: out = a op b; op 0 add, 1 sub, 2 mul. */                                                \
+extern "C" __global__ void binary_##T(const u16* a, const u16* b, u16* out, long long n, int op) { \
+    GRID_STRIDE(i, n) {                                                                             \
+        float x = LD(a[i]), y = LD(b[i]);                                                           \
+        out[i] = ST(op == 0 ? x + y : op == 1 ? x - y : x * y);                                     \
+    }                                                                                               \
+}                                                                                                   \
+/* pixel_shuffle: (n,h,w,oc*r*r) -> (n,h*r,w*r,oc); order 0 = PyTorch (c*r*r+i*r+j), 1 = DCR. */    \
+extern "C" __global__ void pixel_shuffle_##T(const u16* __restrict__ in, u16* __restrict__ out,    \
+                                            int n, int h, int w, int oc, int r, int order) {       \
+    long long total = (long long)n * h * r * w * r * oc;                                            \
+    GRID_STRIDE(i, total) {                                                                         \
+        int c = i % oc; long long t = i / oc;                                                       \
+        int X = t % (w * r); t /= (w * r);                                                          \
+        int Y = t % (h * r); int f = t / (h * r);                                                   \
+        int y = Y / r, ii = Y % r, x = X / r, j = X % r;                                            \
+        int ic = order == 0 ? c * r * r + ii * r + j : (ii * r + j) * oc + c;                      \
+        out[i] = in[(((long long)f * h + y) * w + x) * (oc * r * r) + ic];                          \
+    }                                                                                               \
+}                                                                                                   \
+/* resize: separable taps precomputed on the host (ty/tx: per output row/column, ntap indices and  \
+   weights). Same tap order and float arithmetic as the CPU backend. */                            \
+extern "C" __global__ void resize_##T(const u16* __restrict__ in, u16* __restrict__ out,            \
+                                     int n, int ih, int iw, int c, int oh, int ow,                  \
+                                     const int* __restrict__ iy, const float* __restrict__ wy, int nty, \
+                                     const int* __restrict__ ix, const float* __restrict__ wx, int ntx) { \
+    long long total = (long long)n * oh * ow * c;                                                   \
+    GRID_STRIDE(i, total) {                                                                         \
+        int ch = i % c; long long t = i / c;                                                        \
+        int x = t % ow; t /= ow;                                                                    \
+        int y = t % oh; int f = t / oh;                                                             \
+        float acc = 0.0f;                                                                           \
+        for (int a = 0; a < nty; a++) {                                                             \
+            const u16* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
+            float v = 0.0f;                                                                         \
+            for (int b = 0; b < ntx; b++) v += LD(row[(long long)ix[x * ntx + b] * c + ch]) * wx[x * ntx + b]; \
+            acc += v * wy[y * nty + a];                                                             \
+        }                                                                                           \
+        out[i] = ST(acc);                                                                           \
+    }                                                                                               \
+}                                                                                                   \
+/* shuffle_add_nearest: the tail of SRVGGNetCompact in one pass:                                \
+   out = PixelShuffle(x, r) + NearestUpsample(base, r), with x (n,h,w,3*r*r) and base (n,h,w,3),   \
+   each sum rounded to the storage type as the unfused ops would. mode selects the output:         \
+   0 = storage type (n,h*r,w*r,3); 1 = RGB24 bytes, clamped and rounded (one thread per pixel);    \
+   2 = yuv420p frames (one thread per 2x2 block; needs even r). */                                 \
+__device__ __forceinline__ float sa_##T(const u16* x, const u16* base, int f, int h, int w, int r, \
+                                        int order, int Y, int X, int c) {                          \
+    int y = Y / r, ii = Y % r, xx = X / r, j = X % r;                                               \
+    long long p = ((long long)f * h + y) * w + xx;                                                  \
+    int ic = order == 0 ? c * r * r + ii * r + j : (ii * r + j) * 3 + c;                           \
+    return LD(ST(LD(x[p * (3 * r * r) + ic]) + LD(base[p * 3 + c])));                               \
+}                                                                                                   \
+extern "C" __global__ void shuffle_add_nearest_##T(const u16* __restrict__ x, const u16* __restrict__ base, \
+                                                   void* __restrict__ out, int n, int h, int w, int r, \
+                                                   int order, int mode) {                           \
+    int H = h * r, W = w * r;                                                                       \
+    if (mode == 2) {                                                                                \
+        long long blocks = (long long)n * (H / 2) * (W / 2);                                        \
+        long long fsz = (long long)W * H * 3 / 2;                                                   \
+        GRID_STRIDE(i, blocks) {                                                                    \
+            int bx = i % (W / 2); long long t = i / (W / 2);                                        \
+            int by = t % (H / 2); int f = t / (H / 2);                                              \
+            u8* Yp = (u8*)out + f * fsz;                                                            \
+            u8* U = Yp + (long long)W * H;                                                          \
+            u8* V = U + (long long)(W / 2) * (H / 2);                                               \
+            float sr = 0, sg = 0, sb = 0;                                                           \
+            for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {                         \
+                int Y = 2 * by + dy, X = 2 * bx + dx;                                               \
+                float rr = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 0));                   \
+                float gg = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 1));                   \
+                float bb = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 2));                   \
+                Yp[(long long)Y * W + X] = luma(rr, gg, bb);                                        \
+                sr += rr; sg += gg; sb += bb;                                                       \
+            }                                                                                       \
+            sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;                                                  \
+            U[(long long)by * (W / 2) + bx] = chroma_b(sr, sg, sb);                                 \
+            V[(long long)by * (W / 2) + bx] = chroma_r(sr, sg, sb);                                 \
+        }                                                                                           \
+        return;                                                                                     \
+    }                                                                                               \
+    long long total = (long long)n * H * W;                                                         \
+    GRID_STRIDE(i, total) {                                                                         \
+        int X = i % W; long long t = i / W;                                                         \
+        int Y = t % H; int f = t / H;                                                               \
+        for (int c = 0; c < 3; c++) {                                                               \
+            float v = sa_##T(x, base, f, h, w, r, order, Y, X, c);                                  \
+            if (mode == 0) ((u16*)out)[i * 3 + c] = ST(v);                                          \
+            else ((u8*)out)[i * 3 + c] = quantize(v);                                               \
+        }                                                                                           \
+    }                                                                                               \
+}                                                                                                   \
+/* to_yuv420: storage-type RGB (n,h,w,3) in [0,1] -> yuv420p, via RGB24 bytes as to_rgb8. */        \
+extern "C" __global__ void to_yuv420_##T(const u16* __restrict__ in, u8* __restrict__ yuv, int n, int h, int w) { \
+    long long blocks = (long long)n * (h / 2) * (w / 2);                                            \
+    long long fsz = (long long)w * h * 3 / 2;                                                       \
+    GRID_STRIDE(i, blocks) {                                                                        \
+        int bx = i % (w / 2); long long t = i / (w / 2);                                            \
+        int by = t % (h / 2); int f = t / (h / 2);                                                  \
+        u8* Yp = yuv + f * fsz;                                                                     \
+        u8* U = Yp + (long long)w * h;                                                              \
+        u8* V = U + (long long)(w / 2) * (h / 2);                                                   \
+        float sr = 0, sg = 0, sb = 0;                                                               \
+        for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {                             \
+            int Y = 2 * by + dy, X = 2 * bx + dx;                                                   \
+            const u16* p = in + (((long long)f * h + Y) * w + X) * 3;                               \
+            float rr = quantize(LD(p[0])), gg = quantize(LD(p[1])), bb = quantize(LD(p[2]));        \
+            Yp[(long long)Y * w + X] = luma(rr, gg, bb);                                            \
+            sr += rr; sg += gg; sb += bb;                                                           \
+        }                                                                                           \
+        sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;                                                      \
+        U[(long long)by * (w / 2) + bx] = chroma_b(sr, sg, sb);                                     \
+        V[(long long)by * (w / 2) + bx] = chroma_r(sr, sg, sb);                                     \
+    }                                                                                               \
+}
+
+KERNELS(f16, ld_f16, st_f16)
+KERNELS(bf16, ld_bf16, st_bf16)

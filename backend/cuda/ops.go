@@ -1,0 +1,553 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vsr-dev/vsr/backend"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// upload32 copies float32 host values into a new device block.
+func (b *Backend) upload32(data []float32) (*block, error) {
+	blk, err := b.pool.get(int64(len(data)) * 4)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.compute.CopyHtoD(blk.ptr, cu.AsBytes(data)); err != nil {
+		b.pool.put(blk)
+		return nil, err
+	}
+	return blk, nil
+}
+
+// Upload makes a tensor from float32 host data.
+func (b *Backend) Upload(s backend.Shape, data []float32) (backend.Tensor, error) {
+	if len(data) != s.Elems() {
+		return nil, fmt.Errorf("upload %v: got %d values", s, len(data))
+	}
+	f32, err := b.upload32(data)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.alloc(s)
+	if err != nil {
+		b.pool.put(f32)
+		return nil, err
+	}
+	t.f32 = f32
+	if err := b.launch("from_f32", true, int64(len(data)), f32.ptr, t.ptr(), int64(len(data))); err != nil {
+		t.Free()
+		return nil, err
+	}
+	// The host slice must stay valid until the copy ran.
+	return t, b.compute.Synchronize()
+}
+
+// Download copies a tensor to the host as float32.
+func (b *Backend) Download(tt backend.Tensor) ([]float32, error) {
+	t, err := b.tensor(tt)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(t.shape.Elems())
+	tmp, err := b.pool.get(n * 4)
+	if err != nil {
+		return nil, err
+	}
+	defer b.pool.put(tmp)
+	if err := b.launch("to_f32", true, n, t.ptr(), tmp.ptr, n); err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	if err := b.compute.CopyDtoH(cu.AsBytes(out), tmp.ptr); err != nil {
+		return nil, err
+	}
+	return out, b.compute.Synchronize()
+}
+
+// convWeights is a convolution's filter in KRSC (NHWC) layout in the
+// storage type, and its bias in float32.
+type convWeights struct {
+	out, in, kh, kw int
+	w, bias         *block
+	b               *Backend
+}
+
+func (w *convWeights) Out() int { return w.out }
+func (w *convWeights) In() int  { return w.in }
+func (w *convWeights) Free() {
+	if w.w != nil {
+		w.b.pool.put(w.w)
+		w.w = nil
+	}
+	if w.bias != nil {
+		w.b.pool.put(w.bias)
+		w.bias = nil
+	}
+}
+
+// PrepareConv converts OIHW float32 weights to a KRSC filter.
+func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
+	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
+		return nil, fmt.Errorf("conv weights %dx%dx%dx%d: got %d values", out, in, kh, kw, len(w))
+	}
+	if bias != nil && len(bias) != out {
+		return nil, fmt.Errorf("conv bias: want %d values, got %d", out, len(bias))
+	}
+	krsc := make([]uint16, len(w))
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			for y := 0; y < kh; y++ {
+				for x := 0; x < kw; x++ {
+					krsc[((o*kh+y)*kw+x)*in+i] = b.store(w[((o*in+i)*kh+y)*kw+x])
+				}
+			}
+		}
+	}
+	cw := &convWeights{out: out, in: in, kh: kh, kw: kw, b: b}
+	var err error
+	if cw.w, err = b.pool.get(int64(len(krsc)) * 2); err != nil {
+		return nil, err
+	}
+	if err := b.compute.CopyHtoD(cw.w.ptr, cu.AsBytes(krsc)); err != nil {
+		cw.Free()
+		return nil, err
+	}
+	if bias != nil {
+		if cw.bias, err = b.upload32(bias); err != nil {
+			cw.Free()
+			return nil, err
+		}
+	}
+	return cw, b.compute.Synchronize()
+}
+
+// store converts a float32 to the storage type's bits, rounding to nearest
+// even.
+func (b *Backend) store(v float32) uint16 {
+	if b.dtype == BF16 {
+		return toBF16(v)
+	}
+	return toF16(v)
+}
+
+// actArgs returns the bias_act kernel's activation arguments.
+func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, slope cu.DevicePtr, nslope int32, err error) {
+	switch act.Kind {
+	case backend.ActNone:
+	case backend.ActReLU:
+		kind = 1
+	case backend.ActLeaky:
+		kind, alpha = 2, act.Alpha
+	case backend.ActPReLU:
+		st, ok := act.Slope.(*Tensor)
+		if !ok || st.f32 == nil {
+			return 0, 0, 0, 0, fmt.Errorf("prelu slopes must come from Upload")
+		}
+		kind, slope, nslope = 3, st.f32.ptr, int32(st.shape.Elems())
+	default:
+		return 0, 0, 0, 0, fmt.Errorf("unknown activation %d", act.Kind)
+	}
+	return
+}
+
+// Conv2D runs the convolution through cuDNN, then adds the bias and applies
+// the activation in one pass.
+func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := wt.(*convWeights)
+	if !ok {
+		return nil, fmt.Errorf("cuda conv given %T weights", wt)
+	}
+	s := x.shape
+	if s.C != w.in || p.KH != w.kh || p.KW != w.kw {
+		return nil, fmt.Errorf("conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", s.C, p.KH, p.KW, w.in, w.kh, w.kw)
+	}
+	oh, ow := p.OutSize(s.H, s.W)
+	if oh <= 0 || ow <= 0 {
+		return nil, fmt.Errorf("conv: input %dx%d is too small for a %dx%d kernel", s.H, s.W, p.KH, p.KW)
+	}
+	y, err := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.conv.forward(x, w, p, y); err != nil {
+		y.Free()
+		return nil, err
+	}
+	if w.bias == nil && act.Kind == backend.ActNone {
+		return y, nil
+	}
+	kind, alpha, slope, nslope, err := b.actArgs(act)
+	if err != nil {
+		y.Free()
+		return nil, err
+	}
+	var bias cu.DevicePtr
+	if w.bias != nil {
+		bias = w.bias.ptr
+	}
+	n := int64(y.shape.Elems())
+	if err := b.launch("bias_act", true, n, y.ptr(), bias, int32(w.out), n, kind, alpha, slope, nslope); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// Activate applies an activation to a copy of x.
+func (b *Backend) Activate(xt backend.Tensor, act backend.Activation) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	kind, alpha, slope, nslope, err := b.actArgs(act)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(x.shape)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(x.shape.Elems())
+	if err := b.compute.CopyDtoD(y.ptr(), x.ptr(), int(n*2)); err != nil {
+		y.Free()
+		return nil, err
+	}
+	if err := b.launch("bias_act", true, n, y.ptr(), cu.DevicePtr(0), int32(x.shape.C), n, kind, alpha, slope, nslope); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// PixelShuffle rearranges channels into r x r blocks.
+func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if r <= 0 || s.C%(r*r) != 0 {
+		return nil, fmt.Errorf("pixel shuffle by %d: %d channels is not a multiple of %d", r, s.C, r*r)
+	}
+	oc := s.C / (r * r)
+	y, err := b.alloc(backend.Shape{N: s.N, H: s.H * r, W: s.W * r, C: oc})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch("pixel_shuffle", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// Binary combines two tensors elementwise.
+func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+	x, err := b.tensor(at)
+	if err != nil {
+		return nil, err
+	}
+	z, err := b.tensor(bt)
+	if err != nil {
+		return nil, err
+	}
+	if x.shape != z.shape {
+		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, z.shape)
+	}
+	y, err := b.alloc(x.shape)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(x.shape.Elems())
+	if err := b.launch("binary", true, n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// taps is a resize axis uploaded to the device.
+type taps struct {
+	n   int
+	idx *block
+	wt  *block
+	b   *Backend
+}
+
+func (t *taps) free() {
+	t.b.pool.put(t.idx)
+	t.b.pool.put(t.wt)
+}
+
+// axis returns the device copy of MakeTaps' result, cached by arguments.
+func (b *Backend) axis(mode backend.ResizeMode, out, dstOff, dstFull, srcLen, srcOff, srcFull int) (*taps, error) {
+	key := fmt.Sprint(mode, out, dstOff, dstFull, srcLen, srcOff, srcFull)
+	if t, ok := b.tapCache[key]; ok {
+		return t, nil
+	}
+	a := backend.MakeTaps(mode, out, dstOff, dstFull, srcLen, srcOff, srcFull)
+	idx := make([]int32, len(a.Idx))
+	for i, v := range a.Idx {
+		idx[i] = int32(v)
+	}
+	t := &taps{n: a.N, b: b}
+	var err error
+	if t.idx, err = b.pool.get(int64(len(idx)) * 4); err != nil {
+		return nil, err
+	}
+	if t.wt, err = b.upload32(a.Wt); err != nil {
+		b.pool.put(t.idx)
+		return nil, err
+	}
+	if err := b.compute.CopyHtoD(t.idx.ptr, cu.AsBytes(idx)); err != nil {
+		t.free()
+		return nil, err
+	}
+	if err := b.compute.Synchronize(); err != nil {
+		t.free()
+		return nil, err
+	}
+	if len(b.tapCache) > 256 {
+		for k, old := range b.tapCache {
+			old.free()
+			delete(b.tapCache, k)
+		}
+	}
+	b.tapCache[key] = t
+	return t, nil
+}
+
+// Resize resamples x with the taps every backend shares.
+func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	if mode < backend.Nearest || mode > backend.Bicubic {
+		return nil, fmt.Errorf("resize: unsupported mode %v", mode)
+	}
+	s := x.shape
+	if oh <= 0 || ow <= 0 {
+		return nil, fmt.Errorf("resize %dx%d to %dx%d: empty output", s.W, s.H, ow, oh)
+	}
+	if src.Whole() {
+		src = backend.Window{FullH: s.H, FullW: s.W}
+	}
+	if dst.Whole() {
+		dst = backend.Window{FullH: oh, FullW: ow}
+	}
+	ay, err := b.axis(mode, oh, dst.Y, dst.FullH, s.H, src.Y, src.FullH)
+	if err != nil {
+		return nil, err
+	}
+	ax, err := b.axis(mode, ow, dst.X, dst.FullW, s.W, src.X, src.FullW)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: s.C})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch("resize", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
+		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// lazyShuffle is PixelShuffle(x, r) + NearestUpsample(base, r), kept
+// uncomputed until its consumer is known.
+type lazyShuffle struct {
+	x, base *Tensor
+	r       int
+	order   backend.ShuffleOrder
+}
+
+// ShuffleAddNearest returns PixelShuffle(x, r) + Resize(base, Nearest, x r),
+// the tail of SRVGGNetCompact, as one fused kernel. The result is computed
+// when first used; when it goes straight to ToRGB8 or a Slot's Output, the
+// same kernel writes the 8-bit frames directly. The inputs stay owned by
+// the caller; the result holds its own references to them.
+func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	base, err := b.tensor(baset)
+	if err != nil {
+		return nil, err
+	}
+	xs, bs := x.shape, base.shape
+	if bs.C != 3 || xs.C != 3*r*r || xs.N != bs.N || xs.H != bs.H || xs.W != bs.W {
+		return nil, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", xs, bs, r)
+	}
+	// Hold our own references, so the caller may free its tensors.
+	b.pool.retain(x.buf)
+	b.pool.retain(base.buf)
+	lx := &Tensor{shape: xs, buf: x.buf, b: b}
+	lb := &Tensor{shape: bs, buf: base.buf, b: b}
+	return &Tensor{shape: backend.Shape{N: xs.N, H: xs.H * r, W: xs.W * r, C: 3}, b: b, lazy: &lazyShuffle{x: lx, base: lb, r: r, order: order}}, nil
+}
+
+// shuffleAddInto runs the fused kernel writing mode 0 (storage type),
+// 1 (RGB24) or 2 (yuv420p) output at dst.
+func (b *Backend) shuffleAddInto(l *lazyShuffle, dst cu.DevicePtr, mode int) error {
+	s := l.x.shape
+	H, W := s.H*l.r, s.W*l.r
+	n := int64(s.N) * int64(H) * int64(W)
+	if mode == 2 {
+		n /= 4
+	}
+	return b.launch("shuffle_add_nearest", true, n, l.x.ptr(), l.base.ptr(), dst, int32(s.N), int32(s.H), int32(s.W), int32(l.r), int32(l.order), int32(mode))
+}
+
+func (b *Backend) materialize(t *Tensor) error {
+	blk, err := b.pool.get(int64(t.shape.Elems()) * 2)
+	if err != nil {
+		return err
+	}
+	if err := b.shuffleAddInto(t.lazy, blk.ptr, 0); err != nil {
+		b.pool.put(blk)
+		return err
+	}
+	t.lazy.x.Free()
+	t.lazy.base.Free()
+	t.lazy, t.buf = nil, blk
+	return nil
+}
+
+// FromRGB8 uploads packed RGB24 frames and scales them to [0,1].
+func (b *Backend) FromRGB8(rgb []byte, n, h, w int) (backend.Tensor, error) {
+	s := backend.Shape{N: n, H: h, W: w, C: 3}
+	if len(rgb) != s.Elems() {
+		return nil, fmt.Errorf("rgb frames %dx%dx%d: got %d bytes", n, w, h, len(rgb))
+	}
+	tmp, err := b.pool.get(int64(len(rgb)))
+	if err != nil {
+		return nil, err
+	}
+	defer b.pool.put(tmp)
+	if err := b.compute.CopyHtoD(tmp.ptr, rgb); err != nil {
+		return nil, err
+	}
+	return b.fromRGB8Device(tmp.ptr, s)
+}
+
+func (b *Backend) fromRGB8Device(src cu.DevicePtr, s backend.Shape) (*Tensor, error) {
+	t, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(s.Elems())
+	if err := b.launch("from_rgb8", true, n, src, t.ptr(), n); err != nil {
+		t.Free()
+		return nil, err
+	}
+	return t, nil
+}
+
+// toFrames converts t to 8-bit frames of format f at dst on the compute
+// stream and returns the byte count.
+func (b *Backend) toFrames(tt backend.Tensor, f backend.PixelFormat, dst cu.DevicePtr) (int, error) {
+	ct, ok := tt.(*Tensor)
+	if !ok {
+		return 0, fmt.Errorf("cuda backend given a %T tensor", tt)
+	}
+	s := ct.shape
+	if s.C != 3 {
+		return 0, fmt.Errorf("frames need 3 channels, tensor is %v", s)
+	}
+	size := s.N * f.FrameBytes(s.W, s.H)
+	if f == backend.YUV420P && (s.W%2 != 0 || s.H%2 != 0) {
+		return 0, fmt.Errorf("yuv420p needs an even size, not %dx%d", s.W, s.H)
+	}
+	if ct.lazy != nil && (f == backend.RGB24 || ct.lazy.r%2 == 0) {
+		mode := 1
+		if f == backend.YUV420P {
+			mode = 2
+		}
+		return size, b.shuffleAddInto(ct.lazy, dst, mode)
+	}
+	t, err := b.tensor(ct)
+	if err != nil {
+		return 0, err
+	}
+	if f == backend.YUV420P {
+		return size, b.launch("to_yuv420", true, int64(s.N*(s.H/2)*(s.W/2)), t.ptr(), dst, int32(s.N), int32(s.H), int32(s.W))
+	}
+	n := int64(s.Elems())
+	return size, b.launch("to_rgb8", true, n, t.ptr(), dst, n)
+}
+
+// ToRGB8 converts to RGB24 bytes on the device and copies them to dst.
+func (b *Backend) ToRGB8(t backend.Tensor, dst []byte) error {
+	s := t.Shape()
+	if s.C != 3 || len(dst) != s.Elems() {
+		return fmt.Errorf("to rgb: tensor %v, buffer of %d bytes", s, len(dst))
+	}
+	tmp, err := b.pool.get(int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	defer b.pool.put(tmp)
+	if _, err := b.toFrames(t, backend.RGB24, tmp.ptr); err != nil {
+		return err
+	}
+	if err := b.compute.CopyDtoH(dst, tmp.ptr); err != nil {
+		return err
+	}
+	return b.compute.Synchronize()
+}
+
+// toF16 converts to IEEE half, rounding to nearest even.
+func toF16(f float32) uint16 {
+	x := math.Float32bits(f)
+	sign := uint16(x>>16) & 0x8000
+	exp := int((x >> 23) & 0xff)
+	man := x & 0x7fffff
+	switch {
+	case exp == 0xff: // inf, nan
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp-127 > 15: // overflow
+		return sign | 0x7c00
+	case exp-127 >= -14: // normal
+		e := uint32(exp - 127 + 15)
+		m := man >> 13
+		rest := man & 0x1fff
+		h := uint32(sign) | e<<10 | m
+		if rest > 0x1000 || (rest == 0x1000 && m&1 == 1) {
+			h++ // may carry into the exponent, which is correct
+		}
+		return uint16(h)
+	case exp-127 >= -25: // subnormal
+		man |= 0x800000
+		shift := uint32(-14 - (exp - 127) + 13)
+		m := man >> shift
+		rest := man & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rest > half || (rest == half && m&1 == 1) {
+			m++
+		}
+		return sign | uint16(m)
+	}
+	return sign
+}
+
+// toBF16 converts to bfloat16, rounding to nearest even.
+func toBF16(f float32) uint16 {
+	x := math.Float32bits(f)
+	if x&0x7fffffff > 0x7f800000 {
+		return uint16(x>>16) | 0x40
+	}
+	return uint16((x + 0x7fff + (x>>16)&1) >> 16)
+}

@@ -1,0 +1,157 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// Slot stages one batch of frames: page-locked host buffers for transfers
+// at full speed, device buffers, and the events that order the copy and
+// compute streams:
+//
+//	copy:    H2D(in) -> [uploaded]                    wait [computed] -> D2H(out) -> [downloaded]
+//	compute:            wait [uploaded] -> [start] model, convert -> [computed]
+type Slot struct {
+	b                  *Backend
+	hin, hout          *cu.HostBuffer
+	din, dout          *block
+	uploaded, computed *cu.Event
+	downloaded         *cu.Event
+	start              *cu.Event // timing: compute began
+	outBytes           int
+	pending            bool // an output copy was queued and not waited for
+}
+
+// NewSlot allocates a slot for inBytes of input and outBytes of output.
+func (b *Backend) NewSlot(inBytes, outBytes int) (backend.Slot, error) {
+	s := &Slot{b: b}
+	err := func() error {
+		var err error
+		if s.hin, err = b.ctx.AllocHost(inBytes); err != nil {
+			return err
+		}
+		if s.hout, err = b.ctx.AllocHost(outBytes); err != nil {
+			return err
+		}
+		if s.din, err = b.pool.get(int64(inBytes)); err != nil {
+			return err
+		}
+		if s.dout, err = b.pool.get(int64(outBytes)); err != nil {
+			return err
+		}
+		for _, e := range []**cu.Event{&s.uploaded, &s.computed, &s.downloaded} {
+			if *e, err = b.ctx.NewEvent(cu.EventDisableTiming); err != nil {
+				return err
+			}
+		}
+		// Timed events mark the compute span, for the busy fraction.
+		if s.start, err = b.ctx.NewEvent(cu.EventDefault); err != nil {
+			return err
+		}
+		s.computed.Close()
+		s.computed, err = b.ctx.NewEvent(cu.EventDefault)
+		return err
+	}()
+	if err != nil {
+		s.Free()
+		return nil, fmt.Errorf("allocate frame buffers: %w", err)
+	}
+	return s, nil
+}
+
+// In is the page-locked input buffer.
+func (s *Slot) In() []byte { return s.hin.Bytes() }
+
+// Out is the page-locked output buffer.
+func (s *Slot) Out() []byte { return s.hout.Bytes()[:s.outBytes] }
+
+// Input queues the upload of n RGB24 frames and their conversion to a
+// tensor on the compute stream, after the upload.
+func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
+	size := n * h * w * 3
+	if size > s.hin.Size() {
+		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", s.hin.Size(), n, w, h, size)
+	}
+	b := s.b
+	if err := b.copy.CopyHtoD(s.din.ptr, s.hin.Bytes()[:size]); err != nil {
+		return nil, err
+	}
+	if err := s.uploaded.Record(b.copy); err != nil {
+		return nil, err
+	}
+	if err := b.compute.WaitEvent(s.uploaded); err != nil {
+		return nil, err
+	}
+	if err := s.start.Record(b.compute); err != nil {
+		return nil, err
+	}
+	return b.fromRGB8Device(s.din.ptr, backend.Shape{N: n, H: h, W: w, C: 3})
+}
+
+// Output queues the conversion of t to frames of format f and their copy
+// to Out after the compute stream reaches it.
+func (s *Slot) Output(t backend.Tensor, f backend.PixelFormat) (int, error) {
+	sh := t.Shape()
+	size := sh.N * f.FrameBytes(sh.W, sh.H)
+	if size > int(s.dout.size) || size > s.hout.Size() {
+		return 0, fmt.Errorf("slot holds %d output bytes, %v as %v needs %d", s.hout.Size(), sh, f, size)
+	}
+	b := s.b
+	if _, err := b.toFrames(t, f, s.dout.ptr); err != nil {
+		return 0, err
+	}
+	s.outBytes, s.pending = size, true
+	if err := s.computed.Record(b.compute); err != nil {
+		return 0, err
+	}
+	if err := b.copy.WaitEvent(s.computed); err != nil {
+		return 0, err
+	}
+	if err := b.copy.CopyDtoH(s.hout.Bytes()[:size], s.dout.ptr); err != nil {
+		return 0, err
+	}
+	return size, s.downloaded.Record(b.copy)
+}
+
+// Wait blocks until the output is in Out, and records the span the
+// compute stream spent on this batch (see Backend.Spans).
+func (s *Slot) Wait() error {
+	if !s.pending {
+		return nil
+	}
+	s.pending = false
+	if err := s.downloaded.Synchronize(); err != nil {
+		return err
+	}
+	start, err1 := cu.ElapsedTime(s.b.epoch, s.start)
+	end, err2 := cu.ElapsedTime(s.b.epoch, s.computed)
+	if err1 == nil && err2 == nil {
+		s.b.spanMu.Lock()
+		s.b.spans = append(s.b.spans, Span{Start: start, End: end})
+		s.b.spanMu.Unlock()
+	}
+	return nil
+}
+
+// Free releases the slot's buffers and events.
+func (s *Slot) Free() {
+	for _, e := range []*cu.Event{s.uploaded, s.computed, s.downloaded, s.start} {
+		if e != nil {
+			e.Close()
+		}
+	}
+	if s.din != nil {
+		s.b.pool.put(s.din)
+	}
+	if s.dout != nil {
+		s.b.pool.put(s.dout)
+	}
+	for _, h := range []*cu.HostBuffer{s.hin, s.hout} {
+		if h != nil {
+			h.Free()
+		}
+	}
+	*s = Slot{b: s.b}
+}

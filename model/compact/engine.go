@@ -1,0 +1,113 @@
+package compact
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Runner drives a Model for a streaming pipeline. On a Streaming backend
+// (a GPU) each batch is staged in a backend Slot: upload, model, format
+// conversion and download are queued and overlap with other batches. On
+// other backends (the CPU) a batch runs synchronously on host memory, in
+// tiles when a frame is large.
+type Runner struct {
+	M *Model
+	// Tile is the tile size in input pixels for host backends; 0 picks
+	// one from Budget.
+	Tile int
+	// Budget bounds the working set of one frame in bytes when Tile is 0.
+	Budget int64
+}
+
+// DefaultBudget is the per-frame working-set bound used when none is set.
+const DefaultBudget = 1 << 30
+
+// OutputSize returns the output size for an input of w x h.
+func (r Runner) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
+
+// Device returns the backend's device name.
+func (r Runner) Device() string { return r.M.b.Name() }
+
+// NewBatch allocates staging for up to n frames of w x h whose results
+// come out in format f.
+func (r Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+	ow, oh := r.M.OutputSize(w, h)
+	if ow <= 0 {
+		return nil, fmt.Errorf("a %dx%d frame is too small for model %s", w, h, r.M.Name)
+	}
+	if f == backend.YUV420P && (ow%2 != 0 || oh%2 != 0) {
+		return nil, fmt.Errorf("yuv420p needs an even output size, not %dx%d", ow, oh)
+	}
+	if s, ok := r.M.b.(backend.Streaming); ok {
+		slot, err := s.NewSlot(n*w*h*3, n*f.FrameBytes(ow, oh))
+		if err != nil {
+			return nil, err
+		}
+		return &deviceBatch{Slot: slot, f: f, w: w, h: h}, nil
+	}
+	hb := &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(ow, oh)), f: f, w: w, h: h, ow: ow, oh: oh}
+	if f != backend.RGB24 {
+		hb.rgb = make([]byte, n*ow*oh*3)
+	}
+	return hb, nil
+}
+
+// Start begins upscaling the first k frames of b. On a Streaming backend
+// it returns once the work is queued; b.Wait blocks until it is done.
+func (r Runner) Start(ctx context.Context, b backend.Batch, k int) error {
+	switch b := b.(type) {
+	case *deviceBatch:
+		x, err := b.Input(k, b.h, b.w)
+		if err != nil {
+			return err
+		}
+		y, err := r.M.Forward(x)
+		x.Free()
+		if err != nil {
+			return err
+		}
+		_, err = b.Output(y, b.f)
+		y.Free()
+		return err
+	case *hostBatch:
+		tile := r.Tile
+		if tile == 0 {
+			budget := r.Budget
+			if budget <= 0 {
+				budget = DefaultBudget
+			}
+			tile = r.M.AutoTile(b.w, b.h*k, budget)
+		}
+		rgb := b.out
+		if b.rgb != nil {
+			rgb = b.rgb
+		}
+		if err := r.M.Upscale(ctx, b.in[:k*b.w*b.h*3], k, b.w, b.h, rgb[:k*b.ow*b.oh*3], tile); err != nil {
+			return err
+		}
+		if b.f == backend.YUV420P {
+			backend.RGBToYUV420(b.out, rgb, k, b.ow, b.oh)
+		}
+		return nil
+	}
+	return fmt.Errorf("compact: batch %T was not made by this runner", b)
+}
+
+type deviceBatch struct {
+	backend.Slot
+	f    backend.PixelFormat
+	w, h int
+}
+
+type hostBatch struct {
+	in, out, rgb []byte
+	f            backend.PixelFormat
+	w, h, ow, oh int
+}
+
+func (b *hostBatch) In() []byte  { return b.in }
+func (b *hostBatch) Out() []byte { return b.out }
+func (b *hostBatch) Wait() error { return nil }
+func (b *hostBatch) Free()       {}

@@ -1,0 +1,89 @@
+package video
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ConcatOptions controls Concat.
+type ConcatOptions struct {
+	// AudioFrom is a file whose audio is carried into the output ("" = none),
+	// as EncodeOptions.AudioFrom.
+	AudioFrom string
+	// AudioDuration, if > 0, carries only the first AudioDuration seconds of
+	// that audio.
+	AudioDuration float64
+}
+
+// Concat joins video files that share codec, size and frame rate (the
+// segments of one encode) into outPath without re-encoding, muxing in the
+// audio of opt.AudioFrom. Like an Encoder it writes a temporary file beside
+// outPath and renames it only on success.
+func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptions) error {
+	if len(parts) == 0 {
+		return fmt.Errorf("concat %q: no parts", outPath)
+	}
+	ext := filepath.Ext(outPath)
+	t, err := resolveTools()
+	if err != nil {
+		return err
+	}
+	var audioArgs []string
+	if opt.AudioFrom != "" {
+		if audioArgs, err = audioPlan(ctx, t, opt.AudioFrom, strings.ToLower(ext)); err != nil {
+			return fmt.Errorf("concat %q: reading audio: %w", outPath, err)
+		}
+	}
+	tmp, err := reserveTemp(outPath, ext)
+	if err != nil {
+		return err
+	}
+	list, err := os.CreateTemp("", "vsr-concat-*.txt")
+	if err != nil {
+		return fmt.Errorf("concat %q: %v", outPath, err)
+	}
+	defer os.Remove(list.Name())
+	for _, p := range parts {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			list.Close()
+			return err
+		}
+		fmt.Fprintf(list, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+	}
+	if err := list.Close(); err != nil {
+		return err
+	}
+	args := append([]string{}, baseArgs...)
+	args = append(args, "-f", "concat", "-safe", "0", "-i", list.Name())
+	if len(audioArgs) > 0 {
+		if opt.AudioDuration > 0 {
+			args = append(args, "-t", strconv.FormatFloat(opt.AudioDuration, 'f', 6, 64))
+		}
+		args = append(args, "-i", fileArg(opt.AudioFrom))
+	}
+	args = append(args, "-map", "0:v")
+	args = append(args, audioArgs...)
+	args = append(args, "-c:v", "copy", "-y", fileArg(tmp))
+	r := runTool(ctx, t.ffmpeg, args...)
+	if r.err != nil {
+		os.Remove(tmp)
+		if ctx.Err() != nil {
+			return fmt.Errorf("concat %q: %w", outPath, ctx.Err())
+		}
+		return fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
+	}
+	if err := syncFile(tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
+	}
+	if err := os.Rename(tmp, outPath); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("concat %q: cannot move the finished file into place: %v", outPath, err)
+	}
+	return nil
+}
