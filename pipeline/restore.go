@@ -74,6 +74,9 @@ type Request struct {
 	Progress func(done, total int)
 	// Info is the input's probe, if the caller already has it.
 	Info *video.Info
+	// Discard drops the results instead of encoding them (benchmarks of
+	// everything but the encoder); Output is ignored.
+	Discard bool
 	// OnBatch, if set, is called from a writer goroutine after each batch's
 	// results are ready, with the batch (for engine-specific timing).
 	OnBatch func(b backend.Batch, frames int)
@@ -110,6 +113,9 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("%s: a %dx%d video is too small for this model", req.Input, w, h)
 	}
 	nseg := min(max(req.Segments, 1), total)
+	if req.Discard {
+		req.Output = ""
+	}
 
 	// Frames travel as yuv420p when that is what the encoder wants and the
 	// size allows: half the bytes of RGB, converted where the model runs.
@@ -156,9 +162,15 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			out = segmentPath(req.Output, i)
 			segFiles = append(segFiles, out)
 		}
-		sink, err := video.NewEncoder(ctx, out, e)
-		if err != nil {
-			return nil, err
+		var sink Sink = discard{}
+		if req.Discard {
+			segFiles = nil
+		} else {
+			enc, err := video.NewEncoder(ctx, out, e)
+			if err != nil {
+				return nil, err
+			}
+			sink = enc
 		}
 		streams[i].sink = sink
 		streams[i].frames = p.count
@@ -184,7 +196,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
-	if nseg > 1 {
+	if nseg > 1 && !req.Discard {
 		audio := ""
 		if info.HasAudio {
 			audio = req.Input
@@ -198,6 +210,13 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output}, nil
 }
+
+// discard is a Sink that drops frames.
+type discard struct{}
+
+func (discard) Write([]byte) error { return nil }
+func (discard) Close() error       { return nil }
+func (discard) Abort()             {}
 
 type part struct{ start, count int }
 

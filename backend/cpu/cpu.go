@@ -428,3 +428,43 @@ func quantize(v float32) byte {
 	}
 	return byte(v)
 }
+
+// ShuffleAddNearest computes PixelShuffle(x, r) + NearestUpsample(base, r)
+// in one pass, with the same float operations as the separate ops.
+func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	base, err := b.tensor(baset)
+	if err != nil {
+		return nil, err
+	}
+	xs, bs := x.shape, base.shape
+	if r <= 0 || xs.C != bs.C*r*r || xs.N != bs.N || xs.H != bs.H || xs.W != bs.W {
+		return nil, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", xs, bs, r)
+	}
+	oc := bs.C
+	os := backend.Shape{N: xs.N, H: xs.H * r, W: xs.W * r, C: oc}
+	out := b.alloc(os)
+	b.parallel(xs.N*xs.H, func(row int) {
+		n, y := row/xs.H, row%xs.H
+		for xx := 0; xx < xs.W; xx++ {
+			p := (n*xs.H+y)*xs.W + xx
+			src, bv := x.Data[p*xs.C:], base.Data[p*oc:]
+			for i := 0; i < r; i++ {
+				for j := 0; j < r; j++ {
+					dst := out.Data[((n*os.H+y*r+i)*os.W+xx*r+j)*oc:][:oc]
+					for c := range dst {
+						ic := (i*r+j)*oc + c
+						if order == backend.ShuffleCRD {
+							ic = c*r*r + i*r + j
+						}
+						dst[c] = src[ic] + bv[c]
+					}
+				}
+			}
+		}
+	})
+	return out, nil
+}

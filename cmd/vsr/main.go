@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRestore(), newProbe(), newModels(), newVersion())
+	root.AddCommand(newRestore(), newProbe(), newModels(), newBench(), newDoctor(), newVersion())
 	return root
 }
 

@@ -423,7 +423,7 @@ func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
 		switch o.kind {
 		case opConv:
 			ih, iw = o.conv.OutSize(ih, iw)
-		case opShuffle:
+		case opShuffle, opShuffleAdd:
 			ih, iw = ih*o.r, iw*o.r
 		case opResize:
 			ih, iw = int(float32(ih)*o.hs), int(float32(iw)*o.ws)

@@ -49,3 +49,35 @@ func TestTiledEqualsWhole(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestFusedEqualsUnfused checks the fused shuffle-add path against the
+// separate ops, bitwise, whole and tiled.
+func TestFusedEqualsUnfused(t *testing.T) {
+	b := cpu.New(0)
+	for _, scale := range []int{2, 4} {
+		m, err := LoadBundled(b, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := loadUnfused(t, b, scale)
+		if len(m.ops) >= len(u.ops) {
+			t.Fatalf("x%d: fusion did not shorten the graph (%d vs %d ops)", scale, len(m.ops), len(u.ops))
+		}
+		w, h := 30, 18
+		in := randFrames(1, w, h, 9)
+		ow, oh := m.OutputSize(w, h)
+		if uw, uh := u.OutputSize(w, h); uw != ow || uh != oh {
+			t.Fatalf("x%d: fused output %dx%d, unfused %dx%d", scale, ow, oh, uw, uh)
+		}
+		a, c := make([]byte, ow*oh*3), make([]byte, ow*oh*3)
+		if err := m.Upscale(context.Background(), in, 1, w, h, a, 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Upscale(context.Background(), in, 1, w, h, c, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, c) {
+			t.Errorf("x%d: fused tiled output differs from unfused whole", scale)
+		}
+	}
+}

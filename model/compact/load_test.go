@@ -1,10 +1,13 @@
 package compact
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
@@ -64,4 +67,18 @@ func FuzzLoad(f *testing.F) {
 			m.Close()
 		}
 	})
+}
+
+func loadUnfused(t *testing.T, b backend.Backend, scale int) *Model {
+	t.Helper()
+	p, err := os.ReadFile(fmt.Sprintf("../../assets/realesr-animevideov3/realesr-animevideov3-x%d.param", scale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bin := bundledFiles(t)
+	m, err := LoadWith(b, "unfused", bytes.NewReader(p), bin, Options{NoFusion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

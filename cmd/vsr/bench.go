@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vsr-dev/vsr/backend/cuda"
+	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/nvidia/nvml"
+	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/video"
+)
+
+type benchFlags struct {
+	restoreFlags
+	requests int
+	noEncode bool
+	keep     bool
+}
+
+// benchRun is one request's measurements.
+type benchRun struct {
+	Seconds        float64 `json:"seconds"`           // first frame read to finished output
+	FPS            float64 `json:"fps"`               // frames / seconds
+	ComputeMsFrame float64 `json:"compute_ms_frame"`  // steady-state GPU compute per frame
+	GPUBusy        float64 `json:"gpu_busy_fraction"` // compute-stream busy time / steady-state wall time
+	NVMLUtil       float64 `json:"nvml_util_mean"`    // NVML GPU utilization, mean of 10 ms samples (percent)
+	PeakNVMLBytes  uint64  `json:"peak_nvml_bytes"`   // NVML device memory used, peak of 10 ms samples
+	PeakAllocBytes int64   `json:"peak_alloc_bytes"`  // vsr's device allocator high-water mark
+}
+
+// benchReport is what `vsr bench --json` prints.
+type benchReport struct {
+	Input    string     `json:"input"`
+	Frames   int        `json:"frames"`
+	InSize   string     `json:"input_size"`
+	OutSize  string     `json:"output_size"`
+	Device   string     `json:"device"`
+	Model    string     `json:"model"`
+	Codec    string     `json:"codec"`
+	Segments int        `json:"segments"`
+	Batch    int        `json:"batch"`
+	NoEncode bool       `json:"no_encode"`
+	Runs     []benchRun `json:"runs"`
+	Mean     benchRun   `json:"mean"` // mean of runs after the first
+}
+
+func newBench() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench INPUT",
+		Short: "Measure a restore: full video time, frames/s, GPU compute, memory and busy fraction",
+		Long: `Run the same restore several times in one process (the model stays loaded)
+and report, as SwiftVR-LightX2V does: the full video time from the first
+frame read to the finished output file, frames/s, the steady-state GPU compute
+time per frame, peak GPU memory (NVML sampled every 10 ms, and vsr's own
+allocator high-water mark), and the fraction of the steady state in which the
+GPU's compute stream was busy (CUDA events), with NVML's utilization beside
+it. The first request warms up; the mean is over the others.`,
+		Example: `  vsr bench testdata/video/oa4_launch.webm --frames 361 --requests 5 --codec libx265 --preset ultrafast --crf 20
+  vsr bench testdata/video/oa4_launch.webm --frames 361 --no-encode`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args[0], f) },
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.frames, "frames", 0, "loop the input to exactly N frames (0 = as it is)")
+	fl.IntVar(&f.requests, "requests", 3, "requests to run in one process; the mean is over all but the first")
+	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N")
+	fl.StringVar(&f.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
+	fl.StringVar(&f.model, "model", "", "model (see restore)")
+	fl.IntVar(&f.scale, "scale", 4, "bundled model scale: 2, 3 or 4")
+	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
+	fl.StringVar(&f.preset, "preset", "ultrafast", "encoder preset")
+	fl.IntVar(&f.crf, "crf", 20, "encoder CRF")
+	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format")
+	fl.IntVar(&f.segments, "segments", 0, "parallel encode segments (0 = automatic, as restore)")
+	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
+	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
+	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
+	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
+	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, input string, f benchFlags) error {
+	if f.requests < 1 {
+		return fmt.Errorf("--requests must be at least 1")
+	}
+	ctx := cmd.Context()
+	tmp, err := os.MkdirTemp("", "vsr-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	info, err := video.Probe(ctx, input)
+	if err != nil {
+		return err
+	}
+	if f.frames > 0 && f.frames != info.Frames {
+		if input, err = loopClip(ctx, input, filepath.Join(tmp, "looped.mkv"), f.frames); err != nil {
+			return err
+		}
+		if info, err = video.Probe(ctx, input); err != nil {
+			return err
+		}
+	}
+	dev, m, err := setup(cmd, f.restoreFlags)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	defer m.Close()
+	gpu, _ := dev.(*cuda.Backend)
+	var nv *nvml.Device
+	if gpu != nil {
+		if d, err := nvmlDevice(gpu); err == nil {
+			nv = &d
+		}
+	}
+	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
+		Device: dev.Name(), Model: m.Name, Codec: f.codec, Segments: segmentCount(f.segments, dev), Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
+	ow, oh := m.OutputSize(info.Width, info.Height)
+	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
+	if f.noEncode {
+		rep.Codec = "none"
+	}
+	out := filepath.Join(tmp, "out"+map[bool]string{true: ".mkv", false: ".mp4"}[f.codec == "ffv1"])
+	for r := 0; r < f.requests; r++ {
+		run, err := benchOnce(ctx, f, info, input, out, m, gpu, nv, rep)
+		if err != nil {
+			return err
+		}
+		rep.Runs = append(rep.Runs, run)
+		if !f.asJSON {
+			fmt.Fprintf(cmd.ErrOrStderr(), "request %d: %.3f s, %.1f frames/s\n", r+1, run.Seconds, run.FPS)
+		}
+	}
+	rep.Mean = meanRuns(rep.Runs)
+	if f.keep && !f.noEncode {
+		keep := "vsr-bench-out" + filepath.Ext(out)
+		if err := os.Rename(out, keep); err == nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "kept", keep)
+		}
+	}
+	if f.asJSON {
+		return printJSON(cmd, rep)
+	}
+	printBench(cmd, rep)
+	return nil
+}
+
+func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, m *compact.Model, gpu *cuda.Backend, nv *nvml.Device, rep benchReport) (benchRun, error) {
+	var sampler *nvml.Sampler
+	if nv != nil {
+		sampler = nv.StartSampler(ctx, 10*time.Millisecond)
+	}
+	if gpu != nil {
+		gpu.Spans() // forget earlier requests
+	}
+	res, err := pipeline.Restore(ctx, pipeline.Request{
+		Input: input, Output: out, Info: info, Discard: f.noEncode,
+		Engine:   compact.Runner{M: m, Tile: f.tile},
+		Batch:    rep.Batch,
+		Segments: rep.Segments,
+		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt},
+	})
+	var st nvml.SamplerStats
+	if sampler != nil {
+		st = sampler.Stop()
+	}
+	if err != nil {
+		return benchRun{}, err
+	}
+	run := benchRun{Seconds: res.Seconds, FPS: res.FPS, NVMLUtil: st.MeanGPUUtil, PeakNVMLBytes: st.PeakMemUsed}
+	if gpu != nil {
+		run.PeakAllocBytes = gpu.PeakBytes()
+		run.ComputeMsFrame, run.GPUBusy = steadyState(gpu.Spans(), res.Frames)
+	}
+	return run, nil
+}
+
+// steadyState drops the first and last tenth of the batches (pipeline
+// fill and drain) and returns the compute time per frame and the fraction
+// of the remaining wall time the compute stream was busy.
+func steadyState(spans []cuda.Span, frames int) (msPerFrame, busy float64) {
+	if len(spans) == 0 {
+		return 0, 0
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].Start < spans[j].Start })
+	cut := len(spans) / 10
+	s := spans[cut : len(spans)-cut]
+	var sum time.Duration
+	for _, x := range s {
+		sum += x.End - x.Start
+	}
+	wall := s[len(s)-1].End - s[0].Start
+	perBatch := float64(frames) / float64(len(spans))
+	msPerFrame = sum.Seconds() * 1000 / (perBatch * float64(len(s)))
+	if wall > 0 {
+		busy = sum.Seconds() / wall.Seconds()
+	}
+	return msPerFrame, busy
+}
+
+func meanRuns(runs []benchRun) benchRun {
+	use := runs
+	if len(runs) > 1 {
+		use = runs[1:]
+	}
+	var m benchRun
+	n := float64(len(use))
+	for _, r := range use {
+		m.Seconds += r.Seconds / n
+		m.FPS += r.FPS / n
+		m.ComputeMsFrame += r.ComputeMsFrame / n
+		m.GPUBusy += r.GPUBusy / n
+		m.NVMLUtil += r.NVMLUtil / n
+		m.PeakNVMLBytes = max(m.PeakNVMLBytes, r.PeakNVMLBytes)
+		m.PeakAllocBytes = max(m.PeakAllocBytes, r.PeakAllocBytes)
+	}
+	return m
+}
+
+func printBench(cmd *cobra.Command, r benchReport) {
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	m := r.Mean
+	fmt.Fprintf(w, "input\t%s, %d frames, %s -> %s\n", r.Input, r.Frames, r.InSize, r.OutSize)
+	fmt.Fprintf(w, "device / model\t%s / %s, batch %d, %d segment(s), codec %s\n", r.Device, r.Model, r.Batch, r.Segments, r.Codec)
+	fmt.Fprintf(w, "requests\t%d (mean of the last %d)\n", len(r.Runs), max(len(r.Runs)-1, 1))
+	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
+	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)
+	if m.ComputeMsFrame > 0 {
+		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)
+		fmt.Fprintf(w, "GPU busy (steady state)\t%.1f%% (CUDA events); NVML utilization %.1f%%\n", 100*m.GPUBusy, m.NVMLUtil)
+		fmt.Fprintf(w, "peak GPU memory\t%.2f GiB (NVML, device-wide); allocator high-water %.2f GiB\n", float64(m.PeakNVMLBytes)/(1<<30), float64(m.PeakAllocBytes)/(1<<30))
+	}
+	w.Flush()
+}
+
+// loopClip writes the first n frames of input, looped as often as needed,
+// to dst without re-encoding (or losslessly when copying fails).
+func loopClip(ctx context.Context, input, dst string, n int) (string, error) {
+	ff, err := video.FFmpeg()
+	if err != nil {
+		return "", err
+	}
+	for _, codec := range [][]string{{"-c:v", "copy"}, {"-c:v", "ffv1"}} {
+		args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-stream_loop", "-1", "-i", input, "-an", "-frames:v", fmt.Sprint(n)}
+		args = append(append(args, codec...), "-y", dst)
+		if err := exec.CommandContext(ctx, ff, args...).Run(); err == nil {
+			if info, err := video.Probe(ctx, dst); err == nil && info.Frames == n {
+				return dst, nil
+			}
+		} else if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+	}
+	return "", fmt.Errorf("could not loop %s to %d frames", input, n)
+}
+
+// nvmlDevice finds the NVML handle of the backend's GPU.
+func nvmlDevice(gpu *cuda.Backend) (nvml.Device, error) {
+	if err := nvml.Init(); err != nil {
+		return nvml.Device{}, err
+	}
+	if uuid, err := gpu.Context().Device().UUID(); err == nil {
+		if d, err := nvml.DeviceByUUID(uuid); err == nil {
+			return d, nil
+		}
+	}
+	var idx int
+	fmt.Sscanf(gpu.Name(), "cuda:%d", &idx)
+	return nvml.DeviceByIndex(idx)
+}
