@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"strconv"
 )
@@ -82,7 +83,15 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 	args := append([]string{}, baseArgs...)
 	filter := renumberFilter(info.FPS)
 	if opt.StartFrame > 0 {
-		filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
+		if seekable(info) {
+			// Accurate input seeking: ffmpeg decodes from the keyframe before
+			// the target and drops the frames before it, so the first frame
+			// out is frame StartFrame (aimed half a frame early).
+			t := info.StartTime + (float64(opt.StartFrame)-0.5)/info.FPS.Float()
+			args = append(args, "-ss", strconv.FormatFloat(t, 'f', 6, 64))
+		} else {
+			filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
+		}
 	}
 	args = append(args, "-i", fileArg(info.Path), "-map", "0:"+strconv.Itoa(info.VideoStream),
 		"-vf", filter)
@@ -214,4 +223,14 @@ func (d *Decoder) Close() error {
 		d.err = errors.New("video.Decoder: Read after Close")
 	}
 	return nil
+}
+
+// seekable reports whether frames can be found by time: a constant frame
+// rate, so that frame n starts at n/fps. Otherwise decoders skip frames by
+// counting them from the start.
+func seekable(info *Info) bool {
+	if !info.FPS.Valid() || info.Duration <= 0 || info.Frames <= 0 {
+		return false
+	}
+	return math.Abs(info.Duration*info.FPS.Float()-float64(info.Frames)) <= 1.5
 }

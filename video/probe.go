@@ -55,6 +55,9 @@ type Info struct {
 	// Rotation is the display rotation in degrees that ffmpeg applies when
 	// decoding (0, 90, 180 or 270).
 	Rotation int
+	// StartTime is the time of the first video frame in seconds, on the
+	// clock ffmpeg's -ss uses (the file's start is 0).
+	StartTime float64
 }
 
 // streamMeta and fileMeta are what the metadata pass learns, before frames
@@ -143,8 +146,8 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		VideoStream:    vs.index,
 		Rotation:       vs.rotation,
 	}
-	if fr, ok := decodedFrameRate(ctx, path, t.ffmpeg, vs.index); ok {
-		info.FPS = fr
+	if fr, start, ok := decodedFrameRate(ctx, path, t.ffmpeg, vs.index); ok {
+		info.FPS, info.StartTime = fr, start
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
@@ -327,6 +330,7 @@ var (
 	reRate      = regexp.MustCompile(`^(\d+(?:\.\d+)?)(k?) (fps|tbr)$`)
 	reRotate    = regexp.MustCompile(`^rotate\s*:\s*(-?\d+(?:\.\d+)?)`)
 	reDispMat   = regexp.MustCompile(`displaymatrix: rotation of (-?\d+(?:\.\d+)?) degrees`)
+	rePTSTime   = regexp.MustCompile(`pts_time:\s*(-?[0-9.]+)`)
 	reShowinfo  = regexp.MustCompile(`config in time_base: -?\d+/-?\d+, frame_rate: (\d+)/(\d+)`)
 	reCodecName = regexp.MustCompile(`^([\w-]+)`)
 )
@@ -350,17 +354,23 @@ func probeMetaFFmpeg(ctx context.Context, path, ffmpeg string) (*fileMeta, error
 // av_guess_frame_rate's choice, which is not always the container's
 // r_frame_rate (interlaced H.264, for one), and it is exact where ffmpeg's
 // description of the input rounds ("29.97 fps").
-func decodedFrameRate(ctx context.Context, path, ffmpeg string, stream int) (Rational, bool) {
+//
+// It also returns the first frame's time (showinfo's pts_time).
+func decodedFrameRate(ctx context.Context, path, ffmpeg string, stream int) (Rational, float64, bool) {
 	r := runTool(ctx, ffmpeg, "-nostdin", "-hide_banner", "-nostats", "-i", fileArg(path),
 		"-map", "0:"+strconv.Itoa(stream), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-")
 	if mm := reShowinfo.FindSubmatch(r.stderr); mm != nil {
 		n, _ := strconv.Atoi(string(mm[1]))
 		d, _ := strconv.Atoi(string(mm[2]))
 		if fr := (Rational{n, d}).Reduced(); fr.Valid() {
-			return fr, true
+			var start float64
+			if pm := rePTSTime.FindSubmatch(r.stderr); pm != nil {
+				start, _ = strconv.ParseFloat(string(pm[1]), 64)
+			}
+			return fr, start, true
 		}
 	}
-	return Rational{}, false
+	return Rational{}, 0, false
 }
 
 // parseFFmpegInfo parses ffmpeg's description of input #0. It reports false

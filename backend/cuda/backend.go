@@ -62,6 +62,9 @@ type Backend struct {
 	closeMu  sync.Mutex
 	closed   bool
 
+	slotMu sync.Mutex
+	slots  map[[2]int][]*Slot // freed slots kept for reuse, by sizes
+
 	epoch  *cu.Event // timed event recorded at open: the origin of Spans
 	spanMu sync.Mutex
 	spans  []Span
@@ -118,7 +121,7 @@ func Open(device string, dt DType) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}}
+	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}, slots: map[[2]int][]*Slot{}}
 	if err := b.init(major, minor); err != nil {
 		b.Close()
 		return nil, err
@@ -190,6 +193,14 @@ func (b *Backend) Close() error {
 	if b.copy != nil {
 		b.copy.Synchronize()
 	}
+	b.slotMu.Lock()
+	for _, l := range b.slots {
+		for _, s := range l {
+			s.release()
+		}
+	}
+	b.slots = nil
+	b.slotMu.Unlock()
 	if b.conv != nil {
 		b.conv.close()
 	}

@@ -241,7 +241,7 @@ func TestModelAgainstCPU(t *testing.T) {
 		}
 		for _, scale := range []int{2, 3, 4} {
 			mg := loadPair(t, g, scale, compact.Options{})
-			mu := loadPair(t, g, scale, compact.Options{NoFusion: true})
+			mu := loadPair(t, g, scale, compact.Options{SeparateTail: true})
 			mc := loadPair(t, c, scale, compact.Options{})
 			run := func(b backend.Backend, m *compact.Model) []float32 {
 				x, err := b.FromRGB8(rgb, 1, 32, 48)

@@ -21,12 +21,27 @@ type Slot struct {
 	downloaded         *cu.Event
 	start              *cu.Event // timing: compute began
 	outBytes           int
-	pending            bool // an output copy was queued and not waited for
+	pending            bool   // an output copy was queued and not waited for
+	key                [2]int // sizes it was made for, for reuse
 }
 
-// NewSlot allocates a slot for inBytes of input and outBytes of output.
+// maxCachedSlots bounds the slots of one size kept for reuse.
+const maxCachedSlots = 32
+
+// NewSlot returns a slot for inBytes of input and outBytes of output. Page-
+// locked memory is slow to allocate, so freed slots are kept and handed out
+// again to later requests of the same sizes.
 func (b *Backend) NewSlot(inBytes, outBytes int) (backend.Slot, error) {
-	s := &Slot{b: b}
+	key := [2]int{inBytes, outBytes}
+	b.slotMu.Lock()
+	if l := b.slots[key]; len(l) > 0 {
+		s := l[len(l)-1]
+		b.slots[key] = l[:len(l)-1]
+		b.slotMu.Unlock()
+		return s, nil
+	}
+	b.slotMu.Unlock()
+	s := &Slot{b: b, key: key}
 	err := func() error {
 		var err error
 		if s.hin, err = b.ctx.AllocHost(inBytes); err != nil {
@@ -55,7 +70,7 @@ func (b *Backend) NewSlot(inBytes, outBytes int) (backend.Slot, error) {
 		return err
 	}()
 	if err != nil {
-		s.Free()
+		s.release()
 		return nil, fmt.Errorf("allocate frame buffers: %w", err)
 	}
 	return s, nil
@@ -135,8 +150,23 @@ func (s *Slot) Wait() error {
 	return nil
 }
 
-// Free releases the slot's buffers and events.
+// Free gives the slot back to its backend for reuse. Work using it must be
+// finished.
 func (s *Slot) Free() {
+	b := s.b
+	b.slotMu.Lock()
+	if b.slots != nil && len(b.slots[s.key]) < maxCachedSlots { // nil once closed
+		s.pending, s.outBytes = false, 0
+		b.slots[s.key] = append(b.slots[s.key], s)
+		b.slotMu.Unlock()
+		return
+	}
+	b.slotMu.Unlock()
+	s.release()
+}
+
+// release frees the slot's buffers and events.
+func (s *Slot) release() {
 	for _, e := range []*cu.Event{s.uploaded, s.computed, s.downloaded, s.start} {
 		if e != nil {
 			e.Close()
@@ -153,5 +183,5 @@ func (s *Slot) Free() {
 			h.Free()
 		}
 	}
-	*s = Slot{b: s.b}
+	*s = Slot{b: s.b, key: s.key}
 }

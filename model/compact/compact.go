@@ -105,9 +105,10 @@ type Model struct {
 
 // Options change how a graph is bound to a backend.
 type Options struct {
-	// NoFusion keeps every layer a separate op (for testing fused kernels
-	// against the unfused ones).
-	NoFusion bool
+	// SeparateTail keeps the pixel shuffle, the nearest upsample and their
+	// sum as separate ops instead of the fused ShuffleAdder kernel (for
+	// testing the fused kernel against them).
+	SeparateTail bool
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
@@ -261,9 +262,7 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 		}
 	}
 	m.planTiles()
-	if !m.opt.NoFusion {
-		m.fuse()
-	}
+	m.fuse()
 	return nil
 }
 
@@ -321,7 +320,7 @@ func (m *Model) fuse() {
 		out = append(out, o)
 		producer[o.out] = o
 	}
-	if _, ok := m.b.(backend.ShuffleAdder); ok {
+	if _, ok := m.b.(backend.ShuffleAdder); ok && !m.opt.SeparateTail {
 		out = m.fuseShuffleAdd(out, producer)
 	}
 	m.ops = out

@@ -76,7 +76,7 @@ func loadUnfused(t *testing.T, b backend.Backend, scale int) *Model {
 		t.Fatal(err)
 	}
 	_, bin := bundledFiles(t)
-	m, err := LoadWith(b, "unfused", bytes.NewReader(p), bin, Options{NoFusion: true})
+	m, err := LoadWith(b, "unfused", bytes.NewReader(p), bin, Options{SeparateTail: true})
 	if err != nil {
 		t.Fatal(err)
 	}
