@@ -191,12 +191,21 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 	if w.bias != nil {
 		bias = w.bias.ptr
 	}
-	n := int64(y.shape.Elems())
-	if err := b.launch("bias_act", true, n, y.ptr(), bias, int32(w.out), n, kind, alpha, slope, nslope); err != nil {
+	if err := b.biasAct(y, bias, kind, alpha, slope, nslope); err != nil {
 		y.Free()
 		return nil, err
 	}
 	return y, nil
+}
+
+// biasAct applies x = act(x + bias) in place, eight values per thread when
+// the channel count allows.
+func (b *Backend) biasAct(x *Tensor, bias cu.DevicePtr, kind int32, alpha float32, slope cu.DevicePtr, nslope int32) error {
+	n, c := int64(x.shape.Elems()), x.shape.C
+	if c%8 == 0 {
+		return b.launch("bias_act8", true, n/8, x.ptr(), bias, int32(c), n/8, kind, alpha, slope, nslope)
+	}
+	return b.launch("bias_act", true, n, x.ptr(), bias, int32(c), n, kind, alpha, slope, nslope)
 }
 
 // Activate applies an activation to a copy of x.
@@ -218,7 +227,7 @@ func (b *Backend) Activate(xt backend.Tensor, act backend.Activation) (backend.T
 		y.Free()
 		return nil, err
 	}
-	if err := b.launch("bias_act", true, n, y.ptr(), cu.DevicePtr(0), int32(x.shape.C), n, kind, alpha, slope, nslope); err != nil {
+	if err := b.biasAct(y, 0, kind, alpha, slope, nslope); err != nil {
 		y.Free()
 		return nil, err
 	}

@@ -1,0 +1,293 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Frames carry their index in their first 4 bytes, so every stage can check
+// order.
+
+type fakeSource struct {
+	next, end int
+	delay     time.Duration
+	failAt    int // frame index whose read fails (-1 = never)
+	read      *atomic.Int64
+}
+
+func (s *fakeSource) Read(dst []byte) error {
+	if s.next == s.end {
+		return io.EOF
+	}
+	if s.next == s.failAt {
+		return fmt.Errorf("decoder broke at frame %d", s.next)
+	}
+	time.Sleep(s.delay)
+	binary.LittleEndian.PutUint32(dst, uint32(s.next))
+	s.next++
+	s.read.Add(1)
+	return nil
+}
+
+func (s *fakeSource) Close() error { return nil }
+
+type fakeSink struct {
+	mu      sync.Mutex
+	got     []int
+	delay   time.Duration
+	failAt  int
+	written *atomic.Int64
+	block   chan struct{} // if set, Write waits on it
+}
+
+func (s *fakeSink) Write(f []byte) error {
+	if s.block != nil {
+		<-s.block
+	}
+	time.Sleep(s.delay)
+	i := int(binary.LittleEndian.Uint32(f))
+	if i == s.failAt {
+		return fmt.Errorf("encoder broke at frame %d", i)
+	}
+	s.mu.Lock()
+	s.got = append(s.got, i)
+	s.mu.Unlock()
+	s.written.Add(1)
+	return nil
+}
+
+func (s *fakeSink) Close() error { return nil }
+func (s *fakeSink) Abort()       {}
+
+// fakeEngine "upscales" by copying each frame's index into a larger output
+// frame, asynchronously, after a delay.
+type fakeEngine struct {
+	delay  time.Duration
+	failAt int // first frame of the batch whose Start fails
+}
+
+type fakeBatch struct {
+	in, out []byte
+	done    chan struct{}
+}
+
+func (b *fakeBatch) In() []byte  { return b.in }
+func (b *fakeBatch) Out() []byte { return b.out }
+func (b *fakeBatch) Wait() error {
+	if b.done != nil {
+		<-b.done
+	}
+	return nil
+}
+func (b *fakeBatch) Free() {}
+
+const fw, fh = 4, 2 // input frame size; output is 2x
+
+func (e *fakeEngine) OutputSize(w, h int) (int, int) { return 2 * w, 2 * h }
+
+func (e *fakeEngine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+	return &fakeBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(2*w, 2*h))}, nil
+}
+
+func (e *fakeEngine) Start(ctx context.Context, bt backend.Batch, k int) error {
+	b := bt.(*fakeBatch)
+	if first := int(binary.LittleEndian.Uint32(b.in)); first == e.failAt {
+		return fmt.Errorf("GPU out of memory at frame %d", first)
+	}
+	b.done = make(chan struct{})
+	go func() {
+		time.Sleep(e.delay)
+		ifs, ofs := fw*fh*3, backend.RGB24.FrameBytes(2*fw, 2*fh)
+		for i := 0; i < k; i++ {
+			copy(b.out[i*ofs:i*ofs+4], b.in[i*ifs:i*ifs+4])
+		}
+		close(b.done)
+	}()
+	return nil
+}
+
+type setup struct {
+	streams []stream
+	sinks   []*fakeSink
+	read    atomic.Int64
+	written atomic.Int64
+}
+
+// sinkCfg configures the fake encoders of a setup.
+type sinkCfg struct {
+	delay  time.Duration
+	failAt int
+	block  chan struct{}
+}
+
+func newSetup(total, nseg int, src fakeSource, sink sinkCfg) *setup {
+	s := &setup{}
+	for _, p := range segmentRanges(total, nseg) {
+		fs := src
+		fs.next, fs.end, fs.read = p.start, p.start+p.count, &s.read
+		k := &fakeSink{delay: sink.delay, failAt: sink.failAt, written: &s.written, block: sink.block}
+		s.sinks = append(s.sinks, k)
+		s.streams = append(s.streams, stream{src: &fs, sink: k, frames: p.count})
+	}
+	return s
+}
+
+func (s *setup) run(ctx context.Context, eng Engine, total, batch int) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	return run(ctx, cancel, s.streams, eng, config{w: fw, h: fh, ow: 2 * fw, oh: 2 * fh, batch: batch, format: backend.RGB24, total: total})
+}
+
+// noLeaks fails if goroutines started during the test are still running.
+func noLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		for i := 0; i < 100; i++ {
+			if runtime.NumGoroutine() <= before {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	})
+}
+
+func TestOrdering(t *testing.T) {
+	noLeaks(t)
+	for _, c := range []struct{ total, seg, batch int }{{1, 1, 1}, {7, 1, 3}, {50, 3, 4}, {50, 4, 1}, {9, 2, 8}} {
+		s := newSetup(c.total, c.seg, fakeSource{failAt: -1, delay: 100 * time.Microsecond}, sinkCfg{failAt: -1})
+		if err := s.run(context.Background(), &fakeEngine{delay: time.Millisecond, failAt: -1}, c.total, c.batch); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		for i, p := range segmentRanges(c.total, c.seg) {
+			got := s.sinks[i].got
+			if len(got) != p.count {
+				t.Fatalf("%+v: segment %d got %d frames, want %d", c, i, len(got), p.count)
+			}
+			for j, f := range got {
+				if f != p.start+j {
+					t.Fatalf("%+v: segment %d frame %d is %d", c, i, j, f)
+				}
+			}
+		}
+	}
+}
+
+// TestBackPressure runs a fast decoder into a slow encoder: the decoder
+// may run ahead by at most the batches in flight.
+func TestBackPressure(t *testing.T) {
+	noLeaks(t)
+	const total, batch = 40, 2
+	s := newSetup(total, 1, fakeSource{failAt: -1}, sinkCfg{failAt: -1, delay: 2 * time.Millisecond})
+	var maxAhead int64
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			maxAhead = max(maxAhead, s.read.Load()-s.written.Load())
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	err := s.run(context.Background(), &fakeEngine{failAt: -1}, total, batch)
+	close(stop)
+	<-stopped
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := int64(depth * batch); maxAhead > limit {
+		t.Errorf("decoder ran %d frames ahead of the encoder, limit %d", maxAhead, limit)
+	}
+	if maxAhead < batch {
+		t.Errorf("decoder never ran ahead (%d): stages are not overlapping", maxAhead)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	noLeaks(t)
+	block := make(chan struct{})
+	s := newSetup(100, 2, fakeSource{failAt: -1}, sinkCfg{failAt: -1, block: block})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx, &fakeEngine{failAt: -1}, 100, 2) }()
+	select {
+	case err := <-done:
+		t.Fatalf("run ended before the encoder was released: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The sink is stuck in Write (as a real encoder blocked on a full
+	// pipe would be until its process is killed); release it.
+	close(block)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled run returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not stop after cancellation")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	noLeaks(t)
+	cases := []struct {
+		name   string
+		src    fakeSource
+		sink   sinkCfg
+		eng    fakeEngine
+		expect string
+	}{
+		{"decoder", fakeSource{failAt: 13}, sinkCfg{failAt: -1}, fakeEngine{failAt: -1}, "decoder broke at frame 13"},
+		{"engine", fakeSource{failAt: -1}, sinkCfg{failAt: -1}, fakeEngine{failAt: 8}, "GPU out of memory at frame 8"},
+		{"encoder", fakeSource{failAt: -1}, sinkCfg{failAt: 21}, fakeEngine{failAt: -1}, "encoder broke at frame 21"},
+	}
+	for _, c := range cases {
+		s := newSetup(40, 2, c.src, c.sink)
+		err := s.run(context.Background(), &c.eng, 40, 4)
+		if err == nil || !strings.Contains(err.Error(), c.expect) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.expect)
+		}
+	}
+	// A source that ends early is an error, not a short output.
+	s := newSetup(10, 1, fakeSource{failAt: -1}, sinkCfg{failAt: -1})
+	s.streams[0].src.(*fakeSource).end = 6
+	if err := s.run(context.Background(), &fakeEngine{failAt: -1}, 10, 4); err == nil || !strings.Contains(err.Error(), "ended after 6 of 10") {
+		t.Errorf("short input: %v", err)
+	}
+}
+
+func TestSegmentRanges(t *testing.T) {
+	for _, c := range []struct{ total, n int }{{1, 1}, {10, 3}, {361, 4}, {5, 5}} {
+		ps := segmentRanges(c.total, c.n)
+		next := 0
+		for _, p := range ps {
+			if p.start != next || p.count < c.total/c.n || p.count > c.total/c.n+1 {
+				t.Errorf("%+v: bad part %+v", c, p)
+			}
+			next += p.count
+		}
+		if next != c.total {
+			t.Errorf("%+v: parts cover %d frames", c, next)
+		}
+	}
+}
