@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"os/exec"
 	"strconv"
 )
@@ -107,6 +108,9 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("decode %q: %v", info.Path, err)
+	}
+	if f, ok := out.(*os.File); ok {
+		growPipe(f)
 	}
 	if err := cmd.Start(); err != nil {
 		if cerr := ctx.Err(); cerr != nil {

@@ -48,6 +48,9 @@ type EncodeOptions struct {
 	// AudioDuration, if > 0, carries only the first AudioDuration seconds
 	// of that audio (for a restore of the first frames of a video).
 	AudioDuration float64
+	// Threads, if > 0, caps the encoder's threads (-threads), for when
+	// several encoders share the CPU.
+	Threads int
 	// ExpectFrames, if > 0, makes Close fail unless exactly this many frames
 	// were written.
 	ExpectFrames int
@@ -155,6 +158,9 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		}
 	}
 	args = append(args, "-pix_fmt", o.PixFmt)
+	if o.Threads > 0 {
+		args = append(args, "-threads", strconv.Itoa(o.Threads))
+	}
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
 	args = append(args, "-max_muxing_queue_size", "4096", "-y", fileArg(tmp))
 
@@ -163,11 +169,16 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	prog := &progress{frame: -1}
 	cmd.Stderr = tail
 	cmd.Stdout = prog
-	in, err := cmd.StdinPipe()
+	pr, in, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("encode %q: %v", outPath, err)
 	}
-	if err := cmd.Start(); err != nil {
+	growPipe(in)
+	cmd.Stdin = pr
+	err = cmd.Start()
+	pr.Close() // the child has its copy
+	if err != nil {
+		in.Close()
 		os.Remove(tmp)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("encode %q: %w", outPath, cerr)

@@ -84,6 +84,7 @@ it. The first request warms up; the mean is over the others.`,
 	fl.IntVar(&f.segments, "segments", 0, "parallel encode segments (0 = automatic, as restore)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
 	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
+	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
 	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -170,7 +171,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 		Engine:   compact.Runner{M: m, Tile: f.tile},
 		Batch:    rep.Batch,
 		Segments: rep.Segments,
-		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt},
+		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
 	})
 	var st nvml.SamplerStats
 	if sampler != nil {

@@ -32,6 +32,7 @@ type restoreFlags struct {
 	tile     int
 	batch    int
 	segments int
+	threads  int
 	dtype    string
 }
 
@@ -70,6 +71,7 @@ exist.`,
 	fl.IntVar(&f.tile, "tile", 0, "process frames in tiles of N input pixels (0 = automatic, bounded memory)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
+	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
@@ -113,7 +115,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		Segments:  segmentCount(f.segments, dev),
 		MaxFrames: f.frames,
 		Info:      info,
-		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt},
+		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
 		Progress:  prog.update,
 	})
 	prog.finish(err == nil)
