@@ -90,6 +90,17 @@ type Result struct {
 	Width   int     `json:"width"`
 	Height  int     `json:"height"`
 	Output  string  `json:"output"`
+	// Where the time went: starting the ffmpeg children, streaming the
+	// frames, finishing the encoders, and joining the segments.
+	Stages Stages `json:"stages"`
+}
+
+// Stages splits a job's wall time.
+type Stages struct {
+	Start  float64 `json:"start_seconds"`
+	Stream float64 `json:"stream_seconds"`
+	Finish float64 `json:"finish_seconds"`
+	Join   float64 `json:"join_seconds"`
 }
 
 // Restore runs req to completion or to the first error. The output keeps
@@ -182,10 +193,19 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		}
 		streams[i].src = dec
 	}
+	var st Stages
+	mark := func(d *float64) func() {
+		t := time.Now()
+		return func() { *d = time.Since(t).Seconds() }
+	}
+	st.Start = time.Since(start).Seconds()
 	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	done := mark(&st.Stream)
 	if err := run(ctx, cancel, streams, req.Engine, cfg); err != nil {
 		return nil, err
 	}
+	done()
+	done = mark(&st.Finish)
 	for i := range streams {
 		s := &streams[i]
 		s.src.Close()
@@ -196,7 +216,9 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
+	done()
 	if nseg > 1 && !req.Discard {
+		done = mark(&st.Join)
 		audio := ""
 		if info.HasAudio {
 			audio = req.Input
@@ -206,9 +228,10 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		done()
 	}
 	sec := time.Since(start).Seconds()
-	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output}, nil
+	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st}, nil
 }
 
 // discard is a Sink that drops frames.

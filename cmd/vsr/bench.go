@@ -28,13 +28,14 @@ type benchFlags struct {
 
 // benchRun is one request's measurements.
 type benchRun struct {
-	Seconds        float64 `json:"seconds"`           // first frame read to finished output
-	FPS            float64 `json:"fps"`               // frames / seconds
-	ComputeMsFrame float64 `json:"compute_ms_frame"`  // steady-state GPU compute per frame
-	GPUBusy        float64 `json:"gpu_busy_fraction"` // compute-stream busy time / steady-state wall time
-	NVMLUtil       float64 `json:"nvml_util_mean"`    // NVML GPU utilization, mean of 10 ms samples (percent)
-	PeakNVMLBytes  uint64  `json:"peak_nvml_bytes"`   // NVML device memory used, peak of 10 ms samples
-	PeakAllocBytes int64   `json:"peak_alloc_bytes"`  // vsr's device allocator high-water mark
+	Seconds        float64         `json:"seconds"`           // first frame read to finished output
+	FPS            float64         `json:"fps"`               // frames / seconds
+	ComputeMsFrame float64         `json:"compute_ms_frame"`  // steady-state GPU compute per frame
+	GPUBusy        float64         `json:"gpu_busy_fraction"` // compute-stream busy time / steady-state wall time
+	NVMLUtil       float64         `json:"nvml_util_mean"`    // NVML GPU utilization, mean of 10 ms samples (percent)
+	PeakNVMLBytes  uint64          `json:"peak_nvml_bytes"`   // NVML device memory used, peak of 10 ms samples
+	PeakAllocBytes int64           `json:"peak_alloc_bytes"`  // vsr's device allocator high-water mark
+	Stages         pipeline.Stages `json:"stages"`
 }
 
 // benchReport is what `vsr bench --json` prints.
@@ -180,7 +181,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 	if err != nil {
 		return benchRun{}, err
 	}
-	run := benchRun{Seconds: res.Seconds, FPS: res.FPS, NVMLUtil: st.MeanGPUUtil, PeakNVMLBytes: st.PeakMemUsed}
+	run := benchRun{Seconds: res.Seconds, FPS: res.FPS, NVMLUtil: st.MeanGPUUtil, PeakNVMLBytes: st.PeakMemUsed, Stages: res.Stages}
 	if gpu != nil {
 		run.PeakAllocBytes = gpu.PeakBytes()
 		run.ComputeMsFrame, run.GPUBusy = steadyState(gpu.Spans(), res.Frames)
@@ -224,6 +225,10 @@ func meanRuns(runs []benchRun) benchRun {
 		m.ComputeMsFrame += r.ComputeMsFrame / n
 		m.GPUBusy += r.GPUBusy / n
 		m.NVMLUtil += r.NVMLUtil / n
+		m.Stages.Start += r.Stages.Start / n
+		m.Stages.Stream += r.Stages.Stream / n
+		m.Stages.Finish += r.Stages.Finish / n
+		m.Stages.Join += r.Stages.Join / n
 		m.PeakNVMLBytes = max(m.PeakNVMLBytes, r.PeakNVMLBytes)
 		m.PeakAllocBytes = max(m.PeakAllocBytes, r.PeakAllocBytes)
 	}
@@ -238,6 +243,7 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	fmt.Fprintf(w, "requests\t%d (mean of the last %d)\n", len(r.Runs), max(len(r.Runs)-1, 1))
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)
+	fmt.Fprintf(w, "stages\tstart %.3f s, stream %.3f s, finish encoders %.3f s, join %.3f s\n", m.Stages.Start, m.Stages.Stream, m.Stages.Finish, m.Stages.Join)
 	if m.ComputeMsFrame > 0 {
 		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)
 		fmt.Fprintf(w, "GPU busy (steady state)\t%.1f%% (CUDA events); NVML utilization %.1f%%\n", 100*m.GPUBusy, m.NVMLUtil)
