@@ -299,3 +299,28 @@ func TestProbeAndModels(t *testing.T) {
 		t.Errorf("version: %q %v", out, err)
 	}
 }
+
+// TestNoGPU asks for a GPU where none can be used (CI machines): a one-line
+// error naming what is missing, and no output file.
+func TestNoGPU(t *testing.T) {
+	needFFmpeg(t)
+	if r, err := vsr(t, "doctor", "--json"); err == nil && strings.Contains(r, `"compute_capability"`) {
+		t.Skip("this machine has a GPU")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.mp4")
+	_, err := vsr(t, "restore", clip, "-o", out, "--device", "cuda", "--frames", "1", "--progress", "none")
+	if err == nil || !strings.Contains(err.Error(), "no usable NVIDIA GPU") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("restore --device cuda without a GPU: %v", err)
+	}
+	t.Log(err)
+	onlyFiles(t, dir)
+	// auto falls back to the CPU.
+	if _, err := vsr(t, "restore", clip, "-o", out, "--device", "auto", "--frames", "1", "--scale", "2", "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	onlyFiles(t, dir, "out.mp4")
+	if r, err := vsr(t, "doctor"); err != nil || !strings.Contains(r, "no NVIDIA GPU found") {
+		t.Errorf("doctor: %q %v", r, err)
+	}
+}
