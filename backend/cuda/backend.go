@@ -2,8 +2,8 @@
 // device memory, convolutions through cuDNN on tensor cores, and the other
 // ops as kernels from kernels.cu compiled at first use with NVRTC.
 //
-// Everything a Backend queues runs in order on one compute stream; a copy
-// stream carries frame transfers for Slots (see backend.Streaming), with
+// Everything a Backend queues runs in order on one compute stream; two copy
+// streams carry frame uploads and downloads for Slots (see backend.Streaming), with
 // events as the barriers between the two. Device memory comes from a
 // caching pool whose buffers are reused in stream order, so ops never
 // synchronize with the host except to hand results back.
@@ -51,7 +51,8 @@ type Backend struct {
 	sms   int
 
 	compute *cu.Stream
-	copy    *cu.Stream
+	upload  *cu.Stream // host-to-device frame copies
+	down    *cu.Stream // device-to-host frame copies
 	mod     *cu.Module
 	fns     map[string]*cu.Function
 
@@ -137,7 +138,12 @@ func (b *Backend) init(major, minor int) error {
 	if b.compute, err = b.ctx.NewStream(); err != nil {
 		return err
 	}
-	if b.copy, err = b.ctx.NewStream(); err != nil {
+	// Two copy streams, so that the next batch's upload does not queue
+	// behind the last batch's download (which waits for compute).
+	if b.upload, err = b.ctx.NewStream(); err != nil {
+		return err
+	}
+	if b.down, err = b.ctx.NewStream(); err != nil {
 		return err
 	}
 	b.pool = newPool(b.ctx)
@@ -190,8 +196,10 @@ func (b *Backend) Close() error {
 	if b.compute != nil {
 		b.compute.Synchronize()
 	}
-	if b.copy != nil {
-		b.copy.Synchronize()
+	for _, s := range []*cu.Stream{b.upload, b.down} {
+		if s != nil {
+			s.Synchronize()
+		}
 	}
 	b.slotMu.Lock()
 	for _, l := range b.slots {
@@ -216,7 +224,7 @@ func (b *Backend) Close() error {
 	if b.epoch != nil {
 		b.epoch.Close()
 	}
-	for _, s := range []*cu.Stream{b.compute, b.copy} {
+	for _, s := range []*cu.Stream{b.compute, b.upload, b.down} {
 		if s != nil {
 			s.Close()
 		}

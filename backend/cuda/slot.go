@@ -11,8 +11,9 @@ import (
 // at full speed, device buffers, and the events that order the copy and
 // compute streams:
 //
-//	copy:    H2D(in) -> [uploaded]                    wait [computed] -> D2H(out) -> [downloaded]
-//	compute:            wait [uploaded] -> [start] model, convert -> [computed]
+//	upload:   H2D(in) -> [uploaded]
+//	compute:  wait [uploaded] -> [start] model, convert -> [computed]
+//	download: wait [computed] -> D2H(out) -> [downloaded]
 type Slot struct {
 	b                  *Backend
 	hin, hout          *cu.HostBuffer
@@ -90,10 +91,10 @@ func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
 		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", s.hin.Size(), n, w, h, size)
 	}
 	b := s.b
-	if err := b.copy.CopyHtoD(s.din.ptr, s.hin.Bytes()[:size]); err != nil {
+	if err := b.upload.CopyHtoD(s.din.ptr, s.hin.Bytes()[:size]); err != nil {
 		return nil, err
 	}
-	if err := s.uploaded.Record(b.copy); err != nil {
+	if err := s.uploaded.Record(b.upload); err != nil {
 		return nil, err
 	}
 	if err := b.compute.WaitEvent(s.uploaded); err != nil {
@@ -121,13 +122,13 @@ func (s *Slot) Output(t backend.Tensor, f backend.PixelFormat) (int, error) {
 	if err := s.computed.Record(b.compute); err != nil {
 		return 0, err
 	}
-	if err := b.copy.WaitEvent(s.computed); err != nil {
+	if err := b.down.WaitEvent(s.computed); err != nil {
 		return 0, err
 	}
-	if err := b.copy.CopyDtoH(s.hout.Bytes()[:size], s.dout.ptr); err != nil {
+	if err := b.down.CopyDtoH(s.hout.Bytes()[:size], s.dout.ptr); err != nil {
 		return 0, err
 	}
-	return size, s.downloaded.Record(b.copy)
+	return size, s.downloaded.Record(b.down)
 }
 
 // Wait blocks until the output is in Out, and records the span the

@@ -1,0 +1,1156 @@
+package cuda
+
+// Tests and benchmark of the fused conv3x3 + bias + PReLU kernel in
+// convfused.cu, standalone (no Backend): TestFusedConvLayout replays the
+// kernel's shared-memory layout, ldmatrix/mma fragments and epilogue on the
+// CPU (no GPU needed); TestFusedConv checks the kernel on the GPU against a
+// float64 reference; TestFusedConvBench times it against cuDNN plus the
+// backend's bias+PReLU pass at 8 x 360 x 640 x 64 -> 64.
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/nvidia/cudnn"
+	"github.com/vsr-dev/vsr/nvidia/nvrtc"
+)
+
+//go:embed convfused.cu
+var fusedConvSource string
+
+// The kernel's geometry (the CF_ constants of convfused.cu).
+const (
+	fusedTM     = 128
+	fusedRows   = 2
+	fusedRP     = fusedTM + 2
+	fusedPixB   = 128
+	fusedRowB   = fusedRP * fusedPixB
+	fusedStageB = (fusedRows + 2) * fusedRowB
+	fusedFRowB  = 9 * 128
+	fusedFiltB  = 64 * fusedFRowB
+	fusedSmem   = fusedFiltB + 2*fusedStageB + 128 // 206976
+)
+
+// fusedGrid returns the kernel's grid size for a shape on sms
+// multiprocessors.
+func fusedGrid(n, h, w, sms int) int {
+	tiles := n * ((h + fusedRows - 1) / fusedRows) * ((w + fusedTM - 1) / fusedTM)
+	return min(tiles, sms)
+}
+
+// fusedNT is the number of n8 tiles per warp the kernel uses for c, k with
+// ng warp columns (CF_NG).
+func fusedNT(c, k, ng int) int {
+	if c == 64 && k == 48 {
+		return 6 / ng
+	}
+	return 8 / ng
+}
+
+// fusedThreads is the block size for ng warp columns.
+func fusedThreads(ng int) int { return 128 * ng }
+
+// fusedHalf converts to IEEE half, rounding to nearest even.
+func fusedHalf(f float32) uint16 {
+	x := math.Float32bits(f)
+	sign := uint16(x>>16) & 0x8000
+	exp := int((x>>23)&0xff) - 127
+	man := x & 0x7fffff
+	switch {
+	case exp == 128:
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp > 15:
+		return sign | 0x7c00
+	case exp >= -14:
+		h := uint32(sign) | uint32(exp+15)<<10 | man>>13
+		rest := man & 0x1fff
+		if rest > 0x1000 || (rest == 0x1000 && h&1 == 1) {
+			h++
+		}
+		return uint16(h)
+	case exp >= -25:
+		man |= 0x800000
+		shift := uint32(-14-exp) + 13
+		m := man >> shift
+		rest := man & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rest > half || (rest == half && m&1 == 1) {
+			m++
+		}
+		return sign | uint16(m)
+	}
+	return sign
+}
+
+// fusedFloat converts IEEE half bits to float32.
+func fusedFloat(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp == 0:
+		f := float32(man) / 1024 / 16384
+		if sign != 0 {
+			return -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+}
+
+// fusedProblem is one convolution: fp16 x and w (as bits), float32 bias
+// and slope (nil: none), and the float64 reference computed from the
+// rounded inputs.
+type fusedProblem struct {
+	N, H, W, C, K int
+	x, w          []uint16
+	bias, slope   []float32
+	nslope        int
+}
+
+func newFusedProblem(seed uint64, n, h, w, c, k int, bias bool, nslope int) *fusedProblem {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	p := &fusedProblem{N: n, H: h, W: w, C: c, K: k, nslope: nslope}
+	p.x = make([]uint16, n*h*w*c)
+	for i := range p.x {
+		p.x[i] = fusedHalf(2*r.Float32() - 1)
+	}
+	p.w = make([]uint16, k*9*c)
+	for i := range p.w {
+		p.w[i] = fusedHalf(0.12*r.Float32() - 0.06)
+	}
+	if bias {
+		p.bias = make([]float32, k)
+		for i := range p.bias {
+			p.bias[i] = 0.2*r.Float32() - 0.1
+		}
+	}
+	if nslope > 0 {
+		p.slope = make([]float32, nslope)
+		for i := range p.slope {
+			p.slope[i] = 0.3 * r.Float32()
+		}
+	}
+	return p
+}
+
+func (p *fusedProblem) String() string {
+	act := "prelu"
+	if p.slope == nil {
+		act = "none"
+	} else if p.nslope == 1 {
+		act = "prelu(shared slope)"
+	}
+	return fmt.Sprintf("n%d %dx%dx%d -> k%d bias=%v act=%s", p.N, p.H, p.W, p.C, p.K, p.bias != nil, act)
+}
+
+// reference returns y in float64.
+func (p *fusedProblem) reference() []float64 {
+	N, H, W, C, K := p.N, p.H, p.W, p.C, p.K
+	xf := make([]float64, len(p.x))
+	for i, v := range p.x {
+		xf[i] = float64(fusedFloat(v))
+	}
+	wf := make([]float64, len(p.w))
+	for i, v := range p.w {
+		wf[i] = float64(fusedFloat(v))
+	}
+	y := make([]float64, N*H*W*K)
+	var wg sync.WaitGroup
+	for n := 0; n < N; n++ {
+		for h := 0; h < H; h++ {
+			wg.Add(1)
+			go func(n, h int) {
+				defer wg.Done()
+				for ww := 0; ww < W; ww++ {
+					out := y[((n*H+h)*W+ww)*K:][:K]
+					for k := 0; k < K; k++ {
+						s := 0.0
+						if p.bias != nil {
+							s = float64(p.bias[k])
+						}
+						for ky := 0; ky < 3; ky++ {
+							hh := h + ky - 1
+							if hh < 0 || hh >= H {
+								continue
+							}
+							for kx := 0; kx < 3; kx++ {
+								wx := ww + kx - 1
+								if wx < 0 || wx >= W {
+									continue
+								}
+								xs := xf[((n*H+hh)*W+wx)*C:][:C]
+								ws := wf[((k*3+ky)*3+kx)*C:][:C]
+								for c := range xs {
+									s += xs[c] * ws[c]
+								}
+							}
+						}
+						if p.slope != nil && s < 0 {
+							if p.nslope == 1 {
+								s *= float64(p.slope[0])
+							} else {
+								s *= float64(p.slope[k])
+							}
+						}
+						out[k] = s
+					}
+				}
+			}(n, h)
+		}
+	}
+	wg.Wait()
+	return y
+}
+
+// fusedCompare returns ||y - ref|| / ||ref|| and a description of the
+// worst errors and of outputs that are NaN (never written: the buffer
+// starts as NaN).
+func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) {
+	var num, den float64
+	nan := 0
+	type bad struct {
+		i int
+		d float64
+	}
+	var worst []bad
+	for i, r := range ref {
+		g := float64(fusedFloat(y[i]))
+		if math.IsNaN(g) {
+			nan++
+			if nan <= 5 {
+				worst = append(worst, bad{i, math.NaN()})
+			}
+			continue
+		}
+		d := g - r
+		num += d * d
+		den += r * r
+		if math.Abs(d) > 0.02+0.01*math.Abs(r) && len(worst) < 12 {
+			worst = append(worst, bad{i, d})
+		}
+	}
+	e := math.Sqrt(num / den)
+	if nan > 0 {
+		e = math.NaN()
+	}
+	var b strings.Builder
+	if nan > 0 {
+		fmt.Fprintf(&b, "%d outputs not written (NaN); ", nan)
+	}
+	for _, w := range worst {
+		k := w.i % p.K
+		px := w.i / p.K
+		ww := px % p.W
+		h := px / p.W % p.H
+		n := px / p.W / p.H
+		fmt.Fprintf(&b, "[n%d h%d w%d k%d got %v want %.4f] ", n, h, ww, k, fusedFloat(y[w.i]), ref[w.i])
+	}
+	return e, b.String()
+}
+
+// ---- CPU replay of the kernel ------------------------------------------
+
+// fusedEmu replays convfused.cu thread by thread on the CPU: the same
+// address arithmetic, shared-memory image, fragment semantics (from the PTX
+// ISA: ldmatrix, mma.m16n8k16) and epilogue, so that the layout and index
+// math are checked without a GPU.
+type fusedEmu struct {
+	p    *fusedProblem
+	ng   int
+	smem []byte
+	y    []uint16
+}
+
+func (e *fusedEmu) cpAsync(dst int, src []uint16) {
+	if dst%16 != 0 {
+		panic(fmt.Sprintf("cp.async to unaligned shared address %d", dst))
+	}
+	for i := 0; i < 8; i++ {
+		var v uint16
+		if src != nil {
+			v = src[i]
+		}
+		binary.LittleEndian.PutUint16(e.smem[dst+2*i:], v)
+	}
+}
+
+func (e *fusedEmu) stage(t, sb, HP, WS, tid int) {
+	p := e.p
+	ch8 := p.C / 8
+	ppi := fusedThreads(e.ng) / ch8
+	ws, r := t%WS, t/WS
+	hp, nn := r%HP, r/HP
+	h0, w0 := hp*fusedRows, ws*fusedTM
+	ch, jj := tid%ch8, tid/ch8
+	if jj >= ppi {
+		return
+	}
+	for s := 0; s < fusedRows+2; s++ {
+		hh := h0 - 1 + s
+		rowok := hh >= 0 && hh < p.H
+		for j := jj; j < fusedRP; j += ppi {
+			ww := w0 - 1 + j
+			var src []uint16
+			if rowok && ww >= 0 && ww < p.W {
+				src = p.x[((nn*p.H+hh)*p.W+ww)*p.C+ch*8:][:8]
+			}
+			e.cpAsync(sb+s*fusedRowB+j*fusedPixB+((ch^(j&7))<<4), src)
+		}
+	}
+}
+
+// ldsm: register j of lane l is row l/4, elements 2(l%4), 2(l%4)+1 of
+// matrix j, whose row r is the 16 bytes at lane 8j+r's address.
+func (e *fusedEmu) ldsm(addr *[32]int, n int) (out [32][4]uint32) {
+	for l := 0; l < 32; l++ {
+		if addr[l]%16 != 0 {
+			panic(fmt.Sprintf("ldmatrix address %d of lane %d is unaligned", addr[l], l))
+		}
+	}
+	for j := 0; j < n; j++ {
+		for l := 0; l < 32; l++ {
+			out[l][j] = binary.LittleEndian.Uint32(e.smem[addr[8*j+l/4]+4*(l%4):])
+		}
+	}
+	return out
+}
+
+// fusedMMA: d = a*b + c for m16n8k16 with the PTX fragment layouts.
+func fusedMMA(acc *[32][4]float32, a *[32][4]uint32, b *[32][2]uint32) {
+	var A [16][16]float32
+	var B [16][8]float32
+	lo := func(u uint32) float32 { return fusedFloat(uint16(u)) }
+	hi := func(u uint32) float32 { return fusedFloat(uint16(u >> 16)) }
+	for l := 0; l < 32; l++ {
+		g, t := l/4, l%4
+		A[g][2*t], A[g][2*t+1] = lo(a[l][0]), hi(a[l][0])
+		A[g+8][2*t], A[g+8][2*t+1] = lo(a[l][1]), hi(a[l][1])
+		A[g][2*t+8], A[g][2*t+9] = lo(a[l][2]), hi(a[l][2])
+		A[g+8][2*t+8], A[g+8][2*t+9] = lo(a[l][3]), hi(a[l][3])
+		B[2*t][g], B[2*t+1][g] = lo(b[l][0]), hi(b[l][0])
+		B[2*t+8][g], B[2*t+9][g] = lo(b[l][1]), hi(b[l][1])
+	}
+	for l := 0; l < 32; l++ {
+		g, t := l/4, l%4
+		for e := 0; e < 4; e++ {
+			row, col := g+8*(e>>1), 2*t+(e&1)
+			var s float32
+			for k := 0; k < 16; k++ {
+				s += A[row][k] * B[k][col]
+			}
+			acc[l][e] += s
+		}
+	}
+}
+
+func (e *fusedEmu) run(grid int) {
+	p := e.p
+	N, H, W, C, K := p.N, p.H, p.W, p.C, p.K
+	NT := fusedNT(C, K, e.ng)
+	threads := fusedThreads(e.ng)
+	ch8, ncc := C/8, C/16
+	fb, sb0 := 0, fusedFiltB
+	HP, WS := (H+fusedRows-1)/fusedRows, (W+fusedTM-1)/fusedTM
+	ntiles := N * HP * WS
+	e.smem = make([]byte, fusedSmem-128)
+	e.y = make([]uint16, N*H*W*K)
+	for i := range e.y {
+		e.y[i] = 0xffff
+	}
+	for cta := 0; cta < grid && cta < ntiles; cta++ {
+		// filter
+		perRow := 9 * ch8
+		for tid := 0; tid < threads; tid++ {
+			for i := tid; i < e.ng*NT*8*perRow; i += threads {
+				row, q := i/perRow, i%perRow
+				tap, ch := q/ch8, q%ch8
+				var src []uint16
+				if row < K {
+					src = p.w[(row*9+tap)*C+ch*8:][:8]
+				}
+				e.cpAsync(fb+row*fusedFRowB+tap*128+((ch^(row&7))<<4), src)
+			}
+		}
+		buf := 0
+		for t := cta; t < ntiles; t, buf = t+grid, buf^1 {
+			sb := sb0 + buf*fusedStageB
+			for tid := 0; tid < threads; tid++ {
+				e.stage(t, sb, HP, WS, tid)
+			}
+			for warp := 0; warp < threads/32; warp++ {
+				e.warp(t, warp, NT, ncc, fb, sb, HP, WS)
+			}
+		}
+	}
+}
+
+func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
+	p := e.p
+	H, W, K := p.H, p.W, p.K
+	mg, ng := warp&3, warp>>2
+	rOut, pw := mg>>1, (mg&1)*64
+	nbase := ng * NT * 8
+	var aoff [3][32]int
+	var bptr [32]int
+	for l := 0; l < 32; l++ {
+		lpix, hi := (l&7)+((l>>3)&1)*8, l>>4
+		for kx := 0; kx < 3; kx++ {
+			j := pw + kx + lpix
+			aoff[kx][l] = rOut*fusedRowB + j*fusedPixB + ((hi ^ (j & 7)) << 4)
+		}
+		nl := nbase + (l & 7) + ((l>>4)&1)*8
+		bptr[l] = fb + nl*fusedFRowB + ((((l >> 3) & 1) ^ (l & 7)) << 4)
+	}
+	acc := make([][][32][4]float32, 4)
+	for i := range acc {
+		acc[i] = make([][32][4]float32, NT)
+	}
+	for tap := 0; tap < 9; tap++ {
+		ky, kx := tap/3, tap%3
+		for cc := 0; cc < ncc; cc++ {
+			bf := make([][32][2]uint32, NT)
+			var addr [32]int
+			for b := 0; b < NT/2; b++ {
+				for l := 0; l < 32; l++ {
+					addr[l] = (bptr[l] ^ (cc << 5)) + tap*128 + b*16*fusedFRowB
+				}
+				r := e.ldsm(&addr, 4)
+				for l := 0; l < 32; l++ {
+					bf[2*b][l] = [2]uint32{r[l][0], r[l][1]}
+					bf[2*b+1][l] = [2]uint32{r[l][2], r[l][3]}
+				}
+			}
+			if NT&1 == 1 {
+				for l := 0; l < 32; l++ {
+					addr[l] = (bptr[l] ^ (cc << 5)) + tap*128 + (NT/2)*16*fusedFRowB
+				}
+				r := e.ldsm(&addr, 2)
+				for l := 0; l < 32; l++ {
+					bf[NT-1][l] = [2]uint32{r[l][0], r[l][1]}
+				}
+			}
+			for i := 0; i < 4; i++ {
+				for l := 0; l < 32; l++ {
+					addr[l] = ((sb + aoff[kx][l]) ^ (cc << 5)) + ky*fusedRowB + i*16*fusedPixB
+				}
+				af := e.ldsm(&addr, 4)
+				for nt := 0; nt < NT; nt++ {
+					fusedMMA(&acc[i][nt], &af, &bf[nt])
+				}
+			}
+		}
+	}
+	// epilogue
+	ws, rr := t%WS, t/WS
+	hp, nn := rr%HP, rr/HP
+	hrow, wbase := hp*fusedRows+rOut, ws*fusedTM+pw
+	if hrow >= H {
+		return
+	}
+	var bv, sv [8][2][32]float32
+	for l := 0; l < 32; l++ {
+		tq := l & 3
+		for nt := 0; nt < NT; nt++ {
+			for x := 0; x < 2; x++ {
+				chn := nbase + nt*8 + 2*tq + x
+				ok := chn < K
+				if p.bias != nil && ok {
+					bv[nt][x][l] = p.bias[chn]
+				}
+				switch {
+				case p.slope == nil:
+					sv[nt][x][l] = 1
+				case !ok:
+				case p.nslope == 1:
+					sv[nt][x][l] = p.slope[0]
+				default:
+					sv[nt][x][l] = p.slope[chn]
+				}
+			}
+		}
+	}
+	yrow := ((nn*H + hrow) * W) * K
+	for i := 0; i < 4; i++ {
+		for half := 0; half < 2; half++ {
+			var v [32][8]uint32
+			for l := 0; l < 32; l++ {
+				for nt := 0; nt < NT; nt++ {
+					a0 := acc[i][nt][l][2*half] + bv[nt][0][l]
+					a1 := acc[i][nt][l][2*half+1] + bv[nt][1][l]
+					if a0 < 0 {
+						a0 *= sv[nt][0][l]
+					}
+					if a1 < 0 {
+						a1 *= sv[nt][1][l]
+					}
+					v[l][nt] = uint32(fusedHalf(a0)) | uint32(fusedHalf(a1))<<16
+				}
+			}
+			shfl := func(s *[32]uint32, m int) (r [32]uint32) {
+				for l := 0; l < 32; l++ {
+					r[l] = s[l^m]
+				}
+				return r
+			}
+			for q := 0; NT%4 == 0 && q < NT/4; q++ {
+				var s0, s1 [32]uint32
+				for l := 0; l < 32; l++ {
+					u := v[l][4*q:]
+					if l&2 != 0 {
+						s0[l], s1[l] = u[0], u[1]
+					} else {
+						s0[l], s1[l] = u[2], u[3]
+					}
+				}
+				r0, r1 := shfl(&s0, 2), shfl(&s1, 2)
+				for l := 0; l < 32; l++ {
+					u := v[l][4*q:]
+					if l&2 != 0 {
+						u[0], u[1] = r0[l], r1[l]
+					} else {
+						u[2], u[3] = r0[l], r1[l]
+					}
+					if l&1 != 0 {
+						s0[l], s1[l] = u[0], u[2]
+					} else {
+						s0[l], s1[l] = u[1], u[3]
+					}
+				}
+				r0, r1 = shfl(&s0, 1), shfl(&s1, 1)
+				for l := 0; l < 32; l++ {
+					u := v[l][4*q:]
+					if l&1 != 0 {
+						u[0], u[2] = r0[l], r1[l]
+					} else {
+						u[1], u[3] = r0[l], r1[l]
+					}
+				}
+			}
+			for l := 0; l < 32; l++ {
+				g, tq := l>>2, l&3
+				wcol := wbase + i*16 + g + half*8
+				if wcol >= W {
+					continue
+				}
+				if NT%4 == 0 {
+					for q := 0; q < NT/4; q++ {
+						chn := nbase + 32*q + tq*8
+						if chn < K {
+							o := yrow + wcol*K + chn
+							if o%8 != 0 {
+								panic("unaligned 16-byte store")
+							}
+							for j := 0; j < 4; j++ {
+								e.y[o+2*j], e.y[o+2*j+1] = uint16(v[l][4*q+j]), uint16(v[l][4*q+j]>>16)
+							}
+						}
+					}
+				} else {
+					for nt := 0; nt < NT; nt++ {
+						chn := nbase + nt*8 + 2*tq
+						if chn < K {
+							o := yrow + wcol*K + chn
+							e.y[o], e.y[o+1] = uint16(v[l][nt]), uint16(v[l][nt]>>16)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestFusedConvLayout(t *testing.T) {
+	if !strings.Contains(fusedConvSource, fmt.Sprint(fusedSmem)) {
+		t.Fatalf("convfused.cu does not mention the shared-memory size %d this test assumes", fusedSmem)
+	}
+	for _, ng := range []int{2, 1} {
+		for i, c := range []struct {
+			n, h, w, c, k, grid int
+			bias                bool
+			nslope              int
+		}{
+			{1, 5, 37, 64, 64, 2, true, 64},
+			{1, 4, 130, 64, 48, 3, true, 1},
+			{1, 3, 20, 32, 24, 1, false, 0},
+			{1, 3, 9, 48, 16, 1, true, 16},
+			{1, 2, 9, 16, 64, 1, true, 64},
+		} {
+			p := newFusedProblem(uint64(100+i), c.n, c.h, c.w, c.c, c.k, c.bias, c.nslope)
+			e := &fusedEmu{p: p, ng: ng}
+			e.run(c.grid)
+			err, detail := fusedCompare(p, e.y, p.reference())
+			if !(err < 3e-3) {
+				t.Errorf("CF_NG=%d %v: replay relative error %.3g: %s", ng, p, err, detail)
+			} else {
+				t.Logf("CF_NG=%d %v: replay relative error %.3g", ng, p, err)
+			}
+		}
+	}
+}
+
+// ---- GPU ---------------------------------------------------------------
+
+type fusedKernel struct {
+	ctx *cu.Context
+	mod *cu.Module
+	fn  *cu.Function
+	sms int
+	log string
+}
+
+var (
+	fusedOnce sync.Once
+	fusedK    *fusedKernel
+	fusedErr  error
+	fusedSkip string
+)
+
+// fusedCompile compiles convfused.cu with extra options (e.g. -D probes).
+func fusedCompile(ctx *cu.Context, major, minor int, opts ...string) (*cu.Module, string, error) {
+	comp, err := nvrtc.NewCompiler(major, minor)
+	if err != nil {
+		return nil, "", err
+	}
+	base := []string{"-default-device"}
+	prog := nvrtc.Program{Name: "convfused.cu", Source: fusedConvSource, Options: append(append(base, "--ptxas-options=-v"), opts...)}
+	out, err := comp.Compile(prog)
+	if err != nil {
+		// perhaps this NVRTC refuses --ptxas-options: try without
+		prog.Options = append(base, opts...)
+		out2, err2 := comp.Compile(prog)
+		if err2 != nil {
+			return nil, "", fmt.Errorf("%v\n(with --ptxas-options=-v: %v)", err2, err)
+		}
+		out = out2
+	}
+	mod, err := ctx.LoadModule(out.Image)
+	return mod, fmt.Sprintf("%s %s, log:\n%s", out.Kind, out.Arch, out.Log), err
+}
+
+func fusedSetup(t testing.TB) *fusedKernel {
+	t.Helper()
+	fusedOnce.Do(func() {
+		if err := cu.Init(); err != nil {
+			fusedSkip = "no CUDA driver: " + err.Error()
+			return
+		}
+		if n, err := cu.DeviceCount(); err != nil || n == 0 {
+			fusedSkip = "no NVIDIA GPU"
+			return
+		}
+		k := &fusedKernel{}
+		dev, err := cu.GetDevice(0)
+		if err != nil {
+			fusedErr = err
+			return
+		}
+		major, minor, err := dev.ComputeCapability()
+		if err != nil {
+			fusedErr = err
+			return
+		}
+		if major < 8 {
+			fusedSkip = fmt.Sprintf("compute capability %d.%d < 8.0", major, minor)
+			return
+		}
+		if k.sms, err = dev.SMCount(); err != nil {
+			fusedErr = err
+			return
+		}
+		if k.ctx, err = dev.PrimaryContext(); err != nil {
+			fusedErr = err
+			return
+		}
+		start := time.Now()
+		if k.mod, k.log, err = fusedCompile(k.ctx, major, minor); err != nil {
+			fusedErr = err
+			return
+		}
+		k.log = fmt.Sprintf("compiled in %v: %s", time.Since(start).Round(time.Millisecond), k.log)
+		if k.fn, fusedErr = fusedLoad(k.mod); fusedErr != nil {
+			return
+		}
+		fusedK = k
+	})
+	if fusedSkip != "" {
+		t.Skip(fusedSkip)
+	}
+	if fusedErr != nil {
+		t.Fatal(fusedErr)
+	}
+	unlock, err := fusedK.ctx.LockThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
+	return fusedK
+}
+
+func fusedLoad(mod *cu.Module) (*cu.Function, error) {
+	fn, err := mod.Function("conv3x3_bias_prelu_f16")
+	if err != nil {
+		return nil, err
+	}
+	if err := fn.SetAttribute(cu.FuncMaxDynamicSharedSizeBytes, fusedSmem); err != nil {
+		return nil, err
+	}
+	return fn, nil
+}
+
+func fusedFnInfo(fn *cu.Function) string {
+	regs, _ := fn.Attribute(cu.FuncNumRegs)
+	local, _ := fn.Attribute(cu.FuncAttribute(3)) // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	static, _ := fn.Attribute(cu.FuncSharedSizeBytes)
+	return fmt.Sprintf("%d registers, %d bytes local memory, %d bytes static shared memory", regs, local, static)
+}
+
+// fusedLaunch queues the kernel.
+func fusedLaunch(fn *cu.Function, threads, sms int, st *cu.Stream, x, w, bias, slope cu.DevicePtr, nslope int, y cu.DevicePtr, n, h, wd, c, k int) error {
+	return fn.Launch(cu.LaunchConfig{
+		Grid: cu.Dim3{X: uint32(fusedGrid(n, h, wd, sms))}, Block: cu.Dim3{X: uint32(threads)},
+		SharedMem: fusedSmem, Stream: st,
+	}, x, w, bias, slope, int32(nslope), y, int32(n), int32(h), int32(wd), int32(c), int32(k))
+}
+
+// fusedBufs holds one problem's device buffers.
+type fusedBufs struct {
+	x, w, bias, slope, y *cu.Buffer
+}
+
+func (b *fusedBufs) free() {
+	for _, p := range []*cu.Buffer{b.x, b.w, b.bias, b.slope, b.y} {
+		if p != nil {
+			p.Free()
+		}
+	}
+}
+
+func (b *fusedBufs) ptrs() (x, w, bias, slope, y cu.DevicePtr) {
+	if b.bias != nil {
+		bias = b.bias.Ptr()
+	}
+	if b.slope != nil {
+		slope = b.slope.Ptr()
+	}
+	return b.x.Ptr(), b.w.Ptr(), bias, slope, b.y.Ptr()
+}
+
+func fusedUpload(t testing.TB, ctx *cu.Context, st *cu.Stream, p *fusedProblem) *fusedBufs {
+	t.Helper()
+	up := func(b []byte) *cu.Buffer {
+		if len(b) == 0 {
+			return nil
+		}
+		buf, err := ctx.Alloc(len(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CopyHtoD(buf.Ptr(), b); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	b := &fusedBufs{x: up(cu.AsBytes(p.x)), w: up(cu.AsBytes(p.w)), bias: up(cu.AsBytes(p.bias)), slope: up(cu.AsBytes(p.slope))}
+	var err error
+	ny := p.N * p.H * p.W * p.K * 2
+	if b.y, err = ctx.Alloc(ny); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Memset8(b.y.Ptr(), 0xff, ny); err != nil { // NaN: unwritten outputs show
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFusedConv(t *testing.T) {
+	k := fusedSetup(t)
+	t.Log(k.log)
+	t.Log("conv3x3_bias_prelu_f16: ", fusedFnInfo(k.fn))
+	st, err := k.ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	type kernel struct {
+		name    string
+		fn      *cu.Function
+		threads int
+	}
+	kernels := []kernel{{"default", k.fn, fusedThreads(2)}}
+	major, minor, err := k.ctx.Device().ComputeCapability()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range fusedVariants() {
+		if strings.Contains(v, "PROBE") {
+			continue
+		}
+		mod, log, err := fusedCompile(k.ctx, major, minor, strings.Fields(v)...)
+		if err != nil {
+			t.Errorf("variant %q: %v", v, err)
+			continue
+		}
+		defer mod.Close()
+		fn, err := fusedLoad(mod)
+		if err != nil {
+			t.Errorf("variant %q: %v", v, err)
+			continue
+		}
+		t.Logf("variant %q: %s; %s", v, fusedFnInfo(fn), log)
+		kernels = append(kernels, kernel{v, fn, fusedVariantThreads(v)})
+	}
+	for i, c := range []struct {
+		n, h, w, c, k int
+		bias          bool
+		nslope        int
+	}{
+		{2, 19, 37, 64, 64, true, 64},
+		{2, 19, 130, 64, 64, true, 64},
+		{2, 19, 37, 64, 48, true, 48},
+		{2, 19, 130, 64, 48, true, 48},
+		{2, 19, 130, 64, 64, true, 1},
+		{2, 19, 130, 64, 48, true, 0}, // the model's last conv: bias, no activation
+		{2, 19, 37, 32, 64, true, 64},
+		{1, 6, 50, 16, 24, false, 24},
+		{1, 7, 131, 48, 40, true, 40},
+		{1, 1, 1, 64, 64, true, 64},
+	} {
+		p := newFusedProblem(uint64(i+1), c.n, c.h, c.w, c.c, c.k, c.bias, c.nslope)
+		ref := p.reference()
+		for _, kn := range kernels {
+			b := fusedUpload(t, k.ctx, st, p)
+			x, w, bias, slope, y := b.ptrs()
+			if err := fusedLaunch(kn.fn, kn.threads, k.sms, st, x, w, bias, slope, p.nslope, y, p.N, p.H, p.W, p.C, p.K); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]uint16, p.N*p.H*p.W*p.K)
+			if err := st.CopyDtoH(cu.AsBytes(out), y); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			b.free()
+			e, detail := fusedCompare(p, out, ref)
+			if !(e < 3e-3) {
+				t.Errorf("%s %v: relative error %.3g: %s", kn.name, p, e, detail)
+			} else {
+				t.Logf("%s %v: relative error %.3g", kn.name, p, e)
+			}
+		}
+	}
+}
+
+// fusedTime returns the median of runs timings of f (after warm calls),
+// each bracketed by events on st.
+func fusedTime(st *cu.Stream, warm, runs int, f func() error) (time.Duration, error) {
+	for i := 0; i < warm; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	a, err := st.Context().NewEvent(cu.EventDefault)
+	if err != nil {
+		return 0, err
+	}
+	defer a.Close()
+	b, err := st.Context().NewEvent(cu.EventDefault)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	var ds []time.Duration
+	for i := 0; i < runs; i++ {
+		if err := a.Record(st); err != nil {
+			return 0, err
+		}
+		if err := f(); err != nil {
+			return 0, err
+		}
+		if err := b.Record(st); err != nil {
+			return 0, err
+		}
+		if err := b.Synchronize(); err != nil {
+			return 0, err
+		}
+		d, err := cu.ElapsedTime(a, b)
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], nil
+}
+
+func TestFusedConvBench(t *testing.T) {
+	k := fusedSetup(t)
+	if testing.Short() {
+		t.Skip("benchmark; not in -short")
+	}
+	const N, H, W, C, K = 8, 360, 640, 64, 64
+	flops := 2.0 * N * H * W * K * 9 * C
+	st, err := k.ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// Inputs: a random pattern of 1<<22 values repeated over x.
+	r := rand.New(rand.NewPCG(7, 7))
+	pat := make([]uint16, 1<<22)
+	for i := range pat {
+		pat[i] = fusedHalf(2*r.Float32() - 1)
+	}
+	p := &fusedProblem{N: N, H: H, W: W, C: C, K: K, nslope: K}
+	p.x = make([]uint16, N*H*W*C)
+	for i := 0; i < len(p.x); i += len(pat) {
+		copy(p.x[i:], pat)
+	}
+	p.w = make([]uint16, K*9*C)
+	for i := range p.w {
+		p.w[i] = fusedHalf(0.12*r.Float32() - 0.06)
+	}
+	p.bias, p.slope = make([]float32, K), make([]float32, K)
+	for i := range p.bias {
+		p.bias[i] = 0.2*r.Float32() - 0.1
+		p.slope[i] = 0.3 * r.Float32()
+	}
+	b := fusedUpload(t, k.ctx, st, p)
+	defer b.free()
+	x, w, bias, slope, y := b.ptrs()
+	ybytes := N * H * W * K * 2
+
+	report := func(name string, d time.Duration, fl float64) {
+		us := float64(d.Nanoseconds()) / 1e3
+		if fl > 0 {
+			t.Logf("%-44s %8.1f us  %6.1f TFLOP/s", name, us, fl/(us*1e-6)/1e12)
+		} else {
+			t.Logf("%-44s %8.1f us", name, us)
+		}
+	}
+	fused := func(fn *cu.Function, threads int) func() error {
+		return func() error { return fusedLaunch(fn, threads, k.sms, st, x, w, bias, slope, K, y, N, H, W, C, K) }
+	}
+	t.Logf("shape %v, %.1f GFLOP per call, grid %d x %d threads, %d bytes dynamic shared memory; %s",
+		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedThreads(2), fusedSmem, fusedFnInfo(k.fn))
+	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedThreads(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("fused conv3x3+bias+prelu", dFused, flops)
+
+	// Reference point: a device-to-device copy of one activation.
+	cp, err := k.ctx.Alloc(ybytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Free()
+	if d, err := fusedTime(st, 2, 10, func() error { return st.CopyDtoD(cp.Ptr(), x, ybytes) }); err == nil {
+		t.Logf("%-44s %8.1f us  (%.0f GB/s read+write)", "copy of one activation", float64(d.Nanoseconds())/1e3, 2*float64(ybytes)/d.Seconds()/1e9)
+	}
+
+	// The backend's way: cuDNN, then bias_act.
+	h, err := cudnn.NewHandle(k.ctx)
+	if err != nil {
+		t.Logf("no cuDNN (%v): compare with the 365 TFLOP/s figure", err)
+		return
+	}
+	defer h.Close()
+	if err := h.SetStream(st); err != nil {
+		t.Fatal(err)
+	}
+	cache := cudnn.NewCache(h, cudnn.Options{})
+	defer cache.Close()
+	conv, err := cache.Get(cudnn.Shape{DType: cudnn.DataHalf, N: N, H: H, W: W, C: C, K: K, KH: 3, KW: 3, PadH: 1, PadW: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws cu.DevicePtr
+	if n := conv.WorkspaceSize(); n > 0 {
+		wb, err := k.ctx.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wb.Free()
+		ws = wb.Ptr()
+	}
+	y2, err := k.ctx.Alloc(ybytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y2.Free()
+	t.Logf("cuDNN: %v", conv)
+	cudnnCall := func() error { return conv.Forward(h, x, w, y2.Ptr(), ws, conv.WorkspaceSize()) }
+	dConv, err := fusedTime(st, 3, 20, cudnnCall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("cuDNN conv", dConv, flops)
+
+	major, minor, err := k.ctx.Device().ComputeCapability()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var act *cu.Function
+	var actN int64
+	if comp, cerr := nvrtc.NewCompiler(major, minor); cerr != nil {
+		err = cerr
+	} else if out, cerr := comp.Compile(nvrtc.Program{Name: "vsr_kernels.cu", Source: kernelSource, Options: []string{"--fmad=false", "-default-device"}}); cerr != nil {
+		err = cerr
+	} else if mod, lerr := k.ctx.LoadModule(out.Image); lerr != nil {
+		err = lerr
+	} else if act, err = mod.Function("bias_act8_f16"); err == nil {
+		actN = int64(N*H*W*K) / 8
+	} else if act, err = mod.Function("bias_act_f16"); err == nil {
+		actN = int64(N * H * W * K)
+	}
+	if err != nil {
+		t.Logf("backend bias_act kernel unavailable (%v): cuDNN alone above", err)
+		return
+	}
+	t.Logf("epilogue: backend kernel %s", act.Name())
+	epi := func() error {
+		blocks := min((actN+255)/256, int64(k.sms)*16)
+		return act.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, Stream: st},
+			y2.Ptr(), bias, int32(K), actN, int32(3), float32(0), slope, int32(K))
+	}
+	dEpi, err := fusedTime(st, 3, 20, epi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("bias+prelu pass", dEpi, 0)
+	dBoth, err := fusedTime(st, 3, 20, func() error {
+		if err := cudnnCall(); err != nil {
+			return err
+		}
+		return epi()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("cuDNN conv + bias+prelu pass", dBoth, flops)
+	t.Logf("fused speed-up over cuDNN + pass: %.2fx", dBoth.Seconds()/dFused.Seconds())
+
+	// The two results agree (cuDNN's path rounds to fp16 twice).
+	if err := cudnnCall(); err != nil {
+		t.Fatal(err)
+	}
+	if err := epi(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fused(k.fn, fusedThreads(2))(); err != nil {
+		t.Fatal(err)
+	}
+	g1, g2 := make([]uint16, N*H*W*K), make([]uint16, N*H*W*K)
+	if err := st.CopyDtoH(cu.AsBytes(g1), y); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CopyDtoH(cu.AsBytes(g2), y2.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	e := fusedRelDiff(g1, g2)
+	if !(e < 3e-3) {
+		t.Errorf("fused vs cuDNN + pass at the benchmark shape: relative difference %.3g", e)
+	} else {
+		t.Logf("fused vs cuDNN + pass at the benchmark shape: relative difference %.3g", e)
+	}
+
+	// Variants and probes (see fusedVariants), each timed and, unless a
+	// probe, checked against cuDNN's result.
+	for _, v := range fusedVariants() {
+		mod, _, err := fusedCompile(k.ctx, major, minor, strings.Fields(v)...)
+		if err != nil {
+			t.Errorf("variant %q: %v", v, err)
+			continue
+		}
+		fn, err := fusedLoad(mod)
+		if err != nil {
+			t.Errorf("variant %q: %v", v, err)
+			mod.Close()
+			continue
+		}
+		f := fused(fn, fusedVariantThreads(v))
+		d, err := fusedTime(st, 3, 20, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra := ""
+		if !strings.Contains(v, "PROBE") {
+			if err := st.Memset8(y, 0xff, ybytes); err != nil {
+				t.Fatal(err)
+			}
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.CopyDtoH(cu.AsBytes(g1), y); err != nil {
+				t.Fatal(err)
+			}
+			e := fusedRelDiff(g1, g2)
+			extra = fmt.Sprintf(" (vs cuDNN + pass: %.3g)", e)
+			if !(e < 3e-3) {
+				t.Errorf("variant %q differs from cuDNN + pass by %.3g", v, e)
+			}
+		}
+		report("variant "+v, d, flops)
+		if extra != "" {
+			t.Log(extra)
+		}
+		st.Synchronize()
+		mod.Close()
+	}
+}
+
+// fusedVariants returns the kernel variants to check and time, as NVRTC
+// option sets: FUSED_VARIANTS="-DA=1;-DB=1 -DC=2", or by default the
+// 4-warp layout and the timing probes.
+func fusedVariants() []string {
+	v := os.Getenv("FUSED_VARIANTS")
+	if v == "" {
+		v = "-DCF_NG=1;-DCF_PROBE_NOSTORE=1;-DCF_PROBE_NOLOAD=1;-DCF_PROBE_NOSTORE=1 -DCF_PROBE_NOLOAD=1"
+	}
+	var out []string
+	for _, s := range strings.Split(v, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fusedVariantThreads is a variant's block size.
+func fusedVariantThreads(v string) int {
+	if strings.Contains(v, "-DCF_NG=1") {
+		return fusedThreads(1)
+	}
+	return fusedThreads(2)
+}
+
+func fusedRelDiff(a, b []uint16) float64 {
+	var num, den float64
+	for i := range a {
+		x, y := float64(fusedFloat(a[i])), float64(fusedFloat(b[i]))
+		num += (x - y) * (x - y)
+		den += y * y
+	}
+	return math.Sqrt(num / den)
+}
