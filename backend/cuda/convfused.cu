@@ -18,42 +18,60 @@
 // is 2 output rows x 128 consecutive pixels x all channels. The CTA keeps the
 // whole filter in shared memory (loaded once) and stages the 4 input rows a
 // tile needs (130 pixels each, halo and zero padding included) with cp.async,
-// double-buffered: the next tile's rows load while this one computes. Each of
-// the 8 warps computes 64 pixels of one row x 32 channels (4 x 4 m16n8 tiles;
-// 4 x 3 for k = 48); with -DCF_NG=1, 4 warps of 64 pixels x 64 channels. A
-// warp's A fragments come by ldmatrix straight from the staged rows, shifted
-// per tap (the im2col is implicit). The epilogue adds the bias, applies
-// PReLU, rounds to fp16 and stores from registers: 16-byte stores (a 4x4
-// transpose inside each quad) when a warp holds a multiple of 32 channels.
+// double-buffered: two loader warps fetch the next tile's rows while 8 compute
+// warps work on this one (one barrier per tile hands the buffers over). Each
+// compute warp computes 64 pixels of one row x 32 channels (4 x 4 m16n8
+// tiles; 4 x 3 for k = 48); its A fragments come by ldmatrix straight from
+// the staged rows, shifted per tap (the im2col is implicit). The epilogue
+// adds the bias, applies PReLU, rounds to fp16 and stores from registers:
+// 16-byte stores (a 4x4 transpose inside each quad) when a warp holds a
+// multiple of 32 channels.
 //
 // Shared memory (every row 128-byte aligned; 16-byte chunks XOR-swizzled by
 // row & 7, so ldmatrix and the cp.async writes are free of bank conflicts):
 //   filter: 64 rows (output channels) x 9 taps x 128 bytes (64 channels)
 //   stages: 2 x 4 input rows x 130 pixels x 128 bytes
 //
-// Launch: block 256 threads (CF_THREADS; 128 with -DCF_NG=1); grid min(tiles, multiprocessors) (persistent:
-// each CTA loops over tiles blockIdx.x, + gridDim.x, ...), where
-// tiles = n * ceil(h/2) * ceil(w/128); dynamic shared memory CF_SMEM
-// (206976) bytes, which needs cuFuncSetAttribute(
+// Launch: block CF_THREADS = 320 threads (8 compute warps + 2 loader warps);
+// grid min(tiles, multiprocessors), persistent: CTA b does tiles b,
+// b + gridDim.x, ..., where tiles = n * ceil(h/2) * ceil(w/128); dynamic
+// shared memory CF_SMEM = 206976 bytes, which needs cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 206976) first. One CTA
 // per multiprocessor.
+//
+// Build-time variants (NVRTC -D options; the benchmark in convfused_test.go
+// times them): CF_PRODUCER = loader warps (0: every warp loads its share at
+// the top of each tile; block 32 * (4 * CF_NG + CF_PRODUCER) threads),
+// CF_NG = 1 for 4 compute warps of 64 pixels x 64 channels, CF_TM = 64 for
+// tiles of 4 rows x 64 pixels. The defaults were the fastest measured.
+//
+// Measured on the H200 at 8 x 360 x 640 x 64 -> 64 (135.9 GFLOP): 338 us,
+// 401 TFLOP/s, against 464 us for cuDNN (IMPLICIT_PRECOMP_GEMM) plus the
+// bias_act8 pass; 64 -> 48 with bias only: 309 us. With the loads left out
+// (CF_PROBE_NOLOAD) it takes 306-312 us, without loads and stores 292 us.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
 
-#define CF_TM 128                           // output pixels per tile row
-#define CF_ROWS 2                           // output rows per tile
+#ifndef CF_TM
+#define CF_TM 128                           // output pixels per tile row: 128 or 64
+#endif
+#define CF_ROWS (256 / CF_TM)               // output rows per tile (a warp row: 64 pixels)
 #ifndef CF_NG
 #define CF_NG 2                             // warp columns: 2 (8 warps) or 1 (4 warps)
 #endif
-#define CF_THREADS (128 * CF_NG)            // 4 warp rows x CF_NG warp columns
+#ifndef CF_PRODUCER
+#define CF_PRODUCER 2                       // loader warps (0: every warp loads)
+#endif
+#define CF_CWARPS (4 * CF_NG)               // compute warps: 4 warp rows x CF_NG columns
+#define CF_THREADS (32 * (CF_CWARPS + CF_PRODUCER))
 #define CF_RP (CF_TM + 2)                   // staged pixels per input row
 #define CF_PIXB 128                         // staged bytes per pixel (64 channels)
-#define CF_ROWB (CF_RP * CF_PIXB)           // 16640
-#define CF_STAGEB ((CF_ROWS + 2) * CF_ROWB) // 66560
+#define CF_ROWB (CF_RP * CF_PIXB)           // 16640 (CF_TM 128)
+#define CF_STAGEB ((CF_ROWS + 2) * CF_ROWB) // 66560 (CF_TM 128)
 #define CF_FROWB (9 * 128)                  // 1152 bytes per filter row
 #define CF_FILTB (64 * CF_FROWB)            // 73728
-#define CF_SMEM (CF_FILTB + 2 * CF_STAGEB + 128) // 206976, with room to align
+#define CF_SMEM (CF_FILTB + 2 * CF_STAGEB + 128) // 206976 (CF_TM 128), with room to align
 
 // Timing probes for the benchmark (both 0 in real use): CF_PROBE_NOLOAD
 // stages only each CTA's first tile (later tiles compute on stale rows);
@@ -112,9 +130,10 @@ __device__ __forceinline__ void cf_st16(u16* p, u32 a, u32 b, u32 c, u32 d) {
 // pixel j is input column w0-1+j, chunk ch (channels 8ch..8ch+7) of pixel j
 // lands at chunk ch ^ (j & 7). Out-of-image pixels are zero-filled.
 template <int CC>
-__device__ __forceinline__ void cf_stage(const u16* __restrict__ x, int t, u32 sb, int H, int W, int C, int HP, int WS, int tid) {
+__device__ __forceinline__ void cf_stage(const u16* __restrict__ x, int t, u32 sb, int H, int W, int C, int HP, int WS,
+                                         int tid, int nthr) {
     const int ch8 = CC ? CC * 2 : (C >> 3); // 16-byte chunks per pixel
-    const int ppi = CF_THREADS / ch8;       // pixels per pass
+    const int ppi = nthr / ch8;             // pixels per pass
     const int ws = t % WS, r = t / WS;
     const int hp = r % HP, nn = r / HP;
     const int h0 = hp * CF_ROWS, w0 = ws * CF_TM;
@@ -170,7 +189,7 @@ __device__ __forceinline__ void cf_body(const u16* __restrict__ x, const u16* __
     // (l & 7) + 8*((l >> 4) & 1), chunk (l >> 3) & 1. The chunk of channel
     // step cc is reached by XOR with cc << 5 (rows are 128-byte aligned).
     const int g = lane >> 2, tq = lane & 3;
-    const int r_out = mg >> 1, pw = (mg & 1) * 64;
+    const int r_out = mg / (CF_TM / 64), pw = (mg % (CF_TM / 64)) * 64;
     const int lpix = (lane & 7) + ((lane >> 3) & 1) * 8, hi = lane >> 4;
     u32 aoff[3];
 #pragma unroll
@@ -196,16 +215,34 @@ __device__ __forceinline__ void cf_body(const u16* __restrict__ x, const u16* __
     }
 
     int t = blockIdx.x, buf = 0;
-    cf_stage<CC>(x, t, sb0, H, W, C, HP, WS, tid);
+#if CF_PRODUCER
+    // Warps CF_CWARPS.. load (the next tile's rows, while the others
+    // compute); one barrier per tile hands the buffers over.
+    const bool producer = warp >= CF_CWARPS;
+    const int ltid = tid - 32 * CF_CWARPS;
+    if (producer) cf_stage<CC>(x, t, sb0, H, W, C, HP, WS, ltid, 32 * CF_PRODUCER);
+    cf_cp_commit();
+    cf_cp_wait0();
+    __syncthreads();
+    for (; t < ntiles; t += gridDim.x, buf ^= 1) {
+        const int tn = t + gridDim.x;
+        if (producer) {
+            if (tn < ntiles && !CF_PROBE_NOLOAD) cf_stage<CC>(x, tn, sb0 + (buf ^ 1) * CF_STAGEB, H, W, C, HP, WS, ltid, 32 * CF_PRODUCER);
+            cf_cp_commit();
+            cf_cp_wait0();
+        } else {
+#else
+    cf_stage<CC>(x, t, sb0, H, W, C, HP, WS, tid, CF_THREADS);
     cf_cp_commit();
     for (; t < ntiles; t += gridDim.x, buf ^= 1) {
         const int tn = t + gridDim.x;
         __syncthreads(); // every warp is done with the other buffer
-        if (tn < ntiles && !CF_PROBE_NOLOAD) cf_stage<CC>(x, tn, sb0 + (buf ^ 1) * CF_STAGEB, H, W, C, HP, WS, tid);
+        if (tn < ntiles && !CF_PROBE_NOLOAD) cf_stage<CC>(x, tn, sb0 + (buf ^ 1) * CF_STAGEB, H, W, C, HP, WS, tid, CF_THREADS);
         cf_cp_commit();
         cf_cp_wait1(); // this tile's rows (and the filter) have landed
         __syncthreads();
-
+        {
+#endif
         const u32 sb = sb0 + buf * CF_STAGEB;
         float acc[4][NT][4];
 #pragma unroll
@@ -288,6 +325,10 @@ __device__ __forceinline__ void cf_body(const u16* __restrict__ x, const u16* __
                 }
             }
         }
+        } // compute warps
+#if CF_PRODUCER
+        __syncthreads(); // the next tile's rows have landed; this tile's buffer is free
+#endif
     }
     cf_cp_wait0();
 }

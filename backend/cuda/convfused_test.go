@@ -57,8 +57,12 @@ func fusedNT(c, k, ng int) int {
 	return 8 / ng
 }
 
-// fusedThreads is the block size for ng warp columns.
-func fusedThreads(ng int) int { return 128 * ng }
+// fusedThreads is the block size for ng warp columns (CF_NG) and prod
+// loader warps (CF_PRODUCER).
+func fusedThreads(ng, prod int) int { return 32 * (4*ng + prod) }
+
+// The kernel's defaults: CF_NG=2, CF_PRODUCER=2.
+const fusedDefaultThreads = 32 * (4*2 + 2)
 
 // fusedHalf converts to IEEE half, rounding to nearest even.
 func fusedHalf(f float32) uint16 {
@@ -273,9 +277,14 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 type fusedEmu struct {
 	p    *fusedProblem
 	ng   int
+	prod int
+	tm   int // CF_TM
 	smem []byte
 	y    []uint16
 }
+
+func (e *fusedEmu) rows() int { return 256 / e.tm }
+func (e *fusedEmu) rowB() int { return (e.tm + 2) * fusedPixB }
 
 func (e *fusedEmu) cpAsync(dst int, src []uint16) {
 	if dst%16 != 0 {
@@ -290,27 +299,27 @@ func (e *fusedEmu) cpAsync(dst int, src []uint16) {
 	}
 }
 
-func (e *fusedEmu) stage(t, sb, HP, WS, tid int) {
+func (e *fusedEmu) stage(t, sb, HP, WS, tid, nthr int) {
 	p := e.p
 	ch8 := p.C / 8
-	ppi := fusedThreads(e.ng) / ch8
+	ppi := nthr / ch8
 	ws, r := t%WS, t/WS
 	hp, nn := r%HP, r/HP
-	h0, w0 := hp*fusedRows, ws*fusedTM
+	h0, w0 := hp*e.rows(), ws*e.tm
 	ch, jj := tid%ch8, tid/ch8
 	if jj >= ppi {
 		return
 	}
-	for s := 0; s < fusedRows+2; s++ {
+	for s := 0; s < e.rows()+2; s++ {
 		hh := h0 - 1 + s
 		rowok := hh >= 0 && hh < p.H
-		for j := jj; j < fusedRP; j += ppi {
+		for j := jj; j < e.tm+2; j += ppi {
 			ww := w0 - 1 + j
 			var src []uint16
 			if rowok && ww >= 0 && ww < p.W {
 				src = p.x[((nn*p.H+hh)*p.W+ww)*p.C+ch*8:][:8]
 			}
-			e.cpAsync(sb+s*fusedRowB+j*fusedPixB+((ch^(j&7))<<4), src)
+			e.cpAsync(sb+s*e.rowB()+j*fusedPixB+((ch^(j&7))<<4), src)
 		}
 	}
 }
@@ -363,10 +372,14 @@ func (e *fusedEmu) run(grid int) {
 	p := e.p
 	N, H, W, C, K := p.N, p.H, p.W, p.C, p.K
 	NT := fusedNT(C, K, e.ng)
-	threads := fusedThreads(e.ng)
+	threads := fusedThreads(e.ng, e.prod)
+	loaders := threads
+	if e.prod > 0 {
+		loaders = 32 * e.prod
+	}
 	ch8, ncc := C/8, C/16
 	fb, sb0 := 0, fusedFiltB
-	HP, WS := (H+fusedRows-1)/fusedRows, (W+fusedTM-1)/fusedTM
+	HP, WS := (H+e.rows()-1)/e.rows(), (W+e.tm-1)/e.tm
 	ntiles := N * HP * WS
 	e.smem = make([]byte, fusedSmem-128)
 	e.y = make([]uint16, N*H*W*K)
@@ -389,11 +402,11 @@ func (e *fusedEmu) run(grid int) {
 		}
 		buf := 0
 		for t := cta; t < ntiles; t, buf = t+grid, buf^1 {
-			sb := sb0 + buf*fusedStageB
-			for tid := 0; tid < threads; tid++ {
-				e.stage(t, sb, HP, WS, tid)
+			sb := sb0 + buf*(e.rows()+2)*e.rowB()
+			for tid := 0; tid < loaders; tid++ {
+				e.stage(t, sb, HP, WS, tid, loaders)
 			}
-			for warp := 0; warp < threads/32; warp++ {
+			for warp := 0; warp < 4*e.ng; warp++ {
 				e.warp(t, warp, NT, ncc, fb, sb, HP, WS)
 			}
 		}
@@ -404,7 +417,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 	p := e.p
 	H, W, K := p.H, p.W, p.K
 	mg, ng := warp&3, warp>>2
-	rOut, pw := mg>>1, (mg&1)*64
+	rOut, pw := mg/(e.tm/64), (mg%(e.tm/64))*64
 	nbase := ng * NT * 8
 	var aoff [3][32]int
 	var bptr [32]int
@@ -412,7 +425,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 		lpix, hi := (l&7)+((l>>3)&1)*8, l>>4
 		for kx := 0; kx < 3; kx++ {
 			j := pw + kx + lpix
-			aoff[kx][l] = rOut*fusedRowB + j*fusedPixB + ((hi ^ (j & 7)) << 4)
+			aoff[kx][l] = rOut*e.rowB() + j*fusedPixB + ((hi ^ (j & 7)) << 4)
 		}
 		nl := nbase + (l & 7) + ((l>>4)&1)*8
 		bptr[l] = fb + nl*fusedFRowB + ((((l >> 3) & 1) ^ (l & 7)) << 4)
@@ -447,7 +460,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 			}
 			for i := 0; i < 4; i++ {
 				for l := 0; l < 32; l++ {
-					addr[l] = ((sb + aoff[kx][l]) ^ (cc << 5)) + ky*fusedRowB + i*16*fusedPixB
+					addr[l] = ((sb + aoff[kx][l]) ^ (cc << 5)) + ky*e.rowB() + i*16*fusedPixB
 				}
 				af := e.ldsm(&addr, 4)
 				for nt := 0; nt < NT; nt++ {
@@ -459,7 +472,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 	// epilogue
 	ws, rr := t%WS, t/WS
 	hp, nn := rr%HP, rr/HP
-	hrow, wbase := hp*fusedRows+rOut, ws*fusedTM+pw
+	hrow, wbase := hp*e.rows()+rOut, ws*e.tm+pw
 	if hrow >= H {
 		return
 	}
@@ -579,7 +592,8 @@ func TestFusedConvLayout(t *testing.T) {
 	if !strings.Contains(fusedConvSource, fmt.Sprint(fusedSmem)) {
 		t.Fatalf("convfused.cu does not mention the shared-memory size %d this test assumes", fusedSmem)
 	}
-	for _, ng := range []int{2, 1} {
+	for _, v := range [][3]int{{2, 1, 128}, {1, 1, 128}, {2, 0, 128}, {2, 2, 128}, {2, 2, 64}, {2, 0, 64}} {
+		ng, prod, tm := v[0], v[1], v[2]
 		for i, c := range []struct {
 			n, h, w, c, k, grid int
 			bias                bool
@@ -592,13 +606,13 @@ func TestFusedConvLayout(t *testing.T) {
 			{1, 2, 9, 16, 64, 1, true, 64},
 		} {
 			p := newFusedProblem(uint64(100+i), c.n, c.h, c.w, c.c, c.k, c.bias, c.nslope)
-			e := &fusedEmu{p: p, ng: ng}
+			e := &fusedEmu{p: p, ng: ng, prod: prod, tm: tm}
 			e.run(c.grid)
 			err, detail := fusedCompare(p, e.y, p.reference())
 			if !(err < 3e-3) {
-				t.Errorf("CF_NG=%d %v: replay relative error %.3g: %s", ng, p, err, detail)
+				t.Errorf("CF_NG=%d CF_PRODUCER=%d CF_TM=%d %v: replay relative error %.3g: %s", ng, prod, tm, p, err, detail)
 			} else {
-				t.Logf("CF_NG=%d %v: replay relative error %.3g", ng, p, err)
+				t.Logf("CF_NG=%d CF_PRODUCER=%d CF_TM=%d %v: replay relative error %.3g", ng, prod, tm, p, err)
 			}
 		}
 	}
@@ -792,7 +806,7 @@ func TestFusedConv(t *testing.T) {
 		fn      *cu.Function
 		threads int
 	}
-	kernels := []kernel{{"default", k.fn, fusedThreads(2)}}
+	kernels := []kernel{{"default", k.fn, fusedDefaultThreads}}
 	major, minor, err := k.ctx.Device().ComputeCapability()
 	if err != nil {
 		t.Fatal(err)
@@ -949,8 +963,8 @@ func TestFusedConvBench(t *testing.T) {
 		return func() error { return fusedLaunch(fn, threads, k.sms, st, x, w, bias, slope, K, y, N, H, W, C, K) }
 	}
 	t.Logf("shape %v, %.1f GFLOP per call, grid %d x %d threads, %d bytes dynamic shared memory; %s",
-		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedThreads(2), fusedSmem, fusedFnInfo(k.fn))
-	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedThreads(2)))
+		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedDefaultThreads, fusedSmem, fusedFnInfo(k.fn))
+	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedDefaultThreads))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1055,7 +1069,7 @@ func TestFusedConvBench(t *testing.T) {
 	if err := epi(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fused(k.fn, fusedThreads(2))(); err != nil {
+	if err := fused(k.fn, fusedDefaultThreads)(); err != nil {
 		t.Fatal(err)
 	}
 	g1, g2 := make([]uint16, N*H*W*K), make([]uint16, N*H*W*K)
@@ -1073,6 +1087,47 @@ func TestFusedConvBench(t *testing.T) {
 		t.Errorf("fused vs cuDNN + pass at the benchmark shape: relative difference %.3g", e)
 	} else {
 		t.Logf("fused vs cuDNN + pass at the benchmark shape: relative difference %.3g", e)
+	}
+
+	// The model's last conv, 64 -> 48 with bias and no activation, into y2.
+	{
+		const K2 = 48
+		fl2 := flops * K2 / K
+		d, err := fusedTime(st, 3, 20, func() error {
+			return fusedLaunch(k.fn, fusedDefaultThreads, k.sms, st, x, w, bias, 0, 0, y2.Ptr(), N, H, W, C, K2)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("fused conv3x3 64->48 + bias", d, fl2)
+		conv2, err := cache.Get(cudnn.Shape{DType: cudnn.DataHalf, N: N, H: H, W: W, C: C, K: K2, KH: 3, KW: 3, PadH: 1, PadW: 1})
+		if err == nil && conv2.WorkspaceSize() <= conv.WorkspaceSize() {
+			n8 := int64(N*H*W*K2) / 8
+			d, err := fusedTime(st, 3, 20, func() error {
+				if err := conv2.Forward(h, x, w, y2.Ptr(), ws, conv.WorkspaceSize()); err != nil {
+					return err
+				}
+				if actN != int64(N*H*W*K)/8 {
+					return nil
+				}
+				blocks := min((n8+255)/256, int64(k.sms)*16)
+				return act.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, Stream: st},
+					y2.Ptr(), bias, int32(K2), n8, int32(0), float32(0), cu.DevicePtr(0), int32(0))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			report("cuDNN conv 64->48 + bias pass", d, fl2)
+		} else {
+			t.Logf("cuDNN 64->48: %v (workspace %d)", err, conv.WorkspaceSize())
+		}
+		// y2 again holds the 64-channel reference for the variants below.
+		if err := cudnnCall(); err != nil {
+			t.Fatal(err)
+		}
+		if err := epi(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Variants and probes (see fusedVariants), each timed and, unless a
@@ -1121,12 +1176,13 @@ func TestFusedConvBench(t *testing.T) {
 }
 
 // fusedVariants returns the kernel variants to check and time, as NVRTC
-// option sets: FUSED_VARIANTS="-DA=1;-DB=1 -DC=2", or by default the
-// 4-warp layout and the timing probes.
+// option sets: FUSED_VARIANTS="-DA=1;-DB=1 -DC=2", or by default every
+// warp loading, 4 x 64-pixel tiles with 3 loader warps, and the timing
+// probes.
 func fusedVariants() []string {
 	v := os.Getenv("FUSED_VARIANTS")
 	if v == "" {
-		v = "-DCF_NG=1;-DCF_PROBE_NOSTORE=1;-DCF_PROBE_NOLOAD=1;-DCF_PROBE_NOSTORE=1 -DCF_PROBE_NOLOAD=1"
+		v = "-DCF_PRODUCER=0;-DCF_TM=64 -DCF_PRODUCER=3;-DCF_PROBE_NOLOAD=1;-DCF_PROBE_NOSTORE=1 -DCF_PROBE_NOLOAD=1"
 	}
 	var out []string
 	for _, s := range strings.Split(v, ";") {
@@ -1139,10 +1195,16 @@ func fusedVariants() []string {
 
 // fusedVariantThreads is a variant's block size.
 func fusedVariantThreads(v string) int {
-	if strings.Contains(v, "-DCF_NG=1") {
-		return fusedThreads(1)
+	ng, prod := 2, 2
+	for _, o := range strings.Fields(v) {
+		if n, ok := strings.CutPrefix(o, "-DCF_NG="); ok {
+			fmt.Sscan(n, &ng)
+		}
+		if n, ok := strings.CutPrefix(o, "-DCF_PRODUCER="); ok {
+			fmt.Sscan(n, &prod)
+		}
 	}
-	return fusedThreads(2)
+	return fusedThreads(ng, prod)
 }
 
 func fusedRelDiff(a, b []uint16) float64 {
