@@ -25,6 +25,17 @@ import (
 //go:embed kernels.cu
 var kernelSource string
 
+// fusedConvSource is the tensor-core 3x3 conv + bias + PReLU kernel.
+//
+//go:embed convfused.cu
+var fusedConvSource string
+
+// Launch shape of conv3x3_bias_prelu_f16 (see convfused.cu).
+const (
+	fusedBlock = 320
+	fusedSmem  = 206976
+)
+
 func init() {
 	backend.Register("cuda", func(device string) (backend.Backend, error) {
 		return Open(device, F16)
@@ -55,6 +66,13 @@ type Backend struct {
 	down    *cu.Stream // device-to-host frame copies
 	mod     *cu.Module
 	fns     map[string]*cu.Function
+	// fused is the fused conv kernel, nil where it cannot run (not enough
+	// shared memory on this GPU, or it failed to compile).
+	fusedMod *cu.Module
+	fused    *cu.Function
+	// NoFusedConv sends every convolution through cuDNN and a separate
+	// bias/activation pass (for comparison).
+	NoFusedConv bool
 
 	pool *pool
 	conv *convRunner
@@ -166,6 +184,7 @@ func (b *Backend) init(major, minor int) error {
 	if b.mod, err = b.ctx.LoadModule(out.Image); err != nil {
 		return err
 	}
+	b.loadFusedConv(comp)
 	b.conv, err = newConvRunner(b)
 	return err
 }
@@ -220,6 +239,9 @@ func (b *Backend) Close() error {
 	}
 	if b.mod != nil {
 		b.mod.Close()
+	}
+	if b.fusedMod != nil {
+		b.fusedMod.Close()
 	}
 	if b.epoch != nil {
 		b.epoch.Close()
@@ -325,4 +347,28 @@ func (b *Backend) tensor(t backend.Tensor) (*Tensor, error) {
 		return nil, fmt.Errorf("cuda backend given a freed tensor")
 	}
 	return ct, nil
+}
+
+// loadFusedConv compiles the fused conv kernel. It is an optimisation: when
+// it cannot be used (a GPU with less shared memory per block than it needs,
+// for one), convolutions go through cuDNN and a separate bias/activation
+// pass instead.
+func (b *Backend) loadFusedConv(comp *nvrtc.Compiler) {
+	out, err := comp.Compile(nvrtc.Program{Name: "convfused.cu", Source: fusedConvSource, Options: []string{"-default-device"}})
+	if err != nil {
+		return
+	}
+	mod, err := b.ctx.LoadModule(out.Image)
+	if err != nil {
+		return
+	}
+	f, err := mod.Function("conv3x3_bias_prelu_f16")
+	if err == nil {
+		err = f.SetAttribute(cu.FuncMaxDynamicSharedSizeBytes, fusedSmem)
+	}
+	if err != nil {
+		mod.Close()
+		return
+	}
+	b.fusedMod, b.fused = mod, f
 }

@@ -25,20 +25,20 @@ import (
 	"github.com/vsr-dev/vsr/nvidia/nvrtc"
 )
 
-//go:embed convfused.cu
-var fusedConvSource string
-
 // The kernel's geometry (the CF_ constants of convfused.cu).
+// The layout below must give the backend's fusedSmem.
+var _ = [1]int{}[fusedSmemCalc-fusedSmem]
+
 const (
-	fusedTM     = 128
-	fusedRows   = 2
-	fusedRP     = fusedTM + 2
-	fusedPixB   = 128
-	fusedRowB   = fusedRP * fusedPixB
-	fusedStageB = (fusedRows + 2) * fusedRowB
-	fusedFRowB  = 9 * 128
-	fusedFiltB  = 64 * fusedFRowB
-	fusedSmem   = fusedFiltB + 2*fusedStageB + 128 // 206976
+	fusedTM       = 128
+	fusedRows     = 2
+	fusedRP       = fusedTM + 2
+	fusedPixB     = 128
+	fusedRowB     = fusedRP * fusedPixB
+	fusedStageB   = (fusedRows + 2) * fusedRowB
+	fusedFRowB    = 9 * 128
+	fusedFiltB    = 64 * fusedFRowB
+	fusedSmemCalc = fusedFiltB + 2*fusedStageB + 128 // must equal fusedSmem (206976)
 )
 
 // fusedGrid returns the kernel's grid size for a shape on sms

@@ -175,6 +175,13 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 	if err != nil {
 		return nil, err
 	}
+	if b.canFuse(w, p, act) {
+		if err := b.fusedConv(x, w, act, y); err != nil {
+			y.Free()
+			return nil, err
+		}
+		return y, nil
+	}
 	if err := b.conv.forward(x, w, p, y); err != nil {
 		y.Free()
 		return nil, err
@@ -206,6 +213,40 @@ func (b *Backend) biasAct(x *Tensor, bias cu.DevicePtr, kind int32, alpha float3
 		return b.launch("bias_act8", true, n/8, x.ptr(), bias, int32(c), n/8, kind, alpha, slope, nslope)
 	}
 	return b.launch("bias_act", true, n, x.ptr(), bias, int32(c), n, kind, alpha, slope, nslope)
+}
+
+// canFuse reports whether the fused tensor-core kernel computes this
+// convolution: fp16, 3x3, padding 1, stride 1, no dilation, 16 to 64 input
+// channels (a multiple of 16), 8 to 64 outputs (a multiple of 8), and no
+// activation or PReLU.
+func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation) bool {
+	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
+		p.KH == 3 && p.KW == 3 && p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1 &&
+		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
+		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 &&
+		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU)
+}
+
+// fusedConv runs conv + bias + PReLU in one persistent kernel: one CTA per
+// multiprocessor, each looping over tiles of 2 rows x 128 pixels.
+func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
+	s := x.shape
+	var bias, slope cu.DevicePtr
+	var nslope int32
+	if w.bias != nil {
+		bias = w.bias.ptr
+	}
+	if act.Kind == backend.ActPReLU {
+		var err error
+		if _, _, slope, nslope, err = b.actArgs(act); err != nil {
+			return err
+		}
+	}
+	tiles := s.N * ((s.H + 1) / 2) * ((s.W + 127) / 128)
+	return b.fused.Launch(cu.LaunchConfig{
+		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: fusedBlock},
+		SharedMem: fusedSmem, Stream: b.compute,
+	}, x.ptr(), w.w.ptr, bias, slope, nslope, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(w.out))
 }
 
 // Activate applies an activation to a copy of x.

@@ -24,6 +24,7 @@ type benchFlags struct {
 	requests int
 	noEncode bool
 	keep     bool
+	cudnn    bool
 }
 
 // benchRun is one request's measurements.
@@ -87,6 +88,7 @@ it. The first request warms up; the mean is over the others.`,
 	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
+	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -123,6 +125,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	gpu, _ := dev.(*cuda.Backend)
 	var nv *nvml.Device
 	if gpu != nil {
+		gpu.NoFusedConv = f.cudnn
 		if d, err := nvmlDevice(gpu); err == nil {
 			nv = &d
 		}
