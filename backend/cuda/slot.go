@@ -57,16 +57,18 @@ func (b *Backend) NewSlot(inBytes, outBytes int) (backend.Slot, error) {
 		if s.dout, err = b.pool.get(int64(outBytes)); err != nil {
 			return err
 		}
-		for _, e := range []**cu.Event{&s.uploaded, &s.computed, &s.downloaded} {
-			if *e, err = b.ctx.NewEvent(cu.EventDisableTiming); err != nil {
-				return err
-			}
+		if s.uploaded, err = b.ctx.NewEvent(cu.EventDisableTiming); err != nil {
+			return err
+		}
+		// Writers wait on this one from the host: block instead of
+		// spinning, so waiting goroutines leave the CPU to the encoders.
+		if s.downloaded, err = b.ctx.NewEvent(cu.EventDisableTiming | cu.EventBlockingSync); err != nil {
+			return err
 		}
 		// Timed events mark the compute span, for the busy fraction.
 		if s.start, err = b.ctx.NewEvent(cu.EventDefault); err != nil {
 			return err
 		}
-		s.computed.Close()
 		s.computed, err = b.ctx.NewEvent(cu.EventDefault)
 		return err
 	}()
