@@ -166,11 +166,8 @@ func (w *convWeights) Free()    {}
 
 // PrepareConv repacks OIHW weights for the im2col GEMM.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
-	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
-		return nil, fmt.Errorf("conv weights %dx%dx%dx%d: got %d values", out, in, kh, kw, len(w))
-	}
-	if bias != nil && len(bias) != out {
-		return nil, fmt.Errorf("conv bias: want %d values, got %d", out, len(bias))
+	if err := backend.CheckConvWeights(out, in, kh, kw, w, bias); err != nil {
+		return nil, err
 	}
 	k := kh * kw * in
 	m := make([]float32, k*out)
@@ -198,12 +195,9 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 		return nil, fmt.Errorf("cpu conv given %T weights", wt)
 	}
 	s := x.shape
-	if s.C != w.in || p.KH != w.kh || p.KW != w.kw {
-		return nil, fmt.Errorf("conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", s.C, p.KH, p.KW, w.in, w.kh, w.kw)
-	}
-	oh, ow := p.OutSize(s.H, s.W)
-	if oh <= 0 || ow <= 0 {
-		return nil, fmt.Errorf("conv: input %dx%d is too small for a %dx%d kernel", s.H, s.W, p.KH, p.KW)
+	oh, ow, err := backend.ConvOutput(s, p, w.in, w.kh, w.kw)
+	if err != nil {
+		return nil, err
 	}
 	slope, err := b.slope(act, w.out)
 	if err != nil {

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/vsr-dev/vsr/backend"
 )
 
@@ -13,18 +11,10 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if err != nil {
 		return nil, err
 	}
-	if mode < backend.Nearest || mode > backend.Bicubic {
-		return nil, fmt.Errorf("resize: unsupported mode %v", mode)
-	}
 	s := x.shape
-	if oh <= 0 || ow <= 0 {
-		return nil, fmt.Errorf("resize %dx%d to %dx%d: empty output", s.W, s.H, ow, oh)
-	}
-	if src.Whole() {
-		src = backend.Window{FullH: s.H, FullW: s.W}
-	}
-	if dst.Whole() {
-		dst = backend.Window{FullH: oh, FullW: ow}
+	src, dst, err = backend.ResizeWindows(s, mode, oh, ow, src, dst)
+	if err != nil {
+		return nil, err
 	}
 	ay := backend.MakeTaps(mode, oh, dst.Y, dst.FullH, s.H, src.Y, src.FullH)
 	ax := backend.MakeTaps(mode, ow, dst.X, dst.FullW, s.W, src.X, src.FullW)

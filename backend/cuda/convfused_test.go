@@ -8,7 +8,6 @@ package cuda
 // backend's bias+PReLU pass at 8 x 360 x 640 x 64 -> 64.
 
 import (
-	_ "embed"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vsr-dev/vsr/checkpoint/ncnn"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/cudnn"
 	"github.com/vsr-dev/vsr/nvidia/nvrtc"
@@ -64,59 +64,6 @@ func fusedThreads(ng, prod int) int { return 32 * (4*ng + prod) }
 // The kernel's defaults: CF_NG=2, CF_PRODUCER=2.
 const fusedDefaultThreads = 32 * (4*2 + 2)
 
-// fusedHalf converts to IEEE half, rounding to nearest even.
-func fusedHalf(f float32) uint16 {
-	x := math.Float32bits(f)
-	sign := uint16(x>>16) & 0x8000
-	exp := int((x>>23)&0xff) - 127
-	man := x & 0x7fffff
-	switch {
-	case exp == 128:
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp > 15:
-		return sign | 0x7c00
-	case exp >= -14:
-		h := uint32(sign) | uint32(exp+15)<<10 | man>>13
-		rest := man & 0x1fff
-		if rest > 0x1000 || (rest == 0x1000 && h&1 == 1) {
-			h++
-		}
-		return uint16(h)
-	case exp >= -25:
-		man |= 0x800000
-		shift := uint32(-14-exp) + 13
-		m := man >> shift
-		rest := man & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rest > half || (rest == half && m&1 == 1) {
-			m++
-		}
-		return sign | uint16(m)
-	}
-	return sign
-}
-
-// fusedFloat converts IEEE half bits to float32.
-func fusedFloat(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		f := float32(man) / 1024 / 16384
-		if sign != 0 {
-			return -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
-
 // fusedProblem is one convolution: fp16 x and w (as bits), float32 bias
 // and slope (nil: none), and the float64 reference computed from the
 // rounded inputs.
@@ -132,11 +79,11 @@ func newFusedProblem(seed uint64, n, h, w, c, k int, bias bool, nslope int) *fus
 	p := &fusedProblem{N: n, H: h, W: w, C: c, K: k, nslope: nslope}
 	p.x = make([]uint16, n*h*w*c)
 	for i := range p.x {
-		p.x[i] = fusedHalf(2*r.Float32() - 1)
+		p.x[i] = toF16(2*r.Float32() - 1)
 	}
 	p.w = make([]uint16, k*9*c)
 	for i := range p.w {
-		p.w[i] = fusedHalf(0.12*r.Float32() - 0.06)
+		p.w[i] = toF16(0.12*r.Float32() - 0.06)
 	}
 	if bias {
 		p.bias = make([]float32, k)
@@ -168,11 +115,11 @@ func (p *fusedProblem) reference() []float64 {
 	N, H, W, C, K := p.N, p.H, p.W, p.C, p.K
 	xf := make([]float64, len(p.x))
 	for i, v := range p.x {
-		xf[i] = float64(fusedFloat(v))
+		xf[i] = float64(ncnn.Float16(v))
 	}
 	wf := make([]float64, len(p.w))
 	for i, v := range p.w {
-		wf[i] = float64(fusedFloat(v))
+		wf[i] = float64(ncnn.Float16(v))
 	}
 	y := make([]float64, N*H*W*K)
 	var wg sync.WaitGroup
@@ -234,7 +181,7 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 	}
 	var worst []bad
 	for i, r := range ref {
-		g := float64(fusedFloat(y[i]))
+		g := float64(ncnn.Float16(y[i]))
 		if math.IsNaN(g) {
 			nan++
 			if nan <= 5 {
@@ -263,7 +210,7 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 		ww := px % p.W
 		h := px / p.W % p.H
 		n := px / p.W / p.H
-		fmt.Fprintf(&b, "[n%d h%d w%d k%d got %v want %.4f] ", n, h, ww, k, fusedFloat(y[w.i]), ref[w.i])
+		fmt.Fprintf(&b, "[n%d h%d w%d k%d got %v want %.4f] ", n, h, ww, k, ncnn.Float16(y[w.i]), ref[w.i])
 	}
 	return e, b.String()
 }
@@ -344,8 +291,8 @@ func (e *fusedEmu) ldsm(addr *[32]int, n int) (out [32][4]uint32) {
 func fusedMMA(acc *[32][4]float32, a *[32][4]uint32, b *[32][2]uint32) {
 	var A [16][16]float32
 	var B [16][8]float32
-	lo := func(u uint32) float32 { return fusedFloat(uint16(u)) }
-	hi := func(u uint32) float32 { return fusedFloat(uint16(u >> 16)) }
+	lo := func(u uint32) float32 { return ncnn.Float16(uint16(u)) }
+	hi := func(u uint32) float32 { return ncnn.Float16(uint16(u >> 16)) }
 	for l := 0; l < 32; l++ {
 		g, t := l/4, l%4
 		A[g][2*t], A[g][2*t+1] = lo(a[l][0]), hi(a[l][0])
@@ -512,7 +459,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 					if a1 < 0 {
 						a1 *= sv[nt][1][l]
 					}
-					v[l][nt] = uint32(fusedHalf(a0)) | uint32(fusedHalf(a1))<<16
+					v[l][nt] = uint32(toF16(a0)) | uint32(toF16(a1))<<16
 				}
 			}
 			shfl := func(s *[32]uint32, m int) (r [32]uint32) {
@@ -930,7 +877,7 @@ func TestFusedConvBench(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	pat := make([]uint16, 1<<22)
 	for i := range pat {
-		pat[i] = fusedHalf(2*r.Float32() - 1)
+		pat[i] = toF16(2*r.Float32() - 1)
 	}
 	p := &fusedProblem{N: N, H: H, W: W, C: C, K: K, nslope: K}
 	p.x = make([]uint16, N*H*W*C)
@@ -939,7 +886,7 @@ func TestFusedConvBench(t *testing.T) {
 	}
 	p.w = make([]uint16, K*9*C)
 	for i := range p.w {
-		p.w[i] = fusedHalf(0.12*r.Float32() - 0.06)
+		p.w[i] = toF16(0.12*r.Float32() - 0.06)
 	}
 	p.bias, p.slope = make([]float32, K), make([]float32, K)
 	for i := range p.bias {
@@ -1210,7 +1157,7 @@ func fusedVariantThreads(v string) int {
 func fusedRelDiff(a, b []uint16) float64 {
 	var num, den float64
 	for i := range a {
-		x, y := float64(fusedFloat(a[i])), float64(fusedFloat(b[i]))
+		x, y := float64(ncnn.Float16(a[i])), float64(ncnn.Float16(b[i]))
 		num += (x - y) * (x - y)
 		den += y * y
 	}

@@ -89,11 +89,8 @@ func (w *convWeights) Free() {
 
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
-	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
-		return nil, fmt.Errorf("conv weights %dx%dx%dx%d: got %d values", out, in, kh, kw, len(w))
-	}
-	if bias != nil && len(bias) != out {
-		return nil, fmt.Errorf("conv bias: want %d values, got %d", out, len(bias))
+	if err := backend.CheckConvWeights(out, in, kh, kw, w, bias); err != nil {
+		return nil, err
 	}
 	krsc := make([]uint16, len(w))
 	for o := 0; o < out; o++ {
@@ -164,12 +161,9 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 		return nil, fmt.Errorf("cuda conv given %T weights", wt)
 	}
 	s := x.shape
-	if s.C != w.in || p.KH != w.kh || p.KW != w.kw {
-		return nil, fmt.Errorf("conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", s.C, p.KH, p.KW, w.in, w.kh, w.kw)
-	}
-	oh, ow := p.OutSize(s.H, s.W)
-	if oh <= 0 || ow <= 0 {
-		return nil, fmt.Errorf("conv: input %dx%d is too small for a %dx%d kernel", s.H, s.W, p.KH, p.KW)
+	oh, ow, err := backend.ConvOutput(s, p, w.in, w.kh, w.kw)
+	if err != nil {
+		return nil, err
 	}
 	y, err := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
 	if err != nil {
@@ -379,18 +373,10 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if err != nil {
 		return nil, err
 	}
-	if mode < backend.Nearest || mode > backend.Bicubic {
-		return nil, fmt.Errorf("resize: unsupported mode %v", mode)
-	}
 	s := x.shape
-	if oh <= 0 || ow <= 0 {
-		return nil, fmt.Errorf("resize %dx%d to %dx%d: empty output", s.W, s.H, ow, oh)
-	}
-	if src.Whole() {
-		src = backend.Window{FullH: s.H, FullW: s.W}
-	}
-	if dst.Whole() {
-		dst = backend.Window{FullH: oh, FullW: ow}
+	src, dst, err = backend.ResizeWindows(s, mode, oh, ow, src, dst)
+	if err != nil {
+		return nil, err
 	}
 	ay, err := b.axis(mode, oh, dst.Y, dst.FullH, s.H, src.Y, src.FullH)
 	if err != nil {

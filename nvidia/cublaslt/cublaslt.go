@@ -144,17 +144,10 @@ func NewHandle(ctx *cuda.Context) (*Handle, error) {
 		return nil, err
 	}
 	h := &Handle{ctx: ctx}
-	if err := within(h.cu(), func() error { return check("cublasLtCreate", lib.cublasLtCreate(&h.h)) }); err != nil {
+	if err := h.ctx.Do(func() error { return check("cublasLtCreate", lib.cublasLtCreate(&h.h)) }); err != nil {
 		return nil, err
 	}
 	return h, nil
-}
-
-func (h *Handle) cu() uintptr {
-	if h.ctx == nil {
-		return 0
-	}
-	return h.ctx.Handle()
 }
 
 // Context returns the handle's context (nil if none was given).
@@ -169,7 +162,7 @@ func (h *Handle) do(f func() error) error {
 	if h == nil || h.h == 0 {
 		return errClosed
 	}
-	return within(h.cu(), f)
+	return h.ctx.Do(f)
 }
 
 // Close destroys the handle (cublasLtDestroy). It is idempotent.
@@ -180,7 +173,7 @@ func (h *Handle) Close() error {
 		return nil
 	}
 	h.closed = true
-	err := within(h.cu(), func() error { return check("cublasLtDestroy", lib.cublasLtDestroy(h.h)) })
+	err := h.ctx.Do(func() error { return check("cublasLtDestroy", lib.cublasLtDestroy(h.h)) })
 	h.h = 0
 	return err
 }

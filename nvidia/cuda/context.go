@@ -103,6 +103,19 @@ func (c *Context) exit(pushed bool) {
 	runtime.UnlockOSThread()
 }
 
+// Do runs f with c current on the calling thread (pushed for the call and
+// popped after, unless it was current already), the goroutine locked to
+// its thread meanwhile. Libraries that work on the current context (cuDNN,
+// cuBLASLt) call through it. A nil c runs f on whatever is current.
+func (c *Context) Do(f func() error) error {
+	if c == nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		return f()
+	}
+	return c.do(f)
+}
+
 // do runs f with c current.
 func (c *Context) do(f func() error) error {
 	pushed, err := c.enter()

@@ -26,19 +26,11 @@ func NewHandle(ctx *cuda.Context) (*Handle, error) {
 		return nil, err
 	}
 	h := &Handle{ctx: ctx}
-	err := within(h.cu(), func() error { return check("cudnnCreate", lib.cudnnCreate(&h.h)) })
+	err := h.ctx.Do(func() error { return check("cudnnCreate", lib.cudnnCreate(&h.h)) })
 	if err != nil {
 		return nil, err
 	}
 	return h, nil
-}
-
-// cu returns the CUcontext to make current, or 0.
-func (h *Handle) cu() uintptr {
-	if h.ctx == nil {
-		return 0
-	}
-	return h.ctx.Handle()
 }
 
 // Context returns the context the handle was made in (nil if none was given).
@@ -54,7 +46,7 @@ func (h *Handle) do(f func() error) error {
 	if h == nil || h.h == 0 {
 		return errClosed
 	}
-	return within(h.cu(), f)
+	return h.ctx.Do(f)
 }
 
 // SetStream makes the handle queue its work on s (cudnnSetStream); nil
@@ -87,7 +79,7 @@ func (h *Handle) Close() error {
 		return nil
 	}
 	h.closed = true
-	err := within(h.cu(), func() error { return check("cudnnDestroy", lib.cudnnDestroy(h.h)) })
+	err := h.ctx.Do(func() error { return check("cudnnDestroy", lib.cudnnDestroy(h.h)) })
 	h.h = 0
 	return err
 }
