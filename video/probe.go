@@ -18,46 +18,47 @@ import (
 // Info describes the video stream of a file, as found by Probe.
 type Info struct {
 	// Path is the file as given to Probe.
-	Path string
+	Path string `json:"path"`
 	// Format is the container format as ffmpeg names it, e.g.
 	// "mov,mp4,m4a,3gp,3g2,mj2" or "matroska,webm".
-	Format string
+	Format string `json:"format"`
 	// Codec is the video codec name, e.g. "h264" or "vp8".
-	Codec string
+	Codec string `json:"codec"`
 	// Width and Height are the size of the decoded frames in pixels. For a
 	// stream with a 90 or 270 degree display rotation they are the rotated
 	// size, as ffmpeg applies the rotation when decoding.
-	Width, Height int
+	Width  int `json:"width"`
+	Height int `json:"height"`
 	// FPS is the exact frame rate ffmpeg assigns to the decoded stream, the
 	// one it would encode it with (for a variable-frame-rate source, the
 	// rate ffmpeg guesses; the Decoder yields one frame per source frame
 	// regardless of timing).
-	FPS Rational
+	FPS Rational `json:"fps"`
 	// Frames is the exact number of frames the Decoder will produce: Probe
 	// counts them by decoding the whole stream.
-	Frames int
+	Frames int `json:"frames"`
 	// DeclaredFrames is the frame count stated by the container (MP4/MOV
 	// state one, Matroska/WebM usually do not); 0 when not stated or when
 	// Probe worked without ffprobe.
-	DeclaredFrames int
+	DeclaredFrames int `json:"declared_frames"`
 	// HasAudio reports whether the file has an audio stream; AudioCodec is
 	// the codec of the first one.
-	HasAudio   bool
-	AudioCodec string
+	HasAudio   bool   `json:"has_audio"`
+	AudioCodec string `json:"audio_codec,omitempty"`
 	// Duration is the container's duration in seconds (0 if unknown). It
 	// can be longer than Frames/FPS when the audio is longer than the video.
-	Duration float64
+	Duration float64 `json:"duration"`
 	// PixFmt is the pixel format of the stream, e.g. "yuv420p".
-	PixFmt string
+	PixFmt string `json:"pix_fmt"`
 	// VideoStream is the index of the video stream among all streams of the
 	// file (attached pictures such as cover art are skipped).
-	VideoStream int
+	VideoStream int `json:"video_stream"`
 	// Rotation is the display rotation in degrees that ffmpeg applies when
 	// decoding (0, 90, 180 or 270).
-	Rotation int
+	Rotation int `json:"rotation"`
 	// StartTime is the time of the first video frame in seconds, on the
 	// clock ffmpeg's -ss uses (the file's start is 0).
-	StartTime float64
+	StartTime float64 `json:"start_time"`
 }
 
 // streamMeta and fileMeta are what the metadata pass learns, before frames

@@ -9,7 +9,10 @@ import (
 
 // Rational is an exact frame rate such as 24000/1001 frames per second.
 // The zero value is invalid (no rate).
-type Rational struct{ Num, Den int }
+type Rational struct {
+	Num int `json:"num"`
+	Den int `json:"den"`
+}
 
 // String formats r as ffmpeg does, "Num/Den", e.g. "24000/1001" or "24/1".
 func (r Rational) String() string { return fmt.Sprintf("%d/%d", r.Num, r.Den) }
