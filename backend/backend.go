@@ -59,10 +59,11 @@ func (p ConvParams) OutSize(h, w int) (int, int) {
 type ActKind int
 
 const (
-	ActNone  ActKind = iota
-	ActReLU          // max(x, 0)
-	ActLeaky         // x < 0 ? Alpha*x : x
-	ActPReLU         // x < 0 ? Slope[c]*x : x, with a per-channel slope tensor
+	ActNone      ActKind = iota
+	ActReLU              // max(x, 0)
+	ActLeaky             // x < 0 ? Alpha*x : x
+	ActPReLU             // x < 0 ? Slope[c]*x : x, with a per-channel slope tensor
+	ActSoftClamp         // Alpha * tanh(x / Alpha)
 )
 
 // Activation is an activation function with its parameters.
@@ -149,6 +150,30 @@ type Backend interface {
 	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Window) (Tensor, error)
 	// Binary combines two tensors of the same shape elementwise.
 	Binary(op BinaryOp, a, b Tensor) (Tensor, error)
+
+	// PixelUnshuffle rearranges (N H W C) to (N H/r W/r C*r*r), the inverse
+	// of PixelShuffle in PyTorch's channel order.
+	PixelUnshuffle(x Tensor, r int) (Tensor, error)
+	// CropPad returns the top-left h x w of x, zero-filled where x is
+	// smaller.
+	CropPad(x Tensor, h, w int) (Tensor, error)
+
+	// The batch dimension of video tensors is time. These ops move data
+	// between frames.
+
+	// Frames copies n frames of x starting at frame start.
+	Frames(x Tensor, start, n int) (Tensor, error)
+	// ConcatFrames stacks tensors of equal frame shape along time.
+	ConcatFrames(ts ...Tensor) (Tensor, error)
+	// ConcatPrev returns (N H W 2C): each frame t of x followed, along
+	// channels, by frame t-1 of x; frame 0 is followed by prev (a 1-frame
+	// tensor), or zeros when prev is nil.
+	ConcatPrev(x, prev Tensor) (Tensor, error)
+	// FoldFrames folds s consecutive frames into channels:
+	// (N H W C) -> (N/s H W s*C), frame j of each group in channels [j*C, (j+1)*C).
+	FoldFrames(x Tensor, s int) (Tensor, error)
+	// UnfoldFrames is the inverse of FoldFrames: (N H W s*C) -> (N*s H W C).
+	UnfoldFrames(x Tensor, s int) (Tensor, error)
 
 	// FromRGB8 converts n packed RGB24 frames of h x w to an (n h w 3)
 	// tensor with values in [0,1].

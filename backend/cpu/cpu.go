@@ -272,6 +272,10 @@ func activate(d []float32, c int, act backend.Activation, slope []float32) {
 				d[i] = v * act.Alpha
 			}
 		}
+	case backend.ActSoftClamp:
+		for i, v := range d {
+			d[i] = softClamp(v, act.Alpha)
+		}
 	case backend.ActPReLU:
 		if len(slope) == 1 {
 			for i, v := range d {

@@ -151,6 +151,35 @@ func TestOpsAgainstCPU(t *testing.T) {
 				return b.Binary(op, up(b, s, x), up(b, s, y))
 			})
 		}
+		both(t, dt, "soft clamp", func(b backend.Backend) (backend.Tensor, error) {
+			return b.Activate(up(b, s, x), backend.Activation{Kind: backend.ActSoftClamp, Alpha: 0.5})
+		})
+		both(t, dt, "pixel unshuffle", func(b backend.Backend) (backend.Tensor, error) {
+			return b.PixelUnshuffle(up(b, backend.Shape{N: 2, H: 18, W: 22, C: 3}, x3[:2*18*22*3]), 2)
+		})
+		both(t, dt, "crop/pad", func(b backend.Backend) (backend.Tensor, error) {
+			return b.CropPad(up(b, s, x), 32, 16)
+		})
+		both(t, dt, "frames+concat", func(b backend.Backend) (backend.Tensor, error) {
+			xt := up(b, s, x)
+			f1, _ := b.Frames(xt, 1, 1)
+			return b.ConcatFrames(f1, xt)
+		})
+		both(t, dt, "concat prev", func(b backend.Backend) (backend.Tensor, error) {
+			xt := up(b, s, x)
+			prev, _ := b.Frames(up(b, s, y), 1, 1)
+			return b.ConcatPrev(xt, prev)
+		})
+		both(t, dt, "concat prev (zeros)", func(b backend.Backend) (backend.Tensor, error) {
+			return b.ConcatPrev(up(b, s, x), nil)
+		})
+		both(t, dt, "fold+unfold", func(b backend.Backend) (backend.Tensor, error) {
+			f, err := b.FoldFrames(up(b, s, x), 2)
+			if err != nil {
+				return nil, err
+			}
+			return b.UnfoldFrames(f, 4)
+		})
 		for _, mode := range []backend.ResizeMode{backend.Nearest, backend.Bilinear, backend.Bicubic} {
 			both(t, dt, "resize "+mode.String()+" x4", func(b backend.Backend) (backend.Tensor, error) {
 				return b.Resize(up(b, in3, x3), mode, 19*4, 23*4, backend.Window{}, backend.Window{})

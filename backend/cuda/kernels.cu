@@ -100,6 +100,7 @@ extern "C" __global__ void bias_act_##T(u16* __restrict__ x, const float* __rest
             else if (act == 2) v *= alpha;                                                          \
             else if (act == 3) v *= slope[nslope == 1 ? 0 : ch];                                    \
         }                                                                                           \
+        if (act == 4) v = alpha * tanhf(v / alpha);                                                 \
         x[i] = ST(v);                                                                               \
     }                                                                                               \
 }                                                                                                   \
@@ -121,6 +122,7 @@ extern "C" __global__ void bias_act8_##T(uint4* __restrict__ x, const float* __r
                 else if (act == 2) f *= alpha;                                                      \
                 else if (act == 3) f *= slope[nslope == 1 ? 0 : ch];                                \
             }                                                                                       \
+            if (act == 4) f = alpha * tanhf(f / alpha);                                             \
             unsigned int o = ST(f);                                                                 \
             w[k / 2] = (k % 2) ? ((w[k / 2] & 0xffffu) | (o << 16)) : ((w[k / 2] & 0xffff0000u) | o); \
         }                                                                                           \
@@ -242,6 +244,62 @@ extern "C" __global__ void to_yuv420_##T(const u16* __restrict__ in, u8* __restr
         U[(long long)by * (w / 2) + bx] = chroma_b(sr, sg, sb);                                     \
         V[(long long)by * (w / 2) + bx] = chroma_r(sr, sg, sb);                                     \
     }                                                                                               \
+}
+
+/* Data movement between frames and pixels; T is only moved, never converted, so these work on
+   both storage types (u16). */
+/* pixel_unshuffle: (n,h,w,c) -> (n,h/r,w/r,c*r*r), out channel c*r*r + i*r + j. */
+extern "C" __global__ void pixel_unshuffle(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int r) {
+    int oh = h / r, ow = w / r, oc = c * r * r;
+    long long total = (long long)n * oh * ow * oc;
+    GRID_STRIDE(i, total) {
+        int q = i % oc; long long t = i / oc;
+        int x = t % ow; t /= ow;
+        int y = t % oh; int f = t / oh;
+        int ch = q / (r * r), ii = (q / r) % r, j = q % r;
+        out[i] = in[(((long long)f * h + y * r + ii) * w + x * r + j) * c + ch];
+    }
+}
+/* crop_pad: top-left oh x ow of (n,ih,iw,c), zeros beyond. */
+extern "C" __global__ void crop_pad(const u16* __restrict__ in, u16* __restrict__ out, int n, int ih, int iw, int c, int oh, int ow) {
+    long long total = (long long)n * oh * ow * c;
+    GRID_STRIDE(i, total) {
+        int ch = i % c; long long t = i / c;
+        int x = t % ow; t /= ow;
+        int y = t % oh; int f = t / oh;
+        out[i] = (y < ih && x < iw) ? in[(((long long)f * ih + y) * iw + x) * c + ch] : (u16)0;
+    }
+}
+/* concat_prev: out[f] = [x[f], f > 0 ? x[f-1] : (prev ? prev[0] : 0)] along channels. */
+extern "C" __global__ void concat_prev(const u16* __restrict__ x, const u16* __restrict__ prev, u16* __restrict__ out, int n, int h, int w, int c) {
+    long long px = (long long)h * w;
+    long long total = (long long)n * px * 2 * c;
+    GRID_STRIDE(i, total) {
+        int q = i % (2 * c); long long t = i / (2 * c);
+        long long p = t % px; int f = t / px;
+        if (q < c) out[i] = x[((long long)f * px + p) * c + q];
+        else if (f > 0) out[i] = x[((long long)(f - 1) * px + p) * c + q - c];
+        else out[i] = prev ? prev[p * c + q - c] : (u16)0;
+    }
+}
+/* fold_frames: (n,h,w,c) -> (n/s,h,w,s*c); unfold_frames: the inverse. */
+extern "C" __global__ void fold_frames(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int s) {
+    long long px = (long long)h * w;
+    long long total = (long long)n * px * c;
+    GRID_STRIDE(i, total) {
+        int q = i % (s * c); long long t = i / (s * c);
+        long long p = t % px; int g = t / px;
+        out[i] = in[(((long long)g * s + q / c) * px + p) * c + q % c];
+    }
+}
+extern "C" __global__ void unfold_frames(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int s) {
+    long long px = (long long)h * w;
+    long long total = (long long)n * s * px * c;
+    GRID_STRIDE(i, total) {
+        int q = i % c; long long t = i / c;
+        long long p = t % px; int f = t / px;
+        out[i] = in[((long long)(f / s) * px + p) * (s * c) + (f % s) * c + q];
+    }
 }
 
 KERNELS(f16, ld_f16, st_f16)

@@ -137,6 +137,8 @@ func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, sl
 		kind = 1
 	case backend.ActLeaky:
 		kind, alpha = 2, act.Alpha
+	case backend.ActSoftClamp:
+		kind, alpha = 4, act.Alpha
 	case backend.ActPReLU:
 		st, ok := act.Slope.(*Tensor)
 		if !ok || st.f32 == nil {
