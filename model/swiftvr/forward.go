@@ -1,0 +1,226 @@
+package swiftvr
+
+import (
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Encode maps N frames (N H W 3) of RGB in [0,1] to N/4 latents
+// (N/4 H/16 W/16 LatentC), updating st. N must be a multiple of 4 and H,
+// W multiples of 16. x is not freed.
+func (r *ReAE) Encode(x backend.Tensor, st *State) (backend.Tensor, error) {
+	s := x.Shape()
+	if s.N%4 != 0 || s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
+		return nil, fmt.Errorf("reae encode: %v frames must be a multiple of 4, of a size that is a multiple of 16, RGB", s)
+	}
+	u, err := r.b.PixelUnshuffle(x, 2)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(r.enc, u, st.Enc)
+}
+
+// Decode maps N latents to 4N frames (4N 16H 16W 3) of RGB, not yet
+// clamped to [0,1], updating st. z is not freed.
+func (r *ReAE) Decode(z backend.Tensor, st *State) (backend.Tensor, error) {
+	if s := z.Shape(); s.C != r.LatentC {
+		return nil, fmt.Errorf("reae decode: latents have %d channels, want %d", s.C, r.LatentC)
+	}
+	cp, err := r.b.Frames(z, 0, z.Shape().N) // run consumes its input
+	if err != nil {
+		return nil, err
+	}
+	y, err := r.run(r.dec, cp, st.Dec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.b.PixelShuffle(y, 2, backend.ShuffleCRD)
+	y.Free()
+	return out, err
+}
+
+// order returns the layers in execution order: with TGrowBefore, each
+// TGrow moves ahead of the nearest upsample before it.
+func (r *ReAE) order(ls []layer) []layer {
+	out := append([]layer(nil), ls...)
+	if r.TGrowBefore {
+		for i := 0; i+1 < len(out); i++ {
+			if out[i].kind == lUp && out[i+1].kind == lTGrow {
+				out[i], out[i+1] = out[i+1], out[i]
+				i++
+			}
+		}
+	}
+	return out
+}
+
+// run applies layers to x (which it frees), splitting them into
+// segments at the layers that change the frame count (TPool, TGrow by 2);
+// the layers of a segment work frame by frame (MemBlocks with their carried
+// state), so they run FrameBatch frames at a time.
+func (r *ReAE) run(ls []layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
+	ls = r.order(ls)
+	for len(ls) > 0 {
+		n := 0
+		for n < len(ls) && !changesFrames(ls[n]) {
+			n++
+		}
+		var err error
+		if n > 0 {
+			if x, err = r.segment(ls[:n], x, states); err != nil {
+				return nil, err
+			}
+		}
+		if n < len(ls) {
+			if x, err = r.apply(ls[n:n+1], x, states); err != nil {
+				return nil, err
+			}
+			n++
+		}
+		ls = ls[n:]
+	}
+	return x, nil
+}
+
+func changesFrames(l layer) bool {
+	return (l.kind == lTPool && l.stride != 1) || (l.kind == lTGrow && l.stride != 1)
+}
+
+// segment runs per-frame layers over x in pieces of FrameBatch frames,
+// collecting the results in order.
+func (r *ReAE) segment(ls []layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
+	n := x.Shape().N
+	if r.FrameBatch <= 0 || r.FrameBatch >= n {
+		return r.apply(ls, x, states)
+	}
+	var outs []backend.Tensor
+	free := func() {
+		for _, o := range outs {
+			o.Free()
+		}
+	}
+	for i := 0; i < n; i += r.FrameBatch {
+		piece, err := r.b.Frames(x, i, min(r.FrameBatch, n-i))
+		if err != nil {
+			free()
+			x.Free()
+			return nil, err
+		}
+		y, err := r.apply(ls, piece, states)
+		if err != nil {
+			free()
+			x.Free()
+			return nil, err
+		}
+		outs = append(outs, y)
+	}
+	x.Free()
+	y, err := r.b.ConcatFrames(outs...)
+	free()
+	return y, err
+}
+
+// apply runs layers on x, freeing x and every intermediate.
+func (r *ReAE) apply(ls []layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
+	b := r.b
+	step := func(y backend.Tensor, err error) error {
+		if err != nil {
+			return err
+		}
+		x.Free()
+		x = y
+		return nil
+	}
+	for i := 0; i < len(ls); i++ {
+		l := ls[i]
+		var err error
+		switch l.kind {
+		case lConv:
+			act := backend.Activation{}
+			if i+1 < len(ls) && ls[i+1].kind == lReLU {
+				act.Kind = backend.ActReLU
+				i++
+			}
+			err = step(b.Conv2D(x, l.conv.w, l.conv.p, act))
+		case lReLU:
+			err = step(b.Activate(x, backend.Activation{Kind: backend.ActReLU}))
+		case lClamp:
+			err = step(b.Activate(x, backend.Activation{Kind: backend.ActSoftClamp, Alpha: 3}))
+		case lUp:
+			s := x.Shape()
+			err = step(b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Window{}, backend.Window{}))
+		case lTPool:
+			if l.stride > 1 {
+				if err = step(b.FoldFrames(x, l.stride)); err != nil {
+					return nil, err
+				}
+			}
+			err = step(b.Conv2D(x, l.conv.w, l.conv.p, backend.Activation{}))
+		case lTGrow:
+			if err = step(b.Conv2D(x, l.conv.w, l.conv.p, backend.Activation{})); err != nil {
+				return nil, err
+			}
+			if l.stride > 1 {
+				err = step(b.UnfoldFrames(x, l.stride))
+			}
+		case lMem:
+			var y backend.Tensor
+			y, err = r.memBlock(l, x, states)
+			if err == nil {
+				err = step(y, nil)
+			}
+		}
+		if err != nil {
+			x.Free()
+			return nil, fmt.Errorf("reae %s: %w", l.key, err)
+		}
+	}
+	return x, nil
+}
+
+// memBlock computes relu(conv4(relu(conv2(relu(conv0([x_t, x_{t-1}]))))) + x_t)
+// and replaces the layer's state by the last frame of x.
+func (r *ReAE) memBlock(l layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
+	b := r.b
+	cat, err := b.ConcatPrev(x, states[l.state])
+	if err != nil {
+		return nil, err
+	}
+	relu := backend.Activation{Kind: backend.ActReLU}
+	a, err := b.Conv2D(cat, l.mem[0].w, l.mem[0].p, relu)
+	cat.Free()
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.Conv2D(a, l.mem[1].w, l.mem[1].p, relu)
+	a.Free()
+	if err != nil {
+		return nil, err
+	}
+	d, err := b.Conv2D(c, l.mem[2].w, l.mem[2].p, backend.Activation{})
+	c.Free()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := b.Binary(backend.OpAdd, d, x)
+	d.Free()
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.Activate(sum, relu)
+	sum.Free()
+	if err != nil {
+		return nil, err
+	}
+	last, err := b.Frames(x, x.Shape().N-1, 1)
+	if err != nil {
+		y.Free()
+		return nil, err
+	}
+	if states[l.state] != nil {
+		states[l.state].Free()
+	}
+	states[l.state] = last
+	return y, nil
+}
