@@ -103,14 +103,14 @@ func (r *ReAE) NewState() *State {
 	return &State{Enc: make([]backend.Tensor, count(r.enc)), Dec: make([]backend.Tensor, count(r.dec))}
 }
 
-// loader reads checkpoint tensors and prepares them on the backend.
-type loader struct {
+// reaeLoader reads checkpoint tensors and prepares them on the backend.
+type reaeLoader struct {
 	b   backend.Backend
 	src Source
 	err error
 }
 
-func (l *loader) tensor(name string, dims int) ([]int, []float32) {
+func (l *reaeLoader) tensor(name string, dims int) ([]int, []float32) {
 	if l.err != nil {
 		return nil, nil
 	}
@@ -128,7 +128,7 @@ func (l *loader) tensor(name string, dims int) ([]int, []float32) {
 
 // conv loads a k x k convolution (stride s, padding k/2) with an optional
 // bias.
-func (l *loader) conv(key string, stride int, bias bool, inC int) conv {
+func (l *reaeLoader) conv(key string, stride int, bias bool, inC int) conv {
 	shape, w := l.tensor(key+".weight", 4)
 	if l.err != nil {
 		return conv{}
@@ -158,7 +158,7 @@ func (l *loader) conv(key string, stride int, bias bool, inC int) conv {
 // widths come from the weights, so reduced test models load through the
 // same code.
 func NewReAE(b backend.Backend, src Source) (*ReAE, error) {
-	l := &loader{b: b, src: src}
+	l := &reaeLoader{b: b, src: src}
 	r := &ReAE{b: b, TGrowBefore: true, FrameBatch: 1}
 	// Encoder: conv, ReLU, then three stages of TPool, stride-2 conv and
 	// three MemBlocks, then a conv to the latent channels.
@@ -210,7 +210,7 @@ func NewReAE(b backend.Backend, src Source) (*ReAE, error) {
 	return r, nil
 }
 
-func (l *loader) tpool(key string, c int) layer {
+func (l *reaeLoader) tpool(key string, c int) layer {
 	shape, w := l.tensor(key+".conv.weight", 4)
 	if l.err != nil {
 		return layer{}
@@ -224,7 +224,7 @@ func (l *loader) tpool(key string, c int) layer {
 	return layer{kind: lTPool, key: key, conv: cv, stride: shape[1] / c}
 }
 
-func (l *loader) memBlock(key string, c, idx int) layer {
+func (l *reaeLoader) memBlock(key string, c, idx int) layer {
 	ly := layer{kind: lMem, key: key, state: idx}
 	ly.mem[0] = l.conv(key+".conv.0", 1, true, 2*c)
 	ly.mem[1] = l.conv(key+".conv.2", 1, true, c)
@@ -240,7 +240,7 @@ func (l *loader) memBlock(key string, c, idx int) layer {
 // twice and runs a (3,1,1) convolution with zero padding over those two
 // copies only, so copy 0 gets (W1+W2)x and copy 1 gets (W0+W1)x: one 1x1
 // conv to 2c channels, then unfold into 2 frames.
-func (l *loader) tgrow(key string, c int) layer {
+func (l *reaeLoader) tgrow(key string, c int) layer {
 	if l.err != nil {
 		return layer{}
 	}

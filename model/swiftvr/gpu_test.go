@@ -1,0 +1,104 @@
+package swiftvr
+
+import (
+	"bytes"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/backend/cuda"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// TestReAEOnGPU runs the same ReAE on the CPU in float32 and on the GPU in
+// fp16 and bf16, in two chunks, and compares; it also checks that the
+// TemporalGrow order and the frame batch leave the GPU output unchanged
+// (bitwise, or else reports the PSNR when cuDNN picks another kernel).
+func TestReAEOnGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	src := randomReAE(1, 8, []int{16, 8, 8, 8}, 8)
+	c := cpu.New(0)
+	rc, err := NewReAE(c, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xc := randVideo(c, 12, 32, 48, 5)
+	want, _ := c.Download(roundTrip(t, rc, c, xc, []int{8, 4}))
+	xv, _ := c.Download(xc)
+	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
+		g, err := cuda.Open("cuda:0", dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rg, err := NewReAE(g, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xg, _ := g.Upload(xc.Shape(), xv)
+		run := func(before bool, fb int) []float32 {
+			rg.TGrowBefore, rg.FrameBatch = before, fb
+			v, err := g.Download(roundTrip(t, rg, g, xg, []int{8, 4}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		got := run(false, 0)
+		e := rel(got, want)
+		bound := map[cuda.DType]float64{cuda.F16: 1e-2, cuda.BF16: 5e-2}[dt]
+		if e > bound || math.IsNaN(e) {
+			t.Errorf("%v: relative error %.3g against the CPU, bound %.3g", dt, e, bound)
+		} else {
+			t.Logf("%v: relative error %.3g against the CPU float32 ReAE", dt, e)
+		}
+		for _, v := range []struct {
+			before bool
+			fb     int
+		}{{true, 0}, {false, 1}, {true, 1}, {true, 2}} {
+			o := run(v.before, v.fb)
+			if !bytes.Equal(f32bytes(o), f32bytes(got)) {
+				t.Logf("%v tgrow before=%v frame batch %d: not bitwise equal to the official order; PSNR %.1f dB", dt, v.before, v.fb, psnr(o, got))
+				if psnr(o, got) < 40 {
+					t.Errorf("%v tgrow before=%v frame batch %d: PSNR %.1f dB is below bf16 rounding", dt, v.before, v.fb, psnr(o, got))
+				}
+			}
+		}
+		rg.Close()
+		g.Close()
+	}
+}
+
+func rel(got, want []float32) float64 {
+	var n, d float64
+	for i := range want {
+		x := float64(got[i]) - float64(want[i])
+		n += x * x
+		d += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(n / d)
+}
+
+// psnr compares two images in [0,1] after clamping, as frames would be.
+func psnr(a, b []float32) float64 {
+	var mse float64
+	for i := range a {
+		x := math.Min(math.Max(float64(a[i]), 0), 1) - math.Min(math.Max(float64(b[i]), 0), 1)
+		mse += x * x
+	}
+	mse /= float64(len(a))
+	if mse == 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(1/mse)
+}
+
+var _ backend.Backend = (*cuda.Backend)(nil)
