@@ -126,3 +126,50 @@ func RGBToYUV420(dst, rgb []byte, n, w, h int) {
 type ShuffleAdder interface {
 	ShuffleAddNearest(x, base Tensor, r int, order ShuffleOrder) (Tensor, error)
 }
+
+// NewSlot returns a Slot for b: the backend's own when it is Streaming,
+// else host buffers whose Input and Output convert synchronously.
+func NewSlot(b Backend, inBytes, outBytes int) (Slot, error) {
+	if s, ok := b.(Streaming); ok {
+		return s.NewSlot(inBytes, outBytes)
+	}
+	return &hostSlot{b: b, in: make([]byte, inBytes), out: make([]byte, outBytes)}, nil
+}
+
+// hostSlot is a Slot in Go memory for backends without their own queues.
+type hostSlot struct {
+	b       Backend
+	in, out []byte
+	n       int
+}
+
+func (s *hostSlot) In() []byte  { return s.in }
+func (s *hostSlot) Out() []byte { return s.out[:s.n] }
+func (s *hostSlot) Wait() error { return nil }
+func (s *hostSlot) Free()       {}
+
+func (s *hostSlot) Input(n, h, w int) (Tensor, error) {
+	if n*h*w*3 > len(s.in) {
+		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", len(s.in), n, w, h, n*h*w*3)
+	}
+	return s.b.FromRGB8(s.in[:n*h*w*3], n, h, w)
+}
+
+func (s *hostSlot) Output(t Tensor, f PixelFormat) (int, error) {
+	sh := t.Shape()
+	size := sh.N * f.FrameBytes(sh.W, sh.H)
+	if size > len(s.out) {
+		return 0, fmt.Errorf("slot holds %d output bytes, %v as %v needs %d", len(s.out), sh, f, size)
+	}
+	if f == RGB24 {
+		s.n = size
+		return size, s.b.ToRGB8(t, s.out[:size])
+	}
+	rgb := make([]byte, sh.Elems())
+	if err := s.b.ToRGB8(t, rgb); err != nil {
+		return 0, err
+	}
+	RGBToYUV420(s.out[:size], rgb, sh.N, sh.W, sh.H)
+	s.n = size
+	return size, nil
+}

@@ -43,6 +43,20 @@ type Engine interface {
 	Start(ctx context.Context, b backend.Batch, k int) error
 }
 
+// Planner is implemented by engines that take frames in batches of their
+// own sizes (a model that streams causally in chunks). Such an engine runs
+// as one segment, and its batches may hold a different number of output
+// frames than input frames (see OutCounter).
+type Planner interface {
+	Plan(total int) ([]int, error)
+}
+
+// OutCounter is implemented by batches whose output frame count is not
+// their input frame count.
+type OutCounter interface {
+	OutFrames() int
+}
+
 // Source yields frames in order; Read returns io.EOF after the last.
 type Source interface {
 	Read(dst []byte) error
@@ -124,6 +138,14 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("%s: a %dx%d video is too small for this model", req.Input, w, h)
 	}
 	nseg := min(max(req.Segments, 1), total)
+	var plan []int
+	if p, ok := req.Engine.(Planner); ok {
+		var err error
+		if plan, err = p.Plan(total); err != nil {
+			return nil, err
+		}
+		nseg = 1 // a causal stream cannot be cut into independent parts
+	}
 	if req.Discard {
 		req.Output = ""
 	}
@@ -199,7 +221,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return func() { *d = time.Since(t).Seconds() }
 	}
 	st.Start = time.Since(start).Seconds()
-	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
 	done := mark(&st.Stream)
 	if err := run(ctx, cancel, streams, req.Engine, cfg); err != nil {
 		return nil, err
@@ -277,6 +299,7 @@ type stream struct {
 type config struct {
 	w, h, ow, oh int
 	batch        int
+	plan         []int // batch sizes, when the engine chooses them
 	format       backend.PixelFormat
 	total        int
 	progress     func(done, total int)
@@ -308,6 +331,14 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			b.Free()
 		}
 	}()
+	size := func(i int) int { return c.batch }
+	if c.plan != nil {
+		size = func(i int) int { return c.plan[i] }
+		c.batch = 0
+		for _, n := range c.plan {
+			c.batch = max(c.batch, n)
+		}
+	}
 	for i := range streams {
 		done[i] = make(chan job, depth)
 		free[i] = make(chan backend.Batch, depth)
@@ -327,7 +358,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		readers.Add(1)
 		go func() { // reader: decode into free batches
 			defer readers.Done()
-			for read := 0; read < s.frames; {
+			for read, nb := 0, 0; read < s.frames; nb++ {
 				var b backend.Batch
 				select {
 				case b = <-free[i]:
@@ -336,7 +367,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				}
 				in := b.In()
 				n := 0
-				for n < c.batch && read < s.frames {
+				for n < size(nb) && read < s.frames {
 					if err := s.src.Read(in[n*inFS : (n+1)*inFS]); err != nil {
 						if errors.Is(err, io.EOF) {
 							err = fmt.Errorf("the input ended after %d of %d frames", read, s.frames)
@@ -371,15 +402,18 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				if c.onBatch != nil {
 					c.onBatch(j.b, j.n)
 				}
-				out := j.b.Out()
-				for k := 0; k < j.n; k++ {
+				out, nout := j.b.Out(), j.n
+				if oc, ok := j.b.(OutCounter); ok {
+					nout = oc.OutFrames()
+				}
+				for k := 0; k < nout; k++ {
 					if err := s.sink.Write(out[k*outFS : (k+1)*outFS]); err != nil {
 						fail(err)
 						return
 					}
 				}
-				left -= j.n
-				if n := written.Add(int64(j.n)); c.progress != nil {
+				left -= nout
+				if n := written.Add(int64(nout)); c.progress != nil {
 					c.progress(int(n), c.total)
 				}
 				free[i] <- j.b

@@ -1,0 +1,262 @@
+package swiftvr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Options configure one restore request.
+type Options struct {
+	// Width and Height are the output size (even; see OutputSize).
+	Width, Height int
+	// ClipLen is the chunk length in frames (a multiple of 4; default 24).
+	ClipLen int
+	// DiT runs the diffusion transformer between encode and decode. It is
+	// not implemented yet; false runs encode -> decode only (the
+	// diagnostic --dit off).
+	DiT bool
+	// DiTOverlap is the number of previous latents prepended to middle
+	// chunks for the DiT.
+	DiTOverlap int
+}
+
+// ErrNoDiT is returned when the DiT is asked for: it is not implemented
+// yet.
+var ErrNoDiT = errors.New("the SwiftVR DiT is not implemented in this version of vsr: restore with --dit off (autoencoder only)")
+
+// Runner streams one video through the ReAE chunk by chunk, keeping the
+// causal state between chunks; it is a pipeline engine that takes frames in
+// its own batch sizes (one batch per chunk). A Runner serves one request:
+// make a new one per video, so no state leaks between requests.
+type Runner struct {
+	r      *ReAE
+	opt    Options
+	frames int // frames of the video
+	inW    int
+	inH    int
+	chunks []Chunk
+	next   int // next chunk to run
+	state  *State
+	last   backend.Tensor // the video's last real frame, prepared (for padding)
+}
+
+// NewRunner prepares a request for a video of frames frames of inW x inH.
+func NewRunner(r *ReAE, inW, inH, frames int, opt Options) (*Runner, error) {
+	if opt.DiT {
+		return nil, ErrNoDiT
+	}
+	if opt.ClipLen == 0 {
+		opt.ClipLen = 24
+	}
+	if opt.Width <= 0 || opt.Height <= 0 || opt.Width%2 != 0 || opt.Height%2 != 0 {
+		return nil, fmt.Errorf("output size %dx%d: want positive even numbers", opt.Width, opt.Height)
+	}
+	if inW&^7 == 0 || inH&^7 == 0 {
+		return nil, fmt.Errorf("a %dx%d video is too small for SwiftVR (it needs at least 8x8)", inW, inH)
+	}
+	cs, err := PlanChunks(frames, opt.ClipLen)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{r: r, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
+}
+
+// Close frees the request's state.
+func (e *Runner) Close() {
+	e.state.Free()
+	if e.last != nil {
+		e.last.Free()
+		e.last = nil
+	}
+}
+
+// OutputSize returns the output size.
+func (e *Runner) OutputSize(w, h int) (int, int) { return e.opt.Width, e.opt.Height }
+
+// Plan returns the input frames of each batch: one batch per chunk, with
+// chunks made only of padding folded into the batch before them.
+func (e *Runner) Plan(total int) ([]int, error) {
+	if total != e.frames {
+		return nil, fmt.Errorf("swiftvr: planned for %d frames, asked for %d", e.frames, total)
+	}
+	var plan []int
+	for _, c := range e.chunks {
+		if n := c.realFrames(e.frames); n > 0 {
+			plan = append(plan, n)
+		}
+	}
+	return plan, nil
+}
+
+// maxOut bounds the output frames of one batch.
+func (e *Runner) maxOut() int { return e.opt.ClipLen + 12 }
+
+// batch is a Slot with the format its frames leave in.
+type batch struct {
+	backend.Slot
+	f      backend.PixelFormat
+	frames int // output frames after the last Start
+}
+
+// OutFrames is the number of output frames the batch holds.
+func (b *batch) OutFrames() int { return b.frames }
+
+// NewBatch allocates staging for up to n input frames and the outputs of
+// the chunks they complete.
+func (e *Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+	if f == backend.YUV420P && (e.opt.Width%2 != 0 || e.opt.Height%2 != 0) {
+		return nil, fmt.Errorf("yuv420p needs an even output size")
+	}
+	s, err := backend.NewSlot(e.r.b, n*w*h*3, e.maxOut()*f.FrameBytes(e.opt.Width, e.opt.Height))
+	if err != nil {
+		return nil, err
+	}
+	return &batch{Slot: s, f: f}, nil
+}
+
+// Start runs the chunk(s) whose frames end in this batch: prepare the
+// frames (crop to a multiple of 8, bilinear resize to the output size, pad
+// to a multiple of 32), encode, decode, crop, and queue the output frames.
+func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
+	bb, ok := bt.(*batch)
+	if !ok {
+		return fmt.Errorf("swiftvr: batch %T was not made by this runner", bt)
+	}
+	if e.next >= len(e.chunks) {
+		return fmt.Errorf("swiftvr: more batches than chunks")
+	}
+	b := e.r.b
+	x, err := bb.Input(k, e.inH, e.inW)
+	if err != nil {
+		return err
+	}
+	frames, err := e.prepare(x)
+	x.Free()
+	if err != nil {
+		return err
+	}
+	// Run this batch's chunk, then any chunk of padding only after it.
+	var outs []backend.Tensor
+	defer func() {
+		for _, o := range outs {
+			o.Free()
+		}
+	}()
+	used := 0
+	for e.next < len(e.chunks) {
+		if err := ctx.Err(); err != nil {
+			frames.Free()
+			return err
+		}
+		c := e.chunks[e.next]
+		real := c.realFrames(e.frames)
+		if real > 0 && used > 0 {
+			break
+		}
+		y, err := e.chunk(c, frames, used, real)
+		if err != nil {
+			frames.Free()
+			return err
+		}
+		outs = append(outs, y)
+		used += real
+		e.next++
+	}
+	frames.Free()
+	y, err := b.ConcatFrames(outs...)
+	if err != nil {
+		return err
+	}
+	defer y.Free()
+	if y.Shape().N > e.maxOut() {
+		return fmt.Errorf("swiftvr: %d output frames in one batch", y.Shape().N)
+	}
+	bb.frames = y.Shape().N
+	_, err = bb.Output(y, bb.f)
+	return err
+}
+
+// prepare turns input frames into the model's input: crop to a multiple
+// of 8, resize to the output size, pad to a multiple of 32.
+func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
+	b := e.r.b
+	c, err := b.CropPad(x, e.inH&^7, e.inW&^7)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.Resize(c, backend.Bilinear, e.opt.Height, e.opt.Width, backend.Window{}, backend.Window{})
+	c.Free()
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.CropPad(r, (e.opt.Height+31)&^31, (e.opt.Width+31)&^31)
+	r.Free()
+	return p, err
+}
+
+// chunk encodes and decodes chunk c, whose first real frames are frames
+// [from, from+real) of x, padded with the video's last frame, and returns
+// its output frames.
+func (e *Runner) chunk(c Chunk, x backend.Tensor, from, real int) (backend.Tensor, error) {
+	b := e.r.b
+	var parts []backend.Tensor
+	defer func() {
+		for _, p := range parts {
+			p.Free()
+		}
+	}()
+	if real > 0 {
+		p, err := b.Frames(x, from, real)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+		if c.Start+real == e.frames { // the video's last frame: keep it for padding
+			if e.last, err = b.Frames(p, real-1, 1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	pad := c.N - real
+	if c.Last {
+		pad += 3 // the encoder sees 3 more copies of the final frame
+	}
+	for i := 0; i < pad; i++ {
+		if e.last == nil {
+			return nil, fmt.Errorf("swiftvr: padding chunk %d before the last frame was seen", c.Index)
+		}
+		p, err := b.Frames(e.last, 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	in, err := b.ConcatFrames(parts...)
+	if err != nil {
+		return nil, err
+	}
+	z, err := e.r.Encode(in, e.state)
+	in.Free()
+	if err != nil {
+		return nil, err
+	}
+	y, err := e.r.Decode(z, e.state)
+	z.Free()
+	if err != nil {
+		return nil, err
+	}
+	crop, err := b.CropPad(y, e.opt.Height, e.opt.Width)
+	y.Free()
+	if err != nil {
+		return nil, err
+	}
+	defer crop.Free()
+	lo, hi := c.OutputRange(e.frames)
+	if hi <= lo {
+		return nil, fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
+	}
+	return b.Frames(crop, lo-(c.Start-3), hi-lo)
+}

@@ -1,0 +1,136 @@
+package swiftvr
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// drive runs a Runner the way the pipeline does (its planned batches in
+// order) and returns the output frames as RGB24.
+func drive(t *testing.T, e *Runner, video []byte, w, h int) []byte {
+	t.Helper()
+	plan, err := e.Plan(e.frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxIn := 0
+	for _, n := range plan {
+		maxIn = max(maxIn, n)
+	}
+	bt, err := e.NewBatch(maxIn, w, h, backend.RGB24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	var out []byte
+	read := 0
+	for _, n := range plan {
+		copy(bt.In(), video[read*w*h*3:(read+n)*w*h*3])
+		read += n
+		if err := e.Start(context.Background(), bt, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := bt.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bt.Out()...)
+		if got := bt.(*batch).OutFrames() * e.opt.Width * e.opt.Height * 3; got != len(bt.Out()) {
+			t.Fatalf("batch says %d bytes, holds %d", got, len(bt.Out()))
+		}
+	}
+	return out
+}
+
+func video(n, w, h int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 11))
+	v := make([]byte, n*w*h*3)
+	for i := range v {
+		v[i] = byte(r.IntN(256))
+	}
+	return v
+}
+
+// TestRunnerFrameCounts: the output has exactly as many frames as the
+// input, for lengths around every chunk boundary.
+func TestRunnerFrameCounts(t *testing.T) {
+	r, _ := testReAE(t)
+	defer r.Close()
+	const w, h = 20, 12 // cropped to 16x8, output 32x16
+	for _, f := range []int{1, 2, 5, 24, 26, 27, 28, 29, 30, 52, 53, 361} {
+		e, err := NewRunner(r, w, h, f, Options{Width: 32, Height: 16, ClipLen: 24})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := drive(t, e, video(f, w, h, uint64(f)), w, h)
+		e.Close()
+		if got := len(out) / (32 * 16 * 3); got != f || len(out)%(32*16*3) != 0 {
+			t.Errorf("%d frames in, %d out", f, got)
+		}
+	}
+}
+
+// TestRunnerEqualsWhole: streaming in chunks equals one pass of the ReAE
+// over the whole padded video (prepare, pad to 4k+1 and 3 more, encode,
+// decode, crop, drop the first 3 decoded frames), bitwise.
+func TestRunnerEqualsWhole(t *testing.T) {
+	r, b := testReAE(t)
+	defer r.Close()
+	const w, h, ow, oh = 36, 20, 48, 28
+	for _, f := range []int{29, 53, 58} {
+		v := video(f, w, h, 5)
+		e, err := NewRunner(r, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed := drive(t, e, v, w, h)
+		e.Close()
+
+		x, _ := b.FromRGB8(v, f, h, w)
+		whole, _ := NewRunner(r, w, h, f, Options{Width: ow, Height: oh})
+		prep, err := whole.prepare(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastF, _ := b.Frames(prep, f-1, 1)
+		parts := []backend.Tensor{prep}
+		for i := 0; i < PaddedFrames(f)-f+3; i++ {
+			parts = append(parts, lastF)
+		}
+		all, _ := b.ConcatFrames(parts...)
+		st := r.NewState()
+		z, err := r.Encode(all, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := r.Decode(z, st)
+		crop, _ := b.CropPad(y, oh, ow)
+		keep, _ := b.Frames(crop, 3, f)
+		want := make([]byte, f*ow*oh*3)
+		if err := b.ToRGB8(keep, want); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(streamed, want) {
+			t.Errorf("%d frames: chunked streaming differs from the whole-video pass", f)
+		}
+	}
+}
+
+func TestRunnerErrors(t *testing.T) {
+	r, _ := testReAE(t)
+	defer r.Close()
+	if _, err := NewRunner(r, 64, 64, 10, Options{Width: 128, Height: 128, DiT: true}); err != ErrNoDiT {
+		t.Errorf("DiT on: %v", err)
+	}
+	for _, o := range []Options{{Width: 127, Height: 128}, {Width: 128, Height: 128, ClipLen: 6}} {
+		if _, err := NewRunner(r, 64, 64, 10, o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	if _, err := NewRunner(r, 7, 64, 10, Options{Width: 128, Height: 128}); err == nil {
+		t.Error("a 7-pixel-wide video accepted")
+	}
+}

@@ -1,0 +1,61 @@
+package swiftvr
+
+import "testing"
+
+func TestPlanChunks(t *testing.T) {
+	cs, err := PlanChunks(361, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 15 || cs[0].N != 28 || cs[1].N != 24 || cs[13].N != 24 || cs[14].N != 21 || !cs[14].Last || cs[14].Start != 340 {
+		t.Errorf("361 frames: %+v", cs)
+	}
+	for _, f := range []int{1, 2, 5, 24, 25, 26, 27, 28, 29, 30, 52, 53, 100, 361} {
+		for _, clip := range []int{4, 8, 24} {
+			cs, err := PlanChunks(f, clip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, out := 0, 0
+			for i, c := range cs {
+				if c.Start != next || c.Last != (i == len(cs)-1) {
+					t.Fatalf("%d frames, clip %d: chunk %d %+v", f, clip, i, c)
+				}
+				if c.Last && (c.N-1)%4 != 0 || !c.Last && c.N%4 != 0 {
+					t.Fatalf("%d frames, clip %d: chunk %+v has a bad length", f, clip, c)
+				}
+				from, to := c.OutputRange(f)
+				if from != out && to > from {
+					t.Fatalf("%d frames, clip %d: chunk %d writes from %d, expected %d", f, clip, i, from, out)
+				}
+				out = max(out, to)
+				next += c.N
+			}
+			if next != PaddedFrames(f) || out != f {
+				t.Errorf("%d frames, clip %d: chunks cover %d of %d padded frames, write %d outputs", f, clip, next, PaddedFrames(f), out)
+			}
+		}
+	}
+	if _, err := PlanChunks(10, 6); err == nil {
+		t.Error("clip length 6 accepted")
+	}
+}
+
+func TestOutputSize(t *testing.T) {
+	for _, c := range []struct {
+		w, h   int
+		ratio  float64
+		sw, sh int
+		ow, oh int
+	}{{640, 360, 2, 0, 0, 1280, 720}, {641, 363, 2, 0, 0, 1280, 720}, {100, 50, 1.5, 0, 0, 144, 72}, {640, 360, 2, 2560, 1440, 2560, 1440}, {33, 17, 3, 0, 0, 96, 48}} {
+		ow, oh, err := OutputSize(c.w, c.h, c.ratio, c.sw, c.sh)
+		if err != nil || ow != c.ow || oh != c.oh {
+			t.Errorf("%+v: got %dx%d %v", c, ow, oh, err)
+		}
+	}
+	for _, c := range [][4]int{{5, 5, 0, 0}, {64, 64, 31, 20}, {64, 64, 30, 0}} {
+		if _, _, err := OutputSize(c[0], c[1], 2, c[2], c[3]); err == nil {
+			t.Errorf("%v accepted", c)
+		}
+	}
+}
