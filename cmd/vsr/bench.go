@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vsr-dev/vsr/backend/cuda"
-	"github.com/vsr-dev/vsr/model/compact"
 	"github.com/vsr-dev/vsr/nvidia/nvml"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
@@ -87,6 +86,7 @@ it. The first request warms up; the mean is over the others.`,
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
 	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
+	addSwiftVRFlags(fl, &f.restoreFlags)
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
 	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
@@ -116,12 +116,12 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 			return err
 		}
 	}
-	dev, m, err := setup(cmd, f.restoreFlags)
+	ld, err := setup(cmd, f.restoreFlags)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	defer m.Close()
+	defer ld.Close()
+	dev := ld.dev
 	gpu, _ := dev.(*cuda.Backend)
 	var nv *nvml.Device
 	if gpu != nil {
@@ -131,15 +131,20 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		}
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
-		Device: dev.Name(), Model: m.Name, Codec: f.codec, Segments: segmentCount(f.segments, dev), Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
-	ow, oh := m.OutputSize(info.Width, info.Height)
+		Device: dev.Name(), Model: ld.name, Codec: f.codec, Segments: segmentCount(f.segments, dev), Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
+	probeEng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
+	if err != nil {
+		return err
+	}
+	ow, oh := probeEng.OutputSize(info.Width, info.Height)
+	done()
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
 	if f.noEncode {
 		rep.Codec = "none"
 	}
 	out := filepath.Join(tmp, "out"+map[bool]string{true: ".mkv", false: ".mp4"}[f.codec == "ffv1"])
 	for r := 0; r < f.requests; r++ {
-		run, err := benchOnce(ctx, f, info, input, out, m, gpu, nv, rep)
+		run, err := benchOnce(ctx, f, info, input, out, ld, gpu, nv, rep)
 		if err != nil {
 			return err
 		}
@@ -162,7 +167,12 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	return nil
 }
 
-func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, m *compact.Model, gpu *cuda.Backend, nv *nvml.Device, rep benchReport) (benchRun, error) {
+func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, ld *loaded, gpu *cuda.Backend, nv *nvml.Device, rep benchReport) (benchRun, error) {
+	eng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer done()
 	var sampler *nvml.Sampler
 	if nv != nil {
 		sampler = nv.StartSampler(ctx, 10*time.Millisecond)
@@ -172,7 +182,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 	}
 	res, err := pipeline.Restore(ctx, pipeline.Request{
 		Input: input, Output: out, Info: info, Discard: f.noEncode,
-		Engine:   compact.Runner{M: m, Tile: f.tile},
+		Engine:   eng,
 		Batch:    rep.Batch,
 		Segments: rep.Segments,
 		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},

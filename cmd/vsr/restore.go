@@ -8,11 +8,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vsr-dev/vsr/backend"
 	_ "github.com/vsr-dev/vsr/backend/cpu" // registers the "cpu" device
 	"github.com/vsr-dev/vsr/backend/cuda"
 	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/model/swiftvr"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
 )
@@ -34,6 +36,15 @@ type restoreFlags struct {
 	segments int
 	threads  int
 	dtype    string
+
+	// SwiftVR
+	srRatio      float64
+	size         string
+	clipLen      int
+	reaeBatch    int
+	ditOverlap   int
+	temporalGrow string
+	dit          string
 }
 
 func newRestore() *cobra.Command {
@@ -58,7 +69,7 @@ exist.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "output video file (required); its directory must exist")
-	fl.StringVar(&f.model, "model", "", "model: a bundled name (see `vsr models`) or an ncnn PATH.param (default: bundled realesr-animevideov3)")
+	fl.StringVar(&f.model, "model", "", "model: a bundled name (see `vsr models`), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.IntVar(&f.scale, "scale", 4, "upscaling factor of the bundled model: 2, 3 or 4")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
@@ -73,8 +84,20 @@ exist.`,
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
+	addSwiftVRFlags(fl, &f)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// addSwiftVRFlags adds the flags of SwiftVR checkpoints.
+func addSwiftVRFlags(fl *pflag.FlagSet, f *restoreFlags) {
+	fl.Float64Var(&f.srRatio, "sr-ratio", 2, "SwiftVR: output size = input size (cropped to a multiple of 8) times this, rounded down to even")
+	fl.StringVar(&f.size, "size", "", "SwiftVR: output size WxH (even numbers; wins over --sr-ratio)")
+	fl.IntVar(&f.clipLen, "clip-len", 24, "SwiftVR: frames per streaming chunk (a multiple of 4)")
+	fl.IntVar(&f.reaeBatch, "reae-frame-batch", 1, "SwiftVR: frames per pass through the autoencoder's per-frame layers (0 = whole chunk)")
+	fl.IntVar(&f.ditOverlap, "dit-overlap", 0, "SwiftVR: previous latents prepended to each middle chunk for the DiT")
+	fl.StringVar(&f.temporalGrow, "temporal-grow", "before", "SwiftVR: run TemporalGrow before its upsample (before, LightX2V's reorder) or after (the official order)")
+	fl.StringVar(&f.dit, "dit", "on", "SwiftVR: on, or off to run the autoencoder only (encode -> decode)")
 }
 
 func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
@@ -95,24 +118,27 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	if err != nil {
 		return err
 	}
-	dev, m, err := setup(cmd, f)
+	ld, err := setup(cmd, f)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	defer m.Close()
-
+	defer ld.Close()
 	total := info.Frames
 	if f.frames > 0 && f.frames < total {
 		total = f.frames
 	}
+	eng, done, err := ld.engine(info, total, f)
+	if err != nil {
+		return err
+	}
+	defer done()
 	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
 	res, err := pipeline.Restore(ctx, pipeline.Request{
 		Input:     input,
 		Output:    f.output,
-		Engine:    compact.Runner{M: m, Tile: f.tile},
-		Batch:     batchSize(f.batch, dev),
-		Segments:  segmentCount(f.segments, dev),
+		Engine:    eng,
+		Batch:     batchSize(f.batch, ld.dev),
+		Segments:  segmentCount(f.segments, ld.dev),
 		MaxFrames: f.frames,
 		Info:      info,
 		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
@@ -127,23 +153,92 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	}
 	if f.progress != "none" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d frames %dx%d in %.1f s (%.2f frames/s) on %s with %s\n",
-			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, dev.Name(), m.Name)
+			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, ld.dev.Name(), ld.name)
 	}
 	return nil
 }
 
+// loaded is a model bound to a device, kept for any number of requests.
+type loaded struct {
+	dev     backend.Backend
+	name    string
+	compact *compact.Model
+	ck      *swiftvr.Checkpoint
+	reae    *swiftvr.ReAE
+}
+
+// Close frees the model and the device.
+func (l *loaded) Close() {
+	if l.compact != nil {
+		l.compact.Close()
+	}
+	if l.reae != nil {
+		l.reae.Close()
+	}
+	if l.ck != nil {
+		l.ck.Close()
+	}
+	l.dev.Close()
+}
+
 // setup opens the device and loads the model onto it.
-func setup(cmd *cobra.Command, f restoreFlags) (backend.Backend, *compact.Model, error) {
+func setup(cmd *cobra.Command, f restoreFlags) (*loaded, error) {
 	dev, err := openDevice(f.device, f.dtype)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	m, err := loadModel(cmd, dev, f)
+	ld := &loaded{dev: dev}
+	if f.model != "" && swiftvr.IsCheckpointDir(f.model) {
+		if ld.ck, err = swiftvr.Open(f.model); err == nil {
+			ld.reae, err = swiftvr.NewReAE(dev, swiftvr.FileSource{F: ld.ck.ReAE})
+		}
+		ld.name = "swiftvr:" + filepath.Base(filepath.Clean(f.model))
+	} else {
+		ld.compact, err = loadModel(cmd, dev, f)
+		if err == nil {
+			ld.name = ld.compact.Name
+		}
+	}
 	if err != nil {
-		dev.Close()
+		ld.Close()
+		return nil, err
+	}
+	return ld, nil
+}
+
+// engine makes the per-request engine for a video; done releases it.
+func (l *loaded) engine(info *video.Info, total int, f restoreFlags) (pipeline.Engine, func(), error) {
+	if l.compact != nil {
+		return compact.Runner{M: l.compact, Tile: f.tile}, func() {}, nil
+	}
+	var sw, sh int
+	if f.size != "" {
+		if _, err := fmt.Sscanf(f.size, "%dx%d", &sw, &sh); err != nil {
+			return nil, nil, fmt.Errorf("--size %q: want WxH, e.g. 2560x1440", f.size)
+		}
+	}
+	ow, oh, err := swiftvr.OutputSize(info.Width, info.Height, f.srRatio, sw, sh)
+	if err != nil {
 		return nil, nil, err
 	}
-	return dev, m, nil
+	switch f.temporalGrow {
+	case "before", "after":
+	default:
+		return nil, nil, fmt.Errorf("--temporal-grow %q: want before or after", f.temporalGrow)
+	}
+	if f.dit != "on" && f.dit != "off" {
+		return nil, nil, fmt.Errorf("--dit %q: want on or off", f.dit)
+	}
+	if f.reaeBatch < 0 || f.ditOverlap < 0 {
+		return nil, nil, fmt.Errorf("--reae-frame-batch and --dit-overlap must be >= 0")
+	}
+	l.reae.TGrowBefore, l.reae.FrameBatch = f.temporalGrow == "before", f.reaeBatch
+	r, err := swiftvr.NewRunner(l.reae, info.Width, info.Height, total, swiftvr.Options{
+		Width: ow, Height: oh, ClipLen: f.clipLen, DiT: f.dit == "on", DiTOverlap: f.ditOverlap})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, r.Close, nil
 }
 
 // openDevice opens the backend for --device. "auto" takes the first GPU
