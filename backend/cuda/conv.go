@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vsr-dev/vsr/backend"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/cudnn"
 )
 
@@ -33,12 +35,30 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 	if p.PadT != p.PadB || p.PadL != p.PadR {
 		return fmt.Errorf("conv: asymmetric padding %d/%d/%d/%d is not supported on the GPU", p.PadT, p.PadL, p.PadB, p.PadR)
 	}
+	// cuDNN's 4-D descriptors count elements in int32: split larger
+	// batches into runs of frames that fit.
+	s, ys := x.shape, y.shape
+	perX, perY := int64(s.H*s.W*s.C), int64(ys.H*ys.W*ys.C)
+	step := int(min(int64(s.N), math.MaxInt32/max(perX, perY)))
+	if step < 1 {
+		return fmt.Errorf("conv: one %dx%dx%d frame is too large for cuDNN", s.W, s.H, max(s.C, ys.C))
+	}
+	for n := 0; n < s.N; n += step {
+		k := min(step, s.N-n)
+		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), y.ptr().Add(int(int64(n)*perY*2))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run convolves n frames of shape s at xp into yp.
+func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvParams, xp, yp cu.DevicePtr) error {
 	dt := cudnn.DataHalf
 	if c.b.dtype == BF16 {
 		dt = cudnn.DataBFloat16
 	}
-	s := x.shape
-	plan, err := c.plans.Get(cudnn.Shape{DType: dt, N: s.N, H: s.H, W: s.W, C: s.C, K: w.out, KH: p.KH, KW: p.KW,
+	plan, err := c.plans.Get(cudnn.Shape{DType: dt, N: n, H: s.H, W: s.W, C: s.C, K: w.out, KH: p.KH, KW: p.KW,
 		PadH: p.PadT, PadW: p.PadL, StrideH: p.StrideH, StrideW: p.StrideW, DilationH: p.DilH, DilationW: p.DilW})
 	if err != nil {
 		return err
@@ -57,7 +77,7 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 	if c.ws != nil {
 		ws = *c.ws
 	}
-	return plan.Forward(c.h, x.ptr(), w.w.ptr, y.ptr(), ws.ptr, int(ws.size))
+	return plan.Forward(c.h, xp, w.w.ptr, yp, ws.ptr, int(ws.size))
 }
 
 func (c *convRunner) close() {

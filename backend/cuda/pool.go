@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
@@ -32,10 +33,24 @@ type pool struct {
 
 func newPool(ctx *cu.Context) *pool { return &pool{ctx: ctx, free: map[int64][]*block{}} }
 
-func roundUp(n int64) int64 { return (n + 511) &^ 511 }
+// sizeClass rounds a request up to its size class: 512-byte steps up to
+// 1 MiB, then four classes per power of two (at most 25% slack), so that
+// tensors of nearby sizes share cached blocks.
+func sizeClass(n int64) int64 {
+	n = (n + 511) &^ 511
+	if n <= 1<<20 {
+		return n
+	}
+	step := int64(1) << (bits.Len64(uint64(n-1)) - 3)
+	return (n + step - 1) / step * step
+}
+
+// maxIdle is how much cached, unused memory a miss may leave in place;
+// beyond it the cache is emptied before allocating anew.
+const maxIdle = 2 << 30
 
 func (p *pool) get(n int64) (*block, error) {
-	n = roundUp(max(n, 1))
+	n = sizeClass(max(n, 1))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l := p.free[n]; len(l) > 0 {
@@ -44,6 +59,9 @@ func (p *pool) get(n int64) (*block, error) {
 		p.use(n)
 		b.refs = 1
 		return b, nil
+	}
+	if p.reserved-p.inUse > maxIdle {
+		p.trim()
 	}
 	buf, err := p.ctx.Alloc(int(n))
 	if errors.Is(err, cu.ErrOutOfMemory) {
