@@ -362,7 +362,7 @@ func TestSizeClass(t *testing.T) {
 	prev := int64(0)
 	for _, n := range []int64{1, 511, 512, 513, 1 << 20, 1<<20 + 1, 3 << 20, 5<<20 + 7, 1 << 30, 1<<30 + 1} {
 		c := sizeClass(n)
-		if c < n || c%512 != 0 || float64(c) > 1.25*float64(max(n, 512)) || c < prev {
+		if c < n || c%512 != 0 || (n > 1<<20 && float64(c) > 1.25*float64(n)) || (n <= 1<<20 && c-n >= 512) || c < prev {
 			t.Errorf("sizeClass(%d) = %d", n, c)
 		}
 		prev = c
