@@ -82,3 +82,42 @@ func OutputSize(w, h int, ratio float64, sizeW, sizeH int) (int, int, error) {
 	}
 	return ow, oh, nil
 }
+
+// DiTInput says what the DiT sees for a chunk (LightX2V's
+// StreamingTransformer.prepare_input): Prefix latents taken from the end of
+// the previous chunk's input latents (zeros when there is no previous
+// chunk) go before the chunk's own latents, the whole runs with RoPE
+// temporal offset Offset (the global latent index of its first latent), and
+// only the chunk's own latents are kept from the output.
+type DiTInput struct {
+	Prefix     int
+	ZeroPrefix bool // the prefix is zeros: there was no previous chunk
+	Offset     int
+}
+
+// DiTInput returns the chunk's DiT input plan for clip length clipLen and
+// dit_overlap overlap. The last chunk is filled up to the usual length
+// (clipLen/4 + 1 latents) with history; middle chunks get overlap history
+// latents; the first chunk gets none.
+func (c Chunk) DiTInput(clipLen, overlap int) DiTInput {
+	offset := c.Start / 4
+	clipLatents := clipLen / 4
+	if c.Last {
+		pad := clipLatents + 1 - c.LatentCount()
+		if pad <= 0 {
+			return DiTInput{Offset: offset}
+		}
+		return DiTInput{Prefix: pad, ZeroPrefix: c.Index == 0, Offset: max(0, offset-pad)}
+	}
+	if c.Index == 0 || overlap <= 0 {
+		return DiTInput{Offset: offset}
+	}
+	// The history holds the previous chunk's latents: clipLen/4 of them
+	// (plus one after the first chunk, which has an extra latent).
+	prev := clipLatents
+	if c.Index == 1 {
+		prev++
+	}
+	k := min(overlap, prev)
+	return DiTInput{Prefix: k, Offset: offset - k}
+}

@@ -59,3 +59,26 @@ func TestOutputSize(t *testing.T) {
 		}
 	}
 }
+
+func TestDiTInput(t *testing.T) {
+	cs, _ := PlanChunks(361, 24)
+	// First chunk: 7 latents at offset 0; middle chunk i starts at latent
+	// 7 + 6*(i-1); the last chunk (21 frames, 6 latents) borrows one latent.
+	if d := cs[0].DiTInput(24, 0); d != (DiTInput{Offset: 0}) {
+		t.Errorf("first: %+v", d)
+	}
+	if d := cs[1].DiTInput(24, 0); d != (DiTInput{Offset: 7}) {
+		t.Errorf("second: %+v", d)
+	}
+	if d := cs[3].DiTInput(24, 2); d != (DiTInput{Prefix: 2, Offset: 19 - 2}) {
+		t.Errorf("overlap 2: %+v", d)
+	}
+	if d := cs[14].DiTInput(24, 0); d != (DiTInput{Prefix: 1, Offset: 85 - 1}) || cs[14].LatentCount() != 6 {
+		t.Errorf("last: %+v (%d latents)", d, cs[14].LatentCount())
+	}
+	// A single short chunk is filled with zeros.
+	one, _ := PlanChunks(9, 24)
+	if d := one[0].DiTInput(24, 0); d != (DiTInput{Prefix: 4, ZeroPrefix: true, Offset: 0}) {
+		t.Errorf("single chunk of 9 frames: %+v", d)
+	}
+}
