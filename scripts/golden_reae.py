@@ -23,7 +23,11 @@ It writes, into OUT_DIR:
   reae_latent.f32        encoder output (2, 2, 3, 8) NHWC
   reae_out.f32           decoder output (8, 32, 48, 3) NHWC, before clamping
 
-Usage: python3 scripts/golden_reae.py OUT_DIR
+With a second argument, the weights are read from that reae.safetensors
+instead (a checkpoint written by `vsr checkpoint synth --preset tiny`, read by
+the minimal reader below) and the outputs are named reae_synth_*.f32.
+
+Usage: python3 scripts/golden_reae.py OUT_DIR [REAE.safetensors]
 """
 import json, struct, sys
 import numpy as np
@@ -70,6 +74,20 @@ def make_weights(seed=20261129):
         conv(f"decoder.{base + 5}", DEC[i + 1], c, 3, False)
     conv("decoder.22", 12, DEC[3], 3, True, 0.5)
     return w
+
+
+def load_safetensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    base, out = 8 + n, {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F32", (name, t["dtype"])
+        b, e = t["data_offsets"]
+        out[name] = np.frombuffer(data[base + b:base + e], dtype="<f4").reshape(t["shape"]).copy()
+    return out
 
 
 def save_safetensors(path, tensors):
@@ -133,14 +151,13 @@ class Clamp(nn.Module):
 
 
 def build():
-    e = ENC
+    e, d = ENC, DEC
     enc = nn.Sequential(
         nn.Conv2d(12, e, 3, padding=1), nn.ReLU(),
         TPool(e, 2), nn.Conv2d(e, e, 3, stride=2, padding=1, bias=False), Mem(e), Mem(e), Mem(e),
         TPool(e, 2), nn.Conv2d(e, e, 3, stride=2, padding=1, bias=False), Mem(e), Mem(e), Mem(e),
         TPool(e, 1), nn.Conv2d(e, e, 3, stride=2, padding=1, bias=False), Mem(e), Mem(e), Mem(e),
         nn.Conv2d(e, LAT, 3, padding=1))
-    d = DEC
     dec = nn.Sequential(
         Clamp(), nn.Conv2d(LAT, d[0], 3, padding=1), nn.ReLU(),
         Mem(d[0]), Mem(d[0]), Mem(d[0]), nn.Upsample(scale_factor=2), TGrow(d[0], 1), nn.Conv2d(d[0], d[1], 3, padding=1, bias=False),
@@ -153,10 +170,18 @@ def build():
 
 
 def main():
+    global ENC, DEC, LAT
     out = sys.argv[1]
     torch.backends.cudnn.allow_tf32 = False
-    weights = make_weights()
-    save_safetensors(f"{out}/reae_tiny.safetensors", weights)
+    prefix = "reae"
+    if len(sys.argv) > 2:
+        weights = load_safetensors(sys.argv[2])
+        prefix = "reae_synth"
+        ENC, LAT = weights["encoder.0.weight"].shape[0], weights["encoder.17.weight"].shape[0]
+        DEC = [weights[f"decoder.{i}.weight"].shape[0] for i in (1, 8, 14, 20)]
+    else:
+        weights = make_weights()
+        save_safetensors(f"{out}/reae_tiny.safetensors", weights)
     m = build().eval()
     m.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=True)
     rng = np.random.default_rng(7)
@@ -165,9 +190,9 @@ def main():
         t = torch.from_numpy(x).permute(0, 3, 1, 2)
         z = m.encoder(F.pixel_unshuffle(t, 2))
         y = F.pixel_shuffle(m.decoder(z), 2)
-    x.astype("<f4").tofile(f"{out}/reae_in.f32")
-    z.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(f"{out}/reae_latent.f32")
-    y.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(f"{out}/reae_out.f32")
+    x.astype("<f4").tofile(f"{out}/{prefix}_in.f32")
+    z.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(f"{out}/{prefix}_latent.f32")
+    y.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(f"{out}/{prefix}_out.f32")
     print("latent", tuple(z.shape), float(z.std()), "out", tuple(y.shape), float(y.mean()), float(y.std()))
     print("torch", torch.__version__)
 

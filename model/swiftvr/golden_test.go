@@ -74,3 +74,53 @@ func TestReAEGolden(t *testing.T) {
 		}
 	}
 }
+
+// goldenCase runs the ReAE of a fixture checkpoint on b over the fixture's
+// 8 input frames (two chunks of 4) and returns the latents and outputs.
+func goldenCase(t *testing.T, b backend.Backend, weights, prefix string) (z, y, wantZ, wantY []float32) {
+	t.Helper()
+	f, err := safetensors.Open("../../testdata/reae/" + weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReAE(b, FileSource{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	in := readF32(t, "../../testdata/reae/"+prefix+"_in.f32")
+	x, err := b.Upload(backend.Shape{N: 8, H: 32, W: 48, C: 3}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := r.NewState()
+	defer st.Free()
+	for start := 0; start < 8; start += 4 {
+		piece, _ := b.Frames(x, start, 4)
+		zt, err := r.Encode(piece, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		yt, err := r.Decode(zt, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zv, _ := b.Download(zt)
+		yv, _ := b.Download(yt)
+		z, y = append(z, zv...), append(y, yv...)
+	}
+	return z, y, readF32(t, "../../testdata/reae/"+prefix+"_latent.f32"), readF32(t, "../../testdata/reae/"+prefix+"_out.f32")
+}
+
+// TestReAESynthGolden checks the ReAE of the tiny synthetic checkpoint
+// (`vsr checkpoint synth --preset tiny`, seed 1) against the independent
+// PyTorch implementation.
+func TestReAESynthGolden(t *testing.T) {
+	z, y, wz, wy := goldenCase(t, cpu.New(0), "synth_tiny_reae.safetensors", "reae_synth")
+	ez, ey := rel(z, wz), rel(y, wy)
+	if ez > 1e-4 || ey > 1e-4 || math.IsNaN(ez+ey) {
+		t.Errorf("relative error latent %.3g, output %.3g; want < 1e-4", ez, ey)
+	}
+	t.Logf("relative error latent %.3g, output %.3g", ez, ey)
+}

@@ -77,6 +77,33 @@ func TestReAEOnGPU(t *testing.T) {
 	}
 }
 
+// TestReAEGoldenGPU checks the GPU ReAE of the tiny synthetic checkpoint
+// against the independent PyTorch implementation, in fp16 and bf16.
+func TestReAEGoldenGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
+		g, err := cuda.Open("cuda:0", dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, y, wz, wy := goldenCase(t, g, "synth_tiny_reae.safetensors", "reae_synth")
+		ez, ey := rel(z, wz), rel(y, wy)
+		bound := map[cuda.DType]float64{cuda.F16: 1e-2, cuda.BF16: 5e-2}[dt]
+		if ez > bound || ey > bound || math.IsNaN(ez+ey) {
+			t.Errorf("%v: relative error latent %.3g, output %.3g; bound %.3g", dt, ez, ey, bound)
+		}
+		t.Logf("%v: relative error against PyTorch float32: latent %.3g, output %.3g", dt, ez, ey)
+		g.Close()
+	}
+}
+
 func rel(got, want []float32) float64 {
 	var n, d float64
 	for i := range want {
