@@ -46,3 +46,74 @@ func ResizeWindows(s Shape, mode ResizeMode, oh, ow int, src, dst Window) (Windo
 	}
 	return src, dst, nil
 }
+
+// FramesShape checks Frames(x, start, n) on an s-shaped x.
+func FramesShape(s Shape, start, n int) (Shape, error) {
+	if start < 0 || n <= 0 || start+n > s.N {
+		return Shape{}, fmt.Errorf("frames [%d, %d) of a %d-frame tensor", start, start+n, s.N)
+	}
+	return Shape{N: n, H: s.H, W: s.W, C: s.C}, nil
+}
+
+// ConcatShape checks ConcatFrames of tensors of the given shapes.
+func ConcatShape(shapes []Shape) (Shape, error) {
+	if len(shapes) == 0 {
+		return Shape{}, fmt.Errorf("concat of no tensors")
+	}
+	out := shapes[0]
+	for _, p := range shapes[1:] {
+		if p.H != out.H || p.W != out.W || p.C != out.C {
+			return Shape{}, fmt.Errorf("concat of frames %v and %v", shapes[0], p)
+		}
+		out.N += p.N
+	}
+	return out, nil
+}
+
+// ConcatPrevShape checks ConcatPrev(x, prev); prev may be nil.
+func ConcatPrevShape(s Shape, prev *Shape) (Shape, error) {
+	if prev != nil && *prev != (Shape{N: 1, H: s.H, W: s.W, C: s.C}) {
+		return Shape{}, fmt.Errorf("previous frame %v does not fit frames %v", *prev, s)
+	}
+	return Shape{N: s.N, H: s.H, W: s.W, C: 2 * s.C}, nil
+}
+
+// FoldShape checks FoldFrames(x, st).
+func FoldShape(s Shape, st int) (Shape, error) {
+	if st <= 0 || s.N%st != 0 {
+		return Shape{}, fmt.Errorf("fold %d frames by %d", s.N, st)
+	}
+	return Shape{N: s.N / st, H: s.H, W: s.W, C: s.C * st}, nil
+}
+
+// UnfoldShape checks UnfoldFrames(x, st).
+func UnfoldShape(s Shape, st int) (Shape, error) {
+	if st <= 0 || s.C%st != 0 {
+		return Shape{}, fmt.Errorf("unfold %d channels by %d", s.C, st)
+	}
+	return Shape{N: s.N * st, H: s.H, W: s.W, C: s.C / st}, nil
+}
+
+// UnshuffleShape checks PixelUnshuffle(x, r).
+func UnshuffleShape(s Shape, r int) (Shape, error) {
+	if r <= 0 || s.H%r != 0 || s.W%r != 0 {
+		return Shape{}, fmt.Errorf("pixel unshuffle by %d: %dx%d is not a multiple", r, s.W, s.H)
+	}
+	return Shape{N: s.N, H: s.H / r, W: s.W / r, C: s.C * r * r}, nil
+}
+
+// CropPadShape checks CropPad(x, h, w).
+func CropPadShape(s Shape, h, w int) (Shape, error) {
+	if h <= 0 || w <= 0 {
+		return Shape{}, fmt.Errorf("crop/pad to %dx%d", w, h)
+	}
+	return Shape{N: s.N, H: h, W: w, C: s.C}, nil
+}
+
+// ShuffleAddShape checks ShuffleAddNearest(x, base, r).
+func ShuffleAddShape(x, base Shape, r int) (Shape, error) {
+	if r <= 0 || x.C != base.C*r*r || x.N != base.N || x.H != base.H || x.W != base.W {
+		return Shape{}, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", x, base, r)
+	}
+	return Shape{N: x.N, H: x.H * r, W: x.W * r, C: base.C}, nil
+}

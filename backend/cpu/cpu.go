@@ -439,11 +439,11 @@ func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backe
 		return nil, err
 	}
 	xs, bs := x.shape, base.shape
-	if r <= 0 || xs.C != bs.C*r*r || xs.N != bs.N || xs.H != bs.H || xs.W != bs.W {
-		return nil, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", xs, bs, r)
+	os, err := backend.ShuffleAddShape(xs, bs, r)
+	if err != nil {
+		return nil, err
 	}
 	oc := bs.C
-	os := backend.Shape{N: xs.N, H: xs.H * r, W: xs.W * r, C: oc}
 	out := b.alloc(os)
 	b.parallel(xs.N*xs.H, func(row int) {
 		n, y := row/xs.H, row%xs.H

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -14,10 +13,10 @@ func (b *Backend) PixelUnshuffle(xt backend.Tensor, r int) (backend.Tensor, erro
 		return nil, err
 	}
 	s := x.shape
-	if r <= 0 || s.H%r != 0 || s.W%r != 0 {
-		return nil, fmt.Errorf("pixel unshuffle by %d: %dx%d is not a multiple", r, s.W, s.H)
+	os, err := backend.UnshuffleShape(s, r)
+	if err != nil {
+		return nil, err
 	}
-	os := backend.Shape{N: s.N, H: s.H / r, W: s.W / r, C: s.C * r * r}
 	out := b.alloc(os)
 	b.parallel(os.N*os.H, func(row int) {
 		n, y := row/os.H, row%os.H
@@ -42,10 +41,11 @@ func (b *Backend) CropPad(xt backend.Tensor, h, w int) (backend.Tensor, error) {
 		return nil, err
 	}
 	s := x.shape
-	if h <= 0 || w <= 0 {
-		return nil, fmt.Errorf("crop/pad to %dx%d", w, h)
+	os, err := backend.CropPadShape(s, h, w)
+	if err != nil {
+		return nil, err
 	}
-	out := b.alloc(backend.Shape{N: s.N, H: h, W: w, C: s.C})
+	out := b.alloc(os)
 	cw := min(w, s.W) * s.C
 	b.parallel(s.N*h, func(row int) {
 		n, y := row/h, row%h
@@ -67,35 +67,32 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 		return nil, err
 	}
 	s := x.shape
-	if start < 0 || n <= 0 || start+n > s.N {
-		return nil, fmt.Errorf("frames [%d, %d) of a %d-frame tensor", start, start+n, s.N)
+	os, err := backend.FramesShape(s, start, n)
+	if err != nil {
+		return nil, err
 	}
 	fs := s.H * s.W * s.C
-	out := b.alloc(backend.Shape{N: n, H: s.H, W: s.W, C: s.C})
+	out := b.alloc(os)
 	copy(out.Data, x.Data[start*fs:(start+n)*fs])
 	return out, nil
 }
 
 // ConcatFrames stacks tensors along time.
 func (b *Backend) ConcatFrames(ts ...backend.Tensor) (backend.Tensor, error) {
-	if len(ts) == 0 {
-		return nil, fmt.Errorf("concat of no tensors")
-	}
-	var parts []*Tensor
-	n := 0
-	for _, t := range ts {
+	parts := make([]*Tensor, len(ts))
+	shapes := make([]backend.Shape, len(ts))
+	for i, t := range ts {
 		x, err := b.tensor(t)
 		if err != nil {
 			return nil, err
 		}
-		if p := x.shape; len(parts) > 0 && (p.H != parts[0].shape.H || p.W != parts[0].shape.W || p.C != parts[0].shape.C) {
-			return nil, fmt.Errorf("concat of frames %v and %v", parts[0].shape, p)
-		}
-		parts = append(parts, x)
-		n += x.shape.N
+		parts[i], shapes[i] = x, x.shape
 	}
-	s := parts[0].shape
-	out := b.alloc(backend.Shape{N: n, H: s.H, W: s.W, C: s.C})
+	os, err := backend.ConcatShape(shapes)
+	if err != nil {
+		return nil, err
+	}
+	out := b.alloc(os)
 	off := 0
 	for _, p := range parts {
 		off += copy(out.Data[off:], p.Data)
@@ -111,17 +108,19 @@ func (b *Backend) ConcatPrev(xt, prevt backend.Tensor) (backend.Tensor, error) {
 	}
 	s := x.shape
 	var prev []float32
+	var ps *backend.Shape
 	if prevt != nil {
 		p, err := b.tensor(prevt)
 		if err != nil {
 			return nil, err
 		}
-		if p.shape != (backend.Shape{N: 1, H: s.H, W: s.W, C: s.C}) {
-			return nil, fmt.Errorf("previous frame %v does not fit frames %v", p.shape, s)
-		}
-		prev = p.Data
+		prev, ps = p.Data, &p.shape
 	}
-	out := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2 * s.C})
+	os, err := backend.ConcatPrevShape(s, ps)
+	if err != nil {
+		return nil, err
+	}
+	out := b.alloc(os)
 	px := s.H * s.W
 	b.parallel(s.N*s.H, func(row int) {
 		n, y := row/s.H, row%s.H
@@ -149,10 +148,11 @@ func (b *Backend) FoldFrames(xt backend.Tensor, st int) (backend.Tensor, error) 
 		return nil, err
 	}
 	s := x.shape
-	if st <= 0 || s.N%st != 0 {
-		return nil, fmt.Errorf("fold %d frames by %d", s.N, st)
+	os, err := backend.FoldShape(s, st)
+	if err != nil {
+		return nil, err
 	}
-	out := b.alloc(backend.Shape{N: s.N / st, H: s.H, W: s.W, C: s.C * st})
+	out := b.alloc(os)
 	px := s.H * s.W
 	b.parallel(s.N, func(f int) {
 		g, j := f/st, f%st
@@ -170,11 +170,12 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 		return nil, err
 	}
 	s := x.shape
-	if st <= 0 || s.C%st != 0 {
-		return nil, fmt.Errorf("unfold %d channels by %d", s.C, st)
+	os, err := backend.UnfoldShape(s, st)
+	if err != nil {
+		return nil, err
 	}
-	c := s.C / st
-	out := b.alloc(backend.Shape{N: s.N * st, H: s.H, W: s.W, C: c})
+	c := os.C
+	out := b.alloc(os)
 	px := s.H * s.W
 	b.parallel(s.N*st, func(f int) {
 		g, j := f/st, f%st

@@ -423,15 +423,19 @@ func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backe
 		return nil, err
 	}
 	xs, bs := x.shape, base.shape
-	if bs.C != 3 || xs.C != 3*r*r || xs.N != bs.N || xs.H != bs.H || xs.W != bs.W {
-		return nil, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", xs, bs, r)
+	os, err := backend.ShuffleAddShape(xs, bs, r)
+	if err != nil {
+		return nil, err
+	}
+	if bs.C != 3 {
+		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
 	}
 	// Hold our own references, so the caller may free its tensors.
 	b.pool.retain(x.buf)
 	b.pool.retain(base.buf)
 	lx := &Tensor{shape: xs, buf: x.buf, b: b}
 	lb := &Tensor{shape: bs, buf: base.buf, b: b}
-	return &Tensor{shape: backend.Shape{N: xs.N, H: xs.H * r, W: xs.W * r, C: 3}, b: b, lazy: &lazyShuffle{x: lx, base: lb, r: r, order: order}}, nil
+	return &Tensor{shape: os, b: b, lazy: &lazyShuffle{x: lx, base: lb, r: r, order: order}}, nil
 }
 
 // shuffleAddInto runs the fused kernel writing mode 0 (storage type),
