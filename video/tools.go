@@ -153,12 +153,13 @@ func passthroughArgs(ctx context.Context, ffmpeg string) []string {
 	return args
 }
 
-// command builds a child that dies with ctx. Its stderr must be set by the
-// caller; WaitDelay keeps Wait from hanging on pipes a killed child left
-// behind.
+// command builds a child that dies with ctx (and, on Linux, with this
+// process). Its stderr must be set by the caller; WaitDelay keeps Wait from
+// hanging on pipes a killed child left behind.
 func command(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.WaitDelay = 5 * time.Second
+	dieWithParent(cmd)
 	return cmd
 }
 
