@@ -183,30 +183,25 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}()
 	var segFiles []string
 	for i, p := range parts {
+		streams[i].frames = p.count
+		if req.Discard {
+			streams[i].sink = discard{}
+			continue
+		}
 		e := enc
 		e.ExpectFrames = p.count
 		out := req.Output
-		if nseg == 1 {
-			if info.HasAudio && e.AudioFrom == "" {
-				e.AudioFrom, e.AudioDuration = req.Input, audioDur
-			}
-		} else {
-			e.AudioFrom = ""
+		if nseg > 1 { // audio is muxed in when the segments are joined
 			out = segmentPath(req.Output, i)
 			segFiles = append(segFiles, out)
+		} else if info.HasAudio {
+			e.AudioFrom, e.AudioDuration = req.Input, audioDur
 		}
-		var sink Sink = discard{}
-		if req.Discard {
-			segFiles = nil
-		} else {
-			enc, err := video.NewEncoder(ctx, out, e)
-			if err != nil {
-				return nil, err
-			}
-			sink = enc
+		sink, err := video.NewEncoder(ctx, out, e)
+		if err != nil {
+			return nil, err
 		}
 		streams[i].sink = sink
-		streams[i].frames = p.count
 	}
 	for i, p := range parts {
 		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count})
