@@ -138,6 +138,7 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 	if err != nil {
 		return err
 	}
+	defer frames.Free()
 	// Run this batch's chunk, then any chunk of padding only after it.
 	var outs []backend.Tensor
 	defer func() {
@@ -148,24 +149,21 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 	used := 0
 	for e.next < len(e.chunks) {
 		if err := ctx.Err(); err != nil {
-			frames.Free()
 			return err
 		}
 		c := e.chunks[e.next]
-		real := c.realFrames(e.frames)
-		if real > 0 && used > 0 {
+		n := c.realFrames(e.frames)
+		if n > 0 && used > 0 {
 			break
 		}
-		y, err := e.chunk(c, frames, used, real)
+		y, err := e.chunk(c, frames, used, n)
 		if err != nil {
-			frames.Free()
 			return err
 		}
 		outs = append(outs, y)
-		used += real
+		used += n
 		e.next++
 	}
-	frames.Free()
 	y, err := b.ConcatFrames(outs...)
 	if err != nil {
 		return err
@@ -197,10 +195,10 @@ func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
 	return p, err
 }
 
-// chunk encodes and decodes chunk c, whose first real frames are frames
-// [from, from+real) of x, padded with the video's last frame, and returns
+// chunk encodes and decodes chunk c, whose first n real frames are frames
+// [from, from+n) of x, padded with the video's last frame, and returns
 // its output frames.
-func (e *Runner) chunk(c Chunk, x backend.Tensor, from, real int) (backend.Tensor, error) {
+func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, error) {
 	b := e.r.b
 	var parts []backend.Tensor
 	defer func() {
@@ -208,19 +206,19 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, real int) (backend.Tenso
 			p.Free()
 		}
 	}()
-	if real > 0 {
-		p, err := b.Frames(x, from, real)
+	if n > 0 {
+		p, err := b.Frames(x, from, n)
 		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, p)
-		if c.Start+real == e.frames { // the video's last frame: keep it for padding
-			if e.last, err = b.Frames(p, real-1, 1); err != nil {
+		if c.Start+n == e.frames { // the video's last frame: keep it for padding
+			if e.last, err = b.Frames(p, n-1, 1); err != nil {
 				return nil, err
 			}
 		}
 	}
-	pad := c.N - real
+	pad := c.N - n
 	if c.Last {
 		pad += 3 // the encoder sees 3 more copies of the final frame
 	}
