@@ -1,0 +1,591 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxJSON bounds a JSON request body.
+const maxJSON = 1 << 20
+
+// Handler returns the service's HTTP API.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tasks/video/{$}", s.handleCreate)
+	mux.HandleFunc("POST /v1/tasks/video/upload", s.handleUpload)
+	mux.HandleFunc("GET /v1/tasks/{$}", s.handleList)
+	mux.HandleFunc("GET /v1/tasks/queue/status", s.handleQueue)
+	mux.HandleFunc("GET /v1/tasks/{id}/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/tasks/{id}/result", s.handleResult)
+	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handleCancel)
+	mux.HandleFunc("GET /v1/service/status", s.handleServiceStatus)
+	mux.HandleFunc("GET /v1/service/metadata", s.handleMetadata)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	// The same paths with other methods: 405 as JSON (the mux's own is text).
+	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
+		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata", "/healthz", "/metrics"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return s.auth(mux)
+}
+
+// auth requires the bearer token, when one is configured, on every
+// endpoint but /healthz. The comparison takes the same time whatever the
+// token sent.
+func (s *Service) auth(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.cfg.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vsr"`)
+				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": oneLine(msg)})
+}
+
+// decodeRequest reads one JSON object into req, refusing unknown fields
+// and wrong types with a message that names the field.
+func decodeRequest(body io.Reader, req *Request) (int, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return http.StatusBadRequest, errors.New("invalid JSON: data after the request object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return http.StatusBadRequest, errors.New("invalid JSON: data after the request object")
+	}
+	return 0, nil
+}
+
+func jsonError(err error) (int, error) {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var me *http.MaxBytesError
+	switch {
+	case errors.As(err, &me):
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", me.Limit)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return http.StatusBadRequest, fmt.Errorf("the request must be a JSON object, not %s", te.Value)
+		}
+		return http.StatusBadRequest, fmt.Errorf("field %q: want %s, got %s", field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return http.StatusBadRequest, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
+	case errors.Is(err, io.EOF):
+		return http.StatusBadRequest, errors.New("empty request body: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return http.StatusBadRequest, errors.New("invalid JSON: unexpected end of the body")
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return http.StatusBadRequest, fmt.Errorf("unknown field %s", f)
+	}
+	return http.StatusBadRequest, fmt.Errorf("invalid request: %v", err)
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
+}
+
+// check validates a decoded request's values.
+func (s *Service) check(r *Request) error {
+	switch {
+	case r.SRRatio < 0 || r.SRRatio > 16:
+		return fmt.Errorf("field \"sr_ratio\": want a number in (0, 16]")
+	case r.Size != nil && (len(r.Size) != 2 || r.Size[0] <= 0 || r.Size[1] <= 0 || r.Size[0] > 16384 || r.Size[1] > 16384):
+		return fmt.Errorf("field \"size\": want [height, width] with both in 1..16384")
+	case r.CRF != nil && (*r.CRF < -1 || *r.CRF > 63):
+		return fmt.Errorf("field \"crf\": want -1..63")
+	case r.ClipLen < 0 || r.MaxFrames < 0 || r.Tile < 0 || r.Batch < 0 || r.Batch > 256 || r.Segments < 0 || r.Segments > 64:
+		return fmt.Errorf("fields clip_len, max_frames, tile must be >= 0, batch 0..256, segments 0..64")
+	case r.TaskID != "" && !validID(r.TaskID):
+		return fmt.Errorf("field \"task_id\": want 1 to 64 letters, digits, '-', '_' or '.'")
+	}
+	for name, v := range map[string]string{"codec": r.Codec, "preset": r.Preset, "pix_fmt": r.PixFmt} {
+		for _, c := range v {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				return fmt.Errorf("field %q: %q is not a name", name, v)
+			}
+		}
+	}
+	if v, ok := s.runner.(Validator); ok {
+		return v.Validate(r)
+	}
+	return nil
+}
+
+func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req Request
+	if code, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxJSON), &req); err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	s.create(w, &req, "")
+}
+
+// create validates req, resolves its paths and queues it. upload is the
+// path of an uploaded input, removed if the task is refused.
+func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
+	refuse := func(code int, msg string) {
+		if upload != "" {
+			os.Remove(upload)
+		}
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		writeError(w, code, msg)
+	}
+	if err := s.check(req); err != nil {
+		refuse(http.StatusBadRequest, err.Error())
+		return
+	}
+	t := &Task{ID: req.TaskID, Request: *req}
+	if t.ID == "" {
+		t.ID = newID()
+	}
+	var err error
+	if upload != "" {
+		t.Input, t.Upload = upload, true
+	} else if t.Input, err = resolveInput(s.cfg.InputRoot, req.VideoPath); err != nil {
+		refuse(err.(*pathError).code, err.Error())
+		return
+	}
+	if t.Output, err = resolveOutput(s.cfg.OutputRoot, req.SaveResultPath, t.ID); err != nil {
+		refuse(err.(*pathError).code, err.Error())
+		return
+	}
+	if t.Output == t.Input {
+		refuse(http.StatusBadRequest, "save_result_path is the input file")
+		return
+	}
+	switch err := s.submit(t); {
+	case errors.Is(err, ErrQueueFull):
+		refuse(http.StatusServiceUnavailable, fmt.Sprintf("task queue is full (max %d pending tasks)", s.cfg.MaxQueue))
+		return
+	case errors.Is(err, errDuplicate):
+		refuse(http.StatusConflict, fmt.Sprintf("task_id %q exists", t.ID))
+		return
+	case err != nil:
+		refuse(http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{
+		"task_id": t.ID, "task_status": string(Pending), "save_result_path": t.Output})
+}
+
+// uploadFields maps form field names to whether their JSON value is a
+// string (else the form value is read as JSON: numbers, arrays).
+var uploadFields = func() map[string]bool {
+	m := map[string]bool{}
+	rt := reflect.TypeFor[Request]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" && name != "video_path" {
+			m[name] = rt.Field(i).Type.Kind() == reflect.String
+		}
+	}
+	return m
+}()
+
+// handleUpload takes a multipart form: the video in part "video" and the
+// request's other fields as form values. The video is stored in the input
+// root under a unique name.
+func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		writeError(w, http.StatusBadRequest, "want a multipart/form-data body with a file part \"video\"")
+		return
+	}
+	if r.ContentLength > s.cfg.MaxUpload+maxJSON {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload+maxJSON)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "multipart body: "+err.Error())
+		return
+	}
+	fields := map[string]json.RawMessage{}
+	var upload string
+	fail := func(code int, msg string) {
+		if upload != "" {
+			os.Remove(upload)
+		}
+		writeError(w, code, msg)
+	}
+	tooLarge := func(err error) bool {
+		var me *http.MaxBytesError
+		return errors.As(err, &me)
+	}
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if tooLarge(err) {
+				fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
+			} else {
+				fail(http.StatusBadRequest, "multipart body: "+err.Error())
+			}
+			return
+		}
+		name := p.FormName()
+		if name == "video" {
+			if upload != "" {
+				fail(http.StatusBadRequest, "more than one \"video\" part")
+				return
+			}
+			var code int
+			upload, code, err = s.saveUpload(p)
+			if err != nil {
+				fail(code, err.Error())
+				return
+			}
+			continue
+		}
+		isString, ok := uploadFields[name]
+		if !ok {
+			fail(http.StatusBadRequest, fmt.Sprintf("unknown field %q", name))
+			return
+		}
+		v, err := io.ReadAll(io.LimitReader(p, 64<<10))
+		if err != nil {
+			if tooLarge(err) {
+				fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
+			} else {
+				fail(http.StatusBadRequest, "multipart body: "+err.Error())
+			}
+			return
+		}
+		if isString {
+			v, _ = json.Marshal(string(v))
+		} else if !json.Valid(v) {
+			fail(http.StatusBadRequest, fmt.Sprintf("field %q: %q is not a number or a JSON array", name, v))
+			return
+		}
+		fields[name] = v
+	}
+	if upload == "" {
+		fail(http.StatusBadRequest, "no file part \"video\"")
+		return
+	}
+	body, _ := json.Marshal(fields)
+	var req Request
+	if code, err := decodeRequest(bytes.NewReader(body), &req); err != nil {
+		fail(code, err.Error())
+		return
+	}
+	req.VideoPath = upload
+	s.create(w, &req, upload)
+}
+
+// saveUpload copies an uploaded file into the input root: first to a
+// hidden temporary, renamed when complete.
+func (s *Service) saveUpload(p io.Reader) (string, int, error) {
+	ext := ""
+	if fp, ok := p.(interface{ FileName() string }); ok {
+		ext = strings.ToLower(filepath.Ext(fp.FileName()))
+	}
+	if len(ext) > 10 || strings.ContainsFunc(ext[min(1, len(ext)):], func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+	}) {
+		ext = ""
+	}
+	f, err := os.CreateTemp(s.cfg.InputRoot, ".upload-*"+ext)
+	if err != nil {
+		return "", http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
+	}
+	n, err := io.Copy(f, io.LimitReader(p, s.cfg.MaxUpload+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > s.cfg.MaxUpload {
+		err = &http.MaxBytesError{Limit: s.cfg.MaxUpload}
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		var me *http.MaxBytesError
+		if errors.As(err, &me) {
+			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
+		}
+		return "", http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
+	}
+	final := filepath.Join(s.cfg.InputRoot, "upload-"+newID()+ext)
+	if err := os.Rename(f.Name(), final); err != nil {
+		os.Remove(f.Name())
+		return "", http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
+	}
+	return final, 0, nil
+}
+
+// statusView is a task as GET /v1/tasks/{id}/status shows it: LightX2V's
+// fields (task_id, status, start_time, end_time, error, save_result_path)
+// and vsr's.
+type statusView struct {
+	TaskID         string     `json:"task_id"`
+	Status         Status     `json:"status"`
+	StartTime      *time.Time `json:"start_time"`
+	EndTime        *time.Time `json:"end_time"`
+	Error          *string    `json:"error"`
+	SaveResultPath string     `json:"save_result_path"`
+
+	VideoPath    string    `json:"video_path"`
+	CreateTime   time.Time `json:"create_time"`
+	Progress     progress  `json:"progress"`
+	QueueSeconds float64   `json:"queue_seconds"`
+	RunSeconds   float64   `json:"run_seconds"`
+	Attempts     int       `json:"attempts"`
+	QueuePos     int       `json:"queue_position,omitempty"`
+	Request      Request   `json:"request"`
+	Width        int       `json:"width,omitempty"`
+	Height       int       `json:"height,omitempty"`
+	FPS          float64   `json:"fps,omitempty"`
+}
+
+type progress struct {
+	Done    int     `json:"frames_done"`
+	Total   int     `json:"frames_total"`
+	Percent float64 `json:"percent"`
+}
+
+func view(t *Task, pos int) statusView {
+	v := statusView{
+		TaskID: t.ID, Status: t.Status, StartTime: t.Started, EndTime: t.Ended,
+		SaveResultPath: t.Output, VideoPath: t.Input, CreateTime: t.Created,
+		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
+		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
+		Width: t.Width, Height: t.Height, FPS: t.FPS,
+	}
+	if t.Error != "" {
+		v.Error = &t.Error
+	}
+	if t.FramesTotal > 0 {
+		v.Progress.Percent = float64(int(1000*float64(t.FramesDone)/float64(t.FramesTotal))) / 10
+	}
+	now := time.Now()
+	if t.Started != nil {
+		v.QueueSeconds = t.Started.Sub(t.Created).Seconds()
+		end := now
+		if t.Ended != nil {
+			end = *t.Ended
+		}
+		v.RunSeconds = end.Sub(*t.Started).Seconds()
+	} else if t.Ended != nil {
+		v.QueueSeconds = t.Ended.Sub(t.Created).Seconds()
+	} else {
+		v.QueueSeconds = now.Sub(t.Created).Seconds()
+	}
+	return v
+}
+
+func (s *Service) queuePos(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.queue {
+		if q == id {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
+	out := map[string]statusView{}
+	for _, t := range s.list() {
+		out[t.ID] = view(t, 0)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "task not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, view(t, s.queuePos(t.ID)))
+}
+
+func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "task not found")
+		return
+	}
+	if t.Status != Completed {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
+		return
+	}
+	real, err := filepath.EvalSymlinks(t.Output)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "task result file does not exist")
+		return
+	}
+	if !within(s.cfg.OutputRoot, real) {
+		writeError(w, http.StatusForbidden, "access to this file is not allowed")
+		return
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "task result file does not exist")
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		writeError(w, http.StatusNotFound, "task result file does not exist")
+		return
+	}
+	name := filepath.Base(real)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	if ct := mime.TypeByExtension(filepath.Ext(name)); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	} else {
+		w.Header().Set("Content-Type", "application/octet-stream")
+	}
+	http.ServeContent(w, r, name, st.ModTime(), f)
+}
+
+func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	defer cancel()
+	res, t := s.cancel(ctx, r.PathValue("id"))
+	switch res {
+	case cancelNotFound:
+		writeError(w, http.StatusNotFound, "task not found")
+	case cancelDone:
+		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "success", "reason": "Task stopped successfully.", "status": string(t.Status)})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "do_nothing", "reason": fmt.Sprintf("Task already %s.", t.Status), "status": string(t.Status)})
+	}
+}
+
+func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	var cur any
+	if s.current != nil {
+		cur = s.current.ID
+	}
+	pending := len(s.queue)
+	active := pending
+	if s.current != nil {
+		active++
+	}
+	out := map[string]any{
+		"is_processing":   s.current != nil,
+		"current_task":    cur,
+		"pending_count":   pending,
+		"active_count":    active,
+		"queue_size":      s.cfg.MaxQueue,
+		"queue_available": s.cfg.MaxQueue - pending,
+		"pending_tasks":   append([]string{}, s.queue...),
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n := map[Status]int{}
+	for _, t := range s.tasks {
+		n[t.Status]++
+	}
+	var cur any
+	active := []string{}
+	status := "idle"
+	if s.current != nil {
+		cur, status = s.current.ID, "busy"
+		active = append(active, s.current.ID)
+	}
+	out := map[string]any{
+		"service_status":  status,
+		"current_task":    cur,
+		"active_tasks":    active,
+		"pending_tasks":   len(s.queue),
+		"queue_size":      s.cfg.MaxQueue,
+		"total_tasks":     len(s.tasks),
+		"completed_tasks": n[Completed],
+		"failed_tasks":    n[Failed],
+		"cancelled_tasks": n[Cancelled],
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	out := map[string]any{
+		"service":     "vsr",
+		"version":     s.cfg.Version,
+		"task_types":  []string{"video"},
+		"input_root":  s.cfg.InputRoot,
+		"output_root": s.cfg.OutputRoot,
+		"max_queue":   s.cfg.MaxQueue,
+		"max_upload":  s.cfg.MaxUpload,
+	}
+	if m, ok := s.runner.(Metadataer); ok {
+		for k, v := range m.Metadata() {
+			out[k] = v
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,70 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the service's Prometheus metrics, in a registry of its own.
+type metrics struct {
+	reg       *prometheus.Registry
+	submitted prometheus.Counter
+	frames    prometheus.Counter
+	fps       prometheus.Gauge
+	duration  *prometheus.HistogramVec
+}
+
+func newMetrics(s *Service) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.submitted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vsr_tasks_submitted_total", Help: "Tasks accepted since the service started."})
+	m.frames = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vsr_frames_processed_total", Help: "Frames written by tasks since the service started."})
+	m.fps = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vsr_frames_per_second", Help: "Frames per second of the last completed task (whole task, wall time)."})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vsr_task_duration_seconds",
+		Help:    "Run time of finished tasks by final status.",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 16),
+	}, []string{"status"})
+	m.reg.MustRegister(m.submitted, m.frames, m.fps, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vsr_queue_depth", Help: "Tasks waiting in the queue (not counting the running one)."},
+		func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(len(s.queue))
+		}))
+	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
+		"Tasks in the store by status.", []string{"status"}, nil)})
+	if mr, ok := s.runner.(MemoryReporter); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vsr_gpu_memory_bytes", Help: "GPU memory held by the engine (peak of its pool)."},
+			func() float64 {
+				n, _ := mr.GPUMemoryBytes()
+				return float64(n)
+			}))
+	}
+	return m
+}
+
+// taskCollector counts the stored tasks by status at scrape time.
+type taskCollector struct {
+	s    *Service
+	desc *prometheus.Desc
+}
+
+func (c *taskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
+	n := map[Status]int{}
+	c.s.mu.Lock()
+	for _, t := range c.s.tasks {
+		n[t.Status]++
+	}
+	c.s.mu.Unlock()
+	for _, st := range Statuses {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[st]), string(st))
+	}
+}

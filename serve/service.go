@@ -1,0 +1,471 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Runner runs one task: it reads t.Input, writes t.Output (atomically: the
+// file appears only when complete) and reports progress. It must stop
+// promptly, leaving no output, when ctx is cancelled. It may set t.Width,
+// t.Height and t.FPS on success; t is the runner's own copy.
+type Runner interface {
+	Run(ctx context.Context, t *Task, progress func(done, total int)) error
+}
+
+// Validator is implemented by runners that check a request before it is
+// queued; an error is reported to the client as 400.
+type Validator interface {
+	Validate(r *Request) error
+}
+
+// MemoryReporter is implemented by runners that can say how much GPU memory
+// they hold (for the metrics).
+type MemoryReporter interface {
+	GPUMemoryBytes() (int64, bool)
+}
+
+// Metadataer is implemented by runners that describe themselves for
+// GET /v1/service/metadata.
+type Metadataer interface {
+	Metadata() map[string]any
+}
+
+// Config configures a Service.
+type Config struct {
+	// Data is the directory of the task database.
+	Data string
+	// InputRoot and OutputRoot hold inputs and outputs; they default to
+	// Data/input and Data/output.
+	InputRoot, OutputRoot string
+	// MaxQueue bounds the number of pending tasks (default 100).
+	MaxQueue int
+	// MaxUpload bounds an upload's size in bytes (default 2 GiB).
+	MaxUpload int64
+	// Token, when set, is required as "Authorization: Bearer TOKEN".
+	Token string
+	// MaxAttempts is how many times a task interrupted by a crash is started
+	// before it is failed (default 3).
+	MaxAttempts int
+	// Version is reported by the metadata endpoint.
+	Version string
+	Logger  *slog.Logger
+}
+
+// Service owns the store, the queue and the worker.
+type Service struct {
+	cfg    Config
+	runner Runner
+	st     *store
+	log    *slog.Logger
+	m      *metrics
+
+	mu      sync.Mutex
+	tasks   map[string]*Task
+	queue   []string // pending task ids, FIFO
+	current *Task    // running task
+	seq     uint64
+	closing bool
+	counts  map[Status]int // submitted tasks by final outcome since start
+
+	wake       chan struct{}
+	workerDone chan struct{}
+	stop       context.CancelFunc
+}
+
+// ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
+var ErrQueueFull = errors.New("task queue is full")
+
+// New opens the store in cfg.Data, removes temporaries left by interrupted
+// tasks, requeues the tasks that were pending or processing, and starts the
+// worker.
+func New(cfg Config, r Runner) (*Service, error) {
+	if cfg.Data == "" {
+		return nil, errors.New("serve: no data directory")
+	}
+	if cfg.InputRoot == "" {
+		cfg.InputRoot = filepath.Join(cfg.Data, "input")
+	}
+	if cfg.OutputRoot == "" {
+		cfg.OutputRoot = filepath.Join(cfg.Data, "output")
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 100
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = 2 << 30
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	for _, d := range []*string{&cfg.InputRoot, &cfg.OutputRoot} {
+		if err = os.MkdirAll(*d, 0o755); err != nil {
+			return nil, err
+		}
+		if *d, err = filepath.Abs(*d); err != nil {
+			return nil, err
+		}
+		if *d, err = filepath.EvalSymlinks(*d); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openStore(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg: cfg, runner: r, st: st, log: cfg.Logger,
+		tasks: map[string]*Task{}, counts: map[Status]int{},
+		wake: make(chan struct{}, 1), workerDone: make(chan struct{}),
+	}
+	s.m = newMetrics(s)
+	removeTemporaries(cfg.OutputRoot, s.log)
+	removeTemporaries(cfg.InputRoot, s.log)
+	if err := s.recover(); err != nil {
+		st.close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.work(ctx)
+	return s, nil
+}
+
+// isTemporary reports whether name is a hidden temporary of vsr's encoders
+// (".STEM.vsr-*EXT", ".NAME.vsr-seg*") or of an upload (".upload-*").
+func isTemporary(name string) bool {
+	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
+}
+
+func removeTemporaries(root string, log *slog.Logger) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() && isTemporary(d.Name()) {
+			if os.Remove(p) == nil {
+				log.Info("removed temporary of an interrupted task", "path", p)
+			}
+		}
+		return nil
+	})
+}
+
+// recover loads the stored tasks: finished ones are listed, pending ones
+// queued again in order, and those that were processing run again.
+func (s *Service) recover() error {
+	ts, err := s.st.load()
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(ts, func(a, b *Task) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	for _, t := range ts {
+		s.tasks[t.ID] = t
+		s.seq = max(s.seq, t.Seq)
+		switch t.Status {
+		case Processing:
+			if t.Attempts >= s.cfg.MaxAttempts {
+				now := time.Now()
+				t.Status, t.Ended = Failed, &now
+				t.Error = fmt.Sprintf("interrupted %d times (the server stopped while it ran)", t.Attempts)
+				if err := s.st.put(t); err != nil {
+					return err
+				}
+				continue
+			}
+			t.Status, t.FramesDone = Pending, 0
+			if err := s.st.put(t); err != nil {
+				return err
+			}
+			s.log.Info("task interrupted by a restart runs again", "task", t.ID)
+			s.queue = append(s.queue, t.ID)
+		case Pending:
+			s.queue = append(s.queue, t.ID)
+		}
+	}
+	if len(s.queue) > 0 {
+		s.signal()
+	}
+	return nil
+}
+
+func (s *Service) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Submit validates nothing (the HTTP layer has resolved the paths) and
+// queues t. t.ID, t.Input and t.Output must be set.
+func (s *Service) submit(t *Task) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errors.New("the service is shutting down")
+	}
+	if len(s.queue) >= s.cfg.MaxQueue {
+		return ErrQueueFull
+	}
+	if _, ok := s.tasks[t.ID]; ok {
+		return errDuplicate
+	}
+	s.seq++
+	t.Seq = s.seq
+	t.Status = Pending
+	t.Created = time.Now()
+	if err := s.st.put(t); err != nil {
+		return fmt.Errorf("store task: %w", err)
+	}
+	s.tasks[t.ID] = t
+	s.queue = append(s.queue, t.ID)
+	s.m.submitted.Inc()
+	s.signal()
+	return nil
+}
+
+var errDuplicate = errors.New("a task with this task_id exists")
+
+// get returns a copy of the task with id.
+func (s *Service) get(id string) (*Task, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		return nil, false
+	}
+	return t.clone(), true
+}
+
+// list returns copies of all tasks in submission order.
+func (s *Service) list() []*Task {
+	s.mu.Lock()
+	out := make([]*Task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t.clone())
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Task) int { return int(a.Seq) - int(b.Seq) })
+	return out
+}
+
+type cancelResult int
+
+const (
+	cancelNotFound cancelResult = iota
+	cancelDone                  // the task was cancelled
+	cancelNothing               // the task had finished already
+)
+
+// cancel cancels a pending task at once, or a running one and waits (up to
+// ctx) for it to stop. It returns the outcome and the task's state.
+func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	if !ok {
+		s.mu.Unlock()
+		return cancelNotFound, nil
+	}
+	switch t.Status {
+	case Pending:
+		s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
+		now := time.Now()
+		t.Status, t.Ended, t.Error = Cancelled, &now, "task cancelled by user"
+		s.persist(t)
+		if t.Upload {
+			os.Remove(t.Input)
+		}
+		c := t.clone()
+		s.mu.Unlock()
+		return cancelDone, c
+	case Processing:
+		t.cancelAsked = true
+		t.cancel()
+		done := t.done
+		s.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		c, _ := s.get(id)
+		if c.Status == Cancelled || c.Status == Processing {
+			return cancelDone, c
+		}
+		return cancelNothing, c
+	}
+	c := t.clone()
+	s.mu.Unlock()
+	return cancelNothing, c
+}
+
+// persist writes t; s.mu is held. A store failure is logged: the task goes
+// on in memory.
+func (s *Service) persist(t *Task) {
+	if err := s.st.put(t); err != nil {
+		s.log.Error("store task", "task", t.ID, "err", err)
+	}
+}
+
+// work runs queued tasks one at a time until ctx is cancelled.
+func (s *Service) work(ctx context.Context) {
+	defer close(s.workerDone)
+	for {
+		t, tctx := s.next(ctx)
+		if t == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				continue
+			}
+		}
+		s.runOne(ctx, tctx, t)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// next pops the first pending task, marks it processing and gives it a
+// context of its own.
+func (s *Service) next(parent context.Context) (*Task, context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || len(s.queue) == 0 {
+		return nil, nil
+	}
+	id := s.queue[0]
+	s.queue = s.queue[1:]
+	t := s.tasks[id]
+	now := time.Now()
+	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
+	t.FramesDone = 0
+	t.Attempts++
+	t.done = make(chan struct{})
+	var ctx context.Context
+	ctx, t.cancel = context.WithCancel(parent)
+	s.current = t
+	s.persist(t)
+	return t, ctx
+}
+
+func (s *Service) runOne(parent, ctx context.Context, t *Task) {
+	s.mu.Lock()
+	cancel := t.cancel
+	work := t.clone()
+	s.mu.Unlock()
+
+	lastSave := time.Now()
+	progress := func(done, total int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if done > t.FramesDone {
+			s.m.frames.Add(float64(done - t.FramesDone))
+		}
+		t.FramesDone, t.FramesTotal = done, total
+		if time.Since(lastSave) >= time.Second {
+			lastSave = time.Now()
+			s.persist(t)
+		}
+	}
+	start := time.Now()
+	err := s.safeRun(ctx, work, progress)
+	sec := time.Since(start).Seconds()
+	cancel()
+
+	s.mu.Lock()
+	now := time.Now()
+	t.Ended = &now
+	switch {
+	case err == nil:
+		t.Status, t.Error = Completed, ""
+		t.Width, t.Height, t.FPS = work.Width, work.Height, work.FPS
+		if t.FramesTotal > 0 {
+			t.FramesDone = t.FramesTotal
+		}
+		if sec > 0 && t.FramesDone > 0 {
+			s.m.fps.Set(float64(t.FramesDone) / sec)
+		}
+	case t.cancelAsked:
+		t.Status, t.Error = Cancelled, "task cancelled by user"
+	case parent.Err() != nil:
+		// Shutting down: the task runs again at the next start.
+		t.Status, t.Ended, t.FramesDone = Pending, nil, 0
+		t.Attempts--
+	default:
+		t.Status, t.Error = Failed, oneLine(err.Error())
+		s.log.Warn("task failed", "task", t.ID, "err", t.Error)
+	}
+	if t.Status.Final() {
+		s.m.duration.WithLabelValues(string(t.Status)).Observe(sec)
+		s.counts[t.Status]++
+		if t.Upload { // an uploaded input is of no use once the task is over
+			os.Remove(t.Input)
+		}
+	}
+	s.persist(t)
+	s.current = nil
+	t.cancel = nil
+	close(t.done)
+	s.mu.Unlock()
+	s.log.Info("task finished", "task", t.ID, "status", t.Status, "seconds", sec)
+}
+
+// safeRun runs the runner, turning a panic into an error so that one bad
+// task cannot take the service down.
+func (s *Service) safeRun(ctx context.Context, t *Task, progress func(int, int)) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("runner panic", "task", t.ID, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	return s.runner.Run(ctx, t, progress)
+}
+
+// Close stops the worker: a running task is interrupted and stays queued
+// for the next start (its temporaries are removed by the runner). Then the
+// store is closed.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.stop()
+	<-s.workerDone
+	return s.st.close()
+}
+
+// InputRoot and OutputRoot return the resolved roots.
+func (s *Service) InputRoot() string  { return s.cfg.InputRoot }
+func (s *Service) OutputRoot() string { return s.cfg.OutputRoot }
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

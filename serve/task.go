@@ -1,0 +1,119 @@
+// Package serve is vsr's HTTP service: a LightX2V-compatible task API over
+// a durable task store (bbolt), a bounded FIFO queue and one worker that
+// runs tasks one at a time through a Runner.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Status is a task's state, as LightX2V names them.
+type Status string
+
+const (
+	Pending    Status = "pending"
+	Processing Status = "processing"
+	Completed  Status = "completed"
+	Failed     Status = "failed"
+	Cancelled  Status = "cancelled"
+)
+
+// Statuses lists every status (for metrics).
+var Statuses = []Status{Pending, Processing, Completed, Failed, Cancelled}
+
+// Final reports whether s is a terminal status.
+func (s Status) Final() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Request is the body of POST /v1/tasks/video/: LightX2V's fields for
+// video super-resolution (video_path, sr_ratio, size, save_result_path,
+// task_id) and vsr's own optional ones. Zero values mean "the default".
+type Request struct {
+	TaskID         string  `json:"task_id,omitempty"`
+	VideoPath      string  `json:"video_path"`
+	SRRatio        float64 `json:"sr_ratio,omitempty"`
+	Size           []int   `json:"size,omitempty"` // [height, width]
+	SaveResultPath string  `json:"save_result_path,omitempty"`
+	Model          string  `json:"model,omitempty"`
+	Codec          string  `json:"codec,omitempty"`
+	CRF            *int    `json:"crf,omitempty"`
+	Preset         string  `json:"preset,omitempty"`
+	PixFmt         string  `json:"pix_fmt,omitempty"`
+	ClipLen        int     `json:"clip_len,omitempty"`
+	MaxFrames      int     `json:"max_frames,omitempty"`
+	Tile           int     `json:"tile,omitempty"`
+	Batch          int     `json:"batch,omitempty"`
+	Segments       int     `json:"segments,omitempty"`
+}
+
+// Task is one request and its state, as stored.
+type Task struct {
+	ID      string  `json:"task_id"`
+	Seq     uint64  `json:"seq"`
+	Status  Status  `json:"status"`
+	Request Request `json:"request"`
+	// Input and Output are the resolved absolute paths the runner uses.
+	Input  string `json:"video_path"`
+	Output string `json:"save_result_path"`
+	// Upload is set when Input is a file uploaded for this task.
+	Upload bool `json:"upload,omitempty"`
+
+	FramesDone  int `json:"frames_done"`
+	FramesTotal int `json:"frames_total"`
+
+	Created time.Time  `json:"create_time"`
+	Started *time.Time `json:"start_time"`
+	Ended   *time.Time `json:"end_time"`
+	Error   string     `json:"error"`
+	// Attempts counts the runs started (a task interrupted by a crash runs
+	// again at restart).
+	Attempts int `json:"attempts"`
+
+	// Filled in by the runner on success.
+	Width  int     `json:"width,omitempty"`
+	Height int     `json:"height,omitempty"`
+	FPS    float64 `json:"fps,omitempty"`
+
+	cancel      context.CancelFunc // running task only
+	cancelAsked bool
+	done        chan struct{} // closed when the running task has stopped
+}
+
+// newID returns a random task id (UUID v4 form, as LightX2V's).
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// validID reports whether a client-chosen task id is acceptable.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return id[0] != '.'
+}
+
+// clone returns a copy of t without its runtime fields.
+func (t *Task) clone() *Task {
+	c := *t
+	c.cancel, c.done = nil, nil
+	if t.Request.Size != nil {
+		c.Request.Size = append([]int(nil), t.Request.Size...)
+	}
+	if t.Request.CRF != nil {
+		v := *t.Request.CRF
+		c.Request.CRF = &v
+	}
+	return &c
+}
