@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRestore(), newProbe(), newModels(), newBench(), newDoctor(), newCheckpoint(), newVersion())
+	root.AddCommand(newRestore(), newServe(), newProbe(), newModels(), newBench(), newDoctor(), newCheckpoint(), newVersion())
 	return root
 }
 

@@ -169,6 +169,13 @@ type loaded struct {
 
 // Close frees the model and the device.
 func (l *loaded) Close() {
+	l.closeModel()
+	l.dev.Close()
+}
+
+// closeModel frees the model but not the device (which other models may
+// share).
+func (l *loaded) closeModel() {
 	if l.compact != nil {
 		l.compact.Close()
 	}
@@ -178,7 +185,6 @@ func (l *loaded) Close() {
 	if l.ck != nil {
 		l.ck.Close()
 	}
-	l.dev.Close()
 }
 
 // setup opens the device and loads the model onto it.
@@ -187,6 +193,17 @@ func setup(cmd *cobra.Command, f restoreFlags) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	ld, err := load(cmd, dev, f)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return ld, nil
+}
+
+// load loads the model of f onto an open device.
+func load(cmd *cobra.Command, dev backend.Backend, f restoreFlags) (*loaded, error) {
+	var err error
 	ld := &loaded{dev: dev}
 	if f.model != "" && swiftvr.IsCheckpointDir(f.model) {
 		if ld.ck, err = swiftvr.Open(f.model); err == nil {
@@ -200,7 +217,7 @@ func setup(cmd *cobra.Command, f restoreFlags) (*loaded, error) {
 		}
 	}
 	if err != nil {
-		ld.Close()
+		ld.closeModel()
 		return nil, err
 	}
 	return ld, nil
