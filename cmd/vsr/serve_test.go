@@ -1,0 +1,452 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/serve"
+)
+
+// sizedClip writes a w x h test clip of n frames at path.
+func sizedClip(t *testing.T, path string, w, h, n int) {
+	t.Helper()
+	ffmpeg(t, "-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", w, h),
+		"-frames:v", strconv.Itoa(n), "-c:v", "libx264", "-pix_fmt", "yuv420p", path)
+}
+
+// api is a small client of a vsr serve.
+type api struct {
+	t    *testing.T
+	base string
+}
+
+func (a api) call(method, path string, body any) (int, map[string]any) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+func (a api) submit(body map[string]any) string {
+	a.t.Helper()
+	code, m := a.call("POST", "/v1/tasks/video/", body)
+	if code != 200 {
+		a.t.Fatalf("submit %v: %d %v", body, code, m)
+	}
+	return m["task_id"].(string)
+}
+
+func (a api) status(id string) map[string]any {
+	a.t.Helper()
+	code, m := a.call("GET", "/v1/tasks/"+id+"/status", nil)
+	if code != 200 {
+		a.t.Fatalf("status %s: %d %v", id, code, m)
+	}
+	return m
+}
+
+// wait polls until the task reaches want (failing on another final status)
+// or until cond, when given, holds.
+func (a api) wait(id string, want serve.Status, timeout time.Duration) map[string]any {
+	a.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		m := a.status(id)
+		st := serve.Status(m["status"].(string))
+		if st == want {
+			return m
+		}
+		if st.Final() || time.Now().After(deadline) {
+			a.t.Fatalf("task %s: %s, want %s: %v", id, st, want, m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkOutput probes a result: its frame count and size.
+func checkOutput(t *testing.T, path string, frames, w, h int) {
+	t.Helper()
+	info := probe(t, path)
+	if info.Frames != frames || info.Width != w || info.Height != h {
+		t.Errorf("%s: %d frames %dx%d, want %d frames %dx%d", path, info.Frames, info.Width, info.Height, frames, w, h)
+	}
+}
+
+// noTemporaries fails if a hidden temporary lies under dir.
+func noTemporaries(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".") && p != dir {
+			t.Errorf("temporary left: %s", p)
+		}
+		return nil
+	})
+}
+
+// inProcess starts the real runner (bundled model on the CPU) and the
+// service on an httptest server.
+func inProcess(t *testing.T, warmup bool) (api, *serve.Service, func()) {
+	t.Helper()
+	cmd := newServe()
+	f := serveFlags{warmup: warmup, maxQueue: 100}
+	f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p"}
+	run, err := newServeRunner(cmd, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	stop := func() {
+		srv.Close()
+		svc.Close()
+		run.Close()
+	}
+	return api{t, srv.URL}, svc, stop
+}
+
+// TestServeCancelReal cancels a real restore mid-way: no output is left,
+// and the next task completes.
+func TestServeCancelReal(t *testing.T) {
+	needFFmpeg(t)
+	a, svc, stop := inProcess(t, false)
+	defer stop()
+	sizedClip(t, filepath.Join(svc.InputRoot(), "long.mp4"), 64, 48, 120)
+	sizedClip(t, filepath.Join(svc.InputRoot(), "short.mp4"), 24, 16, 4)
+	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mp4"})
+	next := a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 4})
+	for {
+		m := a.wait(long, serve.Processing, 30*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, m := a.call("DELETE", "/v1/tasks/"+long, nil)
+	if code != 200 || m["stop_status"] != "success" || m["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, m)
+	}
+	m = a.status(long)
+	if done := m["progress"].(map[string]any)["frames_done"].(float64); m["status"] != "cancelled" || done >= 120 {
+		t.Errorf("cancelled task %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(svc.OutputRoot(), "long.mp4")); err == nil {
+		t.Errorf("a cancelled task left its output")
+	}
+	m = a.wait(next, serve.Completed, 30*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 4, 96, 64)
+	noTemporaries(t, svc.OutputRoot())
+	// A corrupt input fails alone.
+	os.WriteFile(filepath.Join(svc.InputRoot(), "bad.mp4"), []byte("not a video"), 0o644)
+	bad := a.submit(map[string]any{"video_path": "bad.mp4"})
+	after := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{48, 72}})
+	m = a.wait(bad, serve.Failed, 30*time.Second)
+	if e, _ := m["error"].(string); e == "" || strings.Contains(e, "\n") {
+		t.Errorf("failed task error %q", e)
+	}
+	m = a.wait(after, serve.Completed, 30*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 4, 72, 48)
+	// A size the model cannot make fails the task with a message saying why.
+	odd := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{20, 30}})
+	m = a.wait(odd, serve.Failed, 30*time.Second)
+	if !strings.Contains(m["error"].(string), "2, 3 or 4 times") {
+		t.Errorf("size error %v", m["error"])
+	}
+	code, m = a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "short.mp4", "sr_ratio": 2.5})
+	if code != 400 || !strings.Contains(m["error"].(string), "sr_ratio") {
+		t.Errorf("sr_ratio 2.5: %d %v", code, m)
+	}
+	code, m = a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "short.mp4", "model": "nope"})
+	if code != 400 || !strings.Contains(m["error"].(string), "model") {
+		t.Errorf("unknown model: %d %v", code, m)
+	}
+	code, m = a.call("GET", "/v1/service/metadata", nil)
+	if ms, _ := m["models"].([]any); code != 200 || m["device"] != "cpu" || len(ms) != 1 {
+		t.Errorf("metadata: %d %v", code, m)
+	}
+}
+
+// TestServeSoak runs 56 tasks from 8 concurrent clients with mixed sizes,
+// lengths and ratios; every output must be right, and goroutines and heap
+// must come back near their baseline.
+func TestServeSoak(t *testing.T) {
+	needFFmpeg(t)
+	if testing.Short() {
+		t.Skip("soak test")
+	}
+	a, svc, stop := inProcess(t, true)
+	defer stop()
+	type clip struct {
+		name    string
+		w, h, n int
+	}
+	var clips []clip
+	for i, s := range [][3]int{{24, 16, 3}, {32, 24, 4}, {40, 24, 5}, {16, 16, 3}} {
+		c := clip{fmt.Sprintf("c%d.mp4", i), s[0], s[1], s[2]}
+		sizedClip(t, filepath.Join(svc.InputRoot(), c.name), c.w, c.h, c.n)
+		clips = append(clips, c)
+	}
+	// Warm up every graph and the connection pool, then take the baseline.
+	for r := 2; r <= 4; r++ {
+		a.wait(a.submit(map[string]any{"video_path": clips[0].name, "sr_ratio": r}), serve.Completed, 30*time.Second)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	baseG, baseHeap := settle()
+	t.Logf("baseline: %d goroutines, heap %.1f MiB", baseG, float64(baseHeap)/(1<<20))
+
+	const clients, per = 8, 7
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				k := c*per + i
+				cl := clips[k%len(clips)]
+				r := 2 + k%3
+				id := a.submit(map[string]any{"video_path": cl.name, "sr_ratio": r, "save_result_path": fmt.Sprintf("soak%02d.mkv", k), "preset": "ultrafast"})
+				m := a.wait(id, serve.Completed, 120*time.Second)
+				checkOutput(t, m["save_result_path"].(string), cl.n, cl.w*r, cl.h*r)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d tasks in %.1f s", clients*per, time.Since(start).Seconds())
+	code, m := a.call("GET", "/v1/service/status", nil)
+	if code != 200 || m["completed_tasks"] != float64(clients*per+3) || m["failed_tasks"] != 0.0 {
+		t.Errorf("service status %v", m)
+	}
+	noTemporaries(t, svc.OutputRoot())
+	http.DefaultClient.CloseIdleConnections()
+	g, heap := settle()
+	t.Logf("after: %d goroutines, heap %.1f MiB", g, float64(heap)/(1<<20))
+	if g > baseG+4 {
+		t.Errorf("goroutines: %d after the soak, %d before", g, baseG)
+	}
+	if heap > baseHeap+baseHeap/2+16<<20 {
+		t.Errorf("heap: %.1f MiB after the soak, %.1f MiB before", float64(heap)/(1<<20), float64(baseHeap)/(1<<20))
+	}
+}
+
+// settle waits for goroutines to wind down and returns their count and
+// the live heap after a GC.
+func settle() (int, uint64) {
+	n := runtime.NumGoroutine()
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			break
+		}
+		n = m
+	}
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return n, ms.HeapAlloc
+}
+
+// TestServeRestart kills a real vsr serve (SIGKILL) with one task running
+// and others queued: no ffmpeg outlives it, and after a restart on the same
+// --data every task completes with a valid output and no temporaries.
+func TestServeRestart(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	in := filepath.Join(data, "input")
+	os.MkdirAll(in, 0o755)
+	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 90)
+	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+
+	srv := startServe(t, bin, data)
+	a := api{t, srv.url}
+	done := a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 3, "save_result_path": "done.mp4"})
+	a.wait(done, serve.Completed, 60*time.Second)
+	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv", "segments": 2})
+	var queued []string
+	for i := range 3 {
+		queued = append(queued, a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 2 + i, "save_result_path": fmt.Sprintf("q%d.mp4", i)}))
+	}
+	for {
+		m := a.wait(long, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	kids := children(srv.cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatalf("no ffmpeg children while a task runs")
+	}
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	srv.cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := alive(kids)
+		left = append(left, mentioning(dir)...)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes outlived the killed server: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	srv = startServe(t, bin, data)
+	defer srv.stop()
+	a = api{t, srv.url}
+	m := a.status(done)
+	if m["status"] != "completed" {
+		t.Errorf("finished task after restart: %v", m)
+	}
+	m = a.wait(long, serve.Completed, 60*time.Second)
+	if m["attempts"] != 2.0 {
+		t.Errorf("interrupted task attempts %v", m["attempts"])
+	}
+	checkOutput(t, filepath.Join(data, "output", "long.mkv"), 90, 128, 96)
+	for i, id := range queued {
+		a.wait(id, serve.Completed, 60*time.Second)
+		checkOutput(t, filepath.Join(data, "output", fmt.Sprintf("q%d.mp4", i)), 5, 24*(2+i), 16*(2+i))
+	}
+	noTemporaries(t, filepath.Join(data, "output"))
+	// Graceful stop.
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if err := srv.cmd.Wait(); err != nil {
+		t.Errorf("vsr serve after SIGTERM: %v", err)
+	}
+}
+
+type served struct {
+	cmd  *exec.Cmd
+	url  string
+	stop func()
+}
+
+// startServe starts `vsr serve` on a free port and waits for it to listen.
+func startServe(t *testing.T, bin, data string) *served {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu", "--preset", "ultrafast")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, stop: func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}}
+	urlc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`url=(http://\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urlc <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case s.url = <-urlc:
+	case <-time.After(30 * time.Second):
+		s.stop()
+		t.Fatal("vsr serve did not start listening")
+	}
+	return s
+}
+
+// children returns the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// alive returns the pids among ps that still exist and are not zombies.
+func alive(ps []int) []string {
+	var out []string
+	for _, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 0 && f[0] != "Z" {
+			out = append(out, fmt.Sprintf("%d %s", p, b))
+		}
+	}
+	return out
+}
+
+// mentioning returns the processes (other than this one) whose command
+// line mentions s.
+func mentioning(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) && len(alive([]int{p})) > 0 {
+			out = append(out, fmt.Sprintf("%d %s", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+		}
+	}
+	return out
+}
+
