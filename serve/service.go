@@ -76,7 +76,6 @@ type Service struct {
 	current *Task    // running task
 	seq     uint64
 	closing bool
-	counts  map[Status]int // submitted tasks by final outcome since start
 
 	wake       chan struct{}
 	workerDone chan struct{}
@@ -129,7 +128,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
-		tasks: map[string]*Task{}, counts: map[Status]int{},
+		tasks: map[string]*Task{},
 		wake: make(chan struct{}, 1), workerDone: make(chan struct{}),
 	}
 	s.m = newMetrics(s)
@@ -218,8 +217,8 @@ func (s *Service) signal() {
 	}
 }
 
-// Submit validates nothing (the HTTP layer has resolved the paths) and
-// queues t. t.ID, t.Input and t.Output must be set.
+// submit queues t; it checks only the queue's room and the id (the HTTP
+// layer has validated the request and resolved the paths). t.ID, t.Input and t.Output must be set.
 func (s *Service) submit(t *Task) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -420,7 +419,6 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	if t.Status.Final() {
 		s.m.duration.WithLabelValues(string(t.Status)).Observe(sec)
-		s.counts[t.Status]++
 		if t.Upload { // an uploaded input is of no use once the task is over
 			os.Remove(t.Input)
 		}
