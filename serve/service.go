@@ -129,7 +129,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
 		tasks: map[string]*Task{},
-		wake: make(chan struct{}, 1), workerDone: make(chan struct{}),
+		wake:  make(chan struct{}, 1), workerDone: make(chan struct{}),
 	}
 	s.m = newMetrics(s)
 	removeTemporaries(cfg.OutputRoot, s.log)
