@@ -449,4 +449,3 @@ func mentioning(s string) []string {
 	}
 	return out
 }
-
