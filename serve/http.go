@@ -154,6 +154,8 @@ func (s *Service) check(r *Request) error {
 		return fmt.Errorf("field \"size\": want [height, width] with both in 1..16384")
 	case r.CRF != nil && (*r.CRF < -1 || *r.CRF > 63):
 		return fmt.Errorf("field \"crf\": want -1..63")
+	case r.DiT != "" && r.DiT != "on" && r.DiT != "off":
+		return fmt.Errorf("field \"dit\": %q: want \"on\" or \"off\"", r.DiT)
 	case r.ClipLen < 0 || r.MaxFrames < 0 || r.Tile < 0 || r.Batch < 0 || r.Batch > 256 || r.Segments < 0 || r.Segments > 64:
 		return fmt.Errorf("fields clip_len, max_frames, tile must be >= 0, batch 0..256, segments 0..64")
 	case r.TaskID != "" && !validID(r.TaskID):

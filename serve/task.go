@@ -42,6 +42,7 @@ type Request struct {
 	Preset         string  `json:"preset,omitempty"`
 	PixFmt         string  `json:"pix_fmt,omitempty"`
 	ClipLen        int     `json:"clip_len,omitempty"`
+	DiT            string  `json:"dit,omitempty"` // SwiftVR: "on" (default) or "off" (autoencoder only)
 	MaxFrames      int     `json:"max_frames,omitempty"`
 	Tile           int     `json:"tile,omitempty"`
 	Batch          int     `json:"batch,omitempty"`

@@ -73,6 +73,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
+	addSwiftVRFlags(fl, b) // defaults for SwiftVR models; a request's fields win
 	return cmd
 }
 
@@ -293,6 +294,9 @@ func (r *serveRunner) Validate(q *serve.Request) error {
 		if q.ClipLen != 0 {
 			return fmt.Errorf("field \"clip_len\": applies to SwiftVR models only")
 		}
+		if q.DiT != "" {
+			return fmt.Errorf("field \"dit\": applies to SwiftVR models only")
+		}
 	}
 	return nil
 }
@@ -334,7 +338,9 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 		f.segments = q.Segments
 	}
 	f.tile = q.Tile
-	f.srRatio, f.clipLen = 2, 24
+	if q.DiT != "" {
+		f.dit = q.DiT
+	}
 	if q.SRRatio > 0 {
 		f.srRatio = q.SRRatio
 	}

@@ -449,3 +449,49 @@ func mentioning(s string) []string {
 	}
 	return out
 }
+
+// TestServeSwiftVR serves a tiny synthetic SwiftVR checkpoint next to the
+// bundled model: an autoencoder-only task ("dit": "off") completes with the
+// right frame count and size, the DiT (not implemented yet) fails the task
+// with a message saying so, and the service goes on.
+func TestServeSwiftVR(t *testing.T) {
+	needFFmpeg(t)
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newServe()
+	f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}}
+	f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p",
+		srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: "on"}
+	run, err := newServeRunner(cmd, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	defer func() { srv.Close(); svc.Close(); run.Close() }()
+	a := api{t, srv.URL}
+	sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
+	off := a.submit(map[string]any{"video_path": "clip.mp4", "dit": "off", "clip_len": 8})
+	on := a.submit(map[string]any{"video_path": "clip.mp4"})
+	compact := a.submit(map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "sr_ratio": 2})
+	m := a.wait(off, serve.Completed, 60*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
+	m = a.wait(on, serve.Failed, 60*time.Second)
+	if !strings.Contains(m["error"].(string), "--dit off") {
+		t.Errorf("DiT on: %v", m["error"])
+	}
+	m = a.wait(compact, serve.Completed, 60*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
+	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "dit": "maybe"}); code != 400 || !strings.Contains(m["error"].(string), "dit") {
+		t.Errorf("dit maybe: %d %v", code, m)
+	}
+	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "dit": "off"}); code != 400 || !strings.Contains(m["error"].(string), "SwiftVR") {
+		t.Errorf("dit on the compact model: %d %v", code, m)
+	}
+	noTemporaries(t, svc.OutputRoot())
+}
