@@ -338,6 +338,9 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 		f.segments = q.Segments
 	}
 	f.tile = q.Tile
+	if f.srRatio <= 0 { // LightX2V's default
+		f.srRatio = 2
+	}
 	if q.DiT != "" {
 		f.dit = q.DiT
 	}
