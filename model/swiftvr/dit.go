@@ -22,7 +22,7 @@ type DiT struct {
 	w                                map[string][]float32
 	// Per block, the cross-attention keys and values of the fixed prompt.
 	crossK, crossV [][]float32
-	prompt         int     // prompt tokens
+	prompt         int       // prompt tokens
 	temb           []float32 // time embedding at t = 1000 (dim)
 	mod            []float32 // block modulation (6 x dim)
 }
