@@ -193,7 +193,7 @@ func gatherLibraries(r *Report) {
 		}
 		v := int(get())
 		if v >= 90000 { // cuDNN 9: major*10000 + minor*100 + patch
-			return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100), nil
+			return dl.VersionString(v), nil
 		}
 		return fmt.Sprintf("%d.%d.%d", v/1000, v/100%10, v%100), nil
 	})
@@ -203,7 +203,7 @@ func gatherLibraries(r *Report) {
 			return "", err
 		}
 		v := int(get()) // major*10000 + minor*100 + patch
-		return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100), nil
+		return dl.VersionString(v), nil
 	})
 	lib(dl.NCCL, func(l *dl.Library) (string, error) {
 		var get func(v *int32) int32
@@ -215,7 +215,7 @@ func gatherLibraries(r *Report) {
 			return "", fmt.Errorf("ncclGetVersion: error %d", rc)
 		}
 		if v >= 10000 { // NCCL >= 2.9: major*10000 + minor*100 + patch
-			return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100), nil
+			return dl.VersionString(int(v)), nil
 		}
 		return fmt.Sprintf("%d.%d.%d", v/1000, v/100%10, v%100), nil
 	})

@@ -124,7 +124,7 @@ func Version() (int, error) {
 
 // VersionString formats a cuBLASLt version number (130100) as "13.1.0".
 func VersionString(v int) string {
-	return fmt.Sprintf("%d.%d.%d", v/10000, (v%10000)/100, v%100)
+	return dl.VersionString(v)
 }
 
 // Handle is a cublasLtHandle_t bound to a CUDA context.

@@ -153,7 +153,7 @@ func Version() (int, error) {
 
 // VersionString formats a cuDNN 9 version number (91400) as "9.14.0".
 func VersionString(v int) string {
-	return fmt.Sprintf("%d.%d.%d", v/10000, (v%10000)/100, v%100)
+	return dl.VersionString(v)
 }
 
 // HasBiasActivation reports whether the loaded library exports

@@ -377,3 +377,9 @@ func oneLine(s string) string {
 	}
 	return strings.Join(strings.Fields(strings.NewReplacer("\r", " ", "\n", " ").Replace(s)), " ")
 }
+
+// VersionString formats a library version encoded as major*10000 +
+// minor*100 + patch (cuDNN 9, cuBLASLt, NCCL 2.9+) as "major.minor.patch".
+func VersionString(v int) string {
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+}

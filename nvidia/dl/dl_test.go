@@ -267,3 +267,11 @@ func TestFindNVIDIA(t *testing.T) {
 		t.Skip("no NVIDIA libraries on this machine")
 	}
 }
+
+func TestVersionString(t *testing.T) {
+	for v, want := range map[int]string{91400: "9.14.0", 130100: "13.1.0", 22803: "2.28.3", 120804: "12.8.4"} {
+		if got := VersionString(v); got != want {
+			t.Errorf("VersionString(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
