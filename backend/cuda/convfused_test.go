@@ -8,6 +8,8 @@ package cuda
 // backend's bias+PReLU pass at 8 x 360 x 640 x 64 -> 64.
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -19,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vsr-dev/vsr/checkpoint/ncnn"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/cudnn"
 	"github.com/vsr-dev/vsr/nvidia/nvrtc"
@@ -79,11 +80,11 @@ func newFusedProblem(seed uint64, n, h, w, c, k int, bias bool, nslope int) *fus
 	p := &fusedProblem{N: n, H: h, W: w, C: c, K: k, nslope: nslope}
 	p.x = make([]uint16, n*h*w*c)
 	for i := range p.x {
-		p.x[i] = toF16(2*r.Float32() - 1)
+		p.x[i] = half.ToF16(2*r.Float32() - 1)
 	}
 	p.w = make([]uint16, k*9*c)
 	for i := range p.w {
-		p.w[i] = toF16(0.12*r.Float32() - 0.06)
+		p.w[i] = half.ToF16(0.12*r.Float32() - 0.06)
 	}
 	if bias {
 		p.bias = make([]float32, k)
@@ -115,11 +116,11 @@ func (p *fusedProblem) reference() []float64 {
 	N, H, W, C, K := p.N, p.H, p.W, p.C, p.K
 	xf := make([]float64, len(p.x))
 	for i, v := range p.x {
-		xf[i] = float64(ncnn.Float16(v))
+		xf[i] = float64(half.FromF16(v))
 	}
 	wf := make([]float64, len(p.w))
 	for i, v := range p.w {
-		wf[i] = float64(ncnn.Float16(v))
+		wf[i] = float64(half.FromF16(v))
 	}
 	y := make([]float64, N*H*W*K)
 	var wg sync.WaitGroup
@@ -181,7 +182,7 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 	}
 	var worst []bad
 	for i, r := range ref {
-		g := float64(ncnn.Float16(y[i]))
+		g := float64(half.FromF16(y[i]))
 		if math.IsNaN(g) {
 			nan++
 			if nan <= 5 {
@@ -210,7 +211,7 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 		ww := px % p.W
 		h := px / p.W % p.H
 		n := px / p.W / p.H
-		fmt.Fprintf(&b, "[n%d h%d w%d k%d got %v want %.4f] ", n, h, ww, k, ncnn.Float16(y[w.i]), ref[w.i])
+		fmt.Fprintf(&b, "[n%d h%d w%d k%d got %v want %.4f] ", n, h, ww, k, half.FromF16(y[w.i]), ref[w.i])
 	}
 	return e, b.String()
 }
@@ -291,8 +292,8 @@ func (e *fusedEmu) ldsm(addr *[32]int, n int) (out [32][4]uint32) {
 func fusedMMA(acc *[32][4]float32, a *[32][4]uint32, b *[32][2]uint32) {
 	var A [16][16]float32
 	var B [16][8]float32
-	lo := func(u uint32) float32 { return ncnn.Float16(uint16(u)) }
-	hi := func(u uint32) float32 { return ncnn.Float16(uint16(u >> 16)) }
+	lo := func(u uint32) float32 { return half.FromF16(uint16(u)) }
+	hi := func(u uint32) float32 { return half.FromF16(uint16(u >> 16)) }
 	for l := 0; l < 32; l++ {
 		g, t := l/4, l%4
 		A[g][2*t], A[g][2*t+1] = lo(a[l][0]), hi(a[l][0])
@@ -447,19 +448,19 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 	}
 	yrow := ((nn*H + hrow) * W) * K
 	for i := 0; i < 4; i++ {
-		for half := 0; half < 2; half++ {
+		for hf := 0; hf < 2; hf++ {
 			var v [32][8]uint32
 			for l := 0; l < 32; l++ {
 				for nt := 0; nt < NT; nt++ {
-					a0 := acc[i][nt][l][2*half] + bv[nt][0][l]
-					a1 := acc[i][nt][l][2*half+1] + bv[nt][1][l]
+					a0 := acc[i][nt][l][2*hf] + bv[nt][0][l]
+					a1 := acc[i][nt][l][2*hf+1] + bv[nt][1][l]
 					if a0 < 0 {
 						a0 *= sv[nt][0][l]
 					}
 					if a1 < 0 {
 						a1 *= sv[nt][1][l]
 					}
-					v[l][nt] = uint32(toF16(a0)) | uint32(toF16(a1))<<16
+					v[l][nt] = uint32(half.ToF16(a0)) | uint32(half.ToF16(a1))<<16
 				}
 			}
 			shfl := func(s *[32]uint32, m int) (r [32]uint32) {
@@ -504,7 +505,7 @@ func (e *fusedEmu) warp(t, warp, NT, ncc, fb, sb, HP, WS int) {
 			}
 			for l := 0; l < 32; l++ {
 				g, tq := l>>2, l&3
-				wcol := wbase + i*16 + g + half*8
+				wcol := wbase + i*16 + g + hf*8
 				if wcol >= W {
 					continue
 				}
@@ -877,7 +878,7 @@ func TestFusedConvBench(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	pat := make([]uint16, 1<<22)
 	for i := range pat {
-		pat[i] = toF16(2*r.Float32() - 1)
+		pat[i] = half.ToF16(2*r.Float32() - 1)
 	}
 	p := &fusedProblem{N: N, H: H, W: W, C: C, K: K, nslope: K}
 	p.x = make([]uint16, N*H*W*C)
@@ -886,7 +887,7 @@ func TestFusedConvBench(t *testing.T) {
 	}
 	p.w = make([]uint16, K*9*C)
 	for i := range p.w {
-		p.w[i] = toF16(0.12*r.Float32() - 0.06)
+		p.w[i] = half.ToF16(0.12*r.Float32() - 0.06)
 	}
 	p.bias, p.slope = make([]float32, K), make([]float32, K)
 	for i := range p.bias {
@@ -1157,7 +1158,7 @@ func fusedVariantThreads(v string) int {
 func fusedRelDiff(a, b []uint16) float64 {
 	var num, den float64
 	for i := range a {
-		x, y := float64(ncnn.Float16(a[i])), float64(ncnn.Float16(b[i]))
+		x, y := float64(half.FromF16(a[i])), float64(half.FromF16(b[i]))
 		num += (x - y) * (x - y)
 		den += y * y
 	}

@@ -340,24 +340,6 @@ func TestOutOfMemory(t *testing.T) {
 	}
 }
 
-func TestHalfConversions(t *testing.T) {
-	cases := []struct {
-		f    float32
-		h, b uint16
-	}{
-		{1, 0x3c00, 0x3f80}, {-2, 0xc000, 0xc000}, {65504, 0x7bff, 0x4780}, {1e9, 0x7c00, 0x4e6e},
-		{float32(math.Ldexp(1, -24)), 0x0001, 0x3380}, {0.1, 0x2e66, 0x3dcd},
-	}
-	for _, c := range cases {
-		if g := toF16(c.f); g != c.h {
-			t.Errorf("toF16(%g) = %#04x, want %#04x", c.f, g, c.h)
-		}
-		if g := toBF16(c.f); g != c.b {
-			t.Errorf("toBF16(%g) = %#04x, want %#04x", c.f, g, c.b)
-		}
-	}
-}
-
 func TestSizeClass(t *testing.T) {
 	prev := int64(0)
 	for _, n := range []int64{1, 511, 512, 513, 1 << 20, 1<<20 + 1, 3 << 20, 5<<20 + 7, 1 << 30, 1<<30 + 1} {

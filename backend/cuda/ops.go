@@ -1,8 +1,9 @@
 package cuda
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"fmt"
-	"math"
 
 	"github.com/vsr-dev/vsr/backend"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
@@ -124,9 +125,9 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 // even.
 func (b *Backend) store(v float32) uint16 {
 	if b.dtype == BF16 {
-		return toBF16(v)
+		return half.ToBF16(v)
 	}
-	return toF16(v)
+	return half.ToF16(v)
 }
 
 // actArgs returns the bias_act kernel's activation arguments.
@@ -546,50 +547,4 @@ func (b *Backend) ToRGB8(t backend.Tensor, dst []byte) error {
 		return err
 	}
 	return b.compute.Synchronize()
-}
-
-// toF16 converts to IEEE half, rounding to nearest even.
-func toF16(f float32) uint16 {
-	x := math.Float32bits(f)
-	sign := uint16(x>>16) & 0x8000
-	exp := int((x >> 23) & 0xff)
-	man := x & 0x7fffff
-	switch {
-	case exp == 0xff: // inf, nan
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp-127 > 15: // overflow
-		return sign | 0x7c00
-	case exp-127 >= -14: // normal
-		e := uint32(exp - 127 + 15)
-		m := man >> 13
-		rest := man & 0x1fff
-		h := uint32(sign) | e<<10 | m
-		if rest > 0x1000 || (rest == 0x1000 && m&1 == 1) {
-			h++ // may carry into the exponent, which is correct
-		}
-		return uint16(h)
-	case exp-127 >= -25: // subnormal
-		man |= 0x800000
-		shift := uint32(-14 - (exp - 127) + 13)
-		m := man >> shift
-		rest := man & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rest > half || (rest == half && m&1 == 1) {
-			m++
-		}
-		return sign | uint16(m)
-	}
-	return sign
-}
-
-// toBF16 converts to bfloat16, rounding to nearest even.
-func toBF16(f float32) uint16 {
-	x := math.Float32bits(f)
-	if x&0x7fffffff > 0x7f800000 {
-		return uint16(x>>16) | 0x40
-	}
-	return uint16((x + 0x7fff + (x>>16)&1) >> 16)
 }

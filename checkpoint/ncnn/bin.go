@@ -1,6 +1,8 @@
 package ncnn
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -86,7 +88,7 @@ func (r *WeightReader) Tagged(n int, what string) ([]float32, error) {
 			return nil, err
 		}
 		for i := range out {
-			out[i] = Float16(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = half.FromF16(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	case tag == tagInt8:
 		return nil, fmt.Errorf("%s: int8-quantized weights are not supported; export the model in fp16 or fp32", what)
@@ -122,25 +124,3 @@ func (r *WeightReader) Tagged(n int, what string) ([]float32, error) {
 }
 
 func align4(n int) int { return (n + 3) &^ 3 }
-
-// Float16 converts an IEEE 754 half-precision value to float32 exactly.
-func Float16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && man == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: normalise
-		e := uint32(127 - 15 + 1)
-		for man&0x400 == 0 {
-			man <<= 1
-			e--
-		}
-		man &= 0x3ff
-		return math.Float32frombits(sign | e<<23 | man<<13)
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | man<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
-}

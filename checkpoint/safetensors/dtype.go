@@ -1,6 +1,8 @@
 package safetensors
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"encoding/binary"
 	"math"
 )
@@ -42,78 +44,12 @@ func (d DType) Size() int {
 	return 0
 }
 
-// bf16ToF32 widens a bfloat16 exactly.
-func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// f16ToF32 widens an IEEE binary16 exactly, subnormals, infinities and NaN
-// payloads included.
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0: // normal
-		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-	case mant == 0: // signed zero
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: mant * 2^-24, normalised for float32.
-	e := uint32(113)
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
-}
-
-// f32ToBF16 rounds to the nearest bfloat16, ties to even; NaN stays NaN.
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 { // NaN: keep sign and top payload, force quiet
-		return uint16(b>>16) | 0x0040
-	}
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
-}
-
-// f32ToF16 rounds to the nearest binary16, ties to even, overflowing to
-// infinity and through the subnormals to zero; NaN stays NaN.
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	a := b & 0x7fffffff
-	switch {
-	case a > 0x7f800000: // NaN: keep the top payload bits, force quiet
-		return sign | 0x7e00 | uint16(a>>13)&0x1ff
-	case a >= 0x477ff000: // rounds to >= 65520: infinity
-		return sign | 0x7c00
-	case a >= 0x38800000: // normal half (>= 2^-14)
-		// Rebias the exponent (127 -> 15) and round the 13 dropped bits.
-		a -= 112 << 23
-		return sign | uint16((a+0xfff+(a>>13)&1)>>13)
-	case a < 0x33000000: // below 2^-25: rounds to zero (2^-25 itself ties to 0)
-		return sign
-	}
-	// Subnormal half: value = m * 2^-24 with m = mantissa(1.x) >> shift.
-	e := a >> 23
-	m := a&0x7fffff | 0x800000
-	shift := 126 - e // 14..24 for e in 102..112
-	half := uint32(1) << (shift - 1)
-	r := m >> shift
-	rem := m & (1<<shift - 1)
-	if rem > half || rem == half && r&1 == 1 {
-		r++
-	}
-	return sign | uint16(r)
-}
-
 // Float32ToBF16 encodes v as little-endian bfloat16, rounding each value to
 // the nearest representable one (ties to even).
 func Float32ToBF16(v []float32) []byte {
 	out := make([]byte, 2*len(v))
 	for i, x := range v {
-		binary.LittleEndian.PutUint16(out[2*i:], f32ToBF16(x))
+		binary.LittleEndian.PutUint16(out[2*i:], half.ToBF16(x))
 	}
 	return out
 }
@@ -124,7 +60,7 @@ func Float32ToBF16(v []float32) []byte {
 func Float32ToF16(v []float32) []byte {
 	out := make([]byte, 2*len(v))
 	for i, x := range v {
-		binary.LittleEndian.PutUint16(out[2*i:], f32ToF16(x))
+		binary.LittleEndian.PutUint16(out[2*i:], half.ToF16(x))
 	}
 	return out
 }
@@ -144,13 +80,13 @@ func toFloat32(d DType, b []byte) ([]float32, bool) {
 	case BF16:
 		out := make([]float32, len(b)/2)
 		for i := range out {
-			out[i] = bf16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = half.FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 		return out, true
 	case F16:
 		out := make([]float32, len(b)/2)
 		for i := range out {
-			out[i] = f16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = half.FromF16(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 		return out, true
 	case F32:

@@ -1,6 +1,8 @@
 package safetensors
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -317,7 +319,7 @@ func TestFloat32Exact(t *testing.T) {
 			t.Fatalf("f16 %#04x -> %g, want %g", i, v, want)
 		}
 		// And back: every half survives f32 -> f16.
-		if h := f32ToF16(v); h != uint16(i) {
+		if h := half.ToF16(v); h != uint16(i) {
 			t.Fatalf("f16 %#04x -> %g -> %#04x", i, v, h)
 		}
 	}
@@ -384,15 +386,15 @@ func TestFloat32ToHalfRounding(t *testing.T) {
 		f16s = append(f16s, f16Reference(uint16(h)))
 	}
 	for h := range 0x7f80 {
-		bf16s = append(bf16s, float64(bf16ToF32(uint16(h))))
+		bf16s = append(bf16s, float64(half.FromBF16(uint16(h))))
 	}
 	check := func(bits uint32) {
 		x := math.Float32frombits(bits)
 		if math.IsNaN(float64(x)) {
-			if h := f32ToF16(x); h&0x7c00 != 0x7c00 || h&0x3ff == 0 || h>>15 != uint16(bits>>31) {
+			if h := half.ToF16(x); h&0x7c00 != 0x7c00 || h&0x3ff == 0 || h>>15 != uint16(bits>>31) {
 				t.Fatalf("f16 of NaN %#08x = %#04x", bits, h)
 			}
-			if h := f32ToBF16(x); h&0x7f80 != 0x7f80 || h&0x7f == 0 || h>>15 != uint16(bits>>31) {
+			if h := half.ToBF16(x); h&0x7f80 != 0x7f80 || h&0x7f == 0 || h>>15 != uint16(bits>>31) {
 				t.Fatalf("bf16 of NaN %#08x = %#04x", bits, h)
 			}
 			return
@@ -400,11 +402,11 @@ func TestFloat32ToHalfRounding(t *testing.T) {
 		sign := uint16(bits>>31) << 15
 		a := math.Abs(float64(x))
 		want := uint16(nearest(a, f16s, 65520)) | sign // index len = 0x7c00 = inf
-		if got := f32ToF16(x); got != want {
+		if got := half.ToF16(x); got != want {
 			t.Fatalf("f16(%g [%#08x]) = %#04x, want %#04x", x, bits, got, want)
 		}
 		wantB := uint16(nearest(a, bf16s, 0x1.ffp127)) | sign // max bf16 is 0x1.fep127, halfway to 2^128 is inf
-		if got := f32ToBF16(x); got != wantB {
+		if got := half.ToBF16(x); got != wantB {
 			t.Fatalf("bf16(%g [%#08x]) = %#04x, want %#04x", x, bits, got, wantB)
 		}
 	}

@@ -1,6 +1,8 @@
 package cublaslt
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -81,68 +83,6 @@ func devBuf(t *testing.T, e *gpuEnv, n int) cuda.DevicePtr {
 	return b.Ptr()
 }
 
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	e := int((b >> 23) & 0xff)
-	mant := b & 0x7fffff
-	if e == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	exp := e - 127 + 15
-	if exp >= 0x1f {
-		return sign | 0x7c00
-	}
-	if exp <= 0 {
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		half := uint32(1) << (shift - 1)
-		r := mant >> shift
-		rem := mant & (1<<shift - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++
-	}
-	return sign | uint16(r)
-}
-
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch exp {
-	case 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case 0:
-		f := float32(mant) / (1 << 24)
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-}
-
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
-
-func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
 // encode rounds vals to dt in place and returns the device bytes.
 func encode(dt DataType, vals []float64) []byte {
 	switch dt {
@@ -156,15 +96,15 @@ func encode(dt DataType, vals []float64) []byte {
 	case R16BF:
 		out := make([]uint16, len(vals))
 		for i, v := range vals {
-			out[i] = f32ToBF16(float32(v))
-			vals[i] = float64(bf16ToF32(out[i]))
+			out[i] = half.ToBF16(float32(v))
+			vals[i] = float64(half.FromBF16(out[i]))
 		}
 		return cuda.AsBytes(out)
 	default:
 		out := make([]uint16, len(vals))
 		for i, v := range vals {
-			out[i] = f32ToF16(float32(v))
-			vals[i] = float64(f16ToF32(out[i]))
+			out[i] = half.ToF16(float32(v))
+			vals[i] = float64(half.FromF16(out[i]))
 		}
 		return cuda.AsBytes(out)
 	}
@@ -177,9 +117,9 @@ func decode(dt DataType, b []byte, n int) []float64 {
 		case R32F:
 			out[i] = float64(math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24))
 		case R16BF:
-			out[i] = float64(bf16ToF32(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
+			out[i] = float64(half.FromBF16(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
 		default:
-			out[i] = float64(f16ToF32(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
+			out[i] = float64(half.FromF16(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package cudnn
 
 import (
+	"github.com/vsr-dev/vsr/tensor/half"
+
 	"errors"
 	"math"
 	"strings"
@@ -186,23 +188,23 @@ func TestHalfConversions(t *testing.T) {
 		{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {1e6, 0x7c00},
 		{float32(math.Inf(-1)), 0xfc00}, {5.960464477539063e-08, 0x0001}, {0.333251953125, 0x3555},
 	} {
-		if got := f32ToF16(c.f); got != c.h {
-			t.Errorf("f32ToF16(%g) = %#04x, want %#04x", c.f, got, c.h)
+		if got := half.ToF16(c.f); got != c.h {
+			t.Errorf("half.ToF16(%g) = %#04x, want %#04x", c.f, got, c.h)
 		}
 		if c.h != 0x7c00 {
-			if back := f16ToF32(c.h); back != c.f {
-				t.Errorf("f16ToF32(%#04x) = %g, want %g", c.h, back, c.f)
+			if back := half.FromF16(c.h); back != c.f {
+				t.Errorf("half.FromF16(%#04x) = %g, want %g", c.h, back, c.f)
 			}
 		}
 	}
 	// Round to nearest even: 1 + 2^-11 is halfway between 1 and 1+2^-10.
-	if got := f32ToF16(1 + 1.0/2048); got != 0x3c00 {
+	if got := half.ToF16(1 + 1.0/2048); got != 0x3c00 {
 		t.Errorf("tie rounding = %#04x", got)
 	}
-	if got := f32ToBF16(1); got != 0x3f80 {
-		t.Errorf("f32ToBF16(1) = %#04x", got)
+	if got := half.ToBF16(1); got != 0x3f80 {
+		t.Errorf("half.ToBF16(1) = %#04x", got)
 	}
-	if got := bf16ToF32(f32ToBF16(3.14159)); math.Abs(float64(got)-3.14159) > 0.01 {
+	if got := half.FromBF16(half.ToBF16(3.14159)); math.Abs(float64(got)-3.14159) > 0.01 {
 		t.Errorf("bf16 round trip = %g", got)
 	}
 }
