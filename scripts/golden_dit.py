@@ -15,17 +15,17 @@ float32 on the CPU:
            x += c_gate * ffn(LN(x)*(1+c_scale)+c_shift) (tanh GELU)
   head   = proj_out(LN(x)*(1+scale)+shift) with (table + temb), unpatchified; v is the output.
 
-Usage: python3 scripts/golden_dit.py CHECKPOINT_DIR OUT_DIR
-(CHECKPOINT_DIR from `vsr checkpoint synth --family swiftvr --preset tiny`.)
-Writes OUT_DIR/dit_in.f32 (latents, NHWC f x h x w x 48, f=2 h=40 w=72) and
-OUT_DIR/dit_v.f32 (the prediction, same layout) for temporal offset 3.
+Usage: python3 scripts/golden_dit.py CHECKPOINT_DIR OUT_DIR F H W OFFSET
+(CHECKPOINT_DIR from `vsr checkpoint synth --family swiftvr --preset tiny|block`.)
+Writes OUT_DIR/dit_in.f32 (latents, NHWC F x H x W x 48, standard normal from
+numpy's default_rng(11)) and OUT_DIR/dit_v.f32 (the prediction, same layout)
+for the given global temporal offset of the first latent.
 """
 import json, math, os, struct, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-F_, H_, W_, OFFSET = 2, 40, 72, 3
 
 
 def load(path):
@@ -98,6 +98,7 @@ def rms(x, w, eps):
 
 def main():
     ck, out = sys.argv[1], sys.argv[2]
+    F_, H_, W_, OFFSET = (int(a) for a in sys.argv[3:7])
     cfg = json.load(open(os.path.join(ck, "transformer", "config.json")))
     W = load(os.path.join(ck, "transformer", "diffusion_pytorch_model.safetensors"))
     P = load(os.path.join(ck, "prompt_embedding.safetensors"))["prompt_emb"][0].float()
@@ -120,6 +121,7 @@ def main():
     f, h, w = tok.shape[2:]
     x = tok.flatten(2).transpose(1, 2)[0]  # (L, D)
     ang = rope_angles(f, h, w, OFFSET, hd)
+    torch.set_num_threads(os.cpu_count())
     for b in range(cfg["num_layers"]):
         p = f"blocks.{b}."
         m = W[p + "scale_shift_table"].float()[0] + mod

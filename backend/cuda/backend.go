@@ -70,6 +70,9 @@ type Backend struct {
 	// shared memory on this GPU, or it failed to compile).
 	fusedMod *cu.Module
 	fused    *cu.Function
+	// comp compiles the kernel sources loaded on first use (see kernel).
+	comp    *nvrtc.Compiler
+	lazyMod map[string]*cu.Module
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
@@ -175,6 +178,7 @@ func (b *Backend) init(major, minor int) error {
 	if err != nil {
 		return err
 	}
+	b.comp, b.lazyMod = comp, map[string]*cu.Module{}
 	// --fmad=false: no contraction into FMAs, so elementwise results match
 	// the CPU backend's float32 arithmetic exactly.
 	out, err := comp.Compile(nvrtc.Program{Name: "vsr_kernels.cu", Source: kernelSource, Options: []string{"--fmad=false", "-default-device"}})
@@ -243,6 +247,9 @@ func (b *Backend) Close() error {
 	if b.fusedMod != nil {
 		b.fusedMod.Close()
 	}
+	for _, m := range b.lazyMod {
+		m.Close()
+	}
 	if b.epoch != nil {
 		b.epoch.Close()
 	}
@@ -267,6 +274,41 @@ func (b *Backend) fn(name string, typed bool) (*cu.Function, error) {
 		return nil, err
 	}
 	b.fns[name] = f
+	return f, nil
+}
+
+// Source is a kernel source file that is compiled and loaded the first time
+// one of its kernels is used, so that models which never need it (the
+// compact model never runs the DiT) do not pay for it.
+type Source struct {
+	Name, Code string
+	Options    []string
+}
+
+// kernel returns kernel name from src, compiling and loading src on first
+// use (NVRTC's on-disk cache makes later processes fast).
+func (b *Backend) kernel(src *Source, name string) (*cu.Function, error) {
+	key := src.Name + "/" + name
+	if f, ok := b.fns[key]; ok {
+		return f, nil
+	}
+	mod, ok := b.lazyMod[src.Name]
+	if !ok {
+		opts := append([]string{"-default-device"}, src.Options...)
+		out, err := b.comp.Compile(nvrtc.Program{Name: src.Name, Source: src.Code, Options: opts})
+		if err != nil {
+			return nil, fmt.Errorf("compile %s: %w", src.Name, err)
+		}
+		if mod, err = b.ctx.LoadModule(out.Image); err != nil {
+			return nil, fmt.Errorf("load %s: %w", src.Name, err)
+		}
+		b.lazyMod[src.Name] = mod
+	}
+	f, err := mod.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	b.fns[key] = f
 	return f, nil
 }
 

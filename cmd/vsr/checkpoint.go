@@ -55,7 +55,7 @@ func newCheckpointSynth() *cobra.Command {
 	var family, preset, out string
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "synth --family swiftvr --preset tiny|full -o DIR",
+		Use:   "synth --family swiftvr --preset tiny|block|full -o DIR",
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
 		Long: "Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and\n" +
 			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n" +

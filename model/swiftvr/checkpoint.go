@@ -172,7 +172,7 @@ func aroundFill(mean, std float32) synthFill {
 }
 
 // Preset sizes. "full" is the published checkpoint; "tiny" keeps every layer
-// and name but shrinks the widths.
+// and name but shrinks the widths; "block" is one DiT block at full width.
 type presetSpec struct {
 	dims        Dims
 	promptDType safetensors.DType
@@ -194,12 +194,20 @@ func presetFor(name string) (presetSpec, bool) {
 			Dim: 256, Heads: 2, HeadDim: 128, FFNDim: 512, Layers: 2, TextDim: 64, FreqDim: 256,
 			PatchSize: [3]int{1, 2, 2}, InChannels: 48, OutChannels: 48, PromptTokens: 16,
 		}, promptDType: "BF16", ditDType: "BF16", shards: 1}, true
+	case "block":
+		return presetSpec{dims: Dims{
+			ReAEChannels: 12, EncoderWidth: 16, DecoderWidths: [4]int{32, 16, 16, 16}, LatentChannels: 48,
+			Dim: 3072, Heads: 24, HeadDim: 128, FFNDim: 14336, Layers: 1, TextDim: 4096, FreqDim: 256,
+			PatchSize: [3]int{1, 2, 2}, InChannels: 48, OutChannels: 48, PromptTokens: 32,
+		}, promptDType: "BF16", ditDType: "BF16", shards: 1}, true
 	}
 	return presetSpec{}, false
 }
 
-// Presets lists the names Layout and Synth accept.
-func Presets() []string { return []string{"tiny", "full"} }
+// Presets lists the names Layout and Synth accept: "tiny" (every layer,
+// small widths), "block" (one DiT block at the full width, a small ReAE and
+// 32 prompt tokens: for tests) and "full" (the published sizes).
+func Presets() []string { return []string{"tiny", "block", "full"} }
 
 // configFor returns the config.json that describes d, with the published
 // Wan2.2-TI2V-5B values for everything d does not set.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
@@ -34,7 +35,7 @@ import (
 func Synth(dir, preset string, seed uint64) error {
 	p, ok := presetFor(preset)
 	if !ok {
-		return fmt.Errorf("unknown preset %q (known: tiny, full)", preset)
+		return fmt.Errorf("unknown preset %q (known: %s)", preset, strings.Join(Presets(), ", "))
 	}
 	specs, cfg := Layout(preset)
 	if dir == "" {

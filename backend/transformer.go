@@ -1,0 +1,123 @@
+package backend
+
+import "fmt"
+
+// Matrix is the shape of a rows x cols matrix as transformer ops take it:
+// [1 1 rows cols].
+func Matrix(rows, cols int) Shape { return Shape{N: 1, H: 1, W: rows, C: cols} }
+
+// ActGELUTanh is GELU with the tanh approximation,
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), for Linear.
+const ActGELUTanh ActKind = 100
+
+// Grid is the token layout of a chunk of video latents: F frames of H x W
+// tokens; token (f, y, x) is row (f*H + y)*W + x.
+type Grid struct{ F, H, W int }
+
+// Tokens returns the number of tokens of the grid.
+func (g Grid) Tokens() int { return g.F * g.H * g.W }
+
+// Windows are the attention windows over a Grid. Window (i, j) spans every
+// frame and the rows [YStarts[i], YStarts[i]+min(Size, H)) by the columns
+// [XStarts[j], XStarts[j]+min(Size, W)); windows may overlap. A token at
+// (y, x) takes its output from window (YOwner[y], XOwner[x]), which must
+// contain it; owners are non-decreasing along each axis, so every window
+// owns a rectangle.
+type Windows struct {
+	Size             int
+	YStarts, XStarts []int
+	YOwner, XOwner   []int
+}
+
+// Check reports whether w is a valid window set over g.
+func (w Windows) Check(g Grid) error {
+	if w.Size < 1 || len(w.YOwner) != g.H || len(w.XOwner) != g.W || len(w.YStarts) == 0 || len(w.XStarts) == 0 {
+		return fmt.Errorf("windows: size %d, %d/%d owners for a %dx%d grid", w.Size, len(w.YOwner), len(w.XOwner), g.H, g.W)
+	}
+	for _, ax := range []struct {
+		starts, owner []int
+		n             int
+	}{{w.YStarts, w.YOwner, g.H}, {w.XStarts, w.XOwner, g.W}} {
+		size := min(w.Size, ax.n)
+		for p, o := range ax.owner {
+			if o < 0 || o >= len(ax.starts) || p < ax.starts[o] || p >= ax.starts[o]+size || ax.starts[o]+size > ax.n ||
+				(p > 0 && o < ax.owner[p-1]) {
+				return fmt.Errorf("windows: position %d owned by window %d of starts %v over %d", p, o, ax.starts, ax.n)
+			}
+		}
+	}
+	return nil
+}
+
+// RoPE is the rotary position embedding of a Grid: the HeadDim/2 pairs of
+// consecutive values of every head are split into temporal, height and
+// width parts of HeadDim/2 - 2*(HeadDim/6), HeadDim/6 and HeadDim/6 pairs
+// (Wan's 44/42/42 dimensions for 128); pair j of a part of d dimensions is
+// rotated by the angle pos * 10000^(-2j/d), where pos is Offset+f, y or x.
+type RoPE struct {
+	Grid    Grid
+	Offset  int
+	HeadDim int
+}
+
+// Transformer is implemented by backends that run transformer layers (the
+// SwiftVR DiT), beside Backend. Activations are matrices (see Matrix) of
+// rows = tokens; a head is headDim consecutive columns. Like Backend, ops
+// return new tensors unless they say otherwise.
+type Transformer interface {
+	// PrepareLinear packs a linear layer's weights (out x in, PyTorch's
+	// layout) and bias (len out, or nil).
+	PrepareLinear(out, in int, w, bias []float32) (Weights, error)
+	// Linear returns act(x Wᵀ + b) for x of rows x in; act is ActNone or
+	// ActGELUTanh. With acc non-nil (rows x out) it adds x Wᵀ + b to acc in
+	// place and returns acc; act must then be ActNone.
+	Linear(x Tensor, w Weights, act ActKind, acc Tensor) (Tensor, error)
+	// Reshape returns a copy of x with shape s of as many elements.
+	Reshape(x Tensor, s Shape) (Tensor, error)
+	// LayerNorm normalises every row to zero mean and unit variance (no
+	// affine; fold one into the next Linear).
+	LayerNorm(x Tensor, eps float32) (Tensor, error)
+	// RMSNormRoPE divides every row of x, in place, by its root mean square
+	// (+eps) and multiplies by w (1 x cols); then, when rope is non-nil,
+	// rotates every head of every row (rows = rope.Grid tokens).
+	RMSNormRoPE(x, w Tensor, eps float32, rope *RoPE) error
+	// WindowAttention returns softmax(q kᵀ / sqrt(headDim)) v for every
+	// head, each token attending to the tokens of its owner window and
+	// taking its output from it (see Windows). q, k and v are tokens x cols.
+	WindowAttention(q, k, v Tensor, headDim int, g Grid, w Windows) (Tensor, error)
+	// Attention returns softmax(q kᵀ / sqrt(headDim)) v for every head,
+	// every row of q attending to every row of k and v.
+	Attention(q, k, v Tensor, headDim int) (Tensor, error)
+}
+
+// RoPEParts returns the number of rotated pairs per head for the temporal,
+// height and width positions.
+func RoPEParts(headDim int) [3]int {
+	hw := headDim / 6
+	return [3]int{headDim/2 - 2*hw, hw, hw}
+}
+
+// CheckMatrix reports whether s is a matrix (see Matrix) with cols
+// columns (any number when cols is 0).
+func CheckMatrix(s Shape, cols int) error {
+	if s.N != 1 || s.H != 1 || s.W < 1 || s.C < 1 || cols > 0 && s.C != cols {
+		return fmt.Errorf("tensor %v is not a matrix of %d columns", s, cols)
+	}
+	return nil
+}
+
+// CheckLinear validates PrepareLinear's arguments.
+func CheckLinear(out, in int, w, bias []float32) error {
+	if out < 1 || in < 1 || len(w) != out*in || bias != nil && len(bias) != out {
+		return fmt.Errorf("linear %dx%d: %d weights, %d biases", out, in, len(w), len(bias))
+	}
+	return nil
+}
+
+// CheckRoPE reports whether r fits a matrix of rows x cols.
+func CheckRoPE(r RoPE, rows, cols int) error {
+	if r.HeadDim < 6 || r.HeadDim%2 != 0 || cols%r.HeadDim != 0 || r.Grid.Tokens() != rows || r.Grid.Tokens() < 1 {
+		return fmt.Errorf("rope: head dim %d over %d columns, grid %+v for %d rows", r.HeadDim, cols, r.Grid, rows)
+	}
+	return nil
+}
