@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/nvidia/cublaslt"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/nvrtc"
 )
@@ -73,6 +74,9 @@ type Backend struct {
 	// comp compiles the kernel sources loaded on first use (see kernel).
 	comp    *nvrtc.Compiler
 	lazyMod map[string]*cu.Module
+	// gemm runs the transformer ops' matrix products (made on first use).
+	blasHandle *cublaslt.Handle
+	gemm       *cublaslt.Gemm
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
@@ -234,6 +238,10 @@ func (b *Backend) Close() error {
 	b.slotMu.Unlock()
 	if b.conv != nil {
 		b.conv.close()
+	}
+	if b.gemm != nil {
+		b.gemm.Close()
+		b.blasHandle.Close()
 	}
 	for _, t := range b.tapCache {
 		t.free()

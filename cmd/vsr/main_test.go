@@ -327,8 +327,8 @@ func TestNoGPU(t *testing.T) {
 
 // TestSwiftVRRestore restores generated clips with a tiny synthetic SwiftVR
 // checkpoint, autoencoder only: every length keeps its exact frame count,
-// fps, audio and the requested size; the DiT, not implemented yet, is a
-// clear error.
+// fps, audio and the requested size; then with the DiT (the default); a
+// refused option leaves no output behind.
 func TestSwiftVRRestore(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -358,10 +358,17 @@ func TestSwiftVRRestore(t *testing.T) {
 		t.Errorf("--size 40x20: %+v", i)
 	}
 	out := filepath.Join(dir, "dit.mp4")
-	if _, err := vsr(t, "restore", in, "-o", out, "--model", ck, "--progress", "none"); err == nil || !strings.Contains(err.Error(), "--dit off") {
-		t.Errorf("DiT on: %v", err)
+	if _, err := vsr(t, "restore", in, "-o", out, "--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--progress", "none"); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(out); err == nil {
+	if i := probe(t, out); i.Frames != 29 || i.Width != 48 || i.Height != 32 {
+		t.Errorf("DiT on: %+v", i)
+	}
+	bad := filepath.Join(dir, "bad.mp4")
+	if _, err := vsr(t, "restore", in, "-o", bad, "--model", ck, "--clip-len", "6", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "clip-len") {
+		t.Errorf("--clip-len 6: %v", err)
+	}
+	if _, err := os.Stat(bad); err == nil {
 		t.Error("a failed restore left an output file")
 	}
 }

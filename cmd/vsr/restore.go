@@ -83,7 +83,7 @@ exist.`,
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	fl.StringVar(&f.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
+	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
 	addSwiftVRFlags(fl, &f)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
@@ -165,6 +165,7 @@ type loaded struct {
 	compact *compact.Model
 	ck      *swiftvr.Checkpoint
 	reae    *swiftvr.ReAE
+	dit     *swiftvr.DiT // nil when loaded with --dit off
 }
 
 // Close frees the model and the device.
@@ -182,6 +183,9 @@ func (l *loaded) closeModel() {
 	if l.reae != nil {
 		l.reae.Close()
 	}
+	if l.dit != nil {
+		l.dit.Close()
+	}
 	if l.ck != nil {
 		l.ck.Close()
 	}
@@ -189,7 +193,7 @@ func (l *loaded) closeModel() {
 
 // setup opens the device and loads the model onto it.
 func setup(cmd *cobra.Command, f restoreFlags) (*loaded, error) {
-	dev, err := openDevice(f.device, f.dtype)
+	dev, err := openDevice(f.device, resolveDType(f.dtype, f.model))
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +213,9 @@ func load(cmd *cobra.Command, dev backend.Backend, f restoreFlags) (*loaded, err
 		if ld.ck, err = swiftvr.Open(f.model); err == nil {
 			ld.reae, err = swiftvr.NewReAE(dev, swiftvr.FileSource{F: ld.ck.ReAE})
 		}
+		if err == nil && f.dit != "off" {
+			ld.dit, err = loadDiT(dev, ld.ck)
+		}
 		ld.name = "swiftvr:" + filepath.Base(filepath.Clean(f.model))
 	} else {
 		ld.compact, err = loadModel(cmd, dev, f)
@@ -221,6 +228,19 @@ func load(cmd *cobra.Command, dev backend.Backend, f restoreFlags) (*loaded, err
 		return nil, err
 	}
 	return ld, nil
+}
+
+// loadDiT loads the checkpoint's transformer onto dev: the weights stay
+// resident for every request.
+func loadDiT(dev backend.Backend, ck *swiftvr.Checkpoint) (*swiftvr.DiT, error) {
+	if g, ok := dev.(*cuda.Backend); ok && g.DType() != cuda.BF16 {
+		return nil, fmt.Errorf("the SwiftVR DiT needs --dtype bf16 (fp16 overflows), not %v", g.DType())
+	}
+	prompt, err := ck.PromptEmbedding()
+	if err != nil {
+		return nil, err
+	}
+	return swiftvr.NewDiT(dev, swiftvr.FileSource{F: ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
 }
 
 // engine makes the per-request engine for a video; done releases it.
@@ -249,18 +269,41 @@ func (l *loaded) engine(info *video.Info, total int, f restoreFlags) (pipeline.E
 	if f.reaeBatch < 0 || f.ditOverlap < 0 {
 		return nil, nil, fmt.Errorf("--reae-frame-batch and --dit-overlap must be >= 0")
 	}
+	var dit *swiftvr.DiT
+	if f.dit == "on" {
+		if dit = l.dit; dit == nil {
+			return nil, nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
+		}
+	}
 	l.reae.TGrowBefore, l.reae.FrameBatch = f.temporalGrow == "before", f.reaeBatch
-	r, err := swiftvr.NewRunner(l.reae, info.Width, info.Height, total, swiftvr.Options{
-		Width: ow, Height: oh, ClipLen: f.clipLen, DiT: f.dit == "on", DiTOverlap: f.ditOverlap})
+	r, err := swiftvr.NewRunner(l.reae, dit, info.Width, info.Height, total, swiftvr.Options{
+		Width: ow, Height: oh, ClipLen: f.clipLen, DiTOverlap: f.ditOverlap})
 	if err != nil {
 		return nil, nil, err
 	}
 	return r, r.Close, nil
 }
 
+// resolveDType turns --dtype auto into bf16 when a SwiftVR checkpoint is
+// among the models (its DiT needs bf16's range), else f16.
+func resolveDType(dtype string, models ...string) string {
+	if dtype != "auto" {
+		return dtype
+	}
+	for _, m := range models {
+		if m != "" && swiftvr.IsCheckpointDir(m) {
+			return "bf16"
+		}
+	}
+	return "f16"
+}
+
 // openDevice opens the backend for --device. "auto" takes the first GPU
 // when there is one, else the CPU.
 func openDevice(name, dtype string) (backend.Backend, error) {
+	if dtype == "auto" {
+		dtype = "f16"
+	}
 	dt := cuda.F16
 	switch dtype {
 	case "f16", "fp16":

@@ -65,7 +65,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
-	fl.StringVar(&b.dtype, "dtype", "f16", "GPU storage type: f16 or bf16")
+	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")
@@ -160,7 +160,7 @@ type serveRunner struct {
 }
 
 func newServeRunner(cmd *cobra.Command, f serveFlags) (*serveRunner, error) {
-	dev, err := openDevice(f.base.device, f.base.dtype)
+	dev, err := openDevice(f.base.device, resolveDType(f.base.dtype, f.models...))
 	if err != nil {
 		return nil, err
 	}

@@ -14,25 +14,19 @@ type Options struct {
 	Width, Height int
 	// ClipLen is the chunk length in frames (a multiple of 4; default 24).
 	ClipLen int
-	// DiT runs the diffusion transformer between encode and decode. It is
-	// not implemented yet; false runs encode -> decode only (the
-	// diagnostic --dit off).
-	DiT bool
 	// DiTOverlap is the number of previous latents prepended to middle
 	// chunks for the DiT.
 	DiTOverlap int
 }
 
-// ErrNoDiT is returned when the DiT is asked for: it is not implemented
-// yet.
-var ErrNoDiT = errors.New("the SwiftVR DiT is not implemented in this version of vsr: restore with --dit off (autoencoder only)")
-
-// Runner streams one video through the ReAE chunk by chunk, keeping the
-// causal state between chunks; it is a pipeline engine that takes frames in
+// Runner streams one video through SwiftVR chunk by chunk (ReAE encode,
+// DiT, ReAE decode), keeping the causal state between chunks: the ReAE's
+// boundary frames and the previous chunk's latents for the DiT's history; it is a pipeline engine that takes frames in
 // its own batch sizes (one batch per chunk). A Runner serves one request:
 // make a new one per video, so no state leaks between requests.
 type Runner struct {
 	r      *ReAE
+	dit    *DiT // nil: encode -> decode only
 	opt    Options
 	frames int // frames of the video
 	inW    int
@@ -41,12 +35,15 @@ type Runner struct {
 	next   int // next chunk to run
 	state  *State
 	last   backend.Tensor // the video's last real frame, prepared (for padding)
+	hist   backend.Tensor // the previous chunk's input latents (DiT history)
 }
 
 // NewRunner prepares a request for a video of frames frames of inW x inH.
-func NewRunner(r *ReAE, inW, inH, frames int, opt Options) (*Runner, error) {
-	if opt.DiT {
-		return nil, ErrNoDiT
+// With dit nil, chunks are encoded and decoded only (the diagnostic
+// --dit off).
+func NewRunner(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Runner, error) {
+	if dit != nil && dit.b != r.b {
+		return nil, errors.New("swiftvr: the ReAE and the DiT are on different devices")
 	}
 	if opt.ClipLen == 0 {
 		opt.ClipLen = 24
@@ -61,15 +58,17 @@ func NewRunner(r *ReAE, inW, inH, frames int, opt Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{r: r, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
+	return &Runner{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
 }
 
 // Close frees the request's state.
 func (e *Runner) Close() {
 	e.state.Free()
-	if e.last != nil {
-		e.last.Free()
-		e.last = nil
+	for _, t := range []*backend.Tensor{&e.last, &e.hist} {
+		if *t != nil {
+			(*t).Free()
+			*t = nil
+		}
 	}
 }
 
@@ -241,6 +240,14 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, 
 	if err != nil {
 		return nil, err
 	}
+	if e.dit != nil {
+		restored, err := e.restore(c, z)
+		z.Free()
+		if err != nil {
+			return nil, err
+		}
+		z = restored
+	}
 	y, err := e.r.Decode(z, e.state)
 	z.Free()
 	if err != nil {
@@ -257,4 +264,53 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, 
 		return nil, fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
 	}
 	return b.Frames(crop, lo-(c.Start-3), hi-lo)
+}
+
+// restore runs the DiT on chunk c's latents z with its history (see
+// DiTInput) and returns the restored latents z - v. It keeps z as the
+// next chunk's history.
+func (e *Runner) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
+	b := e.r.b
+	plan := c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap)
+	var sc scratch
+	defer sc.free()
+	in := z
+	if plan.Prefix > 0 {
+		s := z.Shape()
+		var prefix backend.Tensor
+		var err error
+		switch {
+		case plan.ZeroPrefix || e.hist == nil:
+			s.N = plan.Prefix
+			prefix, err = sc.add(b.Upload(s, make([]float32, s.Elems())))
+		case e.hist.Shape().N < plan.Prefix:
+			return nil, fmt.Errorf("swiftvr: chunk %d needs %d history latents, has %d", c.Index, plan.Prefix, e.hist.Shape().N)
+		default:
+			prefix, err = sc.add(b.Frames(e.hist, e.hist.Shape().N-plan.Prefix, plan.Prefix))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if in, err = sc.add(b.ConcatFrames(prefix, z)); err != nil {
+			return nil, err
+		}
+	}
+	v, err := sc.add(e.dit.Forward(in, plan.Offset))
+	if err != nil {
+		return nil, err
+	}
+	if plan.Prefix > 0 {
+		if v, err = sc.add(b.Frames(v, plan.Prefix, z.Shape().N)); err != nil {
+			return nil, err
+		}
+	}
+	hist, err := b.Frames(z, 0, z.Shape().N)
+	if err != nil {
+		return nil, err
+	}
+	if e.hist != nil {
+		e.hist.Free()
+	}
+	e.hist = hist
+	return b.Binary(backend.OpSub, z, v)
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
 // drive runs a Runner the way the pipeline does (its planned batches in
@@ -61,7 +63,7 @@ func TestRunnerFrameCounts(t *testing.T) {
 	defer r.Close()
 	const w, h = 20, 12 // cropped to 16x8, output 32x16
 	for _, f := range []int{1, 2, 5, 24, 26, 27, 28, 29, 30, 52, 53, 361} {
-		e, err := NewRunner(r, w, h, f, Options{Width: 32, Height: 16, ClipLen: 24})
+		e, err := NewRunner(r, nil, w, h, f, Options{Width: 32, Height: 16, ClipLen: 24})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +84,7 @@ func TestRunnerEqualsWhole(t *testing.T) {
 	const w, h, ow, oh = 36, 20, 48, 28
 	for _, f := range []int{29, 53, 58} {
 		v := video(f, w, h, 5)
-		e, err := NewRunner(r, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8})
+		e, err := NewRunner(r, nil, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +92,7 @@ func TestRunnerEqualsWhole(t *testing.T) {
 		e.Close()
 
 		x, _ := b.FromRGB8(v, f, h, w)
-		whole, _ := NewRunner(r, w, h, f, Options{Width: ow, Height: oh})
+		whole, _ := NewRunner(r, nil, w, h, f, Options{Width: ow, Height: oh})
 		prep, err := whole.prepare(x)
 		if err != nil {
 			t.Fatal(err)
@@ -122,15 +124,57 @@ func TestRunnerEqualsWhole(t *testing.T) {
 func TestRunnerErrors(t *testing.T) {
 	r, _ := testReAE(t)
 	defer r.Close()
-	if _, err := NewRunner(r, 64, 64, 10, Options{Width: 128, Height: 128, DiT: true}); err != ErrNoDiT {
-		t.Errorf("DiT on: %v", err)
-	}
 	for _, o := range []Options{{Width: 127, Height: 128}, {Width: 128, Height: 128, ClipLen: 6}} {
-		if _, err := NewRunner(r, 64, 64, 10, o); err == nil {
+		if _, err := NewRunner(r, nil, 64, 64, 10, o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if _, err := NewRunner(r, 7, 64, 10, Options{Width: 128, Height: 128}); err == nil {
+	if _, err := NewRunner(r, nil, 7, 64, 10, Options{Width: 128, Height: 128}); err == nil {
 		t.Error("a 7-pixel-wide video accepted")
+	}
+}
+
+// TestRunnerWithDiT restores videos end to end with the tiny checkpoint on
+// the CPU (ReAE encode, DiT with its history rule, decode): exactly as many
+// frames out as in, the same bytes on a second run, and not the output of
+// encode -> decode alone.
+func TestRunnerWithDiT(t *testing.T) {
+	b := cpu.New(0)
+	dir := filepath.Join(t.TempDir(), "ck")
+	if err := Synth(dir, "tiny", 1); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	r, err := NewReAE(b, FileSource{ck.ReAE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dit, _ := synthDiT(t, b, "tiny")
+	const w, h, ow, oh = 40, 24, 64, 32
+	for _, c := range []struct{ frames, clip, overlap int }{{1, 8, 0}, {29, 8, 0}, {53, 8, 1}} {
+		v := video(c.frames, w, h, 9)
+		run := func(d *DiT) []byte {
+			e, err := NewRunner(r, d, w, h, c.frames, Options{Width: ow, Height: oh, ClipLen: c.clip, DiTOverlap: c.overlap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			return drive(t, e, v, w, h)
+		}
+		out := run(dit)
+		if got := len(out) / (ow * oh * 3); got != c.frames || len(out)%(ow*oh*3) != 0 {
+			t.Errorf("%d frames in, %d out", c.frames, got)
+		}
+		if !bytes.Equal(run(dit), out) {
+			t.Errorf("%d frames: a second run differs", c.frames)
+		}
+		if bytes.Equal(run(nil), out) {
+			t.Errorf("%d frames: the DiT changed nothing", c.frames)
+		}
 	}
 }

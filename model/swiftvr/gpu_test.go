@@ -129,3 +129,34 @@ func psnr(a, b []float32) float64 {
 }
 
 var _ backend.Backend = (*cuda.Backend)(nil)
+
+// TestDiTOnGPU runs the tiny checkpoint's DiT and one full-width block in
+// bf16 on the GPU against the independent PyTorch float32 predictions
+// (testdata/dit), and reports how far the CPU's float32 run is from them.
+func TestDiTOnGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	g, err := cuda.Open("cuda:0", cuda.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, c := range ditGolden {
+		d, _ := synthDiT(t, g, c.preset)
+		x := readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
+		want := readF32(t, "../../testdata/dit/"+c.preset+"/dit_v.f32")
+		got := forward(t, g, d, x, c.f, c.h, c.w, c.off)
+		if e := rel(got, want); e > 3e-2 || math.IsNaN(e) {
+			t.Errorf("%s bf16: relative error %.3g against PyTorch float32, bound 3e-2", c.preset, e)
+		} else {
+			t.Logf("%s bf16: relative error %.3g against PyTorch float32", c.preset, e)
+		}
+		d.Close()
+	}
+}

@@ -44,6 +44,10 @@ type Config struct {
 type Shape struct {
 	M, N, K        int
 	TransA, TransB bool
+	// Epilogue is applied to the result: 0 (or EpilogueDefault) none;
+	// EpilogueBias and EpilogueGELUBias add a bias of one value per column
+	// of D (in D's type), given to RunBias, before GELU (tanh approximation).
+	Epilogue Epilogue
 }
 
 func (s Shape) String() string {
@@ -53,6 +57,9 @@ func (s Shape) String() string {
 	}
 	if s.TransB {
 		tb = "T"
+	}
+	if s.Epilogue > EpilogueDefault {
+		return fmt.Sprintf("m%d n%d k%d %s%s epilogue %d", s.M, s.N, s.K, ta, tb, s.Epilogue)
 	}
 	return fmt.Sprintf("m%d n%d k%d %s%s", s.M, s.N, s.K, ta, tb)
 }
@@ -241,6 +248,11 @@ func (g *Gemm) build(p *Plan) error {
 		return err
 	}
 	cm := s.colMajor()
+	if s.Epilogue > EpilogueDefault {
+		if err := setAttr("cublasLtMatmulDescSetAttribute(EPILOGUE)", lib.cublasLtMatmulDescSetAttribute, p.desc, descEpilogue, uint32(s.Epilogue)); err != nil {
+			return err
+		}
+	}
 	if err := setAttr("cublasLtMatmulDescSetAttribute(TRANSA)", lib.cublasLtMatmulDescSetAttribute, p.desc, descTransA, int32(cm.opA)); err != nil {
 		return err
 	}
@@ -311,6 +323,15 @@ func (g *Gemm) Matmul(stream *cuda.Stream, A, B, C, D cuda.DevicePtr, m, n, k in
 
 // Run is Matmul with a prepared plan and a raw CUstream.
 func (g *Gemm) Run(p *Plan, stream uintptr, A, B, C, D cuda.DevicePtr, alpha, beta float32) error {
+	return g.RunBias(p, stream, A, B, C, D, 0, alpha, beta)
+}
+
+// RunBias is Run for a plan whose Shape has a bias epilogue: bias holds N
+// values of D's type.
+func (g *Gemm) RunBias(p *Plan, stream uintptr, A, B, C, D, bias cuda.DevicePtr, alpha, beta float32) error {
+	if needs := p.shape.Epilogue&EpilogueBias != 0; needs != (bias != 0) {
+		return fmt.Errorf("cublaslt: plan %v given bias %#x", p.shape, uint64(bias))
+	}
 	if C == 0 {
 		if beta != 0 {
 			return errors.New("cublaslt: beta != 0 needs a C matrix")
@@ -329,6 +350,11 @@ func (g *Gemm) Run(p *Plan, stream uintptr, A, B, C, D cuda.DevicePtr, alpha, be
 	}
 	*p.alpha, *p.beta = alpha, beta
 	return g.h.do(func() error {
+		if bias != 0 {
+			if err := setAttr("cublasLtMatmulDescSetAttribute(BIAS_POINTER)", lib.cublasLtMatmulDescSetAttribute, p.desc, descBiasPointer, uintptr(bias)); err != nil {
+				return err
+			}
+		}
 		return check("cublasLtMatmul", lib.cublasLtMatmul(g.h.h, p.desc, unsafe.Pointer(p.alpha),
 			uintptr(B), p.la, uintptr(A), p.lb, unsafe.Pointer(p.beta),
 			uintptr(C), p.lc, uintptr(D), p.lc, unsafe.Pointer(p.algo), uintptr(g.ws), uintptr(g.wsSize), stream))

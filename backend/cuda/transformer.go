@@ -1,0 +1,243 @@
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/nvidia/cublaslt"
+	"github.com/vsr-dev/vsr/tensor/half"
+)
+
+var _ backend.Transformer = (*Backend)(nil)
+
+//go:embed transformer.cu
+var transformerCode string
+
+var transformerSource = &Source{Name: "transformer.cu", Code: transformerCode}
+
+// rowThreads is the block size of the row kernels in transformer.cu.
+const rowThreads = 256
+
+// linearWeights is a linear layer in the storage type: W as out x in
+// (the GEMM reads it transposed) and the bias, in exactly sized device
+// buffers (the pool's size classes would waste up to 25% of 9 GiB).
+type linearWeights struct {
+	out, in int
+	w, bias *cu.Buffer
+}
+
+func (w *linearWeights) Out() int { return w.out }
+func (w *linearWeights) In() int  { return w.in }
+func (w *linearWeights) Free() {
+	for _, b := range []**cu.Buffer{&w.w, &w.bias} {
+		if *b != nil {
+			(*b).Free()
+			*b = nil
+		}
+	}
+}
+
+// gemm returns the backend's cuBLASLt GEMM, made on first use.
+func (b *Backend) gemmRunner() (*cublaslt.Gemm, error) {
+	if b.gemm != nil {
+		return b.gemm, nil
+	}
+	h, err := cublaslt.NewHandle(b.ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := cublaslt.R16BF
+	if b.dtype == F16 {
+		t = cublaslt.R16F
+	}
+	g, err := cublaslt.NewGemm(h, cublaslt.Config{InputType: t, OutputType: t})
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	b.blasHandle, b.gemm = h, g
+	return g, nil
+}
+
+// storage converts host values to the storage type.
+func (b *Backend) storage(v []float32) []uint16 {
+	out := make([]uint16, len(v))
+	conv := half.ToBF16
+	if b.dtype == F16 {
+		conv = half.ToF16
+	}
+	for i, x := range v {
+		out[i] = conv(x)
+	}
+	return out
+}
+
+// uploadExact copies host values, converted, into a new exactly sized buffer.
+func (b *Backend) uploadExact(v []float32) (*cu.Buffer, error) {
+	buf, err := b.ctx.Alloc(2 * len(v))
+	if err != nil {
+		return nil, fmt.Errorf("GPU out of memory loading %.1f MiB of weights: %w", float64(2*len(v))/(1<<20), err)
+	}
+	if err := b.compute.CopyHtoD(buf.Ptr(), cu.AsBytes(b.storage(v))); err != nil {
+		buf.Free()
+		return nil, err
+	}
+	// The host slice must stay valid until the copy ran.
+	if err := b.compute.Synchronize(); err != nil {
+		buf.Free()
+		return nil, err
+	}
+	return buf, nil
+}
+
+// PrepareLinear converts and uploads the weights and bias.
+func (b *Backend) PrepareLinear(out, in int, w, bias []float32) (backend.Weights, error) {
+	if err := backend.CheckLinear(out, in, w, bias); err != nil {
+		return nil, err
+	}
+	if bias == nil {
+		bias = make([]float32, out)
+	}
+	lw := &linearWeights{out: out, in: in}
+	var err error
+	if lw.w, err = b.uploadExact(w); err == nil {
+		lw.bias, err = b.uploadExact(bias)
+	}
+	if err != nil {
+		lw.Free()
+		return nil, err
+	}
+	return lw, nil
+}
+
+// matrix unwraps a [1 1 rows cols] tensor (any cols when cols is 0).
+func (b *Backend) matrix(t backend.Tensor, cols int) (*Tensor, error) {
+	m, err := b.tensor(t)
+	if err != nil {
+		return nil, err
+	}
+	return m, backend.CheckMatrix(m.shape, cols)
+}
+
+// Linear runs one cuBLASLt GEMM with the bias (and GELU) in its epilogue;
+// accumulation is the GEMM's beta = 1 on acc.
+func (b *Backend) Linear(xt backend.Tensor, wt backend.Weights, act backend.ActKind, acct backend.Tensor) (backend.Tensor, error) {
+	w, ok := wt.(*linearWeights)
+	if !ok {
+		return nil, fmt.Errorf("cuda linear given %T weights", wt)
+	}
+	x, err := b.matrix(xt, w.in)
+	if err != nil {
+		return nil, err
+	}
+	rows := x.shape.W
+	ep := cublaslt.EpilogueBias
+	switch {
+	case act == backend.ActGELUTanh && acct == nil:
+		ep = cublaslt.EpilogueGELUBias
+	case act != backend.ActNone:
+		return nil, fmt.Errorf("linear: activation %d with accumulation %v is not supported", act, acct != nil)
+	}
+	g, err := b.gemmRunner()
+	if err != nil {
+		return nil, err
+	}
+	var y *Tensor
+	beta := float32(0)
+	if acct != nil {
+		if y, err = b.matrix(acct, w.out); err != nil {
+			return nil, err
+		}
+		if y.shape.W != rows {
+			return nil, fmt.Errorf("linear: accumulator %v for %d rows", y.shape, rows)
+		}
+		beta = 1
+	} else if y, err = b.alloc(backend.Matrix(rows, w.out)); err != nil {
+		return nil, err
+	}
+	p, err := g.Plan(cublaslt.Shape{M: rows, N: w.out, K: w.in, TransB: true, Epilogue: ep})
+	if err == nil {
+		err = g.RunBias(p, b.compute.Handle(), x.ptr(), w.w.Ptr(), y.ptr(), y.ptr(), w.bias.Ptr(), 1, beta)
+	}
+	if err != nil {
+		if acct == nil {
+			y.Free()
+		}
+		return nil, fmt.Errorf("linear %dx%d by %dx%d: %w", rows, w.in, w.in, w.out, err)
+	}
+	return y, nil
+}
+
+// rowKernel launches a transformer.cu row kernel with one block per row.
+func (b *Backend) rowKernel(name string, rows int, args ...any) error {
+	f, err := b.kernel(transformerSource, name+"_"+b.dtype.String())
+	if err != nil {
+		return err
+	}
+	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, Stream: b.compute}, args...)
+}
+
+// LayerNorm normalises each row (float32 statistics).
+func (b *Backend) LayerNorm(xt backend.Tensor, eps float32) (backend.Tensor, error) {
+	x, err := b.matrix(xt, 0)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(x.shape)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.rowKernel("layer_norm", x.shape.W, x.ptr(), y.ptr(), int32(x.shape.C), eps); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// RMSNormRoPE normalises and rotates each row in place, computing the
+// rotary angles in the kernel.
+func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.RoPE) error {
+	x, err := b.matrix(xt, 0)
+	if err != nil {
+		return err
+	}
+	w, err := b.matrix(wt, x.shape.C)
+	if err != nil {
+		return err
+	}
+	var on, hd, gh, gw, off int32
+	parts := [3]int{}
+	if rope != nil {
+		if err := backend.CheckRoPE(*rope, x.shape.W, x.shape.C); err != nil {
+			return err
+		}
+		on, hd, gh, gw, off = 1, int32(rope.HeadDim), int32(rope.Grid.H), int32(rope.Grid.W), int32(rope.Offset)
+		parts = backend.RoPEParts(rope.HeadDim)
+	} else {
+		hd = int32(x.shape.C)
+	}
+	return b.rowKernel("rms_norm_rope", x.shape.W, x.ptr(), w.ptr(), int32(x.shape.C), eps,
+		on, hd, int32(parts[0]), int32(parts[1]), gh, gw, off)
+}
+
+// Reshape copies x into a tensor of shape s.
+func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	if s.Elems() != x.shape.Elems() || s.N < 1 || s.H < 1 || s.W < 1 || s.C < 1 {
+		return nil, fmt.Errorf("reshape %v to %v", x.shape, s)
+	}
+	y, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.compute.CopyDtoD(y.ptr(), x.ptr(), 2*s.Elems()); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
