@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/vsr-dev/vsr/backend"
-	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/cublaslt"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/tensor/half"
 )
 
