@@ -601,6 +601,7 @@ class DiT:
 class SwiftVR:
     def __init__(self, ck, device, dtype, tgrow_before=True, frame_batch=1, channels_last=False, with_dit=True):
         self.device, self.dtype = device, dtype
+        self.quantize = "trunc"
         self.reae = ReAE(WeightSet([SafeFile(os.path.join(ck, "reae.safetensors"))]), device, dtype,
                          tgrow_before, frame_batch, channels_last)
         self.dit = None
@@ -623,9 +624,12 @@ class SwiftVR:
         return x
 
     def postprocess(self, y, out_h, out_w):
-        """(T, 12, h, w) decoder output -> (T, out_h, out_w, 3) uint8 (x*255 truncated)."""
-        y = F.pixel_shuffle(y, 2).clamp_(0, 1)[:, :, :out_h, :out_w]
-        return (y * 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+        """(T, 12, h, w) decoder output -> (T, out_h, out_w, 3) uint8: x*255 truncated, as
+        LightX2V does (rounded with quantize='round', as vsr's CPU backend does)."""
+        y = F.pixel_shuffle(y, 2).clamp_(0, 1)[:, :, :out_h, :out_w] * 255
+        if self.quantize == "round":
+            y = y.round_()
+        return y.to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 
 class Clock:
@@ -739,6 +743,8 @@ def main(argv=None):
                     help="ReAE activations: auto = nhwc (channels_last) on CUDA, nchw on the CPU")
     ap.add_argument("--sdpa", choices=["auto", "flash", "efficient", "cudnn", "math", "default"], default="auto")
     ap.add_argument("--cudnn-benchmark", choices=["on", "off"], default="on")
+    ap.add_argument("--quantize", choices=["trunc", "round"], default="trunc",
+                    help="output x*255 -> uint8: truncate (LightX2V) or round (vsr's CPU backend)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--input-raw", help="read the input from a raw rgb24 file (frames x H x W x 3) instead")
     ap.add_argument("--dump-out", help="write the last pass's output frames as raw rgb24 here")
@@ -766,6 +772,7 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     model = SwiftVR(a.ckpt, device, dtype, a.temporal_grow == "before", a.reae_frame_batch, channels_last, a.dit == "on")
+    model.quantize = a.quantize
     sync()
     load_s = time.perf_counter() - t0
     weights_alloc = torch.cuda.memory_allocated(device) if cuda else 0
@@ -853,8 +860,8 @@ def main(argv=None):
     print(f"  {'  DiT':<22}{med['dit']:>10.3f}")
     print(f"  {'  decode':<22}{med['decode']:>10.3f}")
     if dit_on:
-        print(f"  DiT: {mid_flops / 1e12:.2f} TFLOP per {what}, {dit_tflops:.1f} TFLOP/s; "
-              f"whole video {video_flops / 1e12:.1f} TFLOP in {statistics.median(dit_time_video):.3f} s, {dit_video_tflops:.1f} TFLOP/s")
+        print(f"  DiT: {mid_flops / 1e12:.4g} TFLOP per {what}, {dit_tflops:.4g} TFLOP/s; "
+              f"whole video {video_flops / 1e12:.4g} TFLOP in {statistics.median(dit_time_video):.3f} s, {dit_video_tflops:.4g} TFLOP/s")
     if cuda:
         print(f"  peak memory: allocated {peak_alloc / gib:.2f} GiB, reserved {peak_res / gib:.2f} GiB")
     print(f"  output checksum {sums[-1]}" + ("" if len(set(sums)) == 1 else f" (differs across repeats: {sums})"))

@@ -19,30 +19,49 @@
 // Lq query grid and a 1 x 1 x Lk key grid.
 //
 // Launch: grid (ceil(max queries of a problem / AT_BQ), problems, heads),
-// block AT_THREADS, dynamic shared memory (AT_BQ + 4*AT_BK) * D * 2 bytes
-// (80 KiB for D = 128 and 4 warps: cuFuncSetAttribute first). Blocks past
-// their problem's queries return at once.
+// block AT_THREADS, dynamic shared memory (AT_BQ + 4*AT_BK) * D * 2 +
+// 8*AT_BK bytes (96.5 KiB for D = 128: cuFuncSetAttribute first). Blocks
+// past their problem's queries return at once.
 //
 // A block takes AT_BQ = 16*AT_WARPS queries; warp w owns query rows
-// 16w..16w+15 and keeps their Q fragments in registers. It walks the keys
-// in tiles of AT_BK = 64, double-buffered with cp.async (tile t+1 loads
-// while tile t is computed): S = Q K^T (K tile as the col-major B operand,
-// plain ldmatrix), an online softmax in fp32 on log2-scaled scores (exp2),
-// P rounded to the storage type as the A operand of O += P V (V by
-// ldmatrix.trans). Keys past the end are zero-filled and masked to -inf;
-// queries past the end are computed on zeros and not stored. The output is
-// staged through the (by then unused) Q tile for 16-byte stores.
+// 16w..16w+15. It walks the keys in tiles of AT_BK = 64, double-buffered
+// with cp.async (tile t+1 loads while tile t is computed): S = Q K^T (Q
+// fragments by ldmatrix from the Q tile, the K tile as the col-major B
+// operand by plain ldmatrix), an online softmax in fp32 on log2-scaled
+// scores (exp2), P rounded to the storage type as the A operand of
+// O += P V (V by ldmatrix.trans). Keys past the end are zero-filled and
+// masked to -inf; queries past the end are computed on zeros and not
+// stored. The output is staged through the warp's rows of the Q tile for
+// 16-byte stores.
 //
 // Shared memory rows are D*2 bytes (D/8 16-byte chunks); chunk c of row r
 // lives at chunk c ^ (r & 7), so ldmatrix and the cp.async writes are free
 // of bank conflicts. Loads: D/8 consecutive threads copy one row (256 bytes
-// for D = 128), rows gathered by index.
+// for D = 128), rows gathered by index; the row numbers of key tiles are
+// computed once per tile, a tile ahead, into shared memory.
+//
+// Build variants (NVRTC -D options; BenchmarkWindowAttention times some):
+// AT_WARPS (8), AT_QREG = 1 to keep the Q fragments in registers instead
+// of reloading them every tile, AT_MINB = blocks per multiprocessor for
+// __launch_bounds__. The defaults, 8 warps, Q reloaded, 2 blocks per
+// multiprocessor (128 registers, 24 bytes spilled by NVRTC 13), were the
+// fastest on the H200: 291 TFLOP/s on the DiT's shifted windows (6 x 45 x
+// 80 tokens, 24 heads of 128, bf16; 1536 keys a window) and 256 TFLOP/s
+// on its cross-attention (21600 x 512), counting 4*Lq*Lk*D*heads. 4 warps
+// with Q in registers (1 to 2 blocks per multiprocessor): 264 and 225;
+// 8 warps with Q in registers (213 registers, 1 block): 281 and 229.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
 
 #ifndef AT_WARPS
-#define AT_WARPS 4
+#define AT_WARPS 8
+#endif
+#ifndef AT_QREG
+#define AT_QREG 0 // 1: Q fragments in registers (0: ldmatrix them every tile)
+#endif
+#ifndef AT_MINB
+#define AT_MINB 2 // __launch_bounds__ blocks per multiprocessor
 #endif
 #define AT_THREADS (32 * AT_WARPS)
 #define AT_BQ (16 * AT_WARPS) // queries per block
@@ -125,20 +144,36 @@ __device__ __forceinline__ float at_shfl_xor(float v, int m) {
     return r;
 }
 
-// at_load queues the cp.async copies of rows [start, start+ROWS) of a box
-// (D columns from g) into the tile at shared address s; rows >= n are
+// at_load_q queues the cp.async copies of query rows [q0, q0+AT_BQ) (D
+// columns from q) into the tile at shared address s; rows >= nq are
 // zero-filled.
-template <int D, int ROWS>
-__device__ __forceinline__ void at_load(u32 s, const u16* __restrict__ g, int ld, const at_box& b, int start, int n,
-                                        int tid) {
+template <int D>
+__device__ __forceinline__ void at_load_q(u32 s, const u16* __restrict__ q, int ld, const at_box& b, int q0, int nq,
+                                          int tid) {
     constexpr int CH = D / 8, RPP = AT_THREADS / CH;
     const int c = tid % CH;
 #pragma unroll
-    for (int r = tid / CH; r < ROWS; r += RPP) {
-        const int j = start + r;
-        const bool ok = j < n;
-        const u16* src = ok ? g + at_row(b, j) * ld + c * 8 : g;
-        at_cp16(s + r * (D * 2) + ((c ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    for (int p = 0; p < AT_BQ / RPP; p++) {
+        const int r = tid / CH + p * RPP, j = q0 + r;
+        const bool ok = j < nq;
+        at_cp16(s + r * (D * 2) + ((c ^ (r & 7)) << 4), ok ? q + at_row(b, j) * ld + c * 8 : q, ok ? 16 : 0);
+    }
+}
+
+// at_load_kv queues the copies of a key tile into the K and V tiles at sk
+// and sv: tile row r is row idx[r] of k and v, zeros where idx[r] < 0.
+template <int D>
+__device__ __forceinline__ void at_load_kv(u32 sk, u32 sv, const u16* __restrict__ k, const u16* __restrict__ v,
+                                           int ld, const int* idx, int tid) {
+    constexpr int CH = D / 8, RPP = AT_THREADS / CH;
+    const int c = tid % CH;
+#pragma unroll
+    for (int p = 0; p < AT_BK / RPP; p++) {
+        const int r = tid / CH + p * RPP, row = idx[r];
+        const long long off = (long long)(row < 0 ? 0 : row) * ld + c * 8;
+        const u32 so = r * (D * 2) + ((c ^ (r & 7)) << 4);
+        at_cp16(sk + so, k + off, row >= 0 ? 16 : 0);
+        at_cp16(sv + so, v + off, row >= 0 ? 16 : 0);
     }
 }
 
@@ -146,7 +181,7 @@ template <int D, bool BF>
 __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __restrict__ k,
                                         const u16* __restrict__ v, u16* __restrict__ o, int ld, int F, int H,
                                         int W, int KH, int KW, int kh, int kw, int nwx, float sl,
-                                        const at_table& tab, u32 sm) {
+                                        const at_table& tab, unsigned char* smp) {
     constexpr int RB = D * 2, CH = D / 8, KS = D / 16; // row bytes, chunks, k-steps of S
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wy = blockIdx.y / nwx, wx = blockIdx.y - wy * nwx;
@@ -161,10 +196,18 @@ __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __
     v += col;
     o += col;
 
-    const u32 sQ = sm, sK = sm + AT_BQ * RB, sV = sK + 2 * AT_BK * RB; // stage s at + s*AT_BK*RB
-    at_load<D, AT_BQ>(sQ, q, ld, qb, q0, nq, tid);
-    at_load<D, AT_BK>(sK, k, ld, kb, 0, nk, tid);
-    at_load<D, AT_BK>(sV, v, ld, kb, 0, nk, tid);
+    // Shared memory: Q tile, K tiles (2 stages), V tiles (2 stages), and
+    // the rows of the key tiles (idx[u & 1] = tile u's, -1 past the end),
+    // computed a tile ahead by the first AT_BK threads.
+    const u32 sQ = at_smem_addr(smp), sK = sQ + AT_BQ * RB, sV = sK + 2 * AT_BK * RB; // stage s at + s*AT_BK*RB
+    int* idx = (int*)(smp + (AT_BQ + 4 * AT_BK) * RB);
+    if (tid < AT_BK) {
+        idx[tid] = tid < nk ? (int)at_row(kb, tid) : -1;
+        idx[AT_BK + tid] = AT_BK + tid < nk ? (int)at_row(kb, AT_BK + tid) : -1;
+    }
+    at_load_q<D>(sQ, q, ld, qb, q0, nq, tid);
+    __syncthreads();
+    at_load_kv<D>(sK, sV, k, v, ld, idx, tid);
     at_commit();
 
     // ldmatrix lane roles. A (Q, 16x16) and B of V (.trans): lane l gives
@@ -175,7 +218,7 @@ __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __
     const int krow = sw + (lane >> 4) * 8, kch = (lane >> 3) & 1;
     const int g = lane >> 2, tq = lane & 3; // accumulator row g (and g+8), columns 2tq, 2tq+1
 
-    u32 qf[KS][4];
+    u32 qf[AT_QREG ? KS : 1][4];
     float acc[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
@@ -184,17 +227,20 @@ __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __
     for (int t = 0; t < ntiles; t++) {
         at_wait0();
         __syncthreads(); // tile t landed; every warp is done with tile t-1's stage
-        if (t == 0) {
+        if (AT_QREG && t == 0) {
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
                 at_ldsm(sQ + (warp * 16 + arow) * RB + (((2 * kk + ach) ^ sw) << 4), qf[kk]);
         }
         if (t + 1 < ntiles) {
             const u32 off = ((t + 1) & 1) * AT_BK * RB;
-            at_load<D, AT_BK>(sK + off, k, ld, kb, (t + 1) * AT_BK, nk, tid);
-            at_load<D, AT_BK>(sV + off, v, ld, kb, (t + 1) * AT_BK, nk, tid);
+            at_load_kv<D>(sK + off, sV + off, k, v, ld, idx + ((t + 1) & 1) * AT_BK, tid);
         }
         at_commit();
+        if (t + 2 < ntiles && tid < AT_BK) { // tile t's rows are used: replace them by tile t+2's
+            const int j = (t + 2) * AT_BK + tid;
+            idx[(t & 1) * AT_BK + tid] = j < nk ? (int)at_row(kb, j) : -1;
+        }
         const u32 sk = sK + (t & 1) * AT_BK * RB, sv = sV + (t & 1) * AT_BK * RB;
 
         // S = Q K^T: s[n] is keys 8n..8n+7 of the tile.
@@ -203,12 +249,15 @@ __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __
         for (int n = 0; n < AT_BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
+            u32 qa[4];
+            if (!AT_QREG) at_ldsm(sQ + (warp * 16 + arow) * RB + (((2 * kk + ach) ^ sw) << 4), qa);
+            const u32* a = AT_QREG ? qf[kk] : qa;
 #pragma unroll
             for (int p = 0; p < AT_BK / 16; p++) {
                 u32 b[4];
                 at_ldsm(sk + (p * 16 + krow) * RB + (((2 * kk + kch) ^ sw) << 4), b);
-                at_mma<BF>(s[2 * p], qf[kk], b[0], b[1]);
-                at_mma<BF>(s[2 * p + 1], qf[kk], b[2], b[3]);
+                at_mma<BF>(s[2 * p], a, b[0], b[1]);
+                at_mma<BF>(s[2 * p + 1], a, b[2], b[3]);
             }
         }
         if ((t + 1) * AT_BK > nk) { // the last tile: mask keys past the end
@@ -305,12 +354,12 @@ __device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __
 // sl, table): the problems are (blockIdx.y / nwx, blockIdx.y % nwx), sl is
 // log2(e) / sqrt(D). See the top of the file.
 #define AT_KERNEL(D, T, BF)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(AT_THREADS) attention_d##D##_##T(                                \
+    extern "C" __global__ void __launch_bounds__(AT_THREADS, AT_MINB) attention_d##D##_##T(                                \
         const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v, u16* __restrict__ o,     \
         int ld, int F, int H, int W, int KH, int KW, int kh, int kw, int nwx, float sl,                          \
         const __grid_constant__ at_table tab) {                                                                   \
         extern __shared__ __attribute__((aligned(128))) unsigned char at_smem[];                                  \
-        at_body<D, BF>(q, k, v, o, ld, F, H, W, KH, KW, kh, kw, nwx, sl, tab, at_smem_addr(at_smem));            \
+        at_body<D, BF>(q, k, v, o, ld, F, H, W, KH, KW, kh, kw, nwx, sl, tab, at_smem);                       \
     }
 
 AT_KERNEL(128, bf16, true)

@@ -23,7 +23,7 @@ type attnKernel struct {
 	warps int
 }
 
-var attnDefault = attnKernel{attentionSource, 4}
+var attnDefault = attnKernel{attentionSource, 8}
 
 // Geometry of attention.cu: keys per tile (AT_BK), windows per axis
 // (AT_MAXWIN).
@@ -134,7 +134,7 @@ func (b *Backend) attention(q, k, v *Tensor, headDim int, a attnGeom) (backend.T
 	if err != nil {
 		return nil, err
 	}
-	smem := (16*kn.warps + 4*attnBK) * headDim * 2
+	smem := (16*kn.warps+4*attnBK)*headDim*2 + 8*attnBK
 	if err := f.SetAttribute(cu.FuncMaxDynamicSharedSizeBytes, smem); err != nil {
 		return nil, err
 	}

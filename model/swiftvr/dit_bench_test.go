@@ -1,0 +1,95 @@
+package swiftvr
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cuda"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// ditFLOPs counts the multiply-adds (x2) of one Forward on an f x h x w
+// token grid: every linear layer, the owned queries of every window
+// against its keys, and the cross-attention to the prompt.
+func ditFLOPs(d Dims, prompt int, g backend.Grid) float64 {
+	L, D, F := float64(g.Tokens()), float64(d.Dim), float64(d.FFNDim)
+	perBlock := 2*L*D*D*6 + 2*L*D*F*2 + 4*L*float64(prompt)*D
+	var total float64
+	for i := 0; i < d.Layers; i++ {
+		w := windows(g.H, g.W, i%2 == 1)
+		wh, ww := min(w.Size, g.H), min(w.Size, g.W)
+		att := 4 * L * float64(g.F*wh*ww) * D // every token attends to one window
+		total += perBlock + att
+	}
+	return total + 2*L*float64(d.InChannels*4)*D + 2*L*D*float64(d.OutChannels*4)
+}
+
+// BenchmarkDiTChunk times the DiT on the GPU in bf16 for the chunk shapes
+// of the reference workload (2560x1440 output: 90x160 latents; 6 latents
+// for a middle chunk, 7 for the first) with the checkpoint in
+// $VSR_SWIFTVR_CKPT (e.g. `vsr checkpoint synth --preset full`).
+func BenchmarkDiTChunk(b *testing.B) {
+	dir := os.Getenv("VSR_SWIFTVR_CKPT")
+	if dir == "" {
+		b.Skip("set VSR_SWIFTVR_CKPT to a SwiftVR checkpoint directory")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.Init(); err != nil {
+		b.Skip("no CUDA driver: ", err)
+	}
+	g, err := cuda.Open("cuda:0", cuda.BF16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	ck, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ck.Close()
+	prompt, err := ck.PromptEmbedding()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	d, err := NewDiT(g, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	b.Logf("loaded in %v, device pool peak %.2f GiB", time.Since(start), float64(g.PeakBytes())/(1<<30))
+	for _, f := range []int{6, 7} {
+		b.Run(map[int]string{6: "middle", 7: "first"}[f], func(b *testing.B) {
+			s := backend.Shape{N: f, H: 90, W: 160, C: ck.Dims.InChannels}
+			x, err := g.Upload(s, randLatents(s.Elems(), 1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer x.Free()
+			run := func() {
+				v, err := d.Forward(x, 7)
+				if err != nil {
+					b.Fatal(err)
+				}
+				v.Free()
+				if err := g.Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run() // plans, kernels
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run()
+			}
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			flops := ditFLOPs(ck.Dims, len(prompt)/ck.Dims.TextDim, backend.Grid{F: f, H: 45, W: 80})
+			b.ReportMetric(sec, "s/chunk")
+			b.ReportMetric(flops/sec/1e12, "TFLOP/s")
+			b.ReportMetric(float64(g.PeakBytes())/(1<<30), "GiB-pool-peak")
+		})
+	}
+}
