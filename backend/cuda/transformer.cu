@@ -16,7 +16,7 @@ __device__ __forceinline__ float block_sum(float v) {
     __syncthreads(); // part may still be read by a previous call
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
-    v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? part[threadIdx.x & 31] : 0.0f;
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }

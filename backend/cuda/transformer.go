@@ -61,26 +61,13 @@ func (b *Backend) gemmRunner() (*cublaslt.Gemm, error) {
 	return g, nil
 }
 
-// storage converts host values to the storage type.
-func (b *Backend) storage(v []float32) []uint16 {
-	out := make([]uint16, len(v))
-	conv := half.ToBF16
-	if b.dtype == F16 {
-		conv = half.ToF16
-	}
-	for i, x := range v {
-		out[i] = conv(x)
-	}
-	return out
-}
-
 // uploadExact copies host values, converted, into a new exactly sized buffer.
 func (b *Backend) uploadExact(v []float32) (*cu.Buffer, error) {
 	buf, err := b.ctx.Alloc(2 * len(v))
 	if err != nil {
 		return nil, fmt.Errorf("GPU out of memory loading %.1f MiB of weights: %w", float64(2*len(v))/(1<<20), err)
 	}
-	if err := b.compute.CopyHtoD(buf.Ptr(), cu.AsBytes(b.storage(v))); err != nil {
+	if err := b.compute.CopyHtoD(buf.Ptr(), cu.AsBytes(half.EncodeSlice(v, b.dtype == BF16))); err != nil {
 		buf.Free()
 		return nil, err
 	}

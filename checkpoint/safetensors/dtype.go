@@ -77,18 +77,8 @@ func Float32Bytes(v []float32) []byte {
 // toFloat32 decodes little-endian BF16, F16 or F32 data.
 func toFloat32(d DType, b []byte) ([]float32, bool) {
 	switch d {
-	case BF16:
-		out := make([]float32, len(b)/2)
-		for i := range out {
-			out[i] = half.FromBF16(binary.LittleEndian.Uint16(b[2*i:]))
-		}
-		return out, true
-	case F16:
-		out := make([]float32, len(b)/2)
-		for i := range out {
-			out[i] = half.FromF16(binary.LittleEndian.Uint16(b[2*i:]))
-		}
-		return out, true
+	case BF16, F16:
+		return half.DecodeSlice(b, d == BF16), true
 	case F32:
 		out := make([]float32, len(b)/4)
 		for i := range out {

@@ -160,3 +160,53 @@ func TestDiTOnGPU(t *testing.T) {
 		d.Close()
 	}
 }
+
+// gpu opens a fresh bf16 GPU backend for t, or skips.
+func gpu(t *testing.T) backend.Backend {
+	t.Helper()
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	g, err := cuda.Open("cuda:0", cuda.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// TestBackToBackRequestsGPU is TestBackToBackRequests on the GPU in bf16.
+func TestBackToBackRequestsGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	backToBack(t, func() backend.Backend { return gpu(t) })
+}
+
+// TestRestoreBF16Floor restores a video end to end (ReAE, DiT, ReAE) with
+// the tiny checkpoint on the GPU in bf16 and on the CPU in float32 and
+// reports the PSNR between the two 8-bit outputs: the rounding floor of
+// bf16 for these weights (an independent PyTorch run of the same network
+// measures its own bf16-vs-float32 floor: scripts/bench_torch_swiftvr.py).
+func TestRestoreBF16Floor(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := gpu(t)
+	q := request{29, 320, 176, 640, 352, 8, 4}
+	rg, dg := tinyModel(t, g)
+	got := q.run(t, rg, dg)
+	rc, dc := tinyModel(t, cpu.New(0))
+	want := q.run(t, rc, dc)
+	var se float64
+	for i := range want {
+		e := float64(got[i]) - float64(want[i])
+		se += e * e
+	}
+	p := 10 * math.Log10(255*255/(se/float64(len(want))))
+	t.Logf("bf16 GPU against float32 CPU, end to end: PSNR %.2f dB", p)
+	if p < 30 {
+		t.Errorf("PSNR %.2f dB: far below bf16 rounding", p)
+	}
+}

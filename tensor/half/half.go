@@ -3,7 +3,11 @@
 // bfloat16. Widening is exact; narrowing rounds to nearest, ties to even.
 package half
 
-import "math"
+import (
+	"math"
+	"runtime"
+	"sync"
+)
 
 // FromBF16 widens a bfloat16 exactly.
 func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
@@ -69,4 +73,57 @@ func ToF16(f float32) uint16 {
 		r++
 	}
 	return sign | uint16(r)
+}
+
+// chunked runs f over [0, n) in pieces on all cores when n is large.
+func chunked(n int, f func(lo, hi int)) {
+	const piece = 1 << 20
+	if n <= piece {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < n; lo += piece {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(lo int) {
+			defer func() { <-sem; wg.Done() }()
+			f(lo, min(lo+piece, n))
+		}(lo)
+	}
+	wg.Wait()
+}
+
+// DecodeSlice converts little-endian 16-bit values (bf16 when bf16, else
+// fp16) to float32, on all cores for large slices.
+func DecodeSlice(src []byte, bf16 bool) []float32 {
+	out := make([]float32, len(src)/2)
+	chunked(len(out), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h := uint16(src[2*i]) | uint16(src[2*i+1])<<8
+			if bf16 {
+				out[i] = FromBF16(h)
+			} else {
+				out[i] = FromF16(h)
+			}
+		}
+	})
+	return out
+}
+
+// EncodeSlice converts float32 values to bf16 (when bf16) or fp16, on all
+// cores for large slices.
+func EncodeSlice(src []float32, bf16 bool) []uint16 {
+	out := make([]uint16, len(src))
+	chunked(len(out), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if bf16 {
+				out[i] = ToBF16(src[i])
+			} else {
+				out[i] = ToF16(src[i])
+			}
+		}
+	})
+	return out
 }

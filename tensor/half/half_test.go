@@ -36,3 +36,36 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSlices checks the parallel slice conversions against the scalar ones
+// on a slice longer than one piece.
+func TestSlices(t *testing.T) {
+	n := 3<<20 + 7
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = float32(i%1000-500) * 0.37
+	}
+	for _, bf := range []bool{true, false} {
+		enc := EncodeSlice(src, bf)
+		raw := make([]byte, 2*n)
+		for i, h := range enc {
+			want := ToF16(src[i])
+			if bf {
+				want = ToBF16(src[i])
+			}
+			if h != want {
+				t.Fatalf("bf16 %v: element %d encoded %#x, want %#x", bf, i, h, want)
+			}
+			raw[2*i], raw[2*i+1] = byte(h), byte(h>>8)
+		}
+		for i, v := range DecodeSlice(raw, bf) {
+			want := FromF16(enc[i])
+			if bf {
+				want = FromBF16(enc[i])
+			}
+			if v != want {
+				t.Fatalf("bf16 %v: element %d decoded %g, want %g", bf, i, v, want)
+			}
+		}
+	}
+}
