@@ -230,6 +230,26 @@ def dit_input(c, clip_len, overlap):
 
 # ----------------------------------------------------------------------------- ReAE
 
+def _fold(x, s):
+    """(T, C, H, W) -> (T/s, s*C, H, W), frame j of each group in channels [j*C, (j+1)*C):
+    a view in NCHW, one copy (and the result channels_last) in channels_last."""
+    t, c, h, w = x.shape
+    if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        y = x.permute(0, 2, 3, 1).reshape(t // s, s, h, w, c).permute(0, 2, 3, 1, 4).reshape(t // s, h, w, s * c)
+        return y.permute(0, 3, 1, 2)
+    return x.reshape(t // s, s * c, h, w)
+
+
+def _unfold(x, s):
+    """(T, s*C, H, W) -> (s*T, C, H, W), channels [j*C, (j+1)*C) of frame t becoming frame s*t+j."""
+    t, sc, h, w = x.shape
+    c = sc // s
+    if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+        y = x.permute(0, 2, 3, 1).reshape(t, h, w, s, c).permute(0, 3, 1, 2, 4).reshape(t * s, h, w, c)
+        return y.permute(0, 3, 1, 2)
+    return x.reshape(t * s, c, h, w)
+
+
 class ReAE:
     """SwiftVR's restoration-aware autoencoder (TAEHV topology) with explicit causal state:
     for every MemBlock, the last frame of its input in the previous chunk (None = zeros)."""
@@ -307,16 +327,12 @@ class ReAE:
                 x = self._mem(ly, x, states)
             elif k == "tpool":
                 _, wt, s = ly
-                t, c, h, wd = x.shape
-                if s > 1:
-                    x = x.reshape(t // s, s * c, h, wd).contiguous(memory_format=self.mf)
-                x = F.conv2d(x, wt)
+                x = F.conv2d(_fold(x, s) if s > 1 else x, wt)
             elif k == "tgrow":
                 _, wt, s = ly
                 x = F.conv2d(x, wt)
                 if s > 1:
-                    t, c2, h, wd = x.shape
-                    x = x.reshape(t * s, c2 // s, h, wd).contiguous(memory_format=self.mf)
+                    x = _unfold(x, s)
             elif k == "up":
                 x = F.interpolate(x, scale_factor=2, mode="nearest")
             elif k == "clamp":
@@ -747,10 +763,13 @@ def main(argv=None):
                     help="output x*255 -> uint8: truncate (LightX2V) or round (vsr's CPU backend)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--input-raw", help="read the input from a raw rgb24 file (frames x H x W x 3) instead")
-    ap.add_argument("--dump-out", help="write the last pass's output frames as raw rgb24 here")
+    ap.add_argument("--dump-out", help="write the last pass's output frames as raw rgb24 here (for checks: "
+                    "adds a device-to-host copy per chunk to that timed pass)")
     ap.add_argument("--json", action="store_true", help="also print one JSON line")
     a = ap.parse_args(argv)
 
+    if a.repeats < 1 or a.warmup < 0 or a.frames < 1:
+        raise SystemExit("--repeats must be >= 1, --warmup >= 0, --frames >= 1")
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("CUDA is not available; use --device cpu")
