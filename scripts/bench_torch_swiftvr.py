@@ -770,7 +770,7 @@ def main(argv=None):
 
     if a.repeats < 1 or a.warmup < 0 or a.frames < 1:
         raise SystemExit("--repeats must be >= 1, --warmup >= 0, --frames >= 1")
-    device = torch.device(a.device)
+    device = torch.device("cuda:0" if a.device == "cuda" else a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("CUDA is not available; use --device cpu")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]

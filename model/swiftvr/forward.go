@@ -14,11 +14,47 @@ func (r *ReAE) Encode(x backend.Tensor, st *State) (backend.Tensor, error) {
 	if s.N%4 != 0 || s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
 		return nil, fmt.Errorf("reae encode: %v frames must be a multiple of 4, of a size that is a multiple of 16, RGB", s)
 	}
-	u, err := r.b.PixelUnshuffle(x, 2)
-	if err != nil {
-		return nil, err
+	// Four frames make one latent: with a frame batch, the whole encoder
+	// runs on 4*FrameBatch frames at a time, so no full-resolution
+	// activation of the whole chunk is ever held.
+	return r.inGroups(x, 4*r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+		u, err := r.b.PixelUnshuffle(p, 2)
+		if err != nil {
+			return nil, err
+		}
+		return r.run(r.enc, u, st.Enc)
+	})
+}
+
+// inGroups applies f to consecutive groups of n frames of x (all of x when
+// n is 0) and concatenates the results; f does not free its argument. The causal state passes from group
+// to group exactly as from frame to frame, and groups of whole latents
+// align with the temporal pooling and growing layers, so the result is the
+// one of a single pass.
+func (r *ReAE) inGroups(x backend.Tensor, n int, f func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	total := x.Shape().N
+	if n <= 0 || n >= total {
+		return f(x)
 	}
-	return r.run(r.enc, u, st.Enc)
+	var outs []backend.Tensor
+	defer func() {
+		for _, o := range outs {
+			o.Free()
+		}
+	}()
+	for i := 0; i < total; i += n {
+		p, err := r.b.Frames(x, i, min(n, total-i))
+		if err != nil {
+			return nil, err
+		}
+		y, err := f(p)
+		p.Free()
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, y)
+	}
+	return r.b.ConcatFrames(outs...)
 }
 
 // Decode maps N latents to 4N frames (4N 16H 16W 3) of RGB, not yet
@@ -27,17 +63,19 @@ func (r *ReAE) Decode(z backend.Tensor, st *State) (backend.Tensor, error) {
 	if s := z.Shape(); s.C != r.LatentC {
 		return nil, fmt.Errorf("reae decode: latents have %d channels, want %d", s.C, r.LatentC)
 	}
-	cp, err := r.b.Frames(z, 0, z.Shape().N) // run consumes its input
-	if err != nil {
-		return nil, err
-	}
-	y, err := r.run(r.dec, cp, st.Dec)
-	if err != nil {
-		return nil, err
-	}
-	out, err := r.b.PixelShuffle(y, 2, backend.ShuffleCRD)
-	y.Free()
-	return out, err
+	return r.inGroups(z, r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+		cp, err := r.b.Frames(p, 0, p.Shape().N) // run consumes its input
+		if err != nil {
+			return nil, err
+		}
+		y, err := r.run(r.dec, cp, st.Dec)
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.b.PixelShuffle(y, 2, backend.ShuffleCRD)
+		y.Free()
+		return out, err
+	})
 }
 
 // order returns the layers in execution order: with TGrowBefore, each
