@@ -43,6 +43,9 @@ func (b *Backend) CropPad(xt backend.Tensor, h, w int) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if os == s {
+		return b.share(x), nil
+	}
 	y, err := b.alloc(os)
 	if err != nil {
 		return nil, err
@@ -60,6 +63,9 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 	os, err := backend.FramesShape(s, start, n)
 	if err != nil {
 		return nil, err
+	}
+	if os == s {
+		return b.share(x), nil
 	}
 	fs := s.H * s.W * s.C * 2
 	y, err := b.alloc(os)
@@ -83,6 +89,9 @@ func (b *Backend) ConcatFrames(ts ...backend.Tensor) (backend.Tensor, error) {
 	os, err := backend.ConcatShape(shapes)
 	if err != nil {
 		return nil, err
+	}
+	if len(parts) == 1 {
+		return b.share(parts[0]), nil
 	}
 	y, err := b.alloc(os)
 	if err != nil {
@@ -162,4 +171,13 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 		return nil, err
 	}
 	return b.finish(y, b.launch("unfold_frames", false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c), int32(st)))
+}
+
+// share returns a second tensor of x's storage, for ops whose result is
+// their input: no copy, no memory. Ops never write into their inputs
+// except the transformer ops that say so, which are given only tensors
+// the model made itself.
+func (b *Backend) share(x *Tensor) *Tensor {
+	b.pool.retain(x.buf)
+	return &Tensor{shape: x.shape, buf: x.buf, b: b}
 }
