@@ -146,8 +146,6 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		}
 		nseg = 1 // a causal stream cannot be cut into independent parts
 	}
-	// A causal stream's output is still encoded in parallel, in pieces.
-	pieces := plan != nil && req.Segments > 1 && !req.Discard
 	if req.Discard {
 		req.Output = ""
 	}
@@ -192,11 +190,6 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		}
 		e := enc
 		e.ExpectFrames = p.count
-		if pieces {
-			streams[i].sink = newPieceSink(ctx, req.Output, e, video.ConcatOptions{AudioFrom: audioSource(info, req.Input), AudioDuration: audioDur},
-				format.FrameBytes(ow, oh), req.Segments)
-			continue
-		}
 		out := req.Output
 		if nseg > 1 { // audio is muxed in when the segments are joined
 			out = segmentPath(req.Output, i)
@@ -243,7 +236,11 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	done()
 	if nseg > 1 && !req.Discard {
 		done = mark(&st.Join)
-		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audioSource(info, req.Input), AudioDuration: audioDur})
+		audio := ""
+		if info.HasAudio {
+			audio = req.Input
+		}
+		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur})
 		removeAll(segFiles)
 		if err != nil {
 			return nil, err
@@ -252,15 +249,6 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st}, nil
-}
-
-// audioSource is the file whose audio joined segments carry: the input,
-// when it has audio.
-func audioSource(info *video.Info, input string) string {
-	if info.HasAudio {
-		return input
-	}
-	return ""
 }
 
 // discard is a Sink that drops frames.

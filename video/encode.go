@@ -51,10 +51,6 @@ type EncodeOptions struct {
 	// Threads, if > 0, caps the encoder's threads (-threads), for when
 	// several encoders share the CPU.
 	Threads int
-	// Nice, if > 0, lowers the encoder's CPU priority by that much (Linux),
-	// so that the thread feeding the GPU is never starved by the encoder's
-	// threads; the encoder still gets every core that is otherwise idle.
-	Nice int
 	// ExpectFrames, if > 0, makes Close fail unless exactly this many frames
 	// were written.
 	ExpectFrames int
@@ -181,9 +177,6 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	cmd.Stdin = pr
 	err = cmd.Start()
 	pr.Close() // the child has its copy
-	if err == nil && o.Nice > 0 {
-		setNice(cmd.Process.Pid, o.Nice)
-	}
 	if err != nil {
 		in.Close()
 		os.Remove(tmp)

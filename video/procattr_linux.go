@@ -12,9 +12,3 @@ import (
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
-
-// setNice lowers a child's CPU priority before it starts its threads
-// (which inherit it). Failure only costs priority, so it is ignored.
-func setNice(pid, n int) {
-	syscall.Setpriority(syscall.PRIO_PROCESS, pid, n)
-}

@@ -6,6 +6,3 @@ import "os/exec"
 
 // dieWithParent does nothing where the kernel has no parent-death signal.
 func dieWithParent(*exec.Cmd) {}
-
-// setNice does nothing outside Linux.
-func setNice(pid, n int) {}

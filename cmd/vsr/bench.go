@@ -86,7 +86,6 @@ it. The first request warms up; the mean is over the others.`,
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
 	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	fl.IntVar(&f.nice, "encoder-nice", 10, "lower the encoders' CPU priority by this much so they never starve the GPU's feeder (0 = off)")
 	addSwiftVRFlags(fl, &f.restoreFlags)
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
 	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
@@ -186,7 +185,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 		Engine:   eng,
 		Batch:    rep.Batch,
 		Segments: rep.Segments,
-		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads, Nice: f.nice},
+		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
 	})
 	var st nvml.SamplerStats
 	if sampler != nil {

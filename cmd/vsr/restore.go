@@ -35,7 +35,6 @@ type restoreFlags struct {
 	batch    int
 	segments int
 	threads  int
-	nice     int
 	dtype    string
 
 	// SwiftVR
@@ -84,7 +83,6 @@ exist.`,
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	fl.IntVar(&f.nice, "encoder-nice", 10, "lower the encoders' CPU priority by this much so they never starve the GPU's feeder (0 = off)")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
 	addSwiftVRFlags(fl, &f)
 	_ = cmd.MarkFlagRequired("output")
@@ -143,7 +141,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		Segments:  segmentCount(f.segments, ld.dev),
 		MaxFrames: f.frames,
 		Info:      info,
-		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads, Nice: f.nice},
+		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
 		Progress:  prog.update,
 	})
 	prog.finish(err == nil)

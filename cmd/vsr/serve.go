@@ -73,7 +73,6 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	fl.IntVar(&b.nice, "encoder-nice", 10, "lower the encoders' CPU priority by this much so they never starve the GPU's feeder (0 = off)")
 	addSwiftVRFlags(fl, b) // defaults for SwiftVR models; a request's fields win
 	return cmd
 }
@@ -393,7 +392,7 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 		Segments:  segmentCount(f.segments, r.dev),
 		MaxFrames: q.MaxFrames,
 		Info:      info,
-		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads, Nice: f.nice},
+		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
 		Progress:  progress,
 	})
 	if err != nil {
