@@ -121,3 +121,11 @@ func CheckRoPE(r RoPE, rows, cols int) error {
 	}
 	return nil
 }
+
+// CheckReshape reports whether a tensor of shape from can be reshaped to s.
+func CheckReshape(from, s Shape) error {
+	if s.Elems() != from.Elems() || s.N < 1 || s.H < 1 || s.W < 1 || s.C < 1 {
+		return fmt.Errorf("reshape %v to %v", from, s)
+	}
+	return nil
+}

@@ -322,8 +322,8 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	if s.Elems() != x.shape.Elems() || s.N < 1 || s.H < 1 || s.W < 1 || s.C < 1 {
-		return nil, fmt.Errorf("reshape %v to %v", x.shape, s)
+	if err := backend.CheckReshape(x.shape, s); err != nil {
+		return nil, err
 	}
 	y := b.alloc(s)
 	copy(y.Data, x.Data)

@@ -10,8 +10,8 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
-// synthDiT loads the DiT of a synthetic checkpoint preset (seed 1) onto b.
-func synthDiT(t testing.TB, b backend.Backend, preset string) (*DiT, Dims) {
+// synthCheckpoint writes and opens a synthetic checkpoint preset (seed 1).
+func synthCheckpoint(t testing.TB, preset string) *Checkpoint {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ck")
 	if err := Synth(dir, preset, 1); err != nil {
@@ -21,7 +21,13 @@ func synthDiT(t testing.TB, b backend.Backend, preset string) (*DiT, Dims) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ck.Close()
+	t.Cleanup(func() { ck.Close() })
+	return ck
+}
+
+// loadDiT loads ck's DiT onto b.
+func loadDiT(t testing.TB, b backend.Backend, ck *Checkpoint) *DiT {
+	t.Helper()
 	prompt, err := ck.PromptEmbedding()
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +37,14 @@ func synthDiT(t testing.TB, b backend.Backend, preset string) (*DiT, Dims) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	return d, ck.Dims
+	return d
+}
+
+// synthDiT loads the DiT of a synthetic checkpoint preset onto b.
+func synthDiT(t testing.TB, b backend.Backend, preset string) (*DiT, Dims) {
+	t.Helper()
+	ck := synthCheckpoint(t, preset)
+	return loadDiT(t, b, ck), ck.Dims
 }
 
 func randLatents(n int, seed uint64) []float32 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -139,22 +138,7 @@ func TestRunnerErrors(t *testing.T) {
 // frames out as in, the same bytes on a second run, and not the output of
 // encode -> decode alone.
 func TestRunnerWithDiT(t *testing.T) {
-	b := cpu.New(0)
-	dir := filepath.Join(t.TempDir(), "ck")
-	if err := Synth(dir, "tiny", 1); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	r, err := NewReAE(b, FileSource{ck.ReAE})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	dit, _ := synthDiT(t, b, "tiny")
+	r, dit := tinyModel(t, cpu.New(0))
 	const w, h, ow, oh = 40, 24, 64, 32
 	for _, c := range []struct{ frames, clip, overlap int }{{1, 8, 0}, {29, 8, 0}, {53, 8, 1}} {
 		v := video(c.frames, w, h, 9)
@@ -182,30 +166,13 @@ func TestRunnerWithDiT(t *testing.T) {
 // tinyModel loads the tiny synthetic checkpoint's ReAE and DiT onto b.
 func tinyModel(t *testing.T, b backend.Backend) (*ReAE, *DiT) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ck")
-	if err := Synth(dir, "tiny", 1); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := synthCheckpoint(t, "tiny")
 	r, err := NewReAE(b, FileSource{ck.ReAE})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	prompt, err := ck.PromptEmbedding()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Close)
-	return r, d
+	return r, loadDiT(t, b, ck)
 }
 
 // request is one restore: a video and the options it runs with.

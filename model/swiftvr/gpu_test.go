@@ -132,21 +132,11 @@ var _ backend.Backend = (*cuda.Backend)(nil)
 
 // TestDiTOnGPU runs the tiny checkpoint's DiT and one full-width block in
 // bf16 on the GPU against the independent PyTorch float32 predictions
-// (testdata/dit), and reports how far the CPU's float32 run is from them.
+// (testdata/dit).
 func TestDiTOnGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
-	g, err := cuda.Open("cuda:0", cuda.BF16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := gpu(t)
 	for _, c := range ditGolden {
 		d, _ := synthDiT(t, g, c.preset)
 		x := readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
