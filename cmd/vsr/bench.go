@@ -137,6 +137,9 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		return err
 	}
 	ow, oh := probeEng.OutputSize(info.Width, info.Height)
+	if _, causal := probeEng.(pipeline.Planner); causal {
+		rep.Segments, rep.Batch = 1, 0 // one stream, a batch per chunk
+	}
 	done()
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
 	if f.noEncode {
@@ -252,7 +255,11 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	m := r.Mean
 	fmt.Fprintf(w, "input\t%s, %d frames, %s -> %s\n", r.Input, r.Frames, r.InSize, r.OutSize)
-	fmt.Fprintf(w, "device / model\t%s / %s, batch %d, %d segment(s), codec %s\n", r.Device, r.Model, r.Batch, r.Segments, r.Codec)
+	batch := fmt.Sprintf("batch %d", r.Batch)
+	if r.Batch == 0 {
+		batch = "a batch per chunk"
+	}
+	fmt.Fprintf(w, "device / model\t%s / %s, %s, %d segment(s), codec %s\n", r.Device, r.Model, batch, r.Segments, r.Codec)
 	fmt.Fprintf(w, "requests\t%d (mean of the last %d)\n", len(r.Runs), max(len(r.Runs)-1, 1))
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)

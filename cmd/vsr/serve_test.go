@@ -453,29 +453,32 @@ func mentioning(s string) []string {
 // TestServeSwiftVR serves a tiny synthetic SwiftVR checkpoint next to the
 // bundled model: an autoencoder-only task ("dit": "off") completes with the
 // right frame count and size, and so does a task with the DiT (the
-// default), with the compact model served beside them.
+// default), with the compact model served beside them; a server started
+// with --dit off fails tasks that ask for the DiT and goes on.
 func TestServeSwiftVR(t *testing.T) {
 	needFFmpeg(t)
 	ck := filepath.Join(t.TempDir(), "ck")
 	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
 		t.Fatal(err)
 	}
-	cmd := newServe()
-	f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}}
-	f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p",
-		srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: "on"}
-	run, err := newServeRunner(cmd, f)
-	if err != nil {
-		t.Fatal(err)
+	start := func(dit string) (api, *serve.Service) {
+		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}}
+		f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p",
+			srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: dit}
+		run, err := newServeRunner(newServe(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(svc.Handler())
+		t.Cleanup(func() { srv.Close(); svc.Close(); run.Close() })
+		sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
+		return api{t, srv.URL}, svc
 	}
-	svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(svc.Handler())
-	defer func() { srv.Close(); svc.Close(); run.Close() }()
-	a := api{t, srv.URL}
-	sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
+	a, svc := start("on")
 	off := a.submit(map[string]any{"video_path": "clip.mp4", "dit": "off", "clip_len": 8})
 	on := a.submit(map[string]any{"video_path": "clip.mp4"})
 	compact := a.submit(map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "sr_ratio": 2})
@@ -491,5 +494,18 @@ func TestServeSwiftVR(t *testing.T) {
 	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "dit": "off"}); code != 400 || !strings.Contains(m["error"].(string), "SwiftVR") {
 		t.Errorf("dit on the compact model: %d %v", code, m)
 	}
+	noTemporaries(t, svc.OutputRoot())
+
+	// A server started with --dit off has not loaded the DiT: a task asking
+	// for it fails with a message saying so, and the next task runs.
+	a, svc = start("off")
+	on = a.submit(map[string]any{"video_path": "clip.mp4", "dit": "on"})
+	off = a.submit(map[string]any{"video_path": "clip.mp4", "clip_len": 8})
+	m = a.wait(on, serve.Failed, 60*time.Second)
+	if !strings.Contains(m["error"].(string), "not loaded") {
+		t.Errorf("dit on, not loaded: %v", m["error"])
+	}
+	m = a.wait(off, serve.Completed, 60*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
 	noTemporaries(t, svc.OutputRoot())
 }
