@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/model/swiftvr"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/serve"
 	"github.com/vsr-dev/vsr/video"
@@ -31,6 +33,7 @@ type serveFlags struct {
 	token      string
 	models     []string
 	warmup     bool
+	warmupSize string
 	base       restoreFlags // device and per-request defaults
 }
 
@@ -63,6 +66,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
+	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels or choose algorithms")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
@@ -155,6 +159,8 @@ type serveRunner struct {
 	dev    backend.Backend
 	base   restoreFlags
 	models []*servedModel
+	// warmupSize is the output size SwiftVR models are warmed up at ("": none).
+	warmupSize string
 
 	mu sync.Mutex // lazy loads of bundled graphs
 }
@@ -164,7 +170,7 @@ func newServeRunner(cmd *cobra.Command, f serveFlags) (*serveRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &serveRunner{cmd: cmd, dev: dev, base: f.base}
+	r := &serveRunner{cmd: cmd, dev: dev, base: f.base, warmupSize: f.warmupSize}
 	specs := f.models
 	if len(specs) == 0 {
 		specs = []string{compact.DefaultModel}
@@ -211,6 +217,12 @@ func (r *serveRunner) loadModel(spec string, warmup bool) (*servedModel, error) 
 		return nil, err
 	}
 	m := &servedModel{name: ld.name, flags: f, one: ld}
+	if ld.reae != nil && r.warmupSize != "" {
+		if err := r.warmupSwiftVR(ld, f); err != nil {
+			ld.closeModel()
+			return nil, err
+		}
+	}
 	if ld.compact != nil {
 		sc := ld.compact.Scale()
 		if sc != float64(int(sc)) {
@@ -220,6 +232,23 @@ func (r *serveRunner) loadModel(spec string, warmup bool) (*servedModel, error) 
 		m.scale = int(sc)
 	}
 	return m, nil
+}
+
+// warmupSwiftVR runs a synthetic request at --warmup-size through a
+// SwiftVR model, on a locked thread as the pipeline drives the device.
+func (r *serveRunner) warmupSwiftVR(ld *loaded, f restoreFlags) error {
+	var w, h int
+	if _, err := fmt.Sscanf(r.warmupSize, "%dx%d", &w, &h); err != nil || w < 8 || h < 8 {
+		return fmt.Errorf("--warmup-size %q: want WxH, e.g. 2560x1440", r.warmupSize)
+	}
+	format := backend.RGB24
+	if f.pixFmt == "yuv420p" {
+		format = backend.YUV420P
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ld.reae.TGrowBefore, ld.reae.FrameBatch = f.temporalGrow == "before", f.reaeBatch
+	return swiftvr.Warmup(context.Background(), ld.reae, ld.dit, w, h, f.clipLen, format)
 }
 
 // bundled returns the bundled graph for scale, loading it at first use.

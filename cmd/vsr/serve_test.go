@@ -454,7 +454,8 @@ func mentioning(s string) []string {
 // bundled model: an autoencoder-only task ("dit": "off") completes with the
 // right frame count and size, and so does a task with the DiT (the
 // default), with the compact model served beside them; a server started
-// with --dit off fails tasks that ask for the DiT and goes on.
+// with --dit off fails tasks that ask for the DiT and goes on. Both servers
+// warm the SwiftVR model up at the tasks' output size first.
 func TestServeSwiftVR(t *testing.T) {
 	needFFmpeg(t)
 	ck := filepath.Join(t.TempDir(), "ck")
@@ -462,7 +463,7 @@ func TestServeSwiftVR(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(dit string) (api, *serve.Service) {
-		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}}
+		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}, warmupSize: "48x32"}
 		f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p",
 			srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: dit}
 		run, err := newServeRunner(newServe(), f)
@@ -477,6 +478,10 @@ func TestServeSwiftVR(t *testing.T) {
 		t.Cleanup(func() { srv.Close(); svc.Close(); run.Close() })
 		sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
 		return api{t, srv.URL}, svc
+	}
+	bad := serveFlags{models: []string{ck}, warmupSize: "big", base: restoreFlags{device: "cpu", dtype: "f16", pixFmt: "yuv420p", srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: "on"}}
+	if _, err := newServeRunner(newServe(), bad); err == nil || !strings.Contains(err.Error(), "--warmup-size") {
+		t.Errorf("--warmup-size big: %v", err)
 	}
 	a, svc := start("on")
 	off := a.submit(map[string]any{"video_path": "clip.mp4", "dit": "off", "clip_len": 8})

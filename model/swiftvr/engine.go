@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vsr-dev/vsr/backend"
 )
@@ -313,4 +314,44 @@ func (e *Runner) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	}
 	e.hist = hist
 	return b.Binary(backend.OpSub, z, v)
+}
+
+// Warmup runs a synthetic request of a first, a middle and a last chunk at
+// output size w x h (from input frames of that size) through r and dit
+// (nil: encode -> decode only), so that kernels are compiled and
+// convolution algorithms and GEMM plans are chosen for those shapes before
+// the first real request. It leaves no state behind: each request has its
+// own Runner.
+func Warmup(ctx context.Context, r *ReAE, dit *DiT, w, h, clipLen int, f backend.PixelFormat) error {
+	if clipLen == 0 {
+		clipLen = 24
+	}
+	frames := 3*clipLen + 1
+	e, err := NewRunner(r, dit, w, h, frames, Options{Width: w, Height: h, ClipLen: clipLen})
+	if err != nil {
+		return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
+	}
+	defer e.Close()
+	plan, err := e.Plan(frames)
+	if err != nil {
+		return err
+	}
+	b, err := e.NewBatch(slices.Max(plan), w, h, f)
+	if err != nil {
+		return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
+	}
+	defer b.Free()
+	in := b.In()
+	for i := range in {
+		in[i] = byte(i * 7)
+	}
+	for _, n := range plan {
+		if err := e.Start(ctx, b, n); err != nil {
+			return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
+		}
+		if err := b.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

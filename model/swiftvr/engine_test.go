@@ -218,3 +218,22 @@ func backToBack(t *testing.T, open func() backend.Backend) {
 func TestBackToBackRequests(t *testing.T) {
 	backToBack(t, func() backend.Backend { return cpu.New(0) })
 }
+
+// TestWarmup: a warmup at one size runs the three kinds of chunk and
+// leaves nothing behind: a request after it gives the bytes of the same
+// request on a fresh model.
+func TestWarmup(t *testing.T) {
+	q := request{29, 40, 24, 64, 32, 8, 1}
+	r, d := tinyModel(t, cpu.New(0))
+	want := q.run(t, r, d)
+	r, d = tinyModel(t, cpu.New(0))
+	if err := Warmup(context.Background(), r, d, 64, 32, 8, backend.YUV420P); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(q.run(t, r, d), want) {
+		t.Error("a request after a warmup differs from the same request on a fresh model")
+	}
+	if err := Warmup(context.Background(), r, d, 63, 32, 8, backend.YUV420P); err == nil {
+		t.Error("an odd warmup size was accepted")
+	}
+}
