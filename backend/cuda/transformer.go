@@ -194,7 +194,8 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	if err != nil {
 		return err
 	}
-	var on, hd, gh, gw, off int32
+	var on, hd, off int32
+	gh, gw := int32(1), int32(1) // the kernel divides by them even without rope
 	parts := [3]int{}
 	if rope != nil {
 		if err := backend.CheckRoPE(*rope, x.shape.W, x.shape.C); err != nil {
