@@ -129,3 +129,33 @@ func CheckReshape(from, s Shape) error {
 	}
 	return nil
 }
+
+// CheckAttention reports whether q (Lq x cols), k and v (both Lk x cols)
+// are attention operands whose columns are heads of headDim.
+func CheckAttention(q, k, v Shape, headDim int) error {
+	if err := CheckMatrix(q, 0); err != nil {
+		return fmt.Errorf("attention queries: %w", err)
+	}
+	if headDim < 2 || headDim%2 != 0 || q.C%headDim != 0 {
+		return fmt.Errorf("attention: %d columns are not heads of %d", q.C, headDim)
+	}
+	if err := CheckMatrix(k, q.C); err != nil {
+		return fmt.Errorf("attention keys: %w", err)
+	}
+	if k != v {
+		return fmt.Errorf("attention: keys %v and values %v differ", k, v)
+	}
+	return nil
+}
+
+// CheckWindowAttention is CheckAttention for attention in the windows w
+// of the grid g, whose tokens are the rows of q, k and v.
+func CheckWindowAttention(q, k, v Shape, headDim int, g Grid, w Windows) error {
+	if err := CheckAttention(q, k, v, headDim); err != nil {
+		return err
+	}
+	if q.W != g.Tokens() || k.W != g.Tokens() {
+		return fmt.Errorf("window attention: %d query and %d key rows for a grid of %d tokens", q.W, k.W, g.Tokens())
+	}
+	return w.Check(g)
+}

@@ -239,31 +239,25 @@ func (b *Backend) attend(q, k, v, out []float32, d, headDim int, qi, ki, qo []in
 	})
 }
 
-// qkv unwraps three matrices of equal width (q may have other rows).
-func (b *Backend) qkv(qt, kt, vt backend.Tensor, headDim int) (q, k, v *Tensor, err error) {
-	if q, _, err = b.matrix(qt, 0); err != nil {
+// qkv unwraps the operands of an attention op.
+func (b *Backend) qkv(qt, kt, vt backend.Tensor) (q, k, v *Tensor, err error) {
+	if q, err = b.tensor(qt); err != nil {
 		return
 	}
-	d := q.shape.C
-	if headDim < 2 || headDim%2 != 0 || d%headDim != 0 {
-		return nil, nil, nil, fmt.Errorf("attention: %d columns are not heads of %d", d, headDim)
-	}
-	if k, _, err = b.matrix(kt, d); err != nil {
+	if k, err = b.tensor(kt); err != nil {
 		return
 	}
-	if v, _, err = b.matrix(vt, d); err != nil {
-		return
-	}
-	if k.shape != v.shape {
-		return nil, nil, nil, fmt.Errorf("attention: keys %v and values %v differ", k.shape, v.shape)
-	}
-	return q, k, v, nil
+	v, err = b.tensor(vt)
+	return
 }
 
 // Attention lets every query row attend to every key row.
 func (b *Backend) Attention(qt, kt, vt backend.Tensor, headDim int) (backend.Tensor, error) {
-	q, k, v, err := b.qkv(qt, kt, vt, headDim)
+	q, k, v, err := b.qkv(qt, kt, vt)
 	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckAttention(q.shape, k.shape, v.shape, headDim); err != nil {
 		return nil, err
 	}
 	qi, ki := iota(q.shape.W), iota(k.shape.W)
@@ -282,14 +276,11 @@ func iota(n int) []int {
 
 // WindowAttention attends inside each window and keeps the owners' rows.
 func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g backend.Grid, w backend.Windows) (backend.Tensor, error) {
-	q, k, v, err := b.qkv(qt, kt, vt, headDim)
+	q, k, v, err := b.qkv(qt, kt, vt)
 	if err != nil {
 		return nil, err
 	}
-	if q.shape.W != g.Tokens() || k.shape.W != g.Tokens() {
-		return nil, fmt.Errorf("window attention: %d and %d rows for a grid of %d tokens", q.shape.W, k.shape.W, g.Tokens())
-	}
-	if err := w.Check(g); err != nil {
+	if err := backend.CheckWindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
 		return nil, err
 	}
 	wh, ww := min(w.Size, g.H), min(w.Size, g.W)

@@ -51,15 +51,12 @@ type attnGeom struct {
 // Only the tokens a window owns are computed in it, so overlapping windows
 // cost no extra work.
 func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g backend.Grid, w backend.Windows) (backend.Tensor, error) {
-	if err := w.Check(g); err != nil {
-		return nil, err
-	}
 	q, k, v, err := b.attnInputs(qt, kt, vt, headDim)
 	if err != nil {
 		return nil, err
 	}
-	if n := g.Tokens(); q.shape.W != n || k.shape.W != n {
-		return nil, fmt.Errorf("window attention: %d query and %d key rows for a grid of %d tokens", q.shape.W, k.shape.W, n)
+	if err := backend.CheckWindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
+		return nil, err
 	}
 	return b.attention(q, k, v, headDim, attnGeom{
 		F: g.F, H: g.H, W: g.W, KH: g.H, KW: g.W, kh: min(w.Size, g.H), kw: min(w.Size, g.W),
@@ -76,6 +73,9 @@ func (b *Backend) Attention(qt, kt, vt backend.Tensor, headDim int) (backend.Ten
 	if err != nil {
 		return nil, err
 	}
+	if err := backend.CheckAttention(q.shape, k.shape, v.shape, headDim); err != nil {
+		return nil, err
+	}
 	lq, lk := q.shape.W, k.shape.W
 	return b.attention(q, k, v, headDim, attnGeom{
 		F: 1, H: 1, W: lq, KH: 1, KW: lk, kh: 1, kw: lk,
@@ -83,7 +83,8 @@ func (b *Backend) Attention(qt, kt, vt backend.Tensor, headDim int) (backend.Ten
 	})
 }
 
-// attnInputs unwraps and checks the operands of an attention op.
+// attnInputs checks that the kernel has headDim and unwraps the operands
+// of an attention op (the ops check their shapes).
 func (b *Backend) attnInputs(qt, kt, vt backend.Tensor, headDim int) (q, k, v *Tensor, err error) {
 	if headDim != 64 && headDim != 128 {
 		return nil, nil, nil, fmt.Errorf("attention: head dim %d (the cuda backend supports 64 and 128)", headDim)
@@ -94,15 +95,8 @@ func (b *Backend) attnInputs(qt, kt, vt backend.Tensor, headDim int) (q, k, v *T
 	if k, err = b.tensor(kt); err != nil {
 		return
 	}
-	if v, err = b.tensor(vt); err != nil {
-		return
-	}
-	qs, ks, vs := q.shape, k.shape, v.shape
-	if qs.N != 1 || qs.H != 1 || ks.N != 1 || ks.H != 1 || vs != ks || ks.C != qs.C || qs.C%headDim != 0 || ks.W < 1 {
-		return nil, nil, nil, fmt.Errorf("attention: q %v, k %v, v %v with head dim %d: want matrices Lq x heads*%d and equal Lk x heads*%d, Lk >= 1",
-			qs, ks, vs, headDim, headDim, headDim)
-	}
-	return q, k, v, nil
+	v, err = b.tensor(vt)
+	return
 }
 
 // attnSegs returns the windows of an axis that own positions, with their

@@ -19,12 +19,6 @@ import (
 func TestReAEOnGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
 	src := randomReAE(1, 8, []int{16, 8, 8, 8}, 8)
 	c := cpu.New(0)
 	rc, err := NewReAE(c, src)
@@ -35,10 +29,7 @@ func TestReAEOnGPU(t *testing.T) {
 	want, _ := c.Download(roundTrip(t, rc, c, xc, []int{8, 4}))
 	xv, _ := c.Download(xc)
 	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
-		g, err := cuda.Open("cuda:0", dt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := gpu(t, dt)
 		rg, err := NewReAE(g, src)
 		if err != nil {
 			t.Fatal(err)
@@ -82,17 +73,8 @@ func TestReAEOnGPU(t *testing.T) {
 func TestReAEGoldenGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
 	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
-		g, err := cuda.Open("cuda:0", dt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := gpu(t, dt)
 		z, y, wz, wy := goldenCase(t, g, "synth_tiny_reae.safetensors", "reae_synth")
 		ez, ey := rel(z, wz), rel(y, wy)
 		bound := map[cuda.DType]float64{cuda.F16: 1e-2, cuda.BF16: 5e-2}[dt]
@@ -136,7 +118,7 @@ var _ backend.Backend = (*cuda.Backend)(nil)
 func TestDiTOnGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := gpu(t)
+	g := gpu(t, cuda.BF16)
 	for _, c := range ditGolden {
 		d, _ := synthDiT(t, g, c.preset)
 		x := readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
@@ -151,8 +133,9 @@ func TestDiTOnGPU(t *testing.T) {
 	}
 }
 
-// gpu opens a fresh bf16 GPU backend for t, or skips.
-func gpu(t *testing.T) backend.Backend {
+// gpu opens a fresh GPU backend of storage type dt for t (closed at the
+// end of the test, if not before), or skips the test where there is none.
+func gpu(t *testing.T, dt cuda.DType) *cuda.Backend {
 	t.Helper()
 	if err := cu.Init(); err != nil {
 		t.Skip("no CUDA driver: ", err)
@@ -160,7 +143,7 @@ func gpu(t *testing.T) backend.Backend {
 	if n, err := cu.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no NVIDIA GPU")
 	}
-	g, err := cuda.Open("cuda:0", cuda.BF16)
+	g, err := cuda.Open("cuda:0", dt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +155,7 @@ func gpu(t *testing.T) backend.Backend {
 func TestBackToBackRequestsGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	backToBack(t, func() backend.Backend { return gpu(t) })
+	backToBack(t, func() backend.Backend { return gpu(t, cuda.BF16) })
 }
 
 // TestRestoreBF16Floor restores a video end to end (ReAE, DiT, ReAE) with
@@ -183,7 +166,7 @@ func TestBackToBackRequestsGPU(t *testing.T) {
 func TestRestoreBF16Floor(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	g := gpu(t)
+	g := gpu(t, cuda.BF16)
 	q := request{29, 320, 176, 640, 352, 8, 4}
 	rg, dg := tinyModel(t, g)
 	got := q.run(t, rg, dg)
