@@ -165,6 +165,12 @@ type Backend interface {
 	Frames(x Tensor, start, n int) (Tensor, error)
 	// ConcatFrames stacks tensors of equal frame shape along time.
 	ConcatFrames(ts ...Tensor) (Tensor, error)
+	// Empty returns a tensor of shape s with undefined contents, for
+	// CopyFrames to fill: results computed piece by piece go straight into
+	// it, without holding every piece for a ConcatFrames.
+	Empty(s Shape) (Tensor, error)
+	// CopyFrames copies all frames of src into dst from frame at on.
+	CopyFrames(dst Tensor, at int, src Tensor) error
 	// ConcatPrev returns (N H W 2C): each frame t of x followed, along
 	// channels, by frame t-1 of x; frame 0 is followed by prev (a 1-frame
 	// tensor), or zeros when prev is nil.

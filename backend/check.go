@@ -70,6 +70,14 @@ func ConcatShape(shapes []Shape) (Shape, error) {
 	return out, nil
 }
 
+// CheckCopyFrames checks CopyFrames(dst, at, src) on tensors of these shapes.
+func CheckCopyFrames(dst Shape, at int, src Shape) error {
+	if src.H != dst.H || src.W != dst.W || src.C != dst.C || at < 0 || at+src.N > dst.N {
+		return fmt.Errorf("copy of frames %v into frames [%d, %d) of %v", src, at, at+src.N, dst)
+	}
+	return nil
+}
+
 // ConcatPrevShape checks ConcatPrev(x, prev); prev may be nil.
 func ConcatPrevShape(s Shape, prev *Shape) (Shape, error) {
 	if prev != nil && *prev != (Shape{N: 1, H: s.H, W: s.W, C: s.C}) {

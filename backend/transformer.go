@@ -72,6 +72,10 @@ type Transformer interface {
 	// ActGELUTanh. With acc non-nil (rows x out) it adds x Wᵀ + b to acc in
 	// place and returns acc; act must then be ActNone.
 	Linear(x Tensor, w Weights, act ActKind, acc Tensor) (Tensor, error)
+	// Rows returns rows [start, start+n) of the matrix x as a view that
+	// shares x's storage: writes through either show in both. Use it only
+	// while x lives; freeing the view does not free x.
+	Rows(x Tensor, start, n int) (Tensor, error)
 	// Reshape returns a copy of x with shape s of as many elements.
 	Reshape(x Tensor, s Shape) (Tensor, error)
 	// LayerNorm normalises every row to zero mean and unit variance (no
@@ -126,6 +130,17 @@ func CheckRoPE(r RoPE, rows, cols int) error {
 func CheckReshape(from, s Shape) error {
 	if s.Elems() != from.Elems() || s.N < 1 || s.H < 1 || s.W < 1 || s.C < 1 {
 		return fmt.Errorf("reshape %v to %v", from, s)
+	}
+	return nil
+}
+
+// CheckRows reports whether rows [start, start+n) exist in the matrix s.
+func CheckRows(s Shape, start, n int) error {
+	if err := CheckMatrix(s, 0); err != nil {
+		return err
+	}
+	if start < 0 || n < 1 || start+n > s.W {
+		return fmt.Errorf("rows [%d, %d) of a %d-row matrix", start, start+n, s.W)
 	}
 	return nil
 }

@@ -100,6 +100,26 @@ func (b *Backend) ConcatFrames(ts ...backend.Tensor) (backend.Tensor, error) {
 	return out, nil
 }
 
+// Empty returns an uninitialised tensor.
+func (b *Backend) Empty(s backend.Shape) (backend.Tensor, error) { return b.alloc(s), nil }
+
+// CopyFrames copies src into dst's frames from at on.
+func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) error {
+	dst, err := b.tensor(dstt)
+	if err != nil {
+		return err
+	}
+	src, err := b.tensor(srct)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckCopyFrames(dst.shape, at, src.shape); err != nil {
+		return err
+	}
+	copy(dst.Data[at*dst.shape.H*dst.shape.W*dst.shape.C:], src.Data)
+	return nil
+}
+
 // ConcatPrev pairs each frame with the one before it along channels.
 func (b *Backend) ConcatPrev(xt, prevt backend.Tensor) (backend.Tensor, error) {
 	x, err := b.tensor(xt)

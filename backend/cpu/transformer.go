@@ -308,6 +308,20 @@ func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g back
 }
 
 // Reshape copies x into a tensor of shape s.
+// Rows returns rows [start, start+n) of the matrix x as a view of its
+// storage; the view is valid while x is, and freeing it releases nothing.
+func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckRows(x.shape, start, n); err != nil {
+		return nil, err
+	}
+	c := x.shape.C
+	return &Tensor{shape: backend.Matrix(n, c), Data: x.Data[start*c : (start+n)*c : (start+n)*c]}, nil
+}
+
 func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {

@@ -5,8 +5,14 @@
 // Everything a Backend queues runs in order on one compute stream; two copy
 // streams carry frame uploads and downloads for Slots (see backend.Streaming), with
 // events as the barriers between the two. Device memory comes from a
-// caching pool whose buffers are reused in stream order, so ops never
-// synchronize with the host except to hand results back.
+// stream-ordered memory pool of the backend's own (cuMemAllocFromPoolAsync;
+// a size-class cache of cuMemAlloc buffers where the driver lacks it), so
+// ops never synchronize with the host except to hand results back.
+//
+// Environment variables for diagnosis and comparison: VSR_CUDA_MEMTRACE=1
+// prints each new high-water mark of device memory in use with the calls
+// that reached it; VSR_CUDA_POOL=cache selects the size-class cache, and
+// VSR_CUDA_POOL_IDLE_MIB sets how much idle memory that cache keeps.
 package cuda
 
 import (
@@ -171,7 +177,7 @@ func (b *Backend) init(major, minor int) error {
 	if b.down, err = b.ctx.NewStream(); err != nil {
 		return err
 	}
-	b.pool = newPool(b.ctx)
+	b.pool = newPool(b.ctx, b.dev, b.compute)
 	if b.epoch, err = b.ctx.NewEvent(cu.EventDefault); err != nil {
 		return err
 	}
@@ -208,6 +214,10 @@ func (b *Backend) Context() *cu.Context { return b.ctx }
 
 // PeakBytes returns the high-water mark of the backend's device memory pool.
 func (b *Backend) PeakBytes() int64 { return b.pool.peakBytes() }
+
+// ResetPeak gives the pool's unused memory back to the driver and starts
+// PeakBytes' high-water mark again from the memory in use.
+func (b *Backend) ResetPeak() { b.pool.resetPeak() }
 
 // Synchronize waits for all queued work.
 func (b *Backend) Synchronize() error { return b.compute.Synchronize() }
@@ -341,6 +351,7 @@ func (b *Backend) launchOn(s *cu.Stream, name string, typed bool, n int64, args 
 type Tensor struct {
 	shape backend.Shape
 	buf   *block
+	off   int // byte offset of a view into buf (see Rows)
 	b     *Backend
 	// f32 holds float32 values for per-channel parameters (PReLU slopes),
 	// which kernels read in full precision.
@@ -371,7 +382,7 @@ func (t *Tensor) Free() {
 	}
 }
 
-func (t *Tensor) ptr() cu.DevicePtr { return t.buf.ptr }
+func (t *Tensor) ptr() cu.DevicePtr { return t.buf.ptr.Add(t.off) }
 
 // alloc returns a tensor with undefined contents.
 func (b *Backend) alloc(s backend.Shape) (*Tensor, error) {

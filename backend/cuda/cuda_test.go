@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -164,6 +165,20 @@ func TestOpsAgainstCPU(t *testing.T) {
 			xt := up(b, s, x)
 			f1, _ := b.Frames(xt, 1, 1)
 			return b.ConcatFrames(f1, xt)
+		})
+		both(t, dt, "empty+copyframes", func(b backend.Backend) (backend.Tensor, error) {
+			out, err := b.Empty(backend.Shape{N: 3, H: s.H, W: s.W, C: s.C})
+			if err != nil {
+				return nil, err
+			}
+			f1, _ := b.Frames(up(b, s, y), 1, 1)
+			if err := b.CopyFrames(out, 0, f1); err != nil {
+				return nil, err
+			}
+			if err := b.CopyFrames(out, 3, f1); err == nil {
+				return nil, fmt.Errorf("copy past the end accepted")
+			}
+			return out, b.CopyFrames(out, 1, up(b, s, x))
 		})
 		both(t, dt, "concat prev", func(b backend.Backend) (backend.Tensor, error) {
 			xt := up(b, s, x)

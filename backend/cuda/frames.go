@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+
 	"github.com/vsr-dev/vsr/backend"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
@@ -73,6 +75,31 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 		return nil, err
 	}
 	return b.finish(y, b.compute.CopyDtoD(y.ptr(), x.ptr().Add(start*fs), n*fs))
+}
+
+// Empty returns an uninitialised tensor.
+func (b *Backend) Empty(s backend.Shape) (backend.Tensor, error) {
+	if s.Elems() <= 0 {
+		return nil, fmt.Errorf("empty tensor of shape %v", s)
+	}
+	return b.alloc(s)
+}
+
+// CopyFrames copies src into dst's frames from at on, in stream order.
+func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) error {
+	dst, err := b.tensor(dstt)
+	if err != nil {
+		return err
+	}
+	src, err := b.tensor(srct)
+	if err != nil {
+		return err
+	}
+	if err := backend.CheckCopyFrames(dst.shape, at, src.shape); err != nil {
+		return err
+	}
+	fs := dst.shape.H * dst.shape.W * dst.shape.C * 2
+	return b.compute.CopyDtoD(dst.ptr().Add(at*fs), src.ptr(), src.shape.Elems()*2)
 }
 
 // ConcatFrames stacks tensors along time.
@@ -179,5 +206,5 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 // the model made itself.
 func (b *Backend) share(x *Tensor) *Tensor {
 	b.pool.retain(x.buf)
-	return &Tensor{shape: x.shape, buf: x.buf, b: b}
+	return &Tensor{shape: x.shape, buf: x.buf, off: x.off, b: b}
 }

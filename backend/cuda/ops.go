@@ -432,10 +432,7 @@ func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backe
 		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
 	}
 	// Hold our own references, so the caller may free its tensors.
-	b.pool.retain(x.buf)
-	b.pool.retain(base.buf)
-	lx := &Tensor{shape: xs, buf: x.buf, b: b}
-	lb := &Tensor{shape: bs, buf: base.buf, b: b}
+	lx, lb := b.share(x), b.share(base)
 	return &Tensor{shape: os, b: b, lazy: &lazyShuffle{x: lx, base: lb, r: r, order: order}}, nil
 }
 

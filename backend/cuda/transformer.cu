@@ -1,6 +1,11 @@
 // Row kernels of the transformer ops (see transformer.go): LayerNorm and
-// RMSNorm + RoPE. One block of 256 threads per row; float32 arithmetic on
-// fp16/bf16 ("T") storage. Header-free like kernels.cu.
+// RMSNorm + RoPE, float32 arithmetic on fp16/bf16 ("T") storage, one block
+// per row. Header-free like kernels.cu.
+//
+// The *_vec kernels (128 threads, rows of at most VEC_COLS columns, a
+// multiple of 8, 16-byte aligned) hold the row in registers: one 16-byte
+// load and one store per 8 values, so a row crosses memory once each way.
+// The scalar kernels (256 threads) take any row.
 
 typedef unsigned short u16;
 
@@ -67,3 +72,97 @@ extern "C" __global__ void rms_norm_rope_##T(u16* __restrict__ x, const u16* __r
 
 ROW_KERNELS(f16, ld_f16, st_f16)
 ROW_KERNELS(bf16, ld_bf16, st_bf16)
+
+struct __attribute__((aligned(16))) vec8 { unsigned int x, y, z, w; }; // 8 fp16/bf16 values
+
+#define VEC_THREADS 128
+#define VEC_PER 4                                  // 16-byte vectors per thread
+#define VEC_COLS (VEC_THREADS * VEC_PER * 8)
+
+#define UNPACK8(LD, u, f) {                                                                             \
+    unsigned int w_[4] = {(u).x, (u).y, (u).z, (u).w};                                                  \
+    _Pragma("unroll") for (int e_ = 0; e_ < 4; e_++) {                                                  \
+        (f)[2 * e_] = LD((u16)(w_[e_] & 0xffffu)); (f)[2 * e_ + 1] = LD((u16)(w_[e_] >> 16)); } }
+#define PACK8(ST, f, u) {                                                                               \
+    unsigned int w_[4];                                                                                 \
+    _Pragma("unroll") for (int e_ = 0; e_ < 4; e_++)                                                    \
+        w_[e_] = (unsigned int)ST((f)[2 * e_]) | ((unsigned int)ST((f)[2 * e_ + 1]) << 16);             \
+    (u).x = w_[0]; (u).y = w_[1]; (u).z = w_[2]; (u).w = w_[3]; }
+
+// rope_sincos: sine and cosine of a rotary angle (at most a few thousand
+// radians): a two-constant Cody-Waite reduction to [-pi, pi], then the
+// hardware approximations, which are accurate to about 2^-21 there. Far
+// cheaper than sincosf, whose slow path for huge arguments costs registers.
+__device__ __forceinline__ void rope_sincos(float x, float* s, float* c) {
+    float k = rintf(x * 0.15915494309189535f);
+    float r = fmaf(-k, 6.28318548202514648f, x);   // 2 pi rounded to float
+    r = fmaf(-k, -1.7484556000744400e-7f, r);      // 2 pi minus that
+    __sincosf(r, s, c);
+}
+
+#define VEC_KERNELS(T, LD, ST)                                                                          \
+extern "C" __global__ void __launch_bounds__(VEC_THREADS) layer_norm_vec_##T(const u16* __restrict__ x, u16* __restrict__ out, int cols, float eps) { \
+    const vec8* row = (const vec8*)(x + (long long)blockIdx.x * cols);                              \
+    vec8* o = (vec8*)(out + (long long)blockIdx.x * cols);                                          \
+    int nv = cols >> 3;                                                                               \
+    float v[VEC_PER][8], s = 0.0f;                                                                    \
+    _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
+        int i = threadIdx.x + k * VEC_THREADS;                                                        \
+        if (i < nv) { vec8 u = row[i]; UNPACK8(LD, u, v[k]); }                                       \
+        else { _Pragma("unroll") for (int e = 0; e < 8; e++) v[k][e] = 0.0f; }                        \
+        _Pragma("unroll") for (int e = 0; e < 8; e++) s += v[k][e];                                   \
+    }                                                                                                 \
+    float mean = block_sum(s) / cols, q = 0.0f;                                                       \
+    _Pragma("unroll") for (int k = 0; k < VEC_PER; k++)                                               \
+        if (threadIdx.x + k * VEC_THREADS < nv)                                                       \
+            _Pragma("unroll") for (int e = 0; e < 8; e++) { float d = v[k][e] - mean; q += d * d; }   \
+    float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
+    _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
+        int i = threadIdx.x + k * VEC_THREADS;                                                        \
+        if (i < nv) {                                                                                 \
+            float f[8];                                                                               \
+            _Pragma("unroll") for (int e = 0; e < 8; e++) f[e] = (v[k][e] - mean) * inv;              \
+            vec8 u; PACK8(ST, f, u); o[i] = u;                                                       \
+        }                                                                                             \
+    }                                                                                                 \
+}                                                                                                     \
+extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(u16* __restrict__ x, const u16* __restrict__ w, int cols, float eps, \
+                                             int rope, int head_dim, int pt, int ph, int gh, int gw, int offset) { \
+    vec8* row = (vec8*)(x + (long long)blockIdx.x * cols);                                          \
+    const vec8* wv = (const vec8*)w;                                                                \
+    int nv = cols >> 3;                                                                               \
+    float v[VEC_PER][8], q = 0.0f;                                                                    \
+    _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
+        int i = threadIdx.x + k * VEC_THREADS;                                                        \
+        if (i < nv) { vec8 u = row[i]; UNPACK8(LD, u, v[k]); }                                       \
+        else { _Pragma("unroll") for (int e = 0; e < 8; e++) v[k][e] = 0.0f; }                        \
+        _Pragma("unroll") for (int e = 0; e < 8; e++) q += v[k][e] * v[k][e];                         \
+    }                                                                                                 \
+    float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
+    int r = blockIdx.x, half = head_dim / 2;                                                          \
+    float pos[3] = {(float)(offset + r / (gh * gw)), (float)((r / gw) % gh), (float)(r % gw)};        \
+    _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
+        int i = threadIdx.x + k * VEC_THREADS;                                                        \
+        if (i >= nv) continue;                                                                        \
+        float g[8];                                                                                   \
+        vec8 wu = wv[i]; UNPACK8(LD, wu, g);                                                         \
+        _Pragma("unroll") for (int e = 0; e < 8; e += 2) {                                            \
+            float a = v[k][e] * inv * g[e], b = v[k][e + 1] * inv * g[e + 1];                         \
+            if (rope) {                                                                               \
+                int j = (i * 4 + e / 2) % half, ax = 0, n = pt;                                       \
+                if (j >= pt + ph) { ax = 2; j -= pt + ph; n = half - pt - ph; }                       \
+                else if (j >= pt) { ax = 1; j -= pt; n = ph; }                                        \
+                float sn, cs;                                                                         \
+                rope_sincos(pos[ax] * exp2f(-13.287712379549449f * (float)j / (float)n), &sn, &cs);   \
+                float a2 = a * cs - b * sn;                                                           \
+                b = a * sn + b * cs;                                                                  \
+                a = a2;                                                                               \
+            }                                                                                         \
+            v[k][e] = a; v[k][e + 1] = b;                                                             \
+        }                                                                                             \
+        vec8 u; PACK8(ST, v[k], u); row[i] = u;                                                      \
+    }                                                                                                 \
+}
+
+VEC_KERNELS(f16, ld_f16, st_f16)
+VEC_KERNELS(bf16, ld_bf16, st_bf16)

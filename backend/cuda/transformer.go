@@ -17,8 +17,13 @@ var transformerCode string
 
 var transformerSource = &Source{Name: "transformer.cu", Code: transformerCode}
 
-// rowThreads is the block size of the row kernels in transformer.cu.
-const rowThreads = 256
+// Block sizes of the row kernels in transformer.cu, and the widest row the
+// vectorised (*_vec) kernels take.
+const (
+	rowThreads = 256
+	vecThreads = 128
+	vecCols    = vecThreads * 4 * 8
+)
 
 // linearWeights is a linear layer in the storage type: W as out x in
 // (the GEMM reads it transposed) and the bias, in exactly sized device
@@ -157,13 +162,23 @@ func (b *Backend) Linear(xt backend.Tensor, wt backend.Weights, act backend.ActK
 	return y, nil
 }
 
-// rowKernel launches a transformer.cu row kernel with one block per row.
-func (b *Backend) rowKernel(name string, rows int, args ...any) error {
+// rowKernel launches a transformer.cu row kernel with one block per row
+// of x: the vectorised variant when x's rows (and the other tensors, all
+// of the same width) suit it.
+func (b *Backend) rowKernel(name string, x *Tensor, others []*Tensor, args ...any) error {
+	cols, threads := x.shape.C, rowThreads
+	vec := cols%8 == 0 && cols <= vecCols
+	for _, t := range append(others, x) {
+		vec = vec && t.ptr()%16 == 0
+	}
+	if vec {
+		name, threads = name+"_vec", vecThreads
+	}
 	f, err := b.kernel(transformerSource, name+"_"+b.dtype.String())
 	if err != nil {
 		return err
 	}
-	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, Stream: b.compute}, args...)
+	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(x.shape.W)}, Block: cu.Dim3{X: uint32(threads)}, Stream: b.compute}, args...)
 }
 
 // LayerNorm normalises each row (float32 statistics).
@@ -176,7 +191,7 @@ func (b *Backend) LayerNorm(xt backend.Tensor, eps float32) (backend.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	if err := b.rowKernel("layer_norm", x.shape.W, x.ptr(), y.ptr(), int32(x.shape.C), eps); err != nil {
+	if err := b.rowKernel("layer_norm", x, []*Tensor{y}, x.ptr(), y.ptr(), int32(x.shape.C), eps); err != nil {
 		y.Free()
 		return nil, err
 	}
@@ -206,11 +221,27 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	} else {
 		hd = int32(x.shape.C)
 	}
-	return b.rowKernel("rms_norm_rope", x.shape.W, x.ptr(), w.ptr(), int32(x.shape.C), eps,
+	return b.rowKernel("rms_norm_rope", x, []*Tensor{w}, x.ptr(), w.ptr(), int32(x.shape.C), eps,
 		on, hd, int32(parts[0]), int32(parts[1]), gh, gw, off)
 }
 
 // Reshape copies x into a tensor of shape s.
+// Rows returns rows [start, start+n) of the matrix x as a view sharing its
+// storage (and holding a reference to it).
+func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckRows(x.shape, start, n); err != nil {
+		return nil, err
+	}
+	v := b.share(x)
+	v.shape = backend.Matrix(n, x.shape.C)
+	v.off += 2 * start * x.shape.C
+	return v, nil
+}
+
 func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {

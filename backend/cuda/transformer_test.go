@@ -44,8 +44,36 @@ func TestTransformerOps(t *testing.T) {
 			}
 			return tr(b).Linear(up(b, rows, in, x), lw, backend.ActNone, up(b, rows, out, acc))
 		})
+		// Accumulating into a view of rows 100..249 changes those rows of
+		// the whole matrix and no others.
+		both(t, dt, "linear+acc into rows", func(b backend.Backend) (backend.Tensor, error) {
+			lw, err := tr(b).PrepareLinear(out, in, w, bias)
+			if err != nil {
+				return nil, err
+			}
+			whole := up(b, rows, out, acc)
+			xr, err := tr(b).Rows(up(b, rows, in, x), 50, 150)
+			if err != nil {
+				return nil, err
+			}
+			view, err := tr(b).Rows(whole, 100, 150)
+			if err != nil {
+				return nil, err
+			}
+			_, err = tr(b).Linear(xr, lw, backend.ActNone, view)
+			return whole, err
+		})
 		both(t, dt, "layernorm", func(b backend.Backend) (backend.Tensor, error) {
 			return tr(b).LayerNorm(up(b, rows, in, x), 1e-6)
+		})
+		// Rows that are not a multiple of 8 wide take the scalar kernels.
+		norm260 := randSlice(r, 260, 0.5, 1.5)
+		both(t, dt, "layernorm, 260 columns", func(b backend.Backend) (backend.Tensor, error) {
+			return tr(b).LayerNorm(up(b, 200, 260, x[:200*260]), 1e-6)
+		})
+		both(t, dt, "rmsnorm, 260 columns", func(b backend.Backend) (backend.Tensor, error) {
+			xt := up(b, 200, 260, x[:200*260])
+			return xt, tr(b).RMSNormRoPE(xt, up(b, 1, 260, norm260), 1e-6, nil)
 		})
 		for _, rp := range []*backend.RoPE{nil, rope} {
 			both(t, dt, "rmsnorm+rope", func(b backend.Backend) (backend.Tensor, error) {
@@ -88,5 +116,93 @@ func TestLinearGELUTanh(t *testing.T) {
 		if d := math.Abs(float64(got[i*out]) - want); d > 0.01*math.Abs(want)+1e-5 {
 			t.Errorf("gelu(%g) = %g, tanh approximation %g", x, got[i*out], want)
 		}
+	}
+}
+
+// BenchmarkDiTOps times each op of a SwiftVR DiT block on a middle chunk
+// (21600 tokens, width 3072, FFN 14336, bf16), GEMMs in TFLOP/s and row
+// kernels in GB/s of traffic, and the FFN in pieces of rows (as
+// swiftvr.DiT.FFNRows runs it) against one pass.
+func BenchmarkDiTOps(bb *testing.B) {
+	const rows, dim, ffn = 21600, 3072, 14336
+	b := open(bb, BF16)
+	r := rand.New(rand.NewPCG(5, 6))
+	up := func(rows, cols int, lo, hi float32) backend.Tensor {
+		t, err := b.Upload(backend.Matrix(rows, cols), randSlice(r, rows*cols, lo, hi))
+		if err != nil {
+			bb.Fatal(err)
+		}
+		return t
+	}
+	linear := func(out, in int) backend.Weights {
+		w, err := b.PrepareLinear(out, in, randSlice(r, out*in, -0.02, 0.02), randSlice(r, out, -0.1, 0.1))
+		if err != nil {
+			bb.Fatal(err)
+		}
+		return w
+	}
+	x, hid, mid := up(rows, dim, -1, 1), up(rows, dim, -1, 1), up(rows, ffn, -1, 1)
+	wqkv, wff1, wff2 := linear(dim, dim), linear(ffn, dim), linear(dim, ffn)
+	norm := up(1, dim, 0.5, 1.5)
+	rope := &backend.RoPE{Grid: backend.Grid{F: 6, H: 45, W: 80}, Offset: 7, HeadDim: 128}
+	check := func(t backend.Tensor, err error) {
+		if err != nil {
+			bb.Fatal(err)
+		}
+		if t != nil && t != hid && t != x {
+			t.Free()
+		}
+	}
+	ffnPieces := func(n int) func() {
+		return func() {
+			for s := 0; s < rows; s += n {
+				xr, err := b.Rows(x, s, min(n, rows-s))
+				check(nil, err)
+				hr, err := b.Rows(hid, s, min(n, rows-s))
+				check(nil, err)
+				f, err := b.Linear(xr, wff1, backend.ActGELUTanh, nil)
+				check(nil, err)
+				check(b.Linear(f, wff2, backend.ActNone, hr))
+				f.Free()
+				xr.Free()
+				hr.Free()
+			}
+		}
+	}
+	gemm := 2.0 * rows * dim
+	for _, c := range []struct {
+		name  string
+		tflop float64 // else GB of traffic
+		gb    float64
+		run   func()
+	}{
+		{name: "linear-3072", tflop: gemm * dim, run: func() { check(b.Linear(x, wqkv, backend.ActNone, nil)) }},
+		{name: "linear-3072-acc", tflop: gemm * dim, run: func() { check(b.Linear(x, wqkv, backend.ActNone, hid)) }},
+		{name: "ffn1-gelu", tflop: gemm * ffn, run: func() { check(b.Linear(x, wff1, backend.ActGELUTanh, nil)) }},
+		{name: "ffn2-acc", tflop: gemm * ffn, run: func() { check(b.Linear(mid, wff2, backend.ActNone, hid)) }},
+		{name: "ffn-1-piece", tflop: 2 * gemm * ffn, run: ffnPieces(rows)},
+		{name: "ffn-3-pieces", tflop: 2 * gemm * ffn, run: ffnPieces(7232)},
+		{name: "layernorm", gb: 4.0 * rows * dim, run: func() { check(b.LayerNorm(x, 1e-6)) }},
+		{name: "rmsnorm-rope", gb: 4.0 * rows * dim, run: func() { check(nil, b.RMSNormRoPE(x, norm, 1e-6, rope)) }},
+	} {
+		bb.Run(c.name, func(bb *testing.B) {
+			c.run() // warm up
+			if err := b.Synchronize(); err != nil {
+				bb.Fatal(err)
+			}
+			bb.ResetTimer()
+			for i := 0; i < bb.N; i++ {
+				c.run()
+			}
+			if err := b.Synchronize(); err != nil {
+				bb.Fatal(err)
+			}
+			bb.StopTimer()
+			if s := bb.Elapsed().Seconds() / float64(bb.N); c.tflop > 0 {
+				bb.ReportMetric(c.tflop/s/1e12, "TFLOP/s")
+			} else {
+				bb.ReportMetric(c.gb/s/1e9, "GB/s")
+			}
+		})
 	}
 }

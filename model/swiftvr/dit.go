@@ -24,6 +24,12 @@ import (
 // LayerNorm, GEMMs, RMSNorm+RoPE and attention, with residuals added by
 // the GEMMs.
 type DiT struct {
+	// FFNRows caps the tokens the feed-forward layers take at a time (0:
+	// all): the FFN's intermediate (tokens x FFNDim) is the DiT's largest
+	// activation, and rows are independent, so pieces give the same
+	// result in less memory.
+	FFNRows int
+
 	b       backend.Backend
 	t       backend.Transformer
 	d       Dims
@@ -57,7 +63,7 @@ func NewDiT(b backend.Backend, src Source, d Dims, eps float32, prompt []float32
 		return nil, fmt.Errorf("dit: %d heads x %d != dim %d, patch %v is not 1x2x2, or a prompt of %d values for text dim %d",
 			d.Heads, d.HeadDim, d.Dim, d.PatchSize, len(prompt), d.TextDim)
 	}
-	m := &DiT{b: b, t: t, d: d, eps: eps}
+	m := &DiT{FFNRows: 8192, b: b, t: t, d: d, eps: eps}
 	if err := m.load(src, prompt); err != nil {
 		m.Close()
 		return nil, err
@@ -506,15 +512,42 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 		return err
 	}
 	sc.drop(att)
-	// Feed-forward, gated residual (gate in ff2).
+	// Feed-forward, gated residual (gate in ff2), in pieces of rows.
 	if norm, err = sc.add(m.t.LayerNorm(hid, m.eps)); err != nil {
 		return err
+	}
+	rows := hid.Shape().W
+	piece := rows
+	if m.FFNRows > 0 && m.FFNRows < rows {
+		k := (rows + m.FFNRows - 1) / m.FFNRows
+		piece = min(rows, ((rows+k-1)/k+63)/64*64) // k even pieces, GEMM-friendly
+	}
+	for start := 0; start < rows; start += piece {
+		if err := m.ffn(blk, norm, hid, start, min(piece, rows-start)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ffn adds the feed-forward output of rows [start, start+n) of norm to
+// the same rows of hid.
+func (m *DiT) ffn(blk *ditBlock, norm, hid backend.Tensor, start, n int) error {
+	var sc scratch
+	defer sc.free()
+	if n < norm.Shape().W {
+		var err error
+		if norm, err = sc.add(m.t.Rows(norm, start, n)); err != nil {
+			return err
+		}
+		if hid, err = sc.add(m.t.Rows(hid, start, n)); err != nil {
+			return err
+		}
 	}
 	ff, err := sc.add(m.t.Linear(norm, blk.ff1, backend.ActGELUTanh, nil))
 	if err != nil {
 		return err
 	}
-	sc.drop(norm)
-	_, err = m.t.Linear(ff, blk.ff2, none, hid)
+	_, err = m.t.Linear(ff, blk.ff2, backend.ActNone, hid)
 	return err
 }

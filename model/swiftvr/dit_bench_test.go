@@ -62,8 +62,13 @@ func BenchmarkDiTChunk(b *testing.B) {
 	}
 	defer d.Close()
 	b.Logf("loaded in %v, device pool peak %.2f GiB", time.Since(start), float64(g.PeakBytes())/(1<<30))
-	for _, f := range []int{6, 7} {
-		b.Run(map[int]string{6: "middle", 7: "first"}[f], func(b *testing.B) {
+	for _, c := range []struct {
+		f, ffnRows int
+	}{{6, 8192}, {6, 0}, {7, 8192}, {7, 0}} {
+		f := c.f
+		name := map[int]string{6: "middle", 7: "first"}[f] + map[int]string{0: "/ffn-whole", 8192: "/ffn-8192-rows"}[c.ffnRows]
+		b.Run(name, func(b *testing.B) {
+			d.FFNRows = c.ffnRows
 			s := backend.Shape{N: f, H: 90, W: 160, C: ck.Dims.InChannels}
 			x, err := g.Upload(s, randLatents(s.Elems(), 1))
 			if err != nil {
@@ -80,6 +85,10 @@ func BenchmarkDiTChunk(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			if err := g.Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+			g.ResetPeak()
 			run() // plans, kernels
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

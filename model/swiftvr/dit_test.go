@@ -128,6 +128,12 @@ func TestDiTProperties(t *testing.T) {
 	if e := rel(forward(t, b, d, x, f, h, w, 37), v0); e > 1e-4 {
 		t.Errorf("temporal offset 37 changed the output by %.3g (relative)", e)
 	}
+	// The feed-forward layers in pieces of rows (3 pieces of 512, 512 and
+	// 416 of the 1440 tokens) give the result of one pass.
+	d.FFNRows = 700
+	if e := rel(forward(t, b, d, x, f, h, w, 0), v0); e > 1e-6 {
+		t.Errorf("FFN in pieces of 700 rows: relative error %.3g against one pass", e)
+	}
 	for _, s := range []backend.Shape{{N: 1, H: 7, W: 8, C: 48}, {N: 1, H: 8, W: 8, C: 12}} {
 		xt, _ := b.Upload(s, make([]float32, s.Elems()))
 		if _, err := d.Forward(xt, 0); err == nil {

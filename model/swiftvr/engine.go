@@ -129,12 +129,7 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 		return fmt.Errorf("swiftvr: more batches than chunks")
 	}
 	b := e.r.b
-	x, err := bb.Input(k, e.inH, e.inW)
-	if err != nil {
-		return err
-	}
-	frames, err := e.prepare(x)
-	x.Free()
+	frames, err := bb.Input(k, e.inH, e.inW)
 	if err != nil {
 		return err
 	}
@@ -178,7 +173,8 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 }
 
 // prepare turns input frames into the model's input: crop to a multiple
-// of 8, resize to the output size, pad to a multiple of 32.
+// of 8, resize to the output size, pad to a multiple of 32. The encoder
+// calls it on a few frames at a time.
 func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
 	b := e.r.b
 	c, err := b.CropPad(x, e.inH&^7, e.inW&^7)
@@ -236,7 +232,7 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, 
 	if err != nil {
 		return nil, err
 	}
-	z, err := e.r.Encode(in, e.state)
+	z, err := e.r.EncodeFrom(in, e.state, e.prepare)
 	in.Free()
 	if err != nil {
 		return nil, err

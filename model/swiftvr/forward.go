@@ -10,14 +10,32 @@ import (
 // (N/4 H/16 W/16 LatentC), updating st. N must be a multiple of 4 and H,
 // W multiples of 16. x is not freed.
 func (r *ReAE) Encode(x backend.Tensor, st *State) (backend.Tensor, error) {
-	s := x.Shape()
-	if s.N%4 != 0 || s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
-		return nil, fmt.Errorf("reae encode: %v frames must be a multiple of 4, of a size that is a multiple of 16, RGB", s)
+	return r.EncodeFrom(x, st, nil)
+}
+
+// EncodeFrom is Encode of prep(x), computed a group of frames at a time:
+// prep (nil: none) maps frames to the encoder's input frame by frame, as
+// the resize to the output size does, so that the prepared frames of a
+// whole chunk are never held at once.
+func (r *ReAE) EncodeFrom(x backend.Tensor, st *State, prep func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	if n := x.Shape().N; n%4 != 0 {
+		return nil, fmt.Errorf("reae encode: %d frames, want a multiple of 4", n)
 	}
 	// Four frames make one latent: with a frame batch, the whole encoder
 	// runs on 4*FrameBatch frames at a time, so no full-resolution
 	// activation of the whole chunk is ever held.
 	return r.inGroups(x, 4*r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+		if prep != nil {
+			q, err := prep(p)
+			if err != nil {
+				return nil, err
+			}
+			defer q.Free()
+			p = q
+		}
+		if s := p.Shape(); s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
+			return nil, fmt.Errorf("reae encode: frames %v must be RGB of a size that is a multiple of 16", s)
+		}
 		u, err := r.b.PixelUnshuffle(p, 2)
 		if err != nil {
 			return nil, err
@@ -27,34 +45,61 @@ func (r *ReAE) Encode(x backend.Tensor, st *State) (backend.Tensor, error) {
 }
 
 // inGroups applies f to consecutive groups of n frames of x (all of x when
-// n is 0) and concatenates the results; f does not free its argument. The causal state passes from group
-// to group exactly as from frame to frame, and groups of whole latents
-// align with the temporal pooling and growing layers, so the result is the
-// one of a single pass.
+// n is 0) and returns the results along time; f does not free its
+// argument. The causal state passes from group to group exactly as from
+// frame to frame, and groups of whole latents align with the temporal
+// pooling and growing layers, so the result is the one of a single pass.
+// Each group's result goes into the output as soon as it is computed, so
+// only one group's intermediates are alive at a time.
 func (r *ReAE) inGroups(x backend.Tensor, n int, f func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
 	total := x.Shape().N
 	if n <= 0 || n >= total {
 		return f(x)
 	}
-	var outs []backend.Tensor
-	defer func() {
-		for _, o := range outs {
-			o.Free()
-		}
-	}()
+	var out backend.Tensor
+	at := 0
 	for i := 0; i < total; i += n {
-		p, err := r.b.Frames(x, i, min(n, total-i))
+		y, err := r.group(x, i, min(n, total-i), f)
+		if err == nil && out == nil {
+			// Every layer maps frames at a fixed ratio, so the first
+			// group's output sizes the whole.
+			s := y.Shape()
+			if s.N*total%n != 0 {
+				err = fmt.Errorf("reae: %d frames in groups of %d give %d, not a whole ratio", total, n, s.N)
+			} else {
+				s.N = s.N * total / n
+				out, err = r.b.Empty(s)
+			}
+		}
+		if err == nil {
+			err = r.b.CopyFrames(out, at, y)
+			at += y.Shape().N
+		}
+		if y != nil {
+			y.Free()
+		}
 		if err != nil {
+			if out != nil {
+				out.Free()
+			}
 			return nil, err
 		}
-		y, err := f(p)
-		p.Free()
-		if err != nil {
-			return nil, err
-		}
-		outs = append(outs, y)
 	}
-	return r.b.ConcatFrames(outs...)
+	if at != out.Shape().N {
+		out.Free()
+		return nil, fmt.Errorf("reae: groups gave %d frames, want %d", at, out.Shape().N)
+	}
+	return out, nil
+}
+
+// group returns f of frames [i, i+n) of x.
+func (r *ReAE) group(x backend.Tensor, i, n int, f func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	p, err := r.b.Frames(x, i, n)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Free()
+	return f(p)
 }
 
 // Decode maps N latents to 4N frames (4N 16H 16W 3) of RGB, not yet
@@ -125,38 +170,17 @@ func changesFrames(l layer) bool {
 	return (l.kind == lTPool && l.stride != 1) || (l.kind == lTGrow && l.stride != 1)
 }
 
-// segment runs per-frame layers over x in pieces of FrameBatch frames,
-// collecting the results in order.
+// segment runs per-frame layers over x (which it frees) in pieces of
+// FrameBatch frames.
 func (r *ReAE) segment(ls []layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
-	n := x.Shape().N
-	if r.FrameBatch <= 0 || r.FrameBatch >= n {
-		return r.apply(ls, x, states)
-	}
-	var outs []backend.Tensor
-	free := func() {
-		for _, o := range outs {
-			o.Free()
-		}
-	}
-	for i := 0; i < n; i += r.FrameBatch {
-		piece, err := r.b.Frames(x, i, min(r.FrameBatch, n-i))
+	defer x.Free()
+	return r.inGroups(x, r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+		cp, err := r.b.Frames(p, 0, p.Shape().N) // apply consumes its input
 		if err != nil {
-			free()
-			x.Free()
 			return nil, err
 		}
-		y, err := r.apply(ls, piece, states)
-		if err != nil {
-			free()
-			x.Free()
-			return nil, err
-		}
-		outs = append(outs, y)
-	}
-	x.Free()
-	y, err := r.b.ConcatFrames(outs...)
-	free()
-	return y, err
+		return r.apply(ls, cp, states)
+	})
 }
 
 // apply runs layers on x, freeing x and every intermediate.

@@ -129,6 +129,12 @@ func TestDiTOnGPU(t *testing.T) {
 		} else {
 			t.Logf("%s bf16: relative error %.3g against PyTorch float32", c.preset, e)
 		}
+		d.FFNRows = 200 // pieces of 192 rows and a shorter last one
+		if e := rel(forward(t, g, d, x, c.f, c.h, c.w, c.off), got); e > 1e-2 {
+			t.Errorf("%s bf16: FFN in pieces differs from one pass by %.3g", c.preset, e)
+		} else {
+			t.Logf("%s bf16: FFN in pieces against one pass: %.3g", c.preset, e)
+		}
 		d.Close()
 	}
 }

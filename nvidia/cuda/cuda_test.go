@@ -520,3 +520,67 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestMemPool allocates from a pool in a stream's order, frees, reuses the
+// memory for another size without reserving more, and trims.
+func TestMemPool(t *testing.T) {
+	ctx := gpu(t)
+	unlock, err := ctx.LockThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	dev, err := GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := NewMemPool(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mp.Close()
+	must(t, mp.SetReleaseThreshold(math.MaxUint64))
+	s, err := ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 64 << 20
+	p, err := s.AllocAsync(mp, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.Memset8(p, 7, n))
+	out := make([]byte, 4096)
+	must(t, s.CopyDtoH(out, p.Add(n-4096)))
+	must(t, s.FreeAsync(p))
+	must(t, s.Synchronize())
+	for i, v := range out {
+		if v != 7 {
+			t.Fatalf("byte %d = %d after the memset", i, v)
+		}
+	}
+	now, high, err := mp.Reserved()
+	if err != nil || now < n || high < n {
+		t.Fatalf("reserved %d, high %d (%v) after a %d-byte allocation", now, high, err, n)
+	}
+	// Two half-size blocks fit in what the first one freed.
+	q1, err1 := s.AllocAsync(mp, n/2)
+	q2, err2 := s.AllocAsync(mp, n/2)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if now2, _, _ := mp.Reserved(); now2 != now {
+		t.Errorf("reserved %d after reusing freed memory, was %d", now2, now)
+	}
+	must(t, s.FreeAsync(q1))
+	must(t, s.FreeAsync(q2))
+	must(t, s.Synchronize())
+	must(t, mp.TrimTo(0))
+	if now3, _, _ := mp.Reserved(); now3 != 0 {
+		t.Errorf("reserved %d after trimming", now3)
+	}
+	if _, err := s.AllocAsync(mp, 1<<50); !errors.Is(err, ErrOutOfMemory) {
+		t.Errorf("1 PiB from the pool: want CUDA_ERROR_OUT_OF_MEMORY, got %v", err)
+	}
+}

@@ -55,6 +55,13 @@ var drv struct {
 	cuMemAlloc                func(p *uint64, n uintptr) int32
 	cuMemFree                 func(p uint64) int32
 	cuMemAllocHost            func(p *unsafe.Pointer, n uintptr) int32
+	cuMemAllocFromPoolAsync   func(p *uint64, n uintptr, pool uintptr, s uintptr) int32
+	cuMemFreeAsync            func(p uint64, s uintptr) int32
+	cuMemPoolCreate           func(pool *uintptr, props unsafe.Pointer) int32
+	cuMemPoolDestroy          func(pool uintptr) int32
+	cuMemPoolSetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolGetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolTrimTo           func(pool uintptr, keep uintptr) int32
 	cuMemFreeHost             func(p unsafe.Pointer) int32
 	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) int32
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) int32
@@ -157,6 +164,13 @@ func load() error {
 	b.Bind(&drv.cuStreamBeginCapture, "cuStreamBeginCapture_v2")
 	b.Bind(&drv.cuStreamEndCapture, "cuStreamEndCapture")
 	b.Optional(&drv.cuStreamIsCapturing, "cuStreamIsCapturing")
+	b.Optional(&drv.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync")
+	b.Optional(&drv.cuMemFreeAsync, "cuMemFreeAsync")
+	b.Optional(&drv.cuMemPoolCreate, "cuMemPoolCreate")
+	b.Optional(&drv.cuMemPoolDestroy, "cuMemPoolDestroy")
+	b.Optional(&drv.cuMemPoolSetAttribute, "cuMemPoolSetAttribute")
+	b.Optional(&drv.cuMemPoolGetAttribute, "cuMemPoolGetAttribute")
+	b.Optional(&drv.cuMemPoolTrimTo, "cuMemPoolTrimTo")
 	b.Bind(&drv.cuGraphInstantiate, "cuGraphInstantiateWithFlags")
 	b.Bind(&drv.cuGraphLaunch, "cuGraphLaunch")
 	b.Bind(&drv.cuGraphExecDestroy, "cuGraphExecDestroy")
