@@ -67,7 +67,15 @@ type Slot interface {
 	Input(n, h, w int) (Tensor, error)
 	// Output converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
 	// format f and starts copying them to Out. It returns the byte count.
+	// It is Put(t, f, 0) and Send.
 	Output(t Tensor, f PixelFormat) (int, error)
+	// Put converts t like Output into the output frames from frame at on,
+	// without copying them out: results computed piece by piece go there
+	// without being held together first.
+	Put(t Tensor, f PixelFormat, at int) error
+	// Send starts copying the first n output frames (w x h, format f) to
+	// Out and returns the byte count.
+	Send(n, w, h int, f PixelFormat) (int, error)
 }
 
 // ycc converts 8-bit RGB values (as floats) to BT.601 limited-range Y, Cb
@@ -156,20 +164,36 @@ func (s *hostSlot) Input(n, h, w int) (Tensor, error) {
 }
 
 func (s *hostSlot) Output(t Tensor, f PixelFormat) (int, error) {
-	sh := t.Shape()
-	size := sh.N * f.FrameBytes(sh.W, sh.H)
-	if size > len(s.out) {
-		return 0, fmt.Errorf("slot holds %d output bytes, %v as %v needs %d", len(s.out), sh, f, size)
+	if err := s.Put(t, f, 0); err != nil {
+		return 0, err
 	}
+	sh := t.Shape()
+	return s.Send(sh.N, sh.W, sh.H, f)
+}
+
+func (s *hostSlot) Put(t Tensor, f PixelFormat, at int) error {
+	sh := t.Shape()
+	fs := f.FrameBytes(sh.W, sh.H)
+	if at < 0 || (at+sh.N)*fs > len(s.out) {
+		return fmt.Errorf("slot holds %d output bytes, %v as %v from frame %d needs %d", len(s.out), sh, f, at, (at+sh.N)*fs)
+	}
+	dst := s.out[at*fs : (at+sh.N)*fs]
 	if f == RGB24 {
-		s.n = size
-		return size, s.b.ToRGB8(t, s.out[:size])
+		return s.b.ToRGB8(t, dst)
 	}
 	rgb := make([]byte, sh.Elems())
 	if err := s.b.ToRGB8(t, rgb); err != nil {
-		return 0, err
+		return err
 	}
-	RGBToYUV420(s.out[:size], rgb, sh.N, sh.W, sh.H)
+	RGBToYUV420(dst, rgb, sh.N, sh.W, sh.H)
+	return nil
+}
+
+func (s *hostSlot) Send(n, w, h int, f PixelFormat) (int, error) {
+	size := n * f.FrameBytes(w, h)
+	if size > len(s.out) || n < 0 {
+		return 0, fmt.Errorf("slot holds %d output bytes, %d frames of %dx%d as %v need %d", len(s.out), n, w, h, f, size)
+	}
 	s.n = size
 	return size, nil
 }

@@ -111,15 +111,33 @@ func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
 // Output queues the conversion of t to frames of format f and their copy
 // to Out after the compute stream reaches it.
 func (s *Slot) Output(t backend.Tensor, f backend.PixelFormat) (int, error) {
-	sh := t.Shape()
-	size := sh.N * f.FrameBytes(sh.W, sh.H)
-	if size > int(s.dout.size) || size > s.hout.Size() {
-		return 0, fmt.Errorf("slot holds %d output bytes, %v as %v needs %d", s.hout.Size(), sh, f, size)
-	}
-	b := s.b
-	if _, err := b.toFrames(t, f, s.dout.ptr); err != nil {
+	if err := s.Put(t, f, 0); err != nil {
 		return 0, err
 	}
+	sh := t.Shape()
+	return s.Send(sh.N, sh.W, sh.H, f)
+}
+
+// Put converts t into the device output buffer from frame at on, on the
+// compute stream.
+func (s *Slot) Put(t backend.Tensor, f backend.PixelFormat, at int) error {
+	sh := t.Shape()
+	fs := f.FrameBytes(sh.W, sh.H)
+	if end := (at + sh.N) * fs; at < 0 || end > int(s.dout.size) || end > s.hout.Size() {
+		return fmt.Errorf("slot holds %d output bytes, %v as %v from frame %d needs %d", s.hout.Size(), sh, f, at, end)
+	}
+	_, err := s.b.toFrames(t, f, s.dout.ptr.Add(at*fs))
+	return err
+}
+
+// Send starts copying the first n output frames to Out once the compute
+// stream has written them.
+func (s *Slot) Send(n, w, h int, f backend.PixelFormat) (int, error) {
+	size := n * f.FrameBytes(w, h)
+	if n < 0 || size > int(s.dout.size) || size > s.hout.Size() {
+		return 0, fmt.Errorf("slot holds %d output bytes, %d frames of %dx%d as %v need %d", s.hout.Size(), n, w, h, f, size)
+	}
+	b := s.b
 	s.outBytes, s.pending = size, true
 	if err := s.computed.Record(b.compute); err != nil {
 		return 0, err

@@ -128,19 +128,22 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 	if e.next >= len(e.chunks) {
 		return fmt.Errorf("swiftvr: more batches than chunks")
 	}
-	b := e.r.b
 	frames, err := bb.Input(k, e.inH, e.inW)
 	if err != nil {
 		return err
 	}
 	defer frames.Free()
-	// Run this batch's chunk, then any chunk of padding only after it.
-	var outs []backend.Tensor
-	defer func() {
-		for _, o := range outs {
-			o.Free()
+	// Run this batch's chunk, then any chunk of padding only after it; the
+	// decoded frames go into the batch's output as they come.
+	out := 0
+	put := func(y backend.Tensor) error {
+		if out+y.Shape().N > e.maxOut() {
+			return fmt.Errorf("swiftvr: more than %d output frames in one batch", e.maxOut())
 		}
-	}()
+		err := bb.Put(y, bb.f, out)
+		out += y.Shape().N
+		return err
+	}
 	used := 0
 	for e.next < len(e.chunks) {
 		if err := ctx.Err(); err != nil {
@@ -151,24 +154,14 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 		if n > 0 && used > 0 {
 			break
 		}
-		y, err := e.chunk(c, frames, used, n)
-		if err != nil {
+		if err := e.chunk(c, frames, used, n, put); err != nil {
 			return err
 		}
-		outs = append(outs, y)
 		used += n
 		e.next++
 	}
-	y, err := b.ConcatFrames(outs...)
-	if err != nil {
-		return err
-	}
-	defer y.Free()
-	if y.Shape().N > e.maxOut() {
-		return fmt.Errorf("swiftvr: %d output frames in one batch", y.Shape().N)
-	}
-	bb.frames = y.Shape().N
-	_, err = bb.Output(y, bb.f)
+	bb.frames = out
+	_, err = bb.Send(out, e.opt.Width, e.opt.Height, bb.f)
 	return err
 }
 
@@ -192,9 +185,9 @@ func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
 }
 
 // chunk encodes and decodes chunk c, whose first n real frames are frames
-// [from, from+n) of x, padded with the video's last frame, and returns
-// its output frames.
-func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, error) {
+// [from, from+n) of x, padded with the video's last frame, and passes its
+// output frames to put in order.
+func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend.Tensor) error) error {
 	b := e.r.b
 	var parts []backend.Tensor
 	defer func() {
@@ -205,12 +198,12 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, 
 	if n > 0 {
 		p, err := b.Frames(x, from, n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		parts = append(parts, p)
 		if c.Start+n == e.frames { // the video's last frame: keep it for padding
 			if e.last, err = b.Frames(p, n-1, 1); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -220,47 +213,44 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int) (backend.Tensor, 
 	}
 	for i := 0; i < pad; i++ {
 		if e.last == nil {
-			return nil, fmt.Errorf("swiftvr: padding chunk %d before the last frame was seen", c.Index)
+			return fmt.Errorf("swiftvr: padding chunk %d before the last frame was seen", c.Index)
 		}
 		p, err := b.Frames(e.last, 0, 1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		parts = append(parts, p)
 	}
 	in, err := b.ConcatFrames(parts...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	z, err := e.r.EncodeFrom(in, e.state, e.prepare)
 	in.Free()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if e.dit != nil {
 		restored, err := e.restore(c, z)
 		z.Free()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		z = restored
 	}
-	y, err := e.r.Decode(z, e.state)
-	z.Free()
-	if err != nil {
-		return nil, err
-	}
-	crop, err := b.CropPad(y, e.opt.Height, e.opt.Width)
-	y.Free()
-	if err != nil {
-		return nil, err
-	}
-	defer crop.Free()
+	defer z.Free()
 	lo, hi := c.OutputRange(e.frames)
 	if hi <= lo {
-		return nil, fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
+		return fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
 	}
-	return b.Frames(crop, lo-(c.Start-3), hi-lo)
+	return e.r.DecodeTo(z, e.state, lo-(c.Start-3), hi-lo, func(y backend.Tensor, _ int) error {
+		crop, err := b.CropPad(y, e.opt.Height, e.opt.Width)
+		if err != nil {
+			return err
+		}
+		defer crop.Free()
+		return put(crop)
+	})
 }
 
 // restore runs the DiT on chunk c's latents z with its history (see

@@ -52,44 +52,97 @@ func (r *ReAE) EncodeFrom(x backend.Tensor, st *State, prep func(backend.Tensor)
 // Each group's result goes into the output as soon as it is computed, so
 // only one group's intermediates are alive at a time.
 func (r *ReAE) inGroups(x backend.Tensor, n int, f func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	return r.inGroupsKeep(x, n, 0, -1, f)
+}
+
+// inGroupsKeep is inGroups keeping only the output frames [from,
+// from+keep) (keep < 0: all from from on).
+func (r *ReAE) inGroupsKeep(x backend.Tensor, n, from, keep int, f func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	var out backend.Tensor
+	err := r.eachGroup(x, n, from, keep, f, func(y backend.Tensor, at, total int) error {
+		var err error
+		if out == nil {
+			if at == 0 && y.Shape().N == total { // one group, all of it
+				out, err = r.b.Frames(y, 0, total)
+				return err
+			}
+			s := y.Shape()
+			s.N = total
+			if out, err = r.b.Empty(s); err != nil {
+				return err
+			}
+		}
+		return r.b.CopyFrames(out, at, y)
+	})
+	if err != nil && out != nil {
+		out.Free()
+		out = nil
+	}
+	return out, err
+}
+
+// eachGroup applies f to consecutive groups of n frames of x (all of x
+// when n is 0) and passes the output frames [from, from+keep) (keep < 0:
+// all from from on) to emit as they come, in order: y holds the kept
+// frames of one group, the first being frame at of total kept frames.
+// emit does not free y.
+func (r *ReAE) eachGroup(x backend.Tensor, n, from, keep int, f func(backend.Tensor) (backend.Tensor, error), emit func(y backend.Tensor, at, total int) error) error {
 	total := x.Shape().N
 	if n <= 0 || n >= total {
-		return f(x)
+		n = total
 	}
-	var out backend.Tensor
-	at := 0
+	at, all := 0, 0
 	for i := 0; i < total; i += n {
 		y, err := r.group(x, i, min(n, total-i), f)
-		if err == nil && out == nil {
+		if err != nil {
+			return err
+		}
+		if i == 0 {
 			// Every layer maps frames at a fixed ratio, so the first
 			// group's output sizes the whole.
-			s := y.Shape()
-			if s.N*total%n != 0 {
-				err = fmt.Errorf("reae: %d frames in groups of %d give %d, not a whole ratio", total, n, s.N)
-			} else {
-				s.N = s.N * total / n
-				out, err = r.b.Empty(s)
+			all = y.Shape().N * total / n
+			if keep < 0 {
+				keep = all - from
+			}
+			switch {
+			case y.Shape().N*total%n != 0:
+				err = fmt.Errorf("reae: %d frames in groups of %d give %d, not a whole ratio", total, n, y.Shape().N)
+			case from < 0 || keep < 1 || from+keep > all:
+				err = fmt.Errorf("reae: output frames [%d, %d) of %d", from, from+keep, all)
 			}
 		}
 		if err == nil {
-			err = r.b.CopyFrames(out, at, y)
+			err = r.emitKept(y, at-from, keep, emit)
 			at += y.Shape().N
 		}
-		if y != nil {
-			y.Free()
-		}
+		y.Free()
 		if err != nil {
-			if out != nil {
-				out.Free()
-			}
-			return nil, err
+			return err
 		}
 	}
-	if at != out.Shape().N {
-		out.Free()
-		return nil, fmt.Errorf("reae: groups gave %d frames, want %d", at, out.Shape().N)
+	if at != all {
+		return fmt.Errorf("reae: groups gave %d frames, want %d", at, all)
 	}
-	return out, nil
+	return nil
+}
+
+// emitKept passes the frames of y that fall inside [0, total) to emit,
+// y's first frame being frame at (which may be outside).
+func (r *ReAE) emitKept(y backend.Tensor, at, total int, emit func(y backend.Tensor, at, total int) error) error {
+	k := y.Shape().N
+	lo, hi := max(at, 0), min(at+k, total)
+	switch {
+	case lo >= hi:
+		return nil
+	case lo == at && hi == at+k:
+		return emit(y, at, total)
+	}
+	part, err := r.b.Frames(y, lo-at, hi-lo)
+	if err != nil {
+		return err
+	}
+	defer part.Free()
+	return emit(part, lo, total)
 }
 
 // group returns f of frames [i, i+n) of x.
@@ -105,10 +158,39 @@ func (r *ReAE) group(x backend.Tensor, i, n int, f func(backend.Tensor) (backend
 // Decode maps N latents to 4N frames (4N 16H 16W 3) of RGB, not yet
 // clamped to [0,1], updating st. z is not freed.
 func (r *ReAE) Decode(z backend.Tensor, st *State) (backend.Tensor, error) {
-	if s := z.Shape(); s.C != r.LatentC {
-		return nil, fmt.Errorf("reae decode: latents have %d channels, want %d", s.C, r.LatentC)
+	return r.DecodeFrames(z, st, 0, 4*z.Shape().N)
+}
+
+// DecodeFrames is Decode returning only the output frames [from, from+n):
+// the frames around them are computed (they carry the causal state) but
+// never held together with them.
+func (r *ReAE) DecodeFrames(z backend.Tensor, st *State, from, n int) (backend.Tensor, error) {
+	if err := r.checkLatents(z); err != nil {
+		return nil, err
 	}
-	return r.inGroups(z, r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+	return r.inGroupsKeep(z, r.FrameBatch, from, n, r.decodeGroup(st))
+}
+
+// DecodeTo is DecodeFrames passing the output frames to emit as each
+// group of latents is decoded (y: frames [at, at+y.N) of the n; emit does
+// not free y), so that the whole output is never held.
+func (r *ReAE) DecodeTo(z backend.Tensor, st *State, from, n int, emit func(y backend.Tensor, at int) error) error {
+	if err := r.checkLatents(z); err != nil {
+		return err
+	}
+	return r.eachGroup(z, r.FrameBatch, from, n, r.decodeGroup(st), func(y backend.Tensor, at, _ int) error { return emit(y, at) })
+}
+
+func (r *ReAE) checkLatents(z backend.Tensor) error {
+	if s := z.Shape(); s.C != r.LatentC {
+		return fmt.Errorf("reae decode: latents have %d channels, want %d", s.C, r.LatentC)
+	}
+	return nil
+}
+
+// decodeGroup decodes one group of latents to RGB frames.
+func (r *ReAE) decodeGroup(st *State) func(backend.Tensor) (backend.Tensor, error) {
+	return func(p backend.Tensor) (backend.Tensor, error) {
 		cp, err := r.b.Frames(p, 0, p.Shape().N) // run consumes its input
 		if err != nil {
 			return nil, err
@@ -120,7 +202,7 @@ func (r *ReAE) Decode(z backend.Tensor, st *State) (backend.Tensor, error) {
 		out, err := r.b.PixelShuffle(y, 2, backend.ShuffleCRD)
 		y.Free()
 		return out, err
-	})
+	}
 }
 
 // order returns the layers in execution order: with TGrowBefore, each
@@ -150,6 +232,29 @@ func (r *ReAE) run(ls []layer, x backend.Tensor, states []backend.Tensor) (backe
 			n++
 		}
 		var err error
+		if n < len(ls) && ls[n].kind == lTPool && r.FrameBatch > 0 && x.Shape().N > ls[n].stride*r.FrameBatch {
+			// The pooling folds runs of stride consecutive frames, so the
+			// per-frame layers and the pooling run together on
+			// stride*FrameBatch frames at a time: the full-rate
+			// activations of the whole group are never held.
+			seg, pool := ls[:n], ls[n:n+1]
+			y, err := r.inGroups(x, ls[n].stride*r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
+				cp, err := r.b.Frames(p, 0, p.Shape().N) // segment and apply consume their input
+				if err == nil && len(seg) > 0 {
+					cp, err = r.segment(seg, cp, states)
+				}
+				if err != nil {
+					return nil, err
+				}
+				return r.apply(pool, cp, states)
+			})
+			x.Free()
+			if err != nil {
+				return nil, err
+			}
+			x, ls = y, ls[n+1:]
+			continue
+		}
 		if n > 0 {
 			if x, err = r.segment(ls[:n], x, states); err != nil {
 				return nil, err

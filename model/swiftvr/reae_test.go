@@ -222,6 +222,80 @@ func TestReorderAndBatches(t *testing.T) {
 	}
 }
 
+// TestDecodeFrames: decoding only a range of the output frames gives
+// bitwise those frames of the whole decode, for any frame batch, and
+// leaves the same causal state.
+func TestDecodeFrames(t *testing.T) {
+	r, b := testReAE(t)
+	defer r.Close()
+	x := randVideo(b, 12, 32, 32, 4)
+	z, err := r.Encode(x, r.NewState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fb := range []int{0, 1, 2} {
+		r.FrameBatch = fb
+		st := r.NewState()
+		whole, err := r.Decode(z, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := download(t, b, mustDecode(t, r, z, st))
+		for _, c := range [][2]int{{0, 12}, {3, 9}, {0, 7}, {5, 1}, {4, 4}} {
+			st2 := r.NewState()
+			got, err := r.DecodeFrames(z, st2, c[0], c[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := b.Frames(whole, c[0], c[1])
+			if !bytes.Equal(download(t, b, got), download(t, b, want)) {
+				t.Errorf("frame batch %d: frames [%d, %d) differ from the whole decode", fb, c[0], c[0]+c[1])
+			}
+			if !bytes.Equal(download(t, b, mustDecode(t, r, z, st2)), next) {
+				t.Errorf("frame batch %d: frames [%d, %d) left another causal state", fb, c[0], c[0]+c[1])
+			}
+			// DecodeTo hands the same frames over in order, a group at a time.
+			var parts []backend.Tensor
+			err = r.DecodeTo(z, r.NewState(), c[0], c[1], func(y backend.Tensor, at int) error {
+				var n int
+				for _, p := range parts {
+					n += p.Shape().N
+				}
+				if at != n {
+					t.Errorf("frame batch %d: frames handed over at %d after %d", fb, at, n)
+				}
+				cp, err := b.Frames(y, 0, y.Shape().N)
+				parts = append(parts, cp)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fb > 0 && c[0]/(4*fb) != (c[0]+c[1]-1)/(4*fb) && len(parts) < 2 {
+				t.Errorf("frame batch %d: %d frames handed over in %d piece(s)", fb, c[1], len(parts))
+			}
+			all, _ := b.ConcatFrames(parts...)
+			if !bytes.Equal(download(t, b, all), download(t, b, want)) {
+				t.Errorf("frame batch %d: DecodeTo frames [%d, %d) differ from the whole decode", fb, c[0], c[0]+c[1])
+			}
+		}
+		for _, c := range [][2]int{{-1, 2}, {10, 3}, {0, 0}} {
+			if _, err := r.DecodeFrames(z, r.NewState(), c[0], c[1]); err == nil {
+				t.Errorf("frames [%d, %d) of 12 accepted", c[0], c[0]+c[1])
+			}
+		}
+	}
+}
+
+func mustDecode(t *testing.T, r *ReAE, z backend.Tensor, st *State) backend.Tensor {
+	t.Helper()
+	y, err := r.Decode(z, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
 // TestCausalMemory: the MemBlocks carry information forward in time (a
 // change in frame 0 reaches frames 4..7, through another latent) and never
 // backward (a change in frame 7 leaves frames 0..3 alone).
