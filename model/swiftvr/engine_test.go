@@ -222,11 +222,13 @@ func TestBackToBackRequests(t *testing.T) {
 // TestWarmup: a warmup at one size runs the three kinds of chunk and
 // leaves nothing behind: a request after it gives the bytes of the same
 // request on a fresh model.
-func TestWarmup(t *testing.T) {
+func TestWarmup(t *testing.T) { warmupLeavesNothing(t, func() backend.Backend { return cpu.New(0) }) }
+
+func warmupLeavesNothing(t *testing.T, newBackend func() backend.Backend) {
 	q := request{29, 40, 24, 64, 32, 8, 1}
-	r, d := tinyModel(t, cpu.New(0))
+	r, d := tinyModel(t, newBackend())
 	want := q.run(t, r, d)
-	r, d = tinyModel(t, cpu.New(0))
+	r, d = tinyModel(t, newBackend())
 	if err := Warmup(context.Background(), r, d, 64, 32, 8, backend.YUV420P); err != nil {
 		t.Fatal(err)
 	}

@@ -164,6 +164,13 @@ func TestBackToBackRequestsGPU(t *testing.T) {
 	backToBack(t, func() backend.Backend { return gpu(t, cuda.BF16) })
 }
 
+// TestWarmupGPU is TestWarmup on the GPU in bf16.
+func TestWarmupGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	warmupLeavesNothing(t, func() backend.Backend { return gpu(t, cuda.BF16) })
+}
+
 // TestRestoreBF16Floor restores a video end to end (ReAE, DiT, ReAE) with
 // the tiny checkpoint on the GPU in bf16 and on the CPU in float32 and
 // reports the PSNR between the two 8-bit outputs: the rounding floor of
