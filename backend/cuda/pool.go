@@ -33,6 +33,8 @@ type block struct {
 // matrices) serves the next (the decoder's frames) without a
 // synchronization, and the pool reserves little more than the peak in use.
 // Elsewhere it falls back to caching cuMemAlloc buffers by size class.
+// Pool memory is not mapped for other GPUs: code that lets a peer's
+// kernels read it must grant access to the pool first.
 type pool struct {
 	ctx    *cu.Context
 	mp     *cu.MemPool // nil: the size-class cache below
