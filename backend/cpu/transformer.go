@@ -307,7 +307,6 @@ func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g back
 	return out, nil
 }
 
-// Reshape copies x into a tensor of shape s.
 // Rows returns rows [start, start+n) of the matrix x as a view of its
 // storage; the view is valid while x is, and freeing it releases nothing.
 func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) {
@@ -322,6 +321,7 @@ func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) 
 	return &Tensor{shape: backend.Matrix(n, c), Data: x.Data[start*c : (start+n)*c : (start+n)*c]}, nil
 }
 
+// Reshape copies x into a tensor of shape s.
 func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {

@@ -225,7 +225,6 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 		on, hd, int32(parts[0]), int32(parts[1]), gh, gw, off)
 }
 
-// Reshape copies x into a tensor of shape s.
 // Rows returns rows [start, start+n) of the matrix x as a view sharing its
 // storage (and holding a reference to it).
 func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) {
@@ -242,6 +241,7 @@ func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) 
 	return v, nil
 }
 
+// Reshape copies x into a tensor of shape s.
 func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
