@@ -116,7 +116,7 @@ func (m *DiT) linear(src Source, name string, out, in int, f fold) (backend.Weig
 	if err != nil {
 		return nil, err
 	}
-	w, bias = append([]float32(nil), w...), append([]float32(nil), bias...)
+	// w and bias are ours (see Source): fold in place.
 	parallelRows(out, func(o int) {
 		row := w[o*in : (o+1)*in]
 		if f.colShift != nil {

@@ -6,8 +6,9 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 )
 
-// Source gives weights by checkpoint key as float32 with their shape.
-// safetensors.Set satisfies it through SetSource.
+// Source gives weights by checkpoint key as float32 with their shape
+// (FileSource reads a safetensors File or Set). The values are the
+// caller's: loaders fold scales into them in place.
 type Source interface {
 	Tensor(name string) (shape []int, data []float32, err error)
 }

@@ -22,7 +22,7 @@ func (m mapSource) Tensor(name string) ([]int, []float32, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("no tensor %q", name)
 	}
-	return t.shape, t.data, nil
+	return t.shape, append([]float32(nil), t.data...), nil // the caller's copy
 }
 
 // randomReAE makes ReAE weights with the official key layout and the
