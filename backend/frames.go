@@ -33,8 +33,8 @@ func (f PixelFormat) FrameBytes(w, h int) int {
 
 // Streaming is implemented by backends with their own memory and
 // asynchronous queues (GPUs). A Slot stages one batch of frames: the
-// caller fills In, Input uploads it, model ops run, Output converts the
-// result and starts the copy back, and Wait blocks until Out holds it.
+// caller fills In, Input uploads it, model ops run, Put converts the
+// result and Send starts the copy back, and Wait blocks until Out holds it.
 // Transfers run on a copy queue, overlapping compute on other slots.
 type Streaming interface {
 	Backend
@@ -56,8 +56,8 @@ type Batch interface {
 	Free()
 }
 
-// Slot is one batch's staging buffers on a Streaming backend. Input and
-// Output are called from the goroutine that drives the backend; Wait may
+// Slot is one batch's staging buffers on a Streaming backend. Input, Put
+// and Send are called from the goroutine that drives the backend; Wait may
 // be called from another.
 type Slot interface {
 	Batch
@@ -65,17 +65,24 @@ type Slot interface {
 	// and returns them as an (n h w 3) tensor in [0,1], ordered after the
 	// copy.
 	Input(n, h, w int) (Tensor, error)
-	// Output converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
-	// format f and starts copying them to Out. It returns the byte count.
-	// It is Put(t, f, 0) and Send.
-	Output(t Tensor, f PixelFormat) (int, error)
-	// Put converts t like Output into the output frames from frame at on,
-	// without copying them out: results computed piece by piece go there
-	// without being held together first.
+	// Put converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
+	// format f at output frames [at, at+n), without copying them out:
+	// results computed piece by piece go there without being held
+	// together first.
 	Put(t Tensor, f PixelFormat, at int) error
 	// Send starts copying the first n output frames (w x h, format f) to
 	// Out and returns the byte count.
 	Send(n, w, h int, f PixelFormat) (int, error)
+}
+
+// Output converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
+// format f in s and starts copying them to Out. It returns the byte count.
+func Output(s Slot, t Tensor, f PixelFormat) (int, error) {
+	if err := s.Put(t, f, 0); err != nil {
+		return 0, err
+	}
+	sh := t.Shape()
+	return s.Send(sh.N, sh.W, sh.H, f)
 }
 
 // ycc converts 8-bit RGB values (as floats) to BT.601 limited-range Y, Cb
@@ -136,7 +143,7 @@ type ShuffleAdder interface {
 }
 
 // NewSlot returns a Slot for b: the backend's own when it is Streaming,
-// else host buffers whose Input and Output convert synchronously.
+// else host buffers whose Input and Put convert synchronously.
 func NewSlot(b Backend, inBytes, outBytes int) (Slot, error) {
 	if s, ok := b.(Streaming); ok {
 		return s.NewSlot(inBytes, outBytes)
@@ -161,14 +168,6 @@ func (s *hostSlot) Input(n, h, w int) (Tensor, error) {
 		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", len(s.in), n, w, h, n*h*w*3)
 	}
 	return s.b.FromRGB8(s.in[:n*h*w*3], n, h, w)
-}
-
-func (s *hostSlot) Output(t Tensor, f PixelFormat) (int, error) {
-	if err := s.Put(t, f, 0); err != nil {
-		return 0, err
-	}
-	sh := t.Shape()
-	return s.Send(sh.N, sh.W, sh.H, f)
 }
 
 func (s *hostSlot) Put(t Tensor, f PixelFormat, at int) error {

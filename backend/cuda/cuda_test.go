@@ -228,7 +228,7 @@ func TestYUVKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := slot.Output(x, backend.YUV420P); err != nil {
+	if _, err := backend.Output(slot, x, backend.YUV420P); err != nil {
 		t.Fatal(err)
 	}
 	if err := slot.Wait(); err != nil {
@@ -245,7 +245,7 @@ func TestYUVKernel(t *testing.T) {
 	}
 	// RGB24 out through the same slot gives the input back (v/255 in fp16
 	// rounds back to v).
-	if _, err := slot.Output(x, backend.RGB24); err != nil {
+	if _, err := backend.Output(slot, x, backend.RGB24); err != nil {
 		t.Fatal(err)
 	}
 	slot.Wait()

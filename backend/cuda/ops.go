@@ -411,7 +411,7 @@ type lazyShuffle struct {
 
 // ShuffleAddNearest returns PixelShuffle(x, r) + Resize(base, Nearest, x r),
 // the tail of SRVGGNetCompact, as one fused kernel. The result is computed
-// when first used; when it goes straight to ToRGB8 or a Slot's Output, the
+// when first used; when it goes straight to ToRGB8 or a Slot's Put, the
 // same kernel writes the 8-bit frames directly. The inputs stay owned by
 // the caller; the result holds its own references to them.
 func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {

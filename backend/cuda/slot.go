@@ -108,16 +108,6 @@ func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
 	return b.fromRGB8Device(s.din.ptr, backend.Shape{N: n, H: h, W: w, C: 3})
 }
 
-// Output queues the conversion of t to frames of format f and their copy
-// to Out after the compute stream reaches it.
-func (s *Slot) Output(t backend.Tensor, f backend.PixelFormat) (int, error) {
-	if err := s.Put(t, f, 0); err != nil {
-		return 0, err
-	}
-	sh := t.Shape()
-	return s.Send(sh.N, sh.W, sh.H, f)
-}
-
 // Put converts t into the device output buffer from frame at on, on the
 // compute stream.
 func (s *Slot) Put(t backend.Tensor, f backend.PixelFormat, at int) error {

@@ -68,7 +68,7 @@ func (r Runner) Start(ctx context.Context, b backend.Batch, k int) error {
 		if err != nil {
 			return err
 		}
-		_, err = b.Output(y, b.f)
+		_, err = backend.Output(b, y, b.f)
 		y.Free()
 		return err
 	case *hostBatch:
