@@ -86,6 +86,9 @@ type Backend struct {
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
+	// noChannelPad and scalarMoves turn off the padded convolutions and
+	// the vectorised data-movement kernels, for the benchmarks' comparisons.
+	noChannelPad, scalarMoves bool
 
 	pool *pool
 	conv *convRunner

@@ -160,6 +160,9 @@ func (b *Backend) ConcatPrev(xt, prevt backend.Tensor) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.vec8(s.C, y.shape.Elems(), x.ptr(), prev, y.ptr()) {
+		return b.finish(y, b.launch("concat_prev8", false, int64(y.shape.Elems()/8), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/8)))
+	}
 	return b.finish(y, b.launch("concat_prev", false, int64(y.shape.Elems()), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
 }
 
@@ -177,6 +180,9 @@ func (b *Backend) FoldFrames(xt backend.Tensor, st int) (backend.Tensor, error) 
 	y, err := b.alloc(os)
 	if err != nil {
 		return nil, err
+	}
+	if b.vec8(s.C, s.Elems(), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("fold_frames8", false, int64(s.Elems()/8), x.ptr(), y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/8), int32(st)))
 	}
 	return b.finish(y, b.launch("fold_frames", false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(st)))
 }
@@ -197,7 +203,26 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 	if err != nil {
 		return nil, err
 	}
+	if b.vec8(c, s.Elems(), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("unfold_frames8", false, int64(s.Elems()/8), x.ptr(), y.ptr(), int32(os.N), int32(s.H*s.W), int32(c/8), int32(st)))
+	}
 	return b.finish(y, b.launch("unfold_frames", false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c), int32(st)))
+}
+
+// vec8 reports whether the data-movement kernels that copy 16 bytes (8
+// values) at a time can move n elements of c channels between these
+// addresses (nil ones aside): c a multiple of 8, 16-byte-aligned
+// addresses, and fewer than 2^31 chunks for their 32-bit index math.
+func (b *Backend) vec8(c, n int, ptrs ...cu.DevicePtr) bool {
+	if b.scalarMoves || c%8 != 0 || n/8 >= 1<<31 {
+		return false
+	}
+	for _, p := range ptrs {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // share returns a second tensor of x's storage, for ops whose result is

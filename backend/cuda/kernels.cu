@@ -23,6 +23,18 @@ __device__ __forceinline__ u8 quantize(float v) {
     return (u8)v;
 }
 
+// activate applies activation act to v of channel ch: 0 none, 1 relu, 2 leaky (alpha), 3 prelu
+// (slope[ch], or slope[0] when nslope == 1), 4 soft clamp alpha * tanh(v / alpha).
+__device__ __forceinline__ float activate(float v, int ch, int act, float alpha, const float* __restrict__ slope, int nslope) {
+    if (v < 0.0f) {
+        if (act == 1) v = 0.0f;
+        else if (act == 2) v *= alpha;
+        else if (act == 3) v *= slope[nslope == 1 ? 0 : ch];
+    }
+    if (act == 4) v = alpha * tanhf(v / alpha);
+    return v;
+}
+
 #define GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
 // BT.601 limited-range RGB -> YCbCr, on 8-bit RGB values (what ffmpeg's
@@ -87,29 +99,24 @@ extern "C" __global__ void to_f32_##T(const u16* __restrict__ in, float* __restr
 extern "C" __global__ void from_f32_##T(const float* __restrict__ in, u16* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = ST(in[i]);                                                           \
 }                                                                                                   \
-/* bias_act: in place x = act(x + bias[c]) over n elements of c channels. act: 0 none, 1 relu,    \
-   2 leaky (alpha), 3 prelu (slope[c], or slope[0] when nslope == 1). bias may be 0. */            \
-extern "C" __global__ void bias_act_##T(u16* __restrict__ x, const float* __restrict__ bias, int c, long long n, \
-                                        int act, float alpha, const float* __restrict__ slope, int nslope) { \
+/* bias_act: out = act(in + bias[ch]) over n elements of out, c channels each, read from the first \
+   c of each pixel's cs channels of in (cs = c in place, in == out; cs > c strips the padding of a  \
+   convolution whose output channels were padded for cuDNN). act as in activate; bias may be 0. */ \
+extern "C" __global__ void bias_act_##T(const u16* in, u16* out, const float* __restrict__ bias, int c, int cs, \
+                                        long long n, int act, float alpha, const float* __restrict__ slope, int nslope) { \
     GRID_STRIDE(i, n) {                                                                             \
         int ch = i % c;                                                                             \
-        float v = LD(x[i]);                                                                         \
+        float v = LD(in[i / c * cs + ch]);                                                          \
         if (bias) v += bias[ch];                                                                    \
-        if (v < 0.0f) {                                                                             \
-            if (act == 1) v = 0.0f;                                                                 \
-            else if (act == 2) v *= alpha;                                                          \
-            else if (act == 3) v *= slope[nslope == 1 ? 0 : ch];                                    \
-        }                                                                                           \
-        if (act == 4) v = alpha * tanhf(v / alpha);                                                 \
-        x[i] = ST(v);                                                                               \
+        out[i] = ST(activate(v, ch, act, alpha, slope, nslope));                                    \
     }                                                                                               \
 }                                                                                                   \
-/* bias_act8: bias_act for c a multiple of 8, eight values per thread with 16-byte loads and   \
-   stores (the pool's buffers are 512-byte aligned). n8 = n / 8. */                                \
-extern "C" __global__ void bias_act8_##T(uint4* __restrict__ x, const float* __restrict__ bias, int c, long long n8, \
+/* bias_act8: bias_act with cs = c a multiple of 8, eight values per thread with 16-byte loads  \
+   and stores (the pool's buffers are 512-byte aligned). n8 = n / 8. */                            \
+extern "C" __global__ void bias_act8_##T(const uint4* in, uint4* out, const float* __restrict__ bias, int c, long long n8, \
                                          int act, float alpha, const float* __restrict__ slope, int nslope) { \
     GRID_STRIDE(i, n8) {                                                                            \
-        uint4 v = x[i];                                                                             \
+        uint4 v = in[i];                                                                            \
         unsigned int w[4] = {v.x, v.y, v.z, v.w};                                                   \
         int ch0 = (int)((i * 8) % c);                                                               \
         for (int k = 0; k < 8; k++) {                                                               \
@@ -117,17 +124,12 @@ extern "C" __global__ void bias_act8_##T(uint4* __restrict__ x, const float* __r
             u16 h = (u16)(w[k / 2] >> (16 * (k % 2)));                                              \
             float f = LD(h);                                                                        \
             if (bias) f += bias[ch];                                                                \
-            if (f < 0.0f) {                                                                         \
-                if (act == 1) f = 0.0f;                                                             \
-                else if (act == 2) f *= alpha;                                                      \
-                else if (act == 3) f *= slope[nslope == 1 ? 0 : ch];                                \
-            }                                                                                       \
-            if (act == 4) f = alpha * tanhf(f / alpha);                                             \
+            f = activate(f, ch, act, alpha, slope, nslope);                                         \
             unsigned int o = ST(f);                                                                 \
             w[k / 2] = (k % 2) ? ((w[k / 2] & 0xffffu) | (o << 16)) : ((w[k / 2] & 0xffff0000u) | o); \
         }                                                                                           \
         v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];                                             \
-        x[i] = v;                                                                                   \
+        out[i] = v;                                                                                 \
     }                                                                                               \
 }                                                                                                   \
 /* binary: out = a op b; op 0 add, 1 sub, 2 mul. */                                                \
@@ -299,6 +301,59 @@ extern "C" __global__ void unfold_frames(const u16* __restrict__ in, u16* __rest
         int q = i % c; long long t = i / c;
         long long p = t % px; int f = t / px;
         out[i] = in[((long long)(f / s) * px + p) * (s * c) + (f % s) * c + q];
+    }
+}
+
+/* The same data movement in 16-byte chunks of 8 values, for channel counts that are multiples of 8,
+   16-byte-aligned tensors and fewer than 2^31 chunks, so index math is 32-bit. Sizes are in chunks:
+   c8 = c / 8, px = pixels per frame. */
+#define GRID_STRIDE32(i, n) for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)(n); i += gridDim.x * blockDim.x)
+extern "C" __global__ void concat_prev8(const uint4* __restrict__ x, const uint4* __restrict__ prev, uint4* __restrict__ out, int n, int px, int c8) {
+    unsigned total = (unsigned)n * px * 2 * c8;
+    GRID_STRIDE32(i, total) {
+        unsigned q = i % (2 * c8), t = i / (2 * c8); /* t = frame * px + pixel */
+        uint4 v;
+        v.x = v.y = v.z = v.w = 0;
+        if (q < (unsigned)c8) v = x[t * c8 + q];
+        else if (t >= (unsigned)px) v = x[(t - px) * c8 + q - c8];
+        else if (prev) v = prev[t * c8 + q - c8];
+        out[i] = v;
+    }
+}
+extern "C" __global__ void fold_frames8(const uint4* __restrict__ in, uint4* __restrict__ out, int n, int px, int c8, int s) {
+    unsigned sc = s * c8, total = (unsigned)n * px * c8;
+    GRID_STRIDE32(i, total) {
+        unsigned q = i % sc, t = i / sc; /* t = group * px + pixel */
+        unsigned g = t / px, p = t - g * px, j = q / c8;
+        out[i] = in[((g * s + j) * px + p) * c8 + q - j * c8];
+    }
+}
+extern "C" __global__ void unfold_frames8(const uint4* __restrict__ in, uint4* __restrict__ out, int n, int px, int c8, int s) {
+    unsigned total = (unsigned)n * px * c8;
+    GRID_STRIDE32(i, total) {
+        unsigned r = i % c8, t = i / c8; /* t = frame * px + pixel */
+        unsigned f = t / px, p = t - f * px, g = f / s;
+        out[i] = in[(g * px + p) * (s * c8) + (f - g * s) * c8 + r];
+    }
+}
+/* nearest8: nearest-neighbour resize, (n,ih,iw,c) -> (n,oh,ow,c), source row iy[y] and column ix[x]
+   (the resize kernel's one-tap tables). */
+extern "C" __global__ void nearest8(const uint4* __restrict__ in, uint4* __restrict__ out, int n, int ih, int iw, int c8,
+                                    int oh, int ow, const int* __restrict__ iy, const int* __restrict__ ix) {
+    unsigned total = (unsigned)n * oh * ow * c8;
+    GRID_STRIDE32(i, total) {
+        unsigned r = i % c8, t = i / c8;
+        unsigned x = t % ow; t /= ow;
+        unsigned y = t % oh, f = t / oh;
+        out[i] = in[((f * ih + iy[y]) * iw + ix[x]) * c8 + r];
+    }
+}
+/* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose
+   channel count was padded for cuDNN's tensor-core kernels. */
+extern "C" __global__ void pad_channels(const u16* __restrict__ in, u16* __restrict__ out, long long p, int c, int cp) {
+    GRID_STRIDE(i, p * cp) {
+        int q = i % cp;
+        out[i] = q < c ? in[i / cp * c + q] : (u16)0;
     }
 }
 

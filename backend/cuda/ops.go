@@ -1,12 +1,11 @@
 package cuda
 
 import (
-	"github.com/vsr-dev/vsr/tensor/half"
-
 	"fmt"
 
 	"github.com/vsr-dev/vsr/backend"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/tensor/half"
 )
 
 // upload32 copies float32 host values into a new device block.
@@ -73,6 +72,10 @@ type convWeights struct {
 	out, in, kh, kw int
 	w, bias         *block
 	b               *Backend
+	// padded, when in or out is not a multiple of 8, is the same filter
+	// with zero channels up to the next multiple of 8 (no bias), for
+	// cuDNN's tensor-core kernels, which need 16-byte pixels.
+	padded *convWeights
 }
 
 func (w *convWeights) Out() int { return w.out }
@@ -86,6 +89,10 @@ func (w *convWeights) Free() {
 		w.b.pool.put(w.bias)
 		w.bias = nil
 	}
+	if w.padded != nil {
+		w.padded.Free()
+		w.padded = nil
+	}
 }
 
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
@@ -93,24 +100,15 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 	if err := backend.CheckConvWeights(out, in, kh, kw, w, bias); err != nil {
 		return nil, err
 	}
-	krsc := make([]uint16, len(w))
-	for o := 0; o < out; o++ {
-		for i := 0; i < in; i++ {
-			for y := 0; y < kh; y++ {
-				for x := 0; x < kw; x++ {
-					krsc[((o*kh+y)*kw+x)*in+i] = b.store(w[((o*in+i)*kh+y)*kw+x])
-				}
-			}
+	cw, err := b.filter(out, in, kh, kw, out, in, w)
+	if err != nil {
+		return nil, err
+	}
+	if pout, pin := (out+7)/8*8, (in+7)/8*8; pout != out || pin != in {
+		if cw.padded, err = b.filter(out, in, kh, kw, pout, pin, w); err != nil {
+			cw.Free()
+			return nil, err
 		}
-	}
-	cw := &convWeights{out: out, in: in, kh: kh, kw: kw, b: b}
-	var err error
-	if cw.w, err = b.pool.get(int64(len(krsc)) * 2); err != nil {
-		return nil, err
-	}
-	if err := b.compute.CopyHtoD(cw.w.ptr, cu.AsBytes(krsc)); err != nil {
-		cw.Free()
-		return nil, err
 	}
 	if bias != nil {
 		if cw.bias, err = b.upload32(bias); err != nil {
@@ -119,6 +117,31 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 		}
 	}
 	return cw, b.compute.Synchronize()
+}
+
+// filter uploads OIHW weights (out x in x kh x kw) as a KRSC filter of
+// pout x kh x kw x pin, zero beyond out and in.
+func (b *Backend) filter(out, in, kh, kw, pout, pin int, w []float32) (*convWeights, error) {
+	krsc := make([]uint16, pout*kh*kw*pin)
+	for o := 0; o < out; o++ {
+		for i := 0; i < in; i++ {
+			for y := 0; y < kh; y++ {
+				for x := 0; x < kw; x++ {
+					krsc[((o*kh+y)*kw+x)*pin+i] = b.store(w[((o*in+i)*kh+y)*kw+x])
+				}
+			}
+		}
+	}
+	cw := &convWeights{out: pout, in: pin, kh: kh, kw: kw, b: b}
+	var err error
+	if cw.w, err = b.pool.get(int64(len(krsc)) * 2); err != nil {
+		return nil, err
+	}
+	if err := b.compute.CopyHtoD(cw.w.ptr, cu.AsBytes(krsc)); err != nil {
+		cw.Free()
+		return nil, err
+	}
+	return cw, nil
 }
 
 // store converts a float32 to the storage type's bits, rounding to nearest
@@ -153,7 +176,9 @@ func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, sl
 }
 
 // Conv2D runs the convolution through cuDNN, then adds the bias and applies
-// the activation in one pass.
+// the activation in one pass. A filter whose channel counts are not
+// multiples of 8 runs padded: the input gets zero channels, and the pass
+// after the convolution drops the padded outputs.
 func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
@@ -173,43 +198,61 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 		return nil, err
 	}
 	if b.canFuse(w, p, act) {
-		if err := b.fusedConv(x, w, act, y); err != nil {
-			y.Free()
-			return nil, err
+		return b.finish(y, b.fusedConv(x, w, act, y))
+	}
+	return b.finish(y, b.convBiasAct(x, w, p, act, y))
+}
+
+// convBiasAct computes y = act(conv(x, w) + bias) through cuDNN.
+func (b *Backend) convBiasAct(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, y *Tensor) error {
+	cw, in, out := w, x, y
+	if w.padded != nil && !b.noChannelPad {
+		cw = w.padded
+		if cw.in != w.in {
+			s := x.shape
+			var err error
+			if in, err = b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: cw.in}); err != nil {
+				return err
+			}
+			defer in.Free()
+			if err := b.launch("pad_channels", false, int64(in.shape.Elems()), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
+				return err
+			}
 		}
-		return y, nil
+		if cw.out != w.out {
+			var err error
+			if out, err = b.alloc(backend.Shape{N: y.shape.N, H: y.shape.H, W: y.shape.W, C: cw.out}); err != nil {
+				return err
+			}
+			defer out.Free()
+		}
 	}
-	if err := b.conv.forward(x, w, p, y); err != nil {
-		y.Free()
-		return nil, err
+	if err := b.conv.forward(in, cw, p, out); err != nil {
+		return err
 	}
-	if w.bias == nil && act.Kind == backend.ActNone {
-		return y, nil
+	if out == y && w.bias == nil && act.Kind == backend.ActNone {
+		return nil
 	}
 	kind, alpha, slope, nslope, err := b.actArgs(act)
 	if err != nil {
-		y.Free()
-		return nil, err
+		return err
 	}
 	var bias cu.DevicePtr
 	if w.bias != nil {
 		bias = w.bias.ptr
 	}
-	if err := b.biasAct(y, bias, kind, alpha, slope, nslope); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
+	return b.biasAct(out, y, bias, kind, alpha, slope, nslope)
 }
 
-// biasAct applies x = act(x + bias) in place, eight values per thread when
-// the channel count allows.
-func (b *Backend) biasAct(x *Tensor, bias cu.DevicePtr, kind int32, alpha float32, slope cu.DevicePtr, nslope int32) error {
-	n, c := int64(x.shape.Elems()), x.shape.C
-	if c%8 == 0 {
-		return b.launch("bias_act8", true, n/8, x.ptr(), bias, int32(c), n/8, kind, alpha, slope, nslope)
+// biasAct computes y = act(x + bias) (in place when x == y) from the first
+// y.C channels of each pixel of x, eight values per thread when the
+// channel counts allow.
+func (b *Backend) biasAct(x, y *Tensor, bias cu.DevicePtr, kind int32, alpha float32, slope cu.DevicePtr, nslope int32) error {
+	n, c, cs := int64(y.shape.Elems()), y.shape.C, x.shape.C
+	if c%8 == 0 && cs == c {
+		return b.launch("bias_act8", true, n/8, x.ptr(), y.ptr(), bias, int32(c), n/8, kind, alpha, slope, nslope)
 	}
-	return b.launch("bias_act", true, n, x.ptr(), bias, int32(c), n, kind, alpha, slope, nslope)
+	return b.launch("bias_act", true, n, x.ptr(), y.ptr(), bias, int32(c), int32(cs), n, kind, alpha, slope, nslope)
 }
 
 // canFuse reports whether the fused tensor-core kernel computes this
@@ -260,16 +303,7 @@ func (b *Backend) Activate(xt backend.Tensor, act backend.Activation) (backend.T
 	if err != nil {
 		return nil, err
 	}
-	n := int64(x.shape.Elems())
-	if err := b.compute.CopyDtoD(y.ptr(), x.ptr(), int(n*2)); err != nil {
-		y.Free()
-		return nil, err
-	}
-	if err := b.biasAct(y, 0, kind, alpha, slope, nslope); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
+	return b.finish(y, b.biasAct(x, y, 0, kind, alpha, slope, nslope))
 }
 
 // PixelShuffle rearranges channels into r x r blocks.
@@ -393,12 +427,12 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if err != nil {
 		return nil, err
 	}
-	if err := b.launch("resize", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
-		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)); err != nil {
-		y.Free()
-		return nil, err
+	if mode == backend.Nearest && b.vec8(s.C, max(s.Elems(), y.shape.Elems()), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("nearest8", false, int64(y.shape.Elems()/8), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C/8), int32(oh), int32(ow),
+			ay.idx.ptr, ax.idx.ptr))
 	}
-	return y, nil
+	return b.finish(y, b.launch("resize", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
+		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)))
 }
 
 // lazyShuffle is PixelShuffle(x, r) + NearestUpsample(base, r), kept

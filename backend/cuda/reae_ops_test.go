@@ -1,0 +1,176 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// conv3 is a 3x3 convolution with zero padding 1 and stride 1.
+var conv3 = backend.ConvParams{KH: 3, KW: 3, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1, PadT: 1, PadL: 1, PadB: 1, PadR: 1}
+
+// TestPaddedConvAgainstCPU checks convolutions whose channel counts are not
+// multiples of 8 (ReAE's first and last layers: 12 -> 64 and 64 -> 12),
+// padded for cuDNN and not, against the CPU backend.
+func TestPaddedConvAgainstCPU(t *testing.T) {
+	for _, dt := range []DType{F16, BF16} {
+		for _, pad := range []bool{true, false} {
+			r := rand.New(rand.NewPCG(3, uint64(dt)))
+			for _, c := range []struct{ in, out int }{{12, 64}, {64, 12}, {12, 12}, {3, 16}} {
+				s := backend.Shape{N: 2, H: 17, W: 21, C: c.in}
+				x := randSlice(r, s.Elems(), -1, 1)
+				w := randSlice(r, c.out*c.in*9, -0.2, 0.2)
+				bias := randSlice(r, c.out, -0.1, 0.1)
+				name := fmt.Sprintf("conv3x3 %d->%d", c.in, c.out)
+				if !pad {
+					name += " unpadded"
+				}
+				both(t, dt, name, func(b backend.Backend) (backend.Tensor, error) {
+					if g, ok := b.(*Backend); ok {
+						g.noChannelPad = !pad
+					}
+					cw, err := b.PrepareConv(c.out, c.in, 3, 3, w, bias)
+					if err != nil {
+						return nil, err
+					}
+					xt, err := b.Upload(s, x)
+					if err != nil {
+						return nil, err
+					}
+					return b.Conv2D(xt, cw, conv3, backend.Activation{Kind: backend.ActReLU})
+				})
+			}
+		}
+	}
+}
+
+// TestMovesVectorEqualsScalar checks that the data-movement kernels that
+// copy 8 values at a time give bitwise the result of the scalar ones.
+func TestMovesVectorEqualsScalar(t *testing.T) {
+	b := open(t, BF16)
+	r := rand.New(rand.NewPCG(4, 4))
+	s := backend.Shape{N: 4, H: 9, W: 13, C: 24}
+	x, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: s.C}, randSlice(r, s.H*s.W*s.C, -1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		op   func() (backend.Tensor, error)
+	}{
+		{"concat prev", func() (backend.Tensor, error) { return b.ConcatPrev(x, prev) }},
+		{"concat prev (zeros)", func() (backend.Tensor, error) { return b.ConcatPrev(x, nil) }},
+		{"fold 2", func() (backend.Tensor, error) { return b.FoldFrames(x, 2) }},
+		{"fold 4", func() (backend.Tensor, error) { return b.FoldFrames(x, 4) }},
+		{"unfold 3", func() (backend.Tensor, error) { return b.UnfoldFrames(x, 3) }},
+		{"nearest x2", func() (backend.Tensor, error) {
+			return b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Window{}, backend.Window{})
+		}},
+		{"nearest tile", func() (backend.Tensor, error) {
+			return b.Resize(x, backend.Nearest, 7, 20, backend.Window{FullH: 20, FullW: 30, Y: 4, X: 6}, backend.Window{FullH: 30, FullW: 45, Y: 5, X: 8})
+		}},
+	} {
+		var got [2][]float32
+		for i, scalar := range []bool{true, false} {
+			b.scalarMoves = scalar
+			y, err := c.op()
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if got[i], err = b.Download(y); err != nil {
+				t.Fatal(err)
+			}
+			y.Free()
+		}
+		b.scalarMoves = false
+		if len(got[0]) != len(got[1]) {
+			t.Fatalf("%s: %d values against %d", c.name, len(got[1]), len(got[0]))
+		}
+		for i := range got[0] {
+			if got[0][i] != got[1][i] {
+				t.Fatalf("%s: value %d is %v, scalar kernel %v", c.name, i, got[1][i], got[0][i])
+			}
+		}
+	}
+}
+
+// BenchmarkReAEOps times the ReAE's data-movement ops and its convolutions
+// with channel counts that are not multiples of 8, at 2560x1440 output
+// (bf16), each with and without the vectorised kernels or the padding.
+func BenchmarkReAEOps(bb *testing.B) {
+	b := open(bb, BF16)
+	r := rand.New(rand.NewPCG(7, 8))
+	up := func(s backend.Shape) backend.Tensor {
+		t, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
+		if err != nil {
+			bb.Fatal(err)
+		}
+		return t
+	}
+	prep := func(out, in int) backend.Weights {
+		w, err := b.PrepareConv(out, in, 3, 3, randSlice(r, out*in*9, -0.1, 0.1), randSlice(r, out, -0.1, 0.1))
+		if err != nil {
+			bb.Fatal(err)
+		}
+		return w
+	}
+	half := backend.Shape{N: 1, H: 360, W: 640, C: 128}
+	x128, x2, x4 := up(half), up(backend.Shape{N: 2, H: 360, W: 640, C: 128}), up(backend.Shape{N: 4, H: 360, W: 640, C: 64})
+	x64 := up(backend.Shape{N: 1, H: 720, W: 1280, C: 64})
+	x12 := up(backend.Shape{N: 4, H: 720, W: 1280, C: 12})
+	w64to12, w12to64 := prep(12, 64), prep(64, 12)
+	relu := backend.Activation{Kind: backend.ActReLU}
+	for _, c := range []struct {
+		name string
+		gb   float64 // traffic, 0 for convolutions
+		run  func() (backend.Tensor, error)
+	}{
+		{"nearest-x2-128ch", 5 * float64(half.Elems()) * 2 / 1e9, func() (backend.Tensor, error) {
+			return b.Resize(x128, backend.Nearest, 720, 1280, backend.Window{}, backend.Window{})
+		}},
+		{"concat-prev-128ch-2f", 6 * float64(half.Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.ConcatPrev(x2, x128) }},
+		{"fold-2-64ch-4f", 2 * float64(x4.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.FoldFrames(x4, 2) }},
+		{"unfold-2-128ch-2f", 4 * float64(x2.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.UnfoldFrames(x2, 2) }},
+		{"conv-64to12-1f", 0, func() (backend.Tensor, error) { return b.Conv2D(x64, w64to12, conv3, backend.Activation{}) }},
+		{"conv-12to64-4f", 0, func() (backend.Tensor, error) { return b.Conv2D(x12, w12to64, conv3, relu) }},
+	} {
+		for _, base := range []bool{false, true} {
+			name := c.name + "/vector+padded"
+			if base {
+				name = c.name + "/scalar+unpadded"
+			}
+			bb.Run(name, func(bb *testing.B) {
+				b.scalarMoves, b.noChannelPad = base, base
+				defer func() { b.scalarMoves, b.noChannelPad = false, false }()
+				run := func() {
+					y, err := c.run()
+					if err != nil {
+						bb.Fatal(err)
+					}
+					y.Free()
+				}
+				run() // warm up (and choose the cuDNN algorithm)
+				if err := b.Synchronize(); err != nil {
+					bb.Fatal(err)
+				}
+				bb.ResetTimer()
+				for i := 0; i < bb.N; i++ {
+					run()
+				}
+				if err := b.Synchronize(); err != nil {
+					bb.Fatal(err)
+				}
+				bb.StopTimer()
+				if c.gb > 0 {
+					bb.ReportMetric(c.gb/(bb.Elapsed().Seconds()/float64(bb.N)), "GB/s")
+				}
+			})
+		}
+	}
+}
