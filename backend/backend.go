@@ -141,6 +141,10 @@ type Backend interface {
 
 	// Conv2D convolves x (N H W in) with w and applies act.
 	Conv2D(x Tensor, w Weights, p ConvParams, act Activation) (Tensor, error)
+	// Conv2DAdd is Conv2D with res, a tensor of the output's shape, added
+	// before the activation: act(conv(x, w) + bias + res), a residual
+	// connection in the convolution's own pass where the backend can.
+	Conv2DAdd(x Tensor, w Weights, p ConvParams, act Activation, res Tensor) (Tensor, error)
 	// Activate applies an activation elementwise.
 	Activate(x Tensor, act Activation) (Tensor, error)
 	// PixelShuffle rearranges (N H W C*r*r) to (N H*r W*r C).

@@ -186,6 +186,11 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 // Conv2D computes a convolution one output row at a time: the row's im2col
 // patch matrix times the packed weights, then the activation, on all cores.
 func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
+	return b.Conv2DAdd(xt, wt, p, act, nil)
+}
+
+// Conv2DAdd adds res to each output row before the activation.
+func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation, rest backend.Tensor) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
 		return nil, err
@@ -198,6 +203,15 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 	oh, ow, err := backend.ConvOutput(s, p, w.in, w.kh, w.kw)
 	if err != nil {
 		return nil, err
+	}
+	var res *Tensor
+	if rest != nil {
+		if res, err = b.tensor(rest); err != nil {
+			return nil, err
+		}
+		if want := (backend.Shape{N: s.N, H: oh, W: ow, C: w.out}); res.shape != want {
+			return nil, fmt.Errorf("conv residual of shape %v, output %v", res.shape, want)
+		}
 	}
 	slope, err := b.slope(act, w.out)
 	if err != nil {
@@ -215,6 +229,11 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 		im2colRow(col, x.Data[n*s.H*s.W*s.C:], s, p, oy, ow)
 		dst := out.Data[(n*oh+oy)*ow*w.out:][:ow*w.out]
 		gemm(ow, col, k, w.pb, w.bias, dst, w.out)
+		if res != nil {
+			for i, v := range res.Data[(n*oh+oy)*ow*w.out:][:ow*w.out] {
+				dst[i] += v
+			}
+		}
 		activate(dst, w.out, act, slope)
 		scratch.Put(col)
 	})

@@ -86,9 +86,10 @@ type Backend struct {
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
-	// noChannelPad and scalarMoves turn off the padded convolutions and
-	// the vectorised data-movement kernels, for the benchmarks' comparisons.
-	noChannelPad, scalarMoves bool
+	// noChannelPad, scalarMoves and noConvFusion turn off the padded
+	// convolutions, the vectorised data-movement kernels and cuDNN's fused
+	// bias/residual/ReLU, for the benchmarks' comparisons.
+	noChannelPad, scalarMoves, noConvFusion bool
 
 	pool *pool
 	conv *convRunner

@@ -17,6 +17,18 @@ type convRunner struct {
 	h     *cudnn.Handle
 	plans *cudnn.Cache
 	ws    *block
+	// fuse reports whether cuDNN can fuse the bias, a residual and ReLU
+	// into the convolution (cudnnConvolutionBiasActivationForward).
+	fuse bool
+}
+
+// epilogue is what cuDNN fuses after a convolution: y = act(conv + z +
+// bias), with bias in the storage type, z (optional) of y's shape, and
+// act ReLU or the identity.
+type epilogue struct {
+	bias cu.DevicePtr
+	z    *Tensor
+	relu bool
 }
 
 func newConvRunner(b *Backend) (*convRunner, error) {
@@ -28,10 +40,11 @@ func newConvRunner(b *Backend) (*convRunner, error) {
 		h.Close()
 		return nil, err
 	}
-	return &convRunner{b: b, h: h, plans: cudnn.NewCache(h, cudnn.Options{})}, nil
+	return &convRunner{b: b, h: h, plans: cudnn.NewCache(h, cudnn.Options{}), fuse: cudnn.HasBiasActivation()}, nil
 }
 
-func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y *Tensor) error {
+// forward computes y = conv(x, w), followed by epi when it is not nil.
+func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y *Tensor, epi *epilogue) error {
 	if p.PadT != p.PadB || p.PadL != p.PadR {
 		return fmt.Errorf("conv: asymmetric padding %d/%d/%d/%d is not supported on the GPU", p.PadT, p.PadL, p.PadB, p.PadR)
 	}
@@ -45,7 +58,12 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 	}
 	for n := 0; n < s.N; n += step {
 		k := min(step, s.N-n)
-		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), y.ptr().Add(int(int64(n)*perY*2))); err != nil {
+		yp := y.ptr().Add(int(int64(n) * perY * 2))
+		z := yp // cuDNN wants a z tensor even when it is not added
+		if epi != nil && epi.z != nil {
+			z = epi.z.ptr().Add(int(int64(n) * perY * 2))
+		}
+		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), yp, epi, z); err != nil {
 			return err
 		}
 	}
@@ -53,7 +71,7 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 }
 
 // run convolves n frames of shape s at xp into yp.
-func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvParams, xp, yp cu.DevicePtr) error {
+func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvParams, xp, yp cu.DevicePtr, epi *epilogue, z cu.DevicePtr) error {
 	dt := cudnn.DataHalf
 	if c.b.dtype == BF16 {
 		dt = cudnn.DataBFloat16
@@ -63,12 +81,17 @@ func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvP
 	if err != nil {
 		return err
 	}
-	need := int64(plan.WorkspaceSize())
-	if need > 0 && (c.ws == nil || c.ws.size < need) {
+	need := plan.WorkspaceSize()
+	if epi != nil {
+		if need, err = plan.BiasActWorkspaceSize(); err != nil {
+			return err
+		}
+	}
+	if need > 0 && (c.ws == nil || c.ws.size < int64(need)) {
 		if c.ws != nil {
 			c.b.pool.put(c.ws)
 		}
-		if c.ws, err = c.b.pool.get(need); err != nil {
+		if c.ws, err = c.b.pool.get(int64(need)); err != nil {
 			c.ws = nil
 			return err
 		}
@@ -77,7 +100,14 @@ func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvP
 	if c.ws != nil {
 		ws = *c.ws
 	}
-	return plan.Forward(c.h, xp, w.w.ptr, yp, ws.ptr, int(ws.size))
+	if epi == nil {
+		return plan.Forward(c.h, xp, w.w.ptr, yp, ws.ptr, int(ws.size))
+	}
+	var alpha2 float32
+	if z != yp {
+		alpha2 = 1
+	}
+	return plan.ForwardBiasAct(c.h, xp, w.w.ptr, z, epi.bias, yp, ws.ptr, int(ws.size), alpha2, epi.relu)
 }
 
 func (c *convRunner) close() {

@@ -67,10 +67,11 @@ func (b *Backend) Download(tt backend.Tensor) ([]float32, error) {
 }
 
 // convWeights is a convolution's filter in KRSC (NHWC) layout in the
-// storage type, and its bias in float32.
+// storage type, and its bias in float32 and (biasT, for cuDNN's fused
+// epilogue) in the storage type.
 type convWeights struct {
 	out, in, kh, kw int
-	w, bias         *block
+	w, bias, biasT  *block
 	b               *Backend
 	// padded, when in or out is not a multiple of 8, is the same filter
 	// with zero channels up to the next multiple of 8 (no bias), for
@@ -85,9 +86,11 @@ func (w *convWeights) Free() {
 		w.b.pool.put(w.w)
 		w.w = nil
 	}
-	if w.bias != nil {
-		w.b.pool.put(w.bias)
-		w.bias = nil
+	for _, p := range []**block{&w.bias, &w.biasT} {
+		if *p != nil {
+			w.b.pool.put(*p)
+			*p = nil
+		}
 	}
 	if w.padded != nil {
 		w.padded.Free()
@@ -112,6 +115,18 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 	}
 	if bias != nil {
 		if cw.bias, err = b.upload32(bias); err != nil {
+			cw.Free()
+			return nil, err
+		}
+		bt := make([]uint16, len(bias))
+		for i, v := range bias {
+			bt[i] = b.store(v)
+		}
+		if cw.biasT, err = b.pool.get(int64(len(bt)) * 2); err != nil {
+			cw.Free()
+			return nil, err
+		}
+		if err := b.compute.CopyHtoD(cw.biasT.ptr, cu.AsBytes(bt)); err != nil {
 			cw.Free()
 			return nil, err
 		}
@@ -176,10 +191,19 @@ func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, sl
 }
 
 // Conv2D runs the convolution through cuDNN, then adds the bias and applies
-// the activation in one pass. A filter whose channel counts are not
-// multiples of 8 runs padded: the input gets zero channels, and the pass
-// after the convolution drops the padded outputs.
+// the activation in one pass (or cuDNN fuses them, see Conv2DAdd). A filter
+// whose channel counts are not multiples of 8 runs padded: the input gets
+// zero channels, and the pass after the convolution drops the padded
+// outputs.
 func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
+	return b.Conv2DAdd(xt, wt, p, act, nil)
+}
+
+// Conv2DAdd computes act(conv(x, w) + bias + res). With a bias, ReLU and
+// no padded output channels, cuDNN fuses the bias, res and ReLU into the
+// convolution (cudnnConvolutionBiasActivationForward); otherwise they take
+// passes of their own.
+func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation, rest backend.Tensor) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
 		return nil, err
@@ -193,18 +217,30 @@ func (b *Backend) Conv2D(xt backend.Tensor, wt backend.Weights, p backend.ConvPa
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
+	ys := backend.Shape{N: s.N, H: oh, W: ow, C: w.out}
+	var res *Tensor
+	if rest != nil {
+		if res, err = b.tensor(rest); err != nil {
+			return nil, err
+		}
+		if res.shape != ys {
+			return nil, fmt.Errorf("conv residual of shape %v, output %v", res.shape, ys)
+		}
+	}
+	y, err := b.alloc(ys)
 	if err != nil {
 		return nil, err
 	}
-	if b.canFuse(w, p, act) {
+	if res == nil && b.canFuse(w, p, act) {
 		return b.finish(y, b.fusedConv(x, w, act, y))
 	}
-	return b.finish(y, b.convBiasAct(x, w, p, act, y))
+	return b.finish(y, b.convCuDNN(x, w, p, act, res, y))
 }
 
-// convBiasAct computes y = act(conv(x, w) + bias) through cuDNN.
-func (b *Backend) convBiasAct(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, y *Tensor) error {
+// convCuDNN computes y = act(conv(x, w) + bias + res) through cuDNN, res
+// optional: with a bias and ReLU, in cuDNN's fused epilogue; otherwise the
+// bias and activation take one pass of their own, and res another two.
+func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, res, y *Tensor) error {
 	cw, in, out := w, x, y
 	if w.padded != nil && !b.noChannelPad {
 		cw = w.padded
@@ -227,21 +263,44 @@ func (b *Backend) convBiasAct(x *Tensor, w *convWeights, p backend.ConvParams, a
 			defer out.Free()
 		}
 	}
-	if err := b.conv.forward(in, cw, p, out); err != nil {
+	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil && act.Kind == backend.ActReLU {
+		return b.conv.forward(in, cw, p, y, &epilogue{bias: w.biasT.ptr, z: res, relu: true})
+	}
+	if err := b.conv.forward(in, cw, p, out, nil); err != nil {
 		return err
 	}
-	if out == y && w.bias == nil && act.Kind == backend.ActNone {
+	post := act // the activation comes after res, when there is one
+	if res != nil {
+		post = backend.Activation{}
+	}
+	if out != y || w.bias != nil || post.Kind != backend.ActNone {
+		kind, alpha, slope, nslope, err := b.actArgs(post)
+		if err != nil {
+			return err
+		}
+		var bias cu.DevicePtr
+		if w.bias != nil {
+			bias = w.bias.ptr
+		}
+		if err := b.biasAct(out, y, bias, kind, alpha, slope, nslope); err != nil {
+			return err
+		}
+	}
+	if res == nil {
+		return nil
+	}
+	n := int64(y.shape.Elems())
+	if err := b.launch("binary", true, n, y.ptr(), res.ptr(), y.ptr(), n, int32(backend.OpAdd)); err != nil {
+		return err
+	}
+	if act.Kind == backend.ActNone {
 		return nil
 	}
 	kind, alpha, slope, nslope, err := b.actArgs(act)
 	if err != nil {
 		return err
 	}
-	var bias cu.DevicePtr
-	if w.bias != nil {
-		bias = w.bias.ptr
-	}
-	return b.biasAct(out, y, bias, kind, alpha, slope, nslope)
+	return b.biasAct(y, y, 0, kind, alpha, slope, nslope)
 }
 
 // biasAct computes y = act(x + bias) (in place when x == y) from the first

@@ -46,6 +46,59 @@ func TestPaddedConvAgainstCPU(t *testing.T) {
 	}
 }
 
+// TestConvAddAgainstCPU checks Conv2DAdd (a residual before the
+// activation), through cuDNN's fused epilogue and through separate passes,
+// against the CPU backend.
+func TestConvAddAgainstCPU(t *testing.T) {
+	for _, dt := range []DType{F16, BF16} {
+		for _, cfg := range []struct {
+			in, out int
+			fuse    bool
+		}{{32, 32, true}, {32, 32, false}, {12, 32, true}, {12, 12, true}} {
+			fuse := cfg.fuse
+			r := rand.New(rand.NewPCG(5, uint64(dt)))
+			s := backend.Shape{N: 3, H: 15, W: 19, C: cfg.in}
+			ys := backend.Shape{N: 3, H: 15, W: 19, C: cfg.out}
+			x, res := randSlice(r, s.Elems(), -1, 1), randSlice(r, ys.Elems(), -1, 1)
+			w := randSlice(r, cfg.out*cfg.in*9, -0.1, 0.1)
+			bias := randSlice(r, cfg.out, -0.1, 0.1)
+			for _, c := range []struct {
+				name string
+				bias []float32
+				act  backend.Activation
+			}{
+				{"bias+res+relu", bias, backend.Activation{Kind: backend.ActReLU}},
+				{"res+relu", nil, backend.Activation{Kind: backend.ActReLU}},
+				{"bias+res", bias, backend.Activation{}},
+				{"bias+res+leaky", bias, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.2}},
+			} {
+				name := fmt.Sprintf("conv %d->%d +%s", cfg.in, cfg.out, c.name)
+				if !fuse {
+					name += " (passes)"
+				}
+				both(t, dt, name, func(b backend.Backend) (backend.Tensor, error) {
+					if g, ok := b.(*Backend); ok {
+						g.noConvFusion = !fuse
+					}
+					cw, err := b.PrepareConv(cfg.out, cfg.in, 3, 3, w, c.bias)
+					if err != nil {
+						return nil, err
+					}
+					xt, err := b.Upload(s, x)
+					if err != nil {
+						return nil, err
+					}
+					rt, err := b.Upload(ys, res)
+					if err != nil {
+						return nil, err
+					}
+					return b.Conv2DAdd(xt, cw, conv3, c.act, rt)
+				})
+			}
+		}
+	}
+}
+
 // TestMovesVectorEqualsScalar checks that the data-movement kernels that
 // copy 8 values at a time give bitwise the result of the scalar ones.
 func TestMovesVectorEqualsScalar(t *testing.T) {
@@ -100,9 +153,10 @@ func TestMovesVectorEqualsScalar(t *testing.T) {
 	}
 }
 
-// BenchmarkReAEOps times the ReAE's data-movement ops and its convolutions
-// with channel counts that are not multiples of 8, at 2560x1440 output
-// (bf16), each with and without the vectorised kernels or the padding.
+// BenchmarkReAEOps times the ReAE's data-movement ops and convolutions at
+// 2560x1440 output (bf16), each the new way and the old: the vectorised
+// kernels against the scalar ones, padded channels against unpadded, and
+// cuDNN's fused bias/residual/ReLU against separate passes.
 func BenchmarkReAEOps(bb *testing.B) {
 	b := open(bb, BF16)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -123,6 +177,8 @@ func BenchmarkReAEOps(bb *testing.B) {
 	half := backend.Shape{N: 1, H: 360, W: 640, C: 128}
 	x128, x2, x4 := up(half), up(backend.Shape{N: 2, H: 360, W: 640, C: 128}), up(backend.Shape{N: 4, H: 360, W: 640, C: 64})
 	x64 := up(backend.Shape{N: 1, H: 720, W: 1280, C: 64})
+	x256 := up(backend.Shape{N: 2, H: 360, W: 640, C: 256})
+	w256to128, w128 := prep(128, 256), prep(128, 128)
 	x12 := up(backend.Shape{N: 4, H: 720, W: 1280, C: 12})
 	w64to12, w12to64 := prep(12, 64), prep(64, 12)
 	relu := backend.Activation{Kind: backend.ActReLU}
@@ -139,15 +195,18 @@ func BenchmarkReAEOps(bb *testing.B) {
 		{"unfold-2-128ch-2f", 4 * float64(x2.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.UnfoldFrames(x2, 2) }},
 		{"conv-64to12-1f", 0, func() (backend.Tensor, error) { return b.Conv2D(x64, w64to12, conv3, backend.Activation{}) }},
 		{"conv-12to64-4f", 0, func() (backend.Tensor, error) { return b.Conv2D(x12, w12to64, conv3, relu) }},
+		{"memblock-a-256to128-relu-2f", 0, func() (backend.Tensor, error) { return b.Conv2D(x256, w256to128, conv3, relu) }},
+		{"memblock-b-128-relu-2f", 0, func() (backend.Tensor, error) { return b.Conv2D(x2, w128, conv3, relu) }},
+		{"memblock-c-128-res-relu-2f", 0, func() (backend.Tensor, error) { return b.Conv2DAdd(x2, w128, conv3, relu, x2) }},
 	} {
 		for _, base := range []bool{false, true} {
-			name := c.name + "/vector+padded"
+			name := c.name + "/new"
 			if base {
-				name = c.name + "/scalar+unpadded"
+				name = c.name + "/old"
 			}
 			bb.Run(name, func(bb *testing.B) {
-				b.scalarMoves, b.noChannelPad = base, base
-				defer func() { b.scalarMoves, b.noChannelPad = false, false }()
+				b.scalarMoves, b.noChannelPad, b.noConvFusion = base, base, base
+				defer func() { b.scalarMoves, b.noChannelPad, b.noConvFusion = false, false, false }()
 				run := func() {
 					y, err := c.run()
 					if err != nil {

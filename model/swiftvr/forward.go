@@ -365,18 +365,8 @@ func (r *ReAE) memBlock(l layer, x backend.Tensor, states []backend.Tensor) (bac
 	if err != nil {
 		return nil, err
 	}
-	d, err := b.Conv2D(c, l.mem[2].w, l.mem[2].p, backend.Activation{})
+	y, err := b.Conv2DAdd(c, l.mem[2].w, l.mem[2].p, relu, x)
 	c.Free()
-	if err != nil {
-		return nil, err
-	}
-	sum, err := b.Binary(backend.OpAdd, d, x)
-	d.Free()
-	if err != nil {
-		return nil, err
-	}
-	y, err := b.Activate(sum, relu)
-	sum.Free()
 	if err != nil {
 		return nil, err
 	}

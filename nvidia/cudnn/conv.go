@@ -198,10 +198,11 @@ type Conv struct {
 	candidates []AlgoPerf
 	searchTime time.Duration
 
-	// ForwardBias (optional).
-	bd, ad   uintptr // bias tensor and identity activation descriptors
-	biasAlgo FwdAlgo
-	biasWS   int
+	// ForwardBiasAct (optional).
+	bd       uintptr    // bias tensor descriptor
+	ad       [2]uintptr // identity and ReLU activation descriptors
+	biasAlgo FwdAlgo    // IMPLICIT_PRECOMP_GEMM
+	biasWS   int        // and its workspace
 	biasErr  error
 
 	mu     sync.Mutex
@@ -500,9 +501,11 @@ func perfList(ps []AlgoPerf) string {
 	return b.String()
 }
 
-// prepareBias sets up ForwardBias: a 1×K×1×1 bias descriptor, an identity
-// activation, and IMPLICIT_PRECOMP_GEMM, the only algorithm cuDNN runs the
-// identity activation with. A failure is kept for ForwardBias to report.
+// prepareBias sets up ForwardBiasAct: a 1×K×1×1 bias descriptor, the
+// identity and ReLU activations, and IMPLICIT_PRECOMP_GEMM, the only
+// algorithm cuDNN runs the identity with, and the one ForwardBiasAct uses
+// for ReLU too: a fixed choice, so that results do not depend on which
+// algorithm won a timing. A failure is kept for ForwardBiasAct to report.
 func (c *Conv) prepareBias(h *Handle) {
 	if !lib.hasBiasActivation {
 		c.biasErr = errors.New("cudnn: this libcudnn lacks cudnnConvolutionBiasActivationForward")
@@ -518,12 +521,14 @@ func (c *Conv) prepareBias(h *Handle) {
 		1, int32(c.shape.K), 1, 1)); c.biasErr != nil {
 		return
 	}
-	if c.biasErr = check("cudnnCreateActivationDescriptor", lib.cudnnCreateActDesc(&c.ad)); c.biasErr != nil {
-		return
-	}
-	if c.biasErr = check("cudnnSetActivationDescriptor", lib.cudnnSetActDesc(c.ad, int32(ActivationIdentity),
-		notPropagateNaN, 0)); c.biasErr != nil {
-		return
+	for i, mode := range []ActivationMode{ActivationIdentity, ActivationReLU} {
+		if c.biasErr = check("cudnnCreateActivationDescriptor", lib.cudnnCreateActDesc(&c.ad[i])); c.biasErr != nil {
+			return
+		}
+		if c.biasErr = check("cudnnSetActivationDescriptor", lib.cudnnSetActDesc(c.ad[i], int32(mode),
+			notPropagateNaN, 0)); c.biasErr != nil {
+			return
+		}
 	}
 	c.biasAlgo = AlgoImplicitPrecompGemm
 	var ws uintptr
@@ -532,9 +537,9 @@ func (c *Conv) prepareBias(h *Handle) {
 	c.biasWS = int(ws)
 }
 
-// BiasWorkspaceSize returns the workspace bytes ForwardBias needs, or the
-// reason ForwardBias cannot run.
-func (c *Conv) BiasWorkspaceSize() (int, error) { return c.biasWS, c.biasErr }
+// BiasActWorkspaceSize returns the workspace bytes ForwardBiasAct needs,
+// or the reason it cannot run.
+func (c *Conv) BiasActWorkspaceSize() (int, error) { return c.biasWS, c.biasErr }
 
 // Host scalars for alpha = 1, beta = 0 (float, the compute type). They are
 // package variables so that their addresses stay valid during every call.
@@ -573,27 +578,34 @@ func (c *Conv) forward(h *Handle, x, w, y, workspace cuda.DevicePtr, wsSize int,
 	})
 }
 
-// ForwardBias computes y = conv(x, w) + bias in one fused call
-// (cudnnConvolutionBiasActivationForward with the identity activation and
-// IMPLICIT_PRECOMP_GEMM). bias holds K values of the data type; wsSize
-// must be >= BiasWorkspaceSize().
-func (c *Conv) ForwardBias(h *Handle, x, w, bias, y, workspace cuda.DevicePtr, wsSize int) error {
+// ForwardBiasAct computes y = act(conv(x, w) + alpha2·z + bias) in one
+// call (cudnnConvolutionBiasActivationForward) with IMPLICIT_PRECOMP_GEMM:
+// act is ReLU when relu is set and the identity otherwise. z has y's
+// layout (pass y and alpha2 = 0 for none); bias holds K values of the data
+// type; wsSize must be at least BiasActWorkspaceSize().
+func (c *Conv) ForwardBiasAct(h *Handle, x, w, z, bias, y, workspace cuda.DevicePtr, wsSize int, alpha2 float32, relu bool) error {
 	if c.cd == 0 {
 		return errors.New("cudnn: conv is closed")
 	}
 	if c.biasErr != nil {
 		return c.biasErr
 	}
+	ad := c.ad[0]
+	if relu {
+		ad = c.ad[1]
+	}
 	if wsSize < c.biasWS || (wsSize > 0 && workspace == 0) {
 		return fmt.Errorf("cudnn: conv %v with bias needs a %d-byte workspace, got %d bytes", c.shape, c.biasWS, wsSize)
 	}
-	return h.do(func() error {
-		// z = y with alpha2 = 0: cuDNN wants a z tensor even when unused.
+	a2 := &alpha2
+	err := h.do(func() error {
 		return check("cudnnConvolutionBiasActivationForward", lib.cudnnConvBiasActFwd(h.h,
 			unsafe.Pointer(&scaleOne), c.xd, uintptr(x), c.wd, uintptr(w), c.cd, int32(c.biasAlgo),
-			uintptr(workspace), uintptr(wsSize), unsafe.Pointer(&scaleZero), c.yd, uintptr(y),
-			c.bd, uintptr(bias), c.ad, c.yd, uintptr(y)))
+			uintptr(workspace), uintptr(wsSize), unsafe.Pointer(a2), c.yd, uintptr(z),
+			c.bd, uintptr(bias), ad, c.yd, uintptr(y)))
 	})
+	runtime.KeepAlive(a2)
+	return err
 }
 
 // Close destroys the descriptors. It is idempotent; the Conv must not be
@@ -627,8 +639,10 @@ func (c *Conv) destroy() {
 		lib.cudnnDestroyConvDesc(c.cd)
 		c.cd = 0
 	}
-	if c.ad != 0 && lib.cudnnDestroyActDesc != nil {
-		lib.cudnnDestroyActDesc(c.ad)
-		c.ad = 0
+	for i, d := range c.ad {
+		if d != 0 && lib.cudnnDestroyActDesc != nil {
+			lib.cudnnDestroyActDesc(d)
+			c.ad[i] = 0
+		}
 	}
 }

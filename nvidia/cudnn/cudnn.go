@@ -157,5 +157,5 @@ func VersionString(v int) string {
 }
 
 // HasBiasActivation reports whether the loaded library exports
-// cudnnConvolutionBiasActivationForward (used by [Conv.ForwardBias]).
+// cudnnConvolutionBiasActivationForward (used by [Conv.ForwardBiasAct]).
 func HasBiasActivation() bool { return Load() == nil && lib.hasBiasActivation }

@@ -220,44 +220,69 @@ func TestGPUHeuristic(t *testing.T) {
 	}
 }
 
-func TestGPUBias(t *testing.T) {
+// TestGPUBiasAct checks ForwardBiasAct: bias with the identity, bias and
+// ReLU, and bias, a residual z and ReLU, against the float64 reference.
+func TestGPUBiasAct(t *testing.T) {
 	e := gpu(t)
 	if !HasBiasActivation() {
 		t.Skip("no cudnnConvolutionBiasActivationForward")
 	}
 	for _, dt := range []DataType{DataHalf, DataBFloat16} {
 		s := Shape{DType: dt, N: 2, H: 37, W: 37, C: 64, K: 64, KH: 3, KW: 3, PadH: 1, PadW: 1}
-		cv, err := NewConv(e.h, s, Options{Heuristic: true})
+		cv, err := NewConv(e.h, s, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cv.Close()
-		wsSize, err := cv.BiasWorkspaceSize()
-		if err != nil {
-			t.Fatalf("%v: %v", s, err)
-		}
 		d := makeData(s, 5)
+		zv := makeData(s, 6).x[:s.YElems()] // a residual of y's shape (C == K)
 		x, w, y := devBuf(t, e, s.XBytes()), devBuf(t, e, s.WBytes()), devBuf(t, e, s.YBytes())
-		b := devBuf(t, e, 2*s.K)
-		ws := devBuf(t, e, wsSize)
+		b, z := devBuf(t, e, 2*s.K), devBuf(t, e, s.YBytes())
 		must(t, e.stream.CopyHtoD(b, cuda.AsBytes(d.br)))
 		must(t, e.stream.CopyHtoD(x, cuda.AsBytes(d.xr)))
 		must(t, e.stream.CopyHtoD(w, cuda.AsBytes(d.wr)))
-		must(t, e.stream.Memset8(y, 0xff, s.YBytes()))
-		if err := cv.ForwardBias(e.h, x, w, b, y, ws, wsSize); err != nil {
-			t.Fatalf("%v: ForwardBias: %v", s, err)
-		}
-		out := make([]uint16, s.YElems())
-		must(t, e.stream.CopyDtoH(cuda.AsBytes(out), y))
-		must(t, e.stream.Synchronize())
-		rel := relErr(decode(dt, out), convRef(s, d.x, d.w, d.bias))
-		tol := 3e-3
-		if dt == DataBFloat16 {
-			tol = 2e-2
-		}
-		t.Logf("ForwardBias %v (ws %d): rel err %.3g", s, wsSize, rel)
-		if !(rel < tol) {
-			t.Errorf("ForwardBias %v: relative error %g", s, rel)
+		zr := encode(dt, zv)
+		must(t, e.stream.CopyHtoD(z, cuda.AsBytes(zr)))
+		for _, c := range []struct {
+			name     string
+			relu     bool
+			residual bool
+		}{{"bias", false, false}, {"bias+relu", true, false}, {"bias+residual+relu", true, true}} {
+			wsSize, err := cv.BiasActWorkspaceSize()
+			if err != nil {
+				t.Fatalf("%v: %v", s, err)
+			}
+			ws := devBuf(t, e, wsSize)
+			must(t, e.stream.Memset8(y, 0xff, s.YBytes()))
+			zp, alpha2 := y, float32(0)
+			if c.residual {
+				zp, alpha2 = z, 1
+			}
+			if err := cv.ForwardBiasAct(e.h, x, w, zp, b, y, ws, wsSize, alpha2, c.relu); err != nil {
+				t.Fatalf("%v %s: %v", s, c.name, err)
+			}
+			out := make([]uint16, s.YElems())
+			must(t, e.stream.CopyDtoH(cuda.AsBytes(out), y))
+			must(t, e.stream.Synchronize())
+			want := convRef(s, d.x, d.w, d.bias)
+			zq := decode(dt, zr)
+			for i := range want {
+				if c.residual {
+					want[i] += zq[i]
+				}
+				if c.relu {
+					want[i] = max(want[i], 0)
+				}
+			}
+			rel := relErr(decode(dt, out), want)
+			tol := 3e-3
+			if dt == DataBFloat16 {
+				tol = 2e-2
+			}
+			t.Logf("ForwardBiasAct %v %s (ws %d): rel err %.3g", s, c.name, wsSize, rel)
+			if !(rel < tol) {
+				t.Errorf("ForwardBiasAct %v %s: relative error %g", s, c.name, rel)
+			}
 		}
 	}
 }
