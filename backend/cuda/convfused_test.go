@@ -675,7 +675,9 @@ func fusedLoad(mod *cu.Module) (*cu.Function, error) {
 	return fn, nil
 }
 
-func fusedFnInfo(fn *cu.Function) string {
+// fnInfo reports a compiled kernel's registers, local memory and static
+// shared memory.
+func fnInfo(fn *cu.Function) string {
 	regs, _ := fn.Attribute(cu.FuncNumRegs)
 	local, _ := fn.Attribute(cu.FuncAttribute(3)) // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 	static, _ := fn.Attribute(cu.FuncSharedSizeBytes)
@@ -743,7 +745,7 @@ func fusedUpload(t testing.TB, ctx *cu.Context, st *cu.Stream, p *fusedProblem) 
 func TestFusedConv(t *testing.T) {
 	k := fusedSetup(t)
 	t.Log(k.log)
-	t.Log("conv3x3_bias_prelu_f16: ", fusedFnInfo(k.fn))
+	t.Log("conv3x3_bias_prelu_f16: ", fnInfo(k.fn))
 	st, err := k.ctx.NewStream()
 	if err != nil {
 		t.Fatal(err)
@@ -774,7 +776,7 @@ func TestFusedConv(t *testing.T) {
 			t.Errorf("variant %q: %v", v, err)
 			continue
 		}
-		t.Logf("variant %q: %s; %s", v, fusedFnInfo(fn), log)
+		t.Logf("variant %q: %s; %s", v, fnInfo(fn), log)
 		kernels = append(kernels, kernel{v, fn, fusedVariantThreads(v)})
 	}
 	for i, c := range []struct {
@@ -911,7 +913,7 @@ func TestFusedConvBench(t *testing.T) {
 		return func() error { return fusedLaunch(fn, threads, k.sms, st, x, w, bias, slope, K, y, N, H, W, C, K) }
 	}
 	t.Logf("shape %v, %.1f GFLOP per call, grid %d x %d threads, %d bytes dynamic shared memory; %s",
-		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedDefaultThreads, fusedSmem, fusedFnInfo(k.fn))
+		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedDefaultThreads, fusedSmem, fnInfo(k.fn))
 	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedDefaultThreads))
 	if err != nil {
 		t.Fatal(err)

@@ -237,9 +237,16 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 	return b.finish(y, b.convCuDNN(x, w, p, act, res, y))
 }
 
+// minFusedPixels is the fewest output pixels a convolution needs for
+// cuDNN's fused epilogue: on the H200 its fixed algorithm runs small
+// shapes (the ReAE encoder's 160x90 layers, one frame at a time) through
+// float32 NCHW kernels with layout conversions (seen in a kernel profile).
+const minFusedPixels = 1 << 16
+
 // convCuDNN computes y = act(conv(x, w) + bias + res) through cuDNN, res
-// optional: with a bias and ReLU, in cuDNN's fused epilogue; otherwise the
-// bias and activation take one pass of their own, and res another two.
+// optional: with a bias and ReLU on a large enough output, in cuDNN's
+// fused epilogue; otherwise the bias and activation take one pass of
+// their own, and res another two.
 func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, res, y *Tensor) error {
 	cw, in, out := w, x, y
 	if w.padded != nil && !b.noChannelPad {
@@ -263,7 +270,8 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 			defer out.Free()
 		}
 	}
-	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil && act.Kind == backend.ActReLU {
+	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil && act.Kind == backend.ActReLU &&
+		y.shape.N*y.shape.H*y.shape.W >= minFusedPixels {
 		return b.conv.forward(in, cw, p, y, &epilogue{bias: w.biasT.ptr, z: res, relu: true})
 	}
 	if err := b.conv.forward(in, cw, p, out, nil); err != nil {

@@ -57,8 +57,9 @@ func TestConvAddAgainstCPU(t *testing.T) {
 		}{{32, 32, true}, {32, 32, false}, {12, 32, true}, {12, 12, true}} {
 			fuse := cfg.fuse
 			r := rand.New(rand.NewPCG(5, uint64(dt)))
-			s := backend.Shape{N: 3, H: 15, W: 19, C: cfg.in}
-			ys := backend.Shape{N: 3, H: 15, W: 19, C: cfg.out}
+			// Large enough for the fused epilogue (minFusedPixels).
+			s := backend.Shape{N: 2, H: 128, W: 256, C: cfg.in}
+			ys := backend.Shape{N: 2, H: 128, W: 256, C: cfg.out}
 			x, res := randSlice(r, s.Elems(), -1, 1), randSlice(r, ys.Elems(), -1, 1)
 			w := randSlice(r, cfg.out*cfg.in*9, -0.1, 0.1)
 			bias := randSlice(r, cfg.out, -0.1, 0.1)

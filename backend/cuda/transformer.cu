@@ -140,7 +140,10 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
     }                                                                                                 \
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
     int r = blockIdx.x, half = head_dim / 2;                                                          \
-    float pos[3] = {(float)(offset + r / (gh * gw)), (float)((r / gw) % gh), (float)(r % gw)};        \
+    /* Each axis' positions and frequency exponent steps: theta_j = 10000^(-j/n) = 2^(j * step). */   \
+    float pt0 = (float)(offset + r / (gh * gw)), ph0 = (float)((r / gw) % gh), pw0 = (float)(r % gw); \
+    float st = -13.287712379549449f / (float)pt, sh = -13.287712379549449f / (float)ph;              \
+    float sw = -13.287712379549449f / (float)(half - pt - ph);                                        \
     _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
         int i = threadIdx.x + k * VEC_THREADS;                                                        \
         if (i >= nv) continue;                                                                        \
@@ -149,11 +152,12 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
         _Pragma("unroll") for (int e = 0; e < 8; e += 2) {                                            \
             float a = v[k][e] * inv * g[e], b = v[k][e + 1] * inv * g[e + 1];                         \
             if (rope) {                                                                               \
-                int j = (i * 4 + e / 2) % half, ax = 0, n = pt;                                       \
-                if (j >= pt + ph) { ax = 2; j -= pt + ph; n = half - pt - ph; }                       \
-                else if (j >= pt) { ax = 1; j -= pt; n = ph; }                                        \
+                int j = (i * 4 + e / 2) % half;                                                       \
+                float p = pt0, step = st;                                                             \
+                if (j >= pt + ph) { p = pw0; step = sw; j -= pt + ph; }                               \
+                else if (j >= pt) { p = ph0; step = sh; j -= pt; }                                    \
                 float sn, cs;                                                                         \
-                rope_sincos(pos[ax] * exp2f(-13.287712379549449f * (float)j / (float)n), &sn, &cs);   \
+                rope_sincos(p * exp2f((float)j * step), &sn, &cs);                                    \
                 float a2 = a * cs - b * sn;                                                           \
                 b = a * sn + b * cs;                                                                  \
                 a = a2;                                                                               \

@@ -170,6 +170,11 @@ func BenchmarkDiTOps(bb *testing.B) {
 		}
 	}
 	gemm := 2.0 * rows * dim
+	for _, name := range []string{"layer_norm_vec", "rms_norm_rope_vec"} {
+		if f, err := b.kernel(transformerSource, name+"_bf16"); err == nil {
+			bb.Logf("%s: %s", name, fnInfo(f))
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		tflop float64 // else GB of traffic
