@@ -87,16 +87,18 @@ type Backend struct {
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
 	// noChannelPad, scalarMoves and noConvFusion turn off the padded
-	// convolutions, the vectorised data-movement kernels and cuDNN's fused
-	// bias/residual/ReLU, for the benchmarks' comparisons.
+	// convolutions, the vectorised and per-pixel data-movement kernels and
+	// cuDNN's fused bias/residual/ReLU, for the tests' and benchmarks'
+	// comparisons.
 	noChannelPad, scalarMoves, noConvFusion bool
 
 	pool *pool
 	conv *convRunner
 
-	tapCache map[string]*taps
-	closeMu  sync.Mutex
-	closed   bool
+	tapCache  map[string]*taps
+	ropeCache map[backend.RoPE]*block // see ropeTable
+	closeMu   sync.Mutex
+	closed    bool
 
 	slotMu sync.Mutex
 	slots  map[[2]int][]*Slot // freed slots kept for reuse, by sizes
@@ -157,7 +159,7 @@ func Open(device string, dt DType) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}, slots: map[[2]int][]*Slot{}}
+	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}, ropeCache: map[backend.RoPE]*block{}, slots: map[[2]int][]*Slot{}}
 	if err := b.init(major, minor); err != nil {
 		b.Close()
 		return nil, err
@@ -259,6 +261,9 @@ func (b *Backend) Close() error {
 	}
 	for _, t := range b.tapCache {
 		t.free()
+	}
+	for _, t := range b.ropeCache {
+		b.pool.put(t)
 	}
 	if b.pool != nil {
 		b.pool.close()

@@ -22,6 +22,9 @@ func (b *Backend) PixelUnshuffle(xt backend.Tensor, r int) (backend.Tensor, erro
 	if err != nil {
 		return nil, err
 	}
+	if os.C <= 64 && !b.scalarMoves {
+		return b.finish(y, b.launch("pixel_unshuffle_px", false, int64(os.N*os.H*os.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
+	}
 	return b.finish(y, b.launch("pixel_unshuffle", false, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
 }
 

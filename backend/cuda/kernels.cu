@@ -173,6 +173,31 @@ extern "C" __global__ void resize_##T(const u16* __restrict__ in, u16* __restric
         out[i] = ST(acc);                                                                           \
     }                                                                                               \
 }                                                                                                   \
+/* resize_px: resize for c <= 4, one thread per output pixel, its taps loaded once for all        \
+   channels; the same arithmetic as resize. */                                                     \
+extern "C" __global__ void resize_px_##T(const u16* __restrict__ in, u16* __restrict__ out,         \
+                                        int n, int ih, int iw, int c, int oh, int ow,               \
+                                        const int* __restrict__ iy, const float* __restrict__ wy, int nty, \
+                                        const int* __restrict__ ix, const float* __restrict__ wx, int ntx) { \
+    long long total = (long long)n * oh * ow;                                                       \
+    GRID_STRIDE(i, total) {                                                                         \
+        int x = i % ow; long long t = i / ow;                                                       \
+        int y = t % oh; int f = t / oh;                                                             \
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                    \
+        for (int a = 0; a < nty; a++) {                                                             \
+            const u16* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                  \
+            for (int b = 0; b < ntx; b++) {                                                         \
+                const u16* px = row + (long long)ix[x * ntx + b] * c;                               \
+                float wt = wx[x * ntx + b];                                                         \
+                _Pragma("unroll") for (int ch = 0; ch < 4; ch++) if (ch < c) v[ch] += LD(px[ch]) * wt; \
+            }                                                                                       \
+            float wt = wy[y * nty + a];                                                             \
+            _Pragma("unroll") for (int ch = 0; ch < 4; ch++) if (ch < c) acc[ch] += v[ch] * wt;     \
+        }                                                                                           \
+        _Pragma("unroll") for (int ch = 0; ch < 4; ch++) if (ch < c) out[i * c + ch] = ST(acc[ch]); \
+    }                                                                                               \
+}                                                                                                   \
 /* shuffle_add_nearest: the tail of SRVGGNetCompact in one pass:                                \
    out = PixelShuffle(x, r) + NearestUpsample(base, r), with x (n,h,w,3*r*r) and base (n,h,w,3),   \
    each sum rounded to the storage type as the unfused ops would. mode selects the output:         \
@@ -349,11 +374,36 @@ extern "C" __global__ void nearest8(const uint4* __restrict__ in, uint4* __restr
     }
 }
 /* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose
-   channel count was padded for cuDNN's tensor-core kernels. */
+   channel count was padded for cuDNN's tensor-core kernels. One thread per pixel. */
 extern "C" __global__ void pad_channels(const u16* __restrict__ in, u16* __restrict__ out, long long p, int c, int cp) {
-    GRID_STRIDE(i, p * cp) {
-        int q = i % cp;
-        out[i] = q < c ? in[i / cp * c + q] : (u16)0;
+    GRID_STRIDE(i, p) {
+        for (int q = 0; q < cp; q++) out[i * cp + q] = q < c ? in[i * c + q] : (u16)0;
+    }
+}
+/* pixel_unshuffle_px and pixel_shuffle_px: the same moves for few channels, one thread per output
+   pixel (the scattered single values of the per-value kernels cost more than the data there). */
+extern "C" __global__ void pixel_unshuffle_px(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int r) {
+    int oh = h / r, ow = w / r, oc = c * r * r;
+    long long total = (long long)n * oh * ow;
+    GRID_STRIDE(i, total) {
+        int x = i % ow; long long t = i / ow;
+        int y = t % oh; int f = t / oh;
+        u16* o = out + i * oc;
+        for (int ii = 0; ii < r; ii++)
+            for (int j = 0; j < r; j++) {
+                const u16* p = in + (((long long)f * h + y * r + ii) * w + x * r + j) * c;
+                for (int ch = 0; ch < c; ch++) o[ch * r * r + ii * r + j] = p[ch];
+            }
+    }
+}
+extern "C" __global__ void pixel_shuffle_px(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int oc, int r, int order) {
+    long long total = (long long)n * h * r * w * r;
+    GRID_STRIDE(i, total) {
+        int X = i % (w * r); long long t = i / (w * r);
+        int Y = t % (h * r); int f = t / (h * r);
+        int y = Y / r, ii = Y % r, x = X / r, j = X % r;
+        const u16* p = in + (((long long)f * h + y) * w + x) * (oc * r * r);
+        for (int c = 0; c < oc; c++) out[i * oc + c] = p[order == 0 ? c * r * r + ii * r + j : (ii * r + j) * oc + c];
     }
 }
 

@@ -258,7 +258,7 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 				return err
 			}
 			defer in.Free()
-			if err := b.launch("pad_channels", false, int64(in.shape.Elems()), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
+			if err := b.launch("pad_channels", false, int64(s.N*s.H*s.W), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
 				return err
 			}
 		}
@@ -388,11 +388,10 @@ func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOr
 	if err != nil {
 		return nil, err
 	}
-	if err := b.launch("pixel_shuffle", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)); err != nil {
-		y.Free()
-		return nil, err
+	if oc <= 4 && !b.scalarMoves {
+		return b.finish(y, b.launch("pixel_shuffle_px", false, int64(y.shape.N*y.shape.H*y.shape.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
 	}
-	return y, nil
+	return b.finish(y, b.launch("pixel_shuffle", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
 }
 
 // Binary combines two tensors elementwise.
@@ -498,7 +497,11 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 		return b.finish(y, b.launch("nearest8", false, int64(y.shape.Elems()/8), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C/8), int32(oh), int32(ow),
 			ay.idx.ptr, ax.idx.ptr))
 	}
-	return b.finish(y, b.launch("resize", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
+	name, n := "resize", int64(y.shape.Elems())
+	if s.C <= 4 && !b.scalarMoves {
+		name, n = "resize_px", int64(y.shape.N*oh*ow)
+	}
+	return b.finish(y, b.launch(name, true, n, x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
 		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)))
 }
 

@@ -101,19 +101,21 @@ func TestConvAddAgainstCPU(t *testing.T) {
 }
 
 // TestMovesVectorEqualsScalar checks that the data-movement kernels that
-// copy 8 values at a time give bitwise the result of the scalar ones.
+// copy 8 values at a time, and the per-pixel ones for few channels, give
+// bitwise the result of the kernels that move one value per thread.
 func TestMovesVectorEqualsScalar(t *testing.T) {
 	b := open(t, BF16)
 	r := rand.New(rand.NewPCG(4, 4))
+	up := func(s backend.Shape) backend.Tensor {
+		x, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
 	s := backend.Shape{N: 4, H: 9, W: 13, C: 24}
-	x, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev, err := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: s.C}, randSlice(r, s.H*s.W*s.C, -1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, prev := up(s), up(backend.Shape{N: 1, H: s.H, W: s.W, C: s.C})
+	x3, x12 := up(backend.Shape{N: 2, H: 10, W: 14, C: 3}), up(backend.Shape{N: 2, H: 5, W: 7, C: 12})
 	for _, c := range []struct {
 		name string
 		op   func() (backend.Tensor, error)
@@ -129,6 +131,15 @@ func TestMovesVectorEqualsScalar(t *testing.T) {
 		{"nearest tile", func() (backend.Tensor, error) {
 			return b.Resize(x, backend.Nearest, 7, 20, backend.Window{FullH: 20, FullW: 30, Y: 4, X: 6}, backend.Window{FullH: 30, FullW: 45, Y: 5, X: 8})
 		}},
+		{"bilinear x4, 3 channels", func() (backend.Tensor, error) {
+			return b.Resize(x3, backend.Bilinear, 40, 56, backend.Window{}, backend.Window{})
+		}},
+		{"bicubic tile, 3 channels", func() (backend.Tensor, error) {
+			return b.Resize(x3, backend.Bicubic, 7, 9, backend.Window{FullH: 20, FullW: 28, Y: 2, X: 4}, backend.Window{FullH: 14, FullW: 19, Y: 3, X: 5})
+		}},
+		{"pixel unshuffle, 3 channels", func() (backend.Tensor, error) { return b.PixelUnshuffle(x3, 2) }},
+		{"pixel shuffle CRD, 12 channels", func() (backend.Tensor, error) { return b.PixelShuffle(x12, 2, backend.ShuffleCRD) }},
+		{"pixel shuffle DCR, 12 channels", func() (backend.Tensor, error) { return b.PixelShuffle(x12, 2, backend.ShuffleDCR) }},
 	} {
 		var got [2][]float32
 		for i, scalar := range []bool{true, false} {
@@ -181,6 +192,7 @@ func BenchmarkReAEOps(bb *testing.B) {
 	x256 := up(backend.Shape{N: 2, H: 360, W: 640, C: 256})
 	w256to128, w128 := prep(128, 256), prep(128, 128)
 	x12 := up(backend.Shape{N: 4, H: 720, W: 1280, C: 12})
+	in3, big3 := up(backend.Shape{N: 4, H: 360, W: 640, C: 3}), up(backend.Shape{N: 4, H: 1440, W: 2560, C: 3})
 	w64to12, w12to64 := prep(12, 64), prep(64, 12)
 	relu := backend.Activation{Kind: backend.ActReLU}
 	for _, c := range []struct {
@@ -194,6 +206,11 @@ func BenchmarkReAEOps(bb *testing.B) {
 		{"concat-prev-128ch-2f", 6 * float64(half.Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.ConcatPrev(x2, x128) }},
 		{"fold-2-64ch-4f", 2 * float64(x4.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.FoldFrames(x4, 2) }},
 		{"unfold-2-128ch-2f", 4 * float64(x2.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.UnfoldFrames(x2, 2) }},
+		{"bilinear-x4-3ch-4f", 17 * float64(in3.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) {
+			return b.Resize(in3, backend.Bilinear, 1440, 2560, backend.Window{}, backend.Window{})
+		}},
+		{"unshuffle-2-3ch-4f", 2 * float64(big3.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.PixelUnshuffle(big3, 2) }},
+		{"shuffle-2-12ch-4f", 2 * float64(x12.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.PixelShuffle(x12, 2, backend.ShuffleCRD) }},
 		{"conv-64to12-1f", 0, func() (backend.Tensor, error) { return b.Conv2D(x64, w64to12, conv3, backend.Activation{}) }},
 		{"conv-12to64-4f", 0, func() (backend.Tensor, error) { return b.Conv2D(x12, w12to64, conv3, relu) }},
 		{"memblock-a-256to128-relu-2f", 0, func() (backend.Tensor, error) { return b.Conv2D(x256, w256to128, conv3, relu) }},

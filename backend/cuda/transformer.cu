@@ -26,6 +26,38 @@ __device__ __forceinline__ float block_sum(float v) {
     return v;
 }
 
+// RoPE tables: the rotary cosine and sine of each token and pair, as (cos, sin) float pairs, made
+// once per token grid by rope_table: F x pt entries for the frame axis (angle (offset + f) *
+// theta_j), then gh x ph for rows and gw x pw for columns, theta_j = 10000^(-j/n) for the n pairs
+// of the axis; head_dim / 2 = pt + ph + pw pairs per head.
+extern "C" __global__ void rope_table(float* __restrict__ tab, int frames, int gh, int gw, int offset, int pt, int ph, int pw) {
+    int nt = frames * pt, nh = gh * ph, total = nt + nh + gw * pw;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int p, j, n;
+        if (i < nt) { p = offset + i / pt; j = i % pt; n = pt; }
+        else if (i < nt + nh) { p = (i - nt) / ph; j = (i - nt) % ph; n = ph; }
+        else { p = (i - nt - nh) / pw; j = (i - nt - nh) % pw; n = pw; }
+        float sn, cs;
+        sincosf((float)p * exp2f(-13.287712379549449f * (float)j / (float)n), &sn, &cs);
+        tab[2 * i] = cs;
+        tab[2 * i + 1] = sn;
+    }
+}
+
+// rope_rotate rotates the pair (a, b) of pair index j in its head by the table's angle for the
+// token at frame f, row y, column x.
+__device__ __forceinline__ void rope_rotate(const float* __restrict__ tab, int j, int f, int y, int x,
+                                            int frames, int gh, int pt, int ph, int pw, float& a, float& b) {
+    int k;
+    if (j < pt) k = f * pt + j;
+    else if (j < pt + ph) k = frames * pt + y * ph + (j - pt);
+    else k = frames * pt + gh * ph + x * pw + (j - pt - ph);
+    float cs = tab[2 * k], sn = tab[2 * k + 1];
+    float a2 = a * cs - b * sn;
+    b = a * sn + b * cs;
+    a = a2;
+}
+
 #define ROW_KERNELS(T, LD, ST)                                                                          \
 /* layer_norm: out[r] = (x[r] - mean) / sqrt(var + eps), variance about the mean. */                 \
 extern "C" __global__ void layer_norm_##T(const u16* __restrict__ x, u16* __restrict__ out, int cols, float eps) { \
@@ -39,32 +71,21 @@ extern "C" __global__ void layer_norm_##T(const u16* __restrict__ x, u16* __rest
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
     for (int i = threadIdx.x; i < cols; i += blockDim.x) o[i] = ST((LD(row[i]) - mean) * inv);        \
 }                                                                                                     \
-/* rms_norm_rope: x[r] = x[r] / rms * w, then (rope) each head's pair j rotated by pos * theta_j.   \
-   parts: pairs per head for t, h, w; grid h x w tokens per frame; offset: first frame's index. */   \
+/* rms_norm_rope: x[r] = x[r] / rms * w, then, when tab is set, each head's pair j rotated by its  \
+   angle from tab (see rope_table; the grid: frames x gh x gw tokens, pt + ph + pw pairs a head). */ \
 extern "C" __global__ void rms_norm_rope_##T(u16* __restrict__ x, const u16* __restrict__ w, int cols, float eps, \
-                                             int rope, int head_dim, int pt, int ph, int gh, int gw, int offset) { \
+                                             int head_dim, int frames, int gh, int gw, int pt, int ph, \
+                                             const float* __restrict__ tab) {                         \
     u16* row = x + (long long)blockIdx.x * cols;                                                      \
     float q = 0.0f;                                                                                   \
     for (int i = threadIdx.x; i < cols; i += blockDim.x) { float v = LD(row[i]); q += v * v; }        \
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
-    int r = blockIdx.x;                                                                               \
-    float pos[3] = {(float)(offset + r / (gh * gw)), (float)((r / gw) % gh), (float)(r % gw)};        \
-    int half = head_dim / 2;                                                                          \
+    int r = blockIdx.x, half = head_dim / 2, pw = half - pt - ph;                                     \
+    int f = r / (gh * gw), y = (r / gw) % gh, xx = r % gw;                                            \
     for (int p = threadIdx.x; p < cols / 2; p += blockDim.x) {                                        \
         float a = LD(row[2 * p]) * inv * LD(w[2 * p]);                                                \
         float b = LD(row[2 * p + 1]) * inv * LD(w[2 * p + 1]);                                        \
-        if (rope) {                                                                                   \
-            int j = p % half, ax = 0, n = pt;                                                         \
-            if (j >= pt + ph) { ax = 2; j -= pt + ph; n = half - pt - ph; }                           \
-            else if (j >= pt) { ax = 1; j -= pt; n = ph; }                                            \
-            /* theta = 10000^(-2j / 2n) */                                                            \
-            float ang = pos[ax] * exp2f(-13.287712379549449f * (float)j / (float)n);                  \
-            float sn, cs;                                                                             \
-            sincosf(ang, &sn, &cs);                                                                   \
-            float a2 = a * cs - b * sn;                                                               \
-            b = a * sn + b * cs;                                                                      \
-            a = a2;                                                                                   \
-        }                                                                                             \
+        if (tab) rope_rotate(tab, p % half, f, y, xx, frames, gh, pt, ph, pw, a, b);                  \
         row[2 * p] = ST(a);                                                                           \
         row[2 * p + 1] = ST(b);                                                                       \
     }                                                                                                 \
@@ -88,17 +109,6 @@ struct __attribute__((aligned(16))) vec8 { unsigned int x, y, z, w; }; // 8 fp16
     _Pragma("unroll") for (int e_ = 0; e_ < 4; e_++)                                                    \
         w_[e_] = (unsigned int)ST((f)[2 * e_]) | ((unsigned int)ST((f)[2 * e_ + 1]) << 16);             \
     (u).x = w_[0]; (u).y = w_[1]; (u).z = w_[2]; (u).w = w_[3]; }
-
-// rope_sincos: sine and cosine of a rotary angle (at most a few thousand
-// radians): a two-constant Cody-Waite reduction to [-pi, pi], then the
-// hardware approximations, which are accurate to about 2^-21 there. Far
-// cheaper than sincosf, whose slow path for huge arguments costs registers.
-__device__ __forceinline__ void rope_sincos(float x, float* s, float* c) {
-    float k = rintf(x * 0.15915494309189535f);
-    float r = fmaf(-k, 6.28318548202514648f, x);   // 2 pi rounded to float
-    r = fmaf(-k, -1.7484556000744400e-7f, r);      // 2 pi minus that
-    __sincosf(r, s, c);
-}
 
 #define VEC_KERNELS(T, LD, ST)                                                                          \
 extern "C" __global__ void __launch_bounds__(VEC_THREADS) layer_norm_vec_##T(const u16* __restrict__ x, u16* __restrict__ out, int cols, float eps) { \
@@ -127,7 +137,8 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) layer_norm_vec_##T(con
     }                                                                                                 \
 }                                                                                                     \
 extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(u16* __restrict__ x, const u16* __restrict__ w, int cols, float eps, \
-                                             int rope, int head_dim, int pt, int ph, int gh, int gw, int offset) { \
+                                             int head_dim, int frames, int gh, int gw, int pt, int ph, \
+                                             const float* __restrict__ tab) {                         \
     vec8* row = (vec8*)(x + (long long)blockIdx.x * cols);                                          \
     const vec8* wv = (const vec8*)w;                                                                \
     int nv = cols >> 3;                                                                               \
@@ -139,11 +150,8 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
         _Pragma("unroll") for (int e = 0; e < 8; e++) q += v[k][e] * v[k][e];                         \
     }                                                                                                 \
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
-    int r = blockIdx.x, half = head_dim / 2;                                                          \
-    /* Each axis' positions and frequency exponent steps: theta_j = 10000^(-j/n) = 2^(j * step). */   \
-    float pt0 = (float)(offset + r / (gh * gw)), ph0 = (float)((r / gw) % gh), pw0 = (float)(r % gw); \
-    float st = -13.287712379549449f / (float)pt, sh = -13.287712379549449f / (float)ph;              \
-    float sw = -13.287712379549449f / (float)(half - pt - ph);                                        \
+    int r = blockIdx.x, half = head_dim / 2, pw = half - pt - ph;                                     \
+    int f = r / (gh * gw), y = (r / gw) % gh, xx = r % gw;                                            \
     _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
         int i = threadIdx.x + k * VEC_THREADS;                                                        \
         if (i >= nv) continue;                                                                        \
@@ -151,17 +159,7 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
         vec8 wu = wv[i]; UNPACK8(LD, wu, g);                                                         \
         _Pragma("unroll") for (int e = 0; e < 8; e += 2) {                                            \
             float a = v[k][e] * inv * g[e], b = v[k][e + 1] * inv * g[e + 1];                         \
-            if (rope) {                                                                               \
-                int j = (i * 4 + e / 2) % half;                                                       \
-                float p = pt0, step = st;                                                             \
-                if (j >= pt + ph) { p = pw0; step = sw; j -= pt + ph; }                               \
-                else if (j >= pt) { p = ph0; step = sh; j -= pt; }                                    \
-                float sn, cs;                                                                         \
-                rope_sincos(p * exp2f((float)j * step), &sn, &cs);                                    \
-                float a2 = a * cs - b * sn;                                                           \
-                b = a * sn + b * cs;                                                                  \
-                a = a2;                                                                               \
-            }                                                                                         \
+            if (tab) rope_rotate(tab, (i * 4 + e / 2) % half, f, y, xx, frames, gh, pt, ph, pw, a, b); \
             v[k][e] = a; v[k][e + 1] = b;                                                             \
         }                                                                                             \
         vec8 u; PACK8(ST, v[k], u); row[i] = u;                                                      \

@@ -198,8 +198,9 @@ func (b *Backend) LayerNorm(xt backend.Tensor, eps float32) (backend.Tensor, err
 	return y, nil
 }
 
-// RMSNormRoPE normalises and rotates each row in place, computing the
-// rotary angles in the kernel.
+// RMSNormRoPE normalises and rotates each row in place, the rotary
+// angles' cosines and sines coming from a table made once per token grid
+// and offset (see ropeTable).
 func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.RoPE) error {
 	x, err := b.matrix(xt, 0)
 	if err != nil {
@@ -209,20 +210,54 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	if err != nil {
 		return err
 	}
-	var on, hd, off int32
-	gh, gw := int32(1), int32(1) // the kernel divides by them even without rope
-	parts := [3]int{}
+	// Without rope, one frame of one row per token: the kernel divides by
+	// the grid's sizes anyway.
+	hd, g, parts := x.shape.C, backend.Grid{F: x.shape.W, H: 1, W: 1}, [3]int{}
+	var tab cu.DevicePtr
 	if rope != nil {
 		if err := backend.CheckRoPE(*rope, x.shape.W, x.shape.C); err != nil {
 			return err
 		}
-		on, hd, gh, gw, off = 1, int32(rope.HeadDim), int32(rope.Grid.H), int32(rope.Grid.W), int32(rope.Offset)
-		parts = backend.RoPEParts(rope.HeadDim)
-	} else {
-		hd = int32(x.shape.C)
+		hd, g, parts = rope.HeadDim, rope.Grid, backend.RoPEParts(rope.HeadDim)
+		if tab, err = b.ropeTable(*rope, parts); err != nil {
+			return err
+		}
 	}
 	return b.rowKernel("rms_norm_rope", x, []*Tensor{w}, x.ptr(), w.ptr(), int32(x.shape.C), eps,
-		on, hd, int32(parts[0]), int32(parts[1]), gh, gw, off)
+		int32(hd), int32(g.F), int32(g.H), int32(g.W), int32(parts[0]), int32(parts[1]), tab)
+}
+
+// ropeTable returns the device table of rope's cosines and sines (see
+// rope_table in transformer.cu), made on the compute stream on first use
+// and kept for the calls of the same grid and offset that follow (the
+// queries and keys of every block of a DiT chunk).
+func (b *Backend) ropeTable(rope backend.RoPE, parts [3]int) (cu.DevicePtr, error) {
+	if t, ok := b.ropeCache[rope]; ok {
+		return t.ptr, nil
+	}
+	g := rope.Grid
+	n := g.F*parts[0] + g.H*parts[1] + g.W*parts[2]
+	t, err := b.pool.get(int64(n) * 8)
+	if err != nil {
+		return 0, err
+	}
+	f, err := b.kernel(transformerSource, "rope_table")
+	if err == nil {
+		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32((n + 255) / 256)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
+			t.ptr, int32(g.F), int32(g.H), int32(g.W), int32(rope.Offset), int32(parts[0]), int32(parts[1]), int32(parts[2]))
+	}
+	if err != nil {
+		b.pool.put(t)
+		return 0, err
+	}
+	if len(b.ropeCache) >= 16 { // chunks move on; older offsets are not seen again
+		for k, old := range b.ropeCache {
+			b.pool.put(old)
+			delete(b.ropeCache, k)
+		}
+	}
+	b.ropeCache[rope] = t
+	return t.ptr, nil
 }
 
 // Rows returns rows [start, start+n) of the matrix x as a view sharing its

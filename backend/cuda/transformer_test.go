@@ -75,6 +75,11 @@ func TestTransformerOps(t *testing.T) {
 			xt := up(b, 200, 260, x[:200*260])
 			return xt, tr(b).RMSNormRoPE(xt, up(b, 1, 260, norm260), 1e-6, nil)
 		})
+		both(t, dt, "rmsnorm+rope, 36 columns", func(b backend.Backend) (backend.Tensor, error) {
+			xt := up(b, 30, 36, x[:30*36])
+			rp := &backend.RoPE{Grid: backend.Grid{F: 2, H: 3, W: 5}, Offset: 4, HeadDim: 12}
+			return xt, tr(b).RMSNormRoPE(xt, up(b, 1, 36, norm260[:36]), 1e-6, rp)
+		})
 		for _, rp := range []*backend.RoPE{nil, rope} {
 			both(t, dt, "rmsnorm+rope", func(b backend.Backend) (backend.Tensor, error) {
 				xt := up(b, rows, in, x)

@@ -30,18 +30,26 @@ func (r *ReAE) EncodeFrom(x backend.Tensor, st *State, prep func(backend.Tensor)
 			if err != nil {
 				return nil, err
 			}
-			defer q.Free()
 			p = q
 		}
-		if s := p.Shape(); s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
-			return nil, fmt.Errorf("reae encode: frames %v must be RGB of a size that is a multiple of 16", s)
+		u, err := r.unshuffle(p)
+		if prep != nil {
+			p.Free() // before the encoder runs: it is the largest input of the group
 		}
-		u, err := r.b.PixelUnshuffle(p, 2)
 		if err != nil {
 			return nil, err
 		}
 		return r.run(r.enc, u, st.Enc)
 	})
+}
+
+// unshuffle checks the encoder's input frames and moves each 2x2 block of
+// pixels into channels.
+func (r *ReAE) unshuffle(x backend.Tensor) (backend.Tensor, error) {
+	if s := x.Shape(); s.H%16 != 0 || s.W%16 != 0 || s.C != 3 {
+		return nil, fmt.Errorf("reae encode: frames %v must be RGB of a size that is a multiple of 16", s)
+	}
+	return r.b.PixelUnshuffle(x, 2)
 }
 
 // inGroups applies f to consecutive groups of n frames of x (all of x when
