@@ -82,3 +82,37 @@ func TestDiTInput(t *testing.T) {
 		t.Errorf("single chunk of 9 frames: %+v", d)
 	}
 }
+
+// TestMaxOut checks the bound of a batch's output frames against every
+// video length up to 200 frames: the chunks of a batch (see Runner.Plan:
+// chunks made only of padding go into the batch before them) write their
+// output ranges into one slot.
+func TestMaxOut(t *testing.T) {
+	for _, clip := range []int{4, 8, 24} {
+		e := &Runner{opt: Options{ClipLen: clip}}
+		most := 0
+		for frames := 1; frames <= 200; frames++ {
+			cs, err := PlanChunks(frames, clip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var batches []int
+			for _, c := range cs {
+				from, to := c.OutputRange(frames)
+				if c.realFrames(frames) > 0 || len(batches) == 0 {
+					batches = append(batches, 0)
+				}
+				batches[len(batches)-1] += max(0, to-from)
+			}
+			for i, n := range batches {
+				if n > e.maxOut() {
+					t.Errorf("clip %d, %d frames: batch %d writes %d frames, more than %d", clip, frames, i, n, e.maxOut())
+				}
+				most = max(most, n)
+			}
+		}
+		if most != e.maxOut() {
+			t.Errorf("clip %d: batches write at most %d frames; the bound %d is loose", clip, most, e.maxOut())
+		}
+	}
+}
