@@ -58,19 +58,19 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 	}
 	for n := 0; n < s.N; n += step {
 		k := min(step, s.N-n)
-		yp := y.ptr().Add(int(int64(n) * perY * 2))
-		z := yp // cuDNN wants a z tensor even when it is not added
+		var z cu.DevicePtr
 		if epi != nil && epi.z != nil {
 			z = epi.z.ptr().Add(int(int64(n) * perY * 2))
 		}
-		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), yp, epi, z); err != nil {
+		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), y.ptr().Add(int(int64(n)*perY*2)), epi, z); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// run convolves n frames of shape s at xp into yp.
+// run convolves n frames of shape s at xp into yp, followed by epi with
+// the residual at z (0: none) when epi is not nil.
 func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvParams, xp, yp cu.DevicePtr, epi *epilogue, z cu.DevicePtr) error {
 	dt := cudnn.DataHalf
 	if c.b.dtype == BF16 {
@@ -103,9 +103,9 @@ func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvP
 	if epi == nil {
 		return plan.Forward(c.h, xp, w.w.ptr, yp, ws.ptr, int(ws.size))
 	}
-	var alpha2 float32
-	if z != yp {
-		alpha2 = 1
+	alpha2 := float32(1)
+	if z == 0 {
+		z, alpha2 = yp, 0 // cuDNN wants a z tensor even when it adds none
 	}
 	return plan.ForwardBiasAct(c.h, xp, w.w.ptr, z, epi.bias, yp, ws.ptr, int(ws.size), alpha2, epi.relu)
 }
