@@ -303,19 +303,10 @@ func attnBench(bb *testing.B, rows, krows, cols int, flops float64, op func(b *B
 			} else if !slices.Equal(got, want) {
 				bb.Errorf("%s: result differs from the default kernel's", kn.src.Name)
 			}
-			f, _ := b.kernel(kn.src, "attention_d128_bf16")
-			regs, _ := f.Attribute(cu.FuncNumRegs)
-			local, _ := f.Attribute(cu.FuncAttribute(3))
-			bb.Logf("%s: %d registers, %d bytes of local memory", kn.src.Name, regs, local)
-			bb.ResetTimer()
-			for i := 0; i < bb.N; i++ {
-				run()
+			if f, err := b.kernel(kn.src, "attention_d128_bf16"); err == nil {
+				bb.Logf("%s: %s", kn.src.Name, fnInfo(f))
 			}
-			if err := b.Synchronize(); err != nil {
-				bb.Fatal(err)
-			}
-			bb.StopTimer()
-			bb.ReportMetric(flops*float64(bb.N)/bb.Elapsed().Seconds()/1e12, "TFLOP/s")
+			bb.ReportMetric(flops/perOp(bb, b, run)/1e12, "TFLOP/s")
 		})
 	}
 }

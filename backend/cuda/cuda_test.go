@@ -36,6 +36,24 @@ func open(t testing.TB, dt DType) *Backend {
 	return b
 }
 
+// perOp times run on the GPU for a benchmark: one warm-up run, then bb.N
+// runs between synchronizations. It returns the seconds per run.
+func perOp(bb *testing.B, b *Backend, run func()) float64 {
+	run()
+	if err := b.Synchronize(); err != nil {
+		bb.Fatal(err)
+	}
+	bb.ResetTimer()
+	for i := 0; i < bb.N; i++ {
+		run()
+	}
+	if err := b.Synchronize(); err != nil {
+		bb.Fatal(err)
+	}
+	bb.StopTimer()
+	return bb.Elapsed().Seconds() / float64(bb.N)
+}
+
 func randSlice(r *rand.Rand, n int, lo, hi float32) []float32 {
 	s := make([]float32, n)
 	for i := range s {

@@ -232,20 +232,9 @@ func BenchmarkReAEOps(bb *testing.B) {
 					}
 					y.Free()
 				}
-				run() // warm up (and choose the cuDNN algorithm)
-				if err := b.Synchronize(); err != nil {
-					bb.Fatal(err)
-				}
-				bb.ResetTimer()
-				for i := 0; i < bb.N; i++ {
-					run()
-				}
-				if err := b.Synchronize(); err != nil {
-					bb.Fatal(err)
-				}
-				bb.StopTimer()
+				sec := perOp(bb, b, run) // the warm-up run chooses the cuDNN algorithm
 				if c.gb > 0 {
-					bb.ReportMetric(c.gb/(bb.Elapsed().Seconds()/float64(bb.N)), "GB/s")
+					bb.ReportMetric(c.gb/sec, "GB/s")
 				}
 			})
 		}

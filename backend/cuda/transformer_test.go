@@ -196,19 +196,7 @@ func BenchmarkDiTOps(bb *testing.B) {
 		{name: "rmsnorm-rope", gb: 4.0 * rows * dim, run: func() { check(nil, b.RMSNormRoPE(x, norm, 1e-6, rope)) }},
 	} {
 		bb.Run(c.name, func(bb *testing.B) {
-			c.run() // warm up
-			if err := b.Synchronize(); err != nil {
-				bb.Fatal(err)
-			}
-			bb.ResetTimer()
-			for i := 0; i < bb.N; i++ {
-				c.run()
-			}
-			if err := b.Synchronize(); err != nil {
-				bb.Fatal(err)
-			}
-			bb.StopTimer()
-			if s := bb.Elapsed().Seconds() / float64(bb.N); c.tflop > 0 {
+			if s := perOp(bb, b, c.run); c.tflop > 0 {
 				bb.ReportMetric(c.tflop/s/1e12, "TFLOP/s")
 			} else {
 				bb.ReportMetric(c.gb/s/1e9, "GB/s")
