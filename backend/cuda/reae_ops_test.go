@@ -105,14 +105,7 @@ func TestConvAddAgainstCPU(t *testing.T) {
 // bitwise the result of the kernels that move one value per thread.
 func TestMovesVectorEqualsScalar(t *testing.T) {
 	b := open(t, BF16)
-	r := rand.New(rand.NewPCG(4, 4))
-	up := func(s backend.Shape) backend.Tensor {
-		x, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	up := uploader(t, b, rand.New(rand.NewPCG(4, 4)))
 	s := backend.Shape{N: 4, H: 9, W: 13, C: 24}
 	x, prev := up(s), up(backend.Shape{N: 1, H: s.H, W: s.W, C: s.C})
 	x3, x12 := up(backend.Shape{N: 2, H: 10, W: 14, C: 3}), up(backend.Shape{N: 2, H: 5, W: 7, C: 12})
@@ -172,13 +165,7 @@ func TestMovesVectorEqualsScalar(t *testing.T) {
 func BenchmarkReAEOps(bb *testing.B) {
 	b := open(bb, BF16)
 	r := rand.New(rand.NewPCG(7, 8))
-	up := func(s backend.Shape) backend.Tensor {
-		t, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
-		if err != nil {
-			bb.Fatal(err)
-		}
-		return t
-	}
+	up := uploader(bb, b, r)
 	prep := func(out, in int) backend.Weights {
 		w, err := b.PrepareConv(out, in, 3, 3, randSlice(r, out*in*9, -0.1, 0.1), randSlice(r, out, -0.1, 0.1))
 		if err != nil {
@@ -238,5 +225,17 @@ func BenchmarkReAEOps(bb *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// uploader returns a function that uploads a tensor of random values in
+// [-1, 1) of a given shape to b.
+func uploader(tb testing.TB, b *Backend, r *rand.Rand) func(backend.Shape) backend.Tensor {
+	return func(s backend.Shape) backend.Tensor {
+		x, err := b.Upload(s, randSlice(r, s.Elems(), -1, 1))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return x
 	}
 }
