@@ -354,8 +354,9 @@ func (r *ReAE) apply(ls []layer, x backend.Tensor, states []backend.Tensor) (bac
 	return x, nil
 }
 
-// memBlock computes relu(conv4(relu(conv2(relu(conv0([x_t, x_{t-1}]))))) + x_t)
-// and replaces the layer's state by the last frame of x.
+// memBlock computes relu(conv4(relu(conv2(relu(conv0([x_t, x_{t-1}])))) + x_t)
+// (the residual inside the last convolution's pass, Conv2DAdd) and
+// replaces the layer's state by the last frame of x.
 func (r *ReAE) memBlock(l layer, x backend.Tensor, states []backend.Tensor) (backend.Tensor, error) {
 	b := r.b
 	cat, err := b.ConcatPrev(x, states[l.state])
