@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -39,7 +40,7 @@ func TestFrameOps(t *testing.T) {
 		t.Errorf("fold: shape %v", fs)
 	}
 	u, err := b.UnfoldFrames(f, 2)
-	if uv := get(t, b, u, err); !equal(uv, xv) {
+	if uv := get(t, b, u, err); !slices.Equal(uv, xv) {
 		t.Error("unfold(fold(x)) != x")
 	}
 	// ConcatPrev: frame 0 pairs with prev, frame t with t-1.
@@ -62,7 +63,7 @@ func TestFrameOps(t *testing.T) {
 	}
 	back, err := b.PixelShuffle(us, 2, backend.ShuffleCRD)
 	iv, _ := b.Download(img)
-	if bv := get(t, b, back, err); !equal(bv, iv) {
+	if bv := get(t, b, back, err); !slices.Equal(bv, iv) {
 		t.Error("shuffle(unshuffle(x)) != x")
 	}
 	// CropPad keeps the corner and zero-fills.
@@ -75,22 +76,10 @@ func TestFrameOps(t *testing.T) {
 	a, _ := b.Frames(x, 0, 1)
 	rest, _ := b.Frames(x, 1, 3)
 	all, err := b.ConcatFrames(a, rest)
-	if av := get(t, b, all, err); !equal(av, xv) {
+	if av := get(t, b, all, err); !slices.Equal(av, xv) {
 		t.Error("concat of frame slices != x")
 	}
 	if _, err := b.Frames(x, 3, 2); err == nil {
 		t.Error("frames past the end accepted")
 	}
-}
-
-func equal(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -818,7 +819,7 @@ func (l *ckLoader) checkTensor(file string, info *safetensors.TensorInfo, shape 
 	if !knownShape(shape) {
 		return // a size it depends on could not be read; that is reported elsewhere
 	}
-	if !equalShape(info.Shape, shape) {
+	if !slices.Equal(info.Shape, shape) {
 		l.problem("%s: tensor %s has shape %s, expected %s", file, info.Name, fmtShape(info.Shape), fmtShape(shape))
 		return
 	}
@@ -901,18 +902,6 @@ func listNames(what string, names []string) string {
 func knownShape(s []int) bool {
 	for _, d := range s {
 		if d <= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
 			return false
 		}
 	}
