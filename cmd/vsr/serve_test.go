@@ -394,6 +394,17 @@ func startServe(t *testing.T, bin, data string) *served {
 	return s
 }
 
+// procStat returns /proc/PID/stat of process pid and its fields after the
+// command name (state, ppid, ...), or nil when the process is gone.
+func procStat(pid int) (stat []byte, fields []string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, nil
+	}
+	// pid (comm) state ppid ...
+	return b, strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+}
+
 // children returns the pids whose parent is pid.
 func children(pid int) []int {
 	var out []int
@@ -403,13 +414,7 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if _, f := procStat(p); len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			out = append(out, p)
 		}
 	}
@@ -420,12 +425,7 @@ func children(pid int) []int {
 func alive(ps []int) []string {
 	var out []string
 	for _, p := range ps {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 0 && f[0] != "Z" {
+		if b, f := procStat(p); len(f) > 0 && f[0] != "Z" {
 			out = append(out, fmt.Sprintf("%d %s", p, b))
 		}
 	}
