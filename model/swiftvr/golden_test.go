@@ -46,25 +46,9 @@ func TestReAEGolden(t *testing.T) {
 	for _, before := range []bool{false, true} {
 		for _, chunks := range [][]int{{8}, {4, 4}} {
 			r.TGrowBefore = before
-			st := r.NewState()
-			var zs, ys []float32
-			start := 0
-			for _, n := range chunks {
-				piece, _ := b.Frames(x, start, n)
-				z, err := r.Encode(piece, st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				y, err := r.Decode(z, st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				zv, _ := b.Download(z)
-				yv, _ := b.Download(y)
-				zs, ys = append(zs, zv...), append(ys, yv...)
-				start += n
-			}
-			st.Free()
+			z, y := chunked(t, r, b, x, chunks)
+			zs, _ := b.Download(z)
+			ys, _ := b.Download(y)
 			ez, ey := rel(zs, wantZ), rel(ys, wantY)
 			if ez > 1e-4 || ey > 1e-4 || math.IsNaN(ez+ey) {
 				t.Errorf("tgrow before=%v chunks %v: relative error latent %.3g, output %.3g; want < 1e-4", before, chunks, ez, ey)
@@ -94,22 +78,9 @@ func goldenCase(t *testing.T, b backend.Backend, weights, prefix string) (z, y, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := r.NewState()
-	defer st.Free()
-	for start := 0; start < 8; start += 4 {
-		piece, _ := b.Frames(x, start, 4)
-		zt, err := r.Encode(piece, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		yt, err := r.Decode(zt, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zv, _ := b.Download(zt)
-		yv, _ := b.Download(yt)
-		z, y = append(z, zv...), append(y, yv...)
-	}
+	zt, yt := chunked(t, r, b, x, []int{4, 4})
+	z, _ = b.Download(zt)
+	y, _ = b.Download(yt)
 	return z, y, readF32(t, "../../testdata/reae/"+prefix+"_latent.f32"), readF32(t, "../../testdata/reae/"+prefix+"_out.f32")
 }
 

@@ -120,36 +120,46 @@ func download(t *testing.T, b backend.Backend, x backend.Tensor) []byte {
 // carrying the state, and returns all decoded frames.
 func roundTrip(t *testing.T, r *ReAE, b backend.Backend, x backend.Tensor, chunks []int) backend.Tensor {
 	t.Helper()
+	z, y := chunked(t, r, b, x, chunks)
+	z.Free()
+	return y
+}
+
+// chunked is roundTrip returning the latents too, from a fresh state.
+func chunked(t *testing.T, r *ReAE, b backend.Backend, x backend.Tensor, chunks []int) (z, y backend.Tensor) {
+	t.Helper()
 	st := r.NewState()
 	defer st.Free()
-	var outs []backend.Tensor
+	var zs, ys []backend.Tensor
 	start := 0
 	for _, n := range chunks {
 		piece, err := b.Frames(x, start, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		z, err := r.Encode(piece, st)
+		zc, err := r.Encode(piece, st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		y, err := r.Decode(z, st)
+		yc, err := r.Decode(zc, st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if z.Shape().N != n/4 || y.Shape().N != n {
-			t.Fatalf("chunk of %d: %d latents, %d frames", n, z.Shape().N, y.Shape().N)
+		if zc.Shape().N != n/4 || yc.Shape().N != n {
+			t.Fatalf("chunk of %d: %d latents, %d frames", n, zc.Shape().N, yc.Shape().N)
 		}
 		piece.Free()
-		z.Free()
-		outs = append(outs, y)
+		zs, ys = append(zs, zc), append(ys, yc)
 		start += n
 	}
-	all, err := b.ConcatFrames(outs...)
+	z, err := b.ConcatFrames(zs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return all
+	if y, err = b.ConcatFrames(ys...); err != nil {
+		t.Fatal(err)
+	}
+	return z, y
 }
 
 func TestReAEShapes(t *testing.T) {
