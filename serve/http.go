@@ -274,9 +274,14 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, code, msg)
 	}
-	tooLarge := func(err error) bool {
-		var me *http.MaxBytesError
-		return errors.As(err, &me)
+	// bodyErr fails for an error reading the body: over the size limit, or
+	// malformed.
+	bodyErr := func(err error) {
+		if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
+			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
+		} else {
+			fail(http.StatusBadRequest, "multipart body: "+err.Error())
+		}
 	}
 	for {
 		p, err := mr.NextPart()
@@ -284,11 +289,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err != nil {
-			if tooLarge(err) {
-				fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
-			} else {
-				fail(http.StatusBadRequest, "multipart body: "+err.Error())
-			}
+			bodyErr(err)
 			return
 		}
 		name := p.FormName()
@@ -312,11 +313,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		v, err := io.ReadAll(io.LimitReader(p, 64<<10))
 		if err != nil {
-			if tooLarge(err) {
-				fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
-			} else {
-				fail(http.StatusBadRequest, "multipart body: "+err.Error())
-			}
+			bodyErr(err)
 			return
 		}
 		if isString {
