@@ -81,10 +81,23 @@ func forward(t testing.TB, b backend.Backend, d *DiT, x []float32, f, h, w, offs
 
 // ditGolden lists the fixtures of scripts/golden_dit.py (testdata/dit):
 // the preset, the latent grid and the temporal offset they were made for.
-var ditGolden = []struct {
+var ditGolden = []ditCase{{"tiny", 2, 40, 72, 3}, {"block", 2, 20, 36, 5}}
+
+type ditCase struct {
 	preset       string
 	f, h, w, off int
-}{{"tiny", 2, 40, 72, 3}, {"block", 2, 20, 36, 5}}
+}
+
+// run runs the case's synthetic DiT on b over the fixture's input and
+// returns the DiT (for more runs), the input, the prediction and the
+// fixture's.
+func (c ditCase) run(t *testing.T, b backend.Backend) (d *DiT, x, got, want []float32) {
+	t.Helper()
+	d, _ = synthDiT(t, b, c.preset)
+	x = readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
+	want = readF32(t, "../../testdata/dit/"+c.preset+"/dit_v.f32")
+	return d, x, forward(t, b, d, x, c.f, c.h, c.w, c.off), want
+}
 
 // TestDiTGolden compares the DiT on the CPU in float32 with the prediction
 // of an independent PyTorch implementation (scripts/golden_dit.py) for the
@@ -96,11 +109,7 @@ func TestDiTGolden(t *testing.T) {
 		if testing.Short() && c.preset == "block" {
 			continue
 		}
-		b := cpu.New(0)
-		d, _ := synthDiT(t, b, c.preset)
-		x := readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
-		want := readF32(t, "../../testdata/dit/"+c.preset+"/dit_v.f32")
-		got := forward(t, b, d, x, c.f, c.h, c.w, c.off)
+		_, _, got, want := c.run(t, cpu.New(0))
 		if e := rel(got, want); e > 1e-4 || math.IsNaN(e) {
 			t.Errorf("%s: relative error %.3g against PyTorch, bound 1e-4", c.preset, e)
 		} else {

@@ -120,10 +120,7 @@ func TestDiTOnGPU(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	g := gpu(t, cuda.BF16)
 	for _, c := range ditGolden {
-		d, _ := synthDiT(t, g, c.preset)
-		x := readF32(t, "../../testdata/dit/"+c.preset+"/dit_in.f32")
-		want := readF32(t, "../../testdata/dit/"+c.preset+"/dit_v.f32")
-		got := forward(t, g, d, x, c.f, c.h, c.w, c.off)
+		d, x, got, want := c.run(t, g)
 		if e := rel(got, want); e > 3e-2 || math.IsNaN(e) {
 			t.Errorf("%s bf16: relative error %.3g against PyTorch float32, bound 3e-2", c.preset, e)
 		} else {
