@@ -108,11 +108,7 @@ type fold struct {
 
 // linear loads name.weight (out x in) and name.bias, folds and prepares it.
 func (m *DiT) linear(src Source, name string, out, in int, f fold) (backend.Weights, error) {
-	w, err := tensor(src, name+".weight", out, in)
-	if err != nil {
-		return nil, err
-	}
-	bias, err := tensor(src, name+".bias", out)
+	w, bias, err := weightBias(src, name, out, in)
 	if err != nil {
 		return nil, err
 	}
@@ -164,14 +160,21 @@ func (m *DiT) vector(src Source, name string, n int) (backend.Tensor, error) {
 	return t, nil
 }
 
+// weightBias reads a linear layer's name.weight (out x in) and name.bias.
+func weightBias(src Source, name string, out, in int) (w, b []float32, err error) {
+	if w, err = tensor(src, name+".weight", out, in); err != nil {
+		return nil, nil, err
+	}
+	if b, err = tensor(src, name+".bias", out); err != nil {
+		return nil, nil, err
+	}
+	return w, b, nil
+}
+
 // hostLinear computes x·Wᵀ + b for one row on the host in float64.
 func hostLinear(src Source, name string, x []float32, out int) ([]float32, error) {
 	in := len(x)
-	w, err := tensor(src, name+".weight", out, in)
-	if err != nil {
-		return nil, err
-	}
-	b, err := tensor(src, name+".bias", out)
+	w, b, err := weightBias(src, name, out, in)
 	if err != nil {
 		return nil, err
 	}
