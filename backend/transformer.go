@@ -92,6 +92,41 @@ type Transformer interface {
 	// Attention returns softmax(q kᵀ / sqrt(headDim)) v for every head,
 	// every row of q attending to every row of k and v.
 	Attention(q, k, v Tensor, headDim int) (Tensor, error)
+	// PrepareKeys packs n fixed attention keys (n x cols, heads of any
+	// headDim) and a bias per key (len n; -Inf leaves a key out) for
+	// AttentionWeights.
+	PrepareKeys(n, cols int, k, bias []float32) (Weights, error)
+	// AttentionWeights returns, for every row of q (rows x cols) and every
+	// head h, softmax_j(q̂_h · k_jh + bias_j) over the n prepared keys,
+	// where q̂ is the row of q divided by its root mean square (+eps): a
+	// rows x (heads·n) matrix whose column h·n + j is key j of head h.
+	// These are the weights of an attention to fixed keys that fold in the
+	// queries' RMSNorm weight and the 1/sqrt(headDim) scale; a Linear with
+	// the values folded into its weights finishes it.
+	AttentionWeights(q Tensor, k Weights, headDim int, eps float32) (Tensor, error)
+}
+
+// MaxKeys is the most keys PrepareKeys takes.
+const MaxKeys = 64
+
+// CheckKeys validates PrepareKeys' arguments.
+func CheckKeys(n, cols int, k, bias []float32) error {
+	if n < 1 || n > MaxKeys || cols < 1 || len(k) != n*cols || len(bias) != n {
+		return fmt.Errorf("keys: %d keys (at most %d) of %d columns, %d values, %d biases", n, MaxKeys, cols, len(k), len(bias))
+	}
+	return nil
+}
+
+// CheckAttentionWeights reports whether q (rows x cols) suits keys of
+// cols columns in heads of headDim.
+func CheckAttentionWeights(q Shape, cols, headDim int) error {
+	if err := CheckMatrix(q, cols); err != nil {
+		return fmt.Errorf("attention weights: %w", err)
+	}
+	if headDim < 1 || cols%headDim != 0 {
+		return fmt.Errorf("attention weights: %d columns are not heads of %d", cols, headDim)
+	}
+	return nil
 }
 
 // RoPEParts returns the number of rotated pairs per head for the temporal,

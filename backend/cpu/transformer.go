@@ -334,3 +334,69 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	copy(y.Data, x.Data)
 	return y, nil
 }
+
+// keys are PrepareKeys' fixed attention keys.
+type keys struct {
+	n, cols int
+	k, bias []float32
+}
+
+func (k *keys) Out() int { return k.n }
+func (k *keys) In() int  { return k.cols }
+func (k *keys) Free()    {}
+
+// PrepareKeys keeps copies of the keys and biases.
+func (b *Backend) PrepareKeys(n, cols int, k, bias []float32) (backend.Weights, error) {
+	if err := backend.CheckKeys(n, cols, k, bias); err != nil {
+		return nil, err
+	}
+	return &keys{n: n, cols: cols, k: append([]float32(nil), k...), bias: append([]float32(nil), bias...)}, nil
+}
+
+// AttentionWeights computes every row's scores and softmax in float64.
+func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDim int, eps float32) (backend.Tensor, error) {
+	k, ok := kw.(*keys)
+	if !ok {
+		return nil, fmt.Errorf("cpu attention weights given %T keys", kw)
+	}
+	q, rows, err := b.matrix(qt, k.cols)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckAttentionWeights(q.shape, k.cols, headDim); err != nil {
+		return nil, err
+	}
+	d, heads := k.cols, k.cols/headDim
+	out := b.alloc(backend.Matrix(rows, heads*k.n))
+	b.parallel(rows, func(r int) {
+		row := q.Data[r*d : (r+1)*d]
+		var sq float64
+		for _, v := range row {
+			sq += float64(v) * float64(v)
+		}
+		inv := 1 / math.Sqrt(sq/float64(d)+float64(eps))
+		s := make([]float64, k.n)
+		for h := range heads {
+			mx := math.Inf(-1)
+			for j := range s {
+				var dot float64
+				kr := k.k[j*d+h*headDim:][:headDim]
+				for c, v := range row[h*headDim : (h+1)*headDim] {
+					dot += float64(v) * float64(kr[c])
+				}
+				s[j] = dot*inv + float64(k.bias[j])
+				mx = math.Max(mx, s[j])
+			}
+			var sum float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - mx)
+				sum += s[j]
+			}
+			o := out.Data[(r*heads+h)*k.n:][:k.n]
+			for j := range o {
+				o[j] = float32(s[j] / sum)
+			}
+		}
+	})
+	return out, nil
+}

@@ -1,5 +1,5 @@
-// Row kernels of the transformer ops (see transformer.go): LayerNorm and
-// RMSNorm + RoPE, float32 arithmetic on fp16/bf16 ("T") storage, one block
+// Row kernels of the transformer ops (see transformer.go): LayerNorm,
+// RMSNorm + RoPE and the weights of attention to fixed keys, float32 arithmetic on fp16/bf16 ("T") storage, one block
 // per row. Header-free like kernels.cu.
 //
 // The *_vec kernels (128 threads, rows of at most VEC_COLS columns, a
@@ -89,6 +89,39 @@ extern "C" __global__ void rms_norm_rope_##T(u16* __restrict__ x, const u16* __r
         row[2 * p] = ST(a);                                                                           \
         row[2 * p + 1] = ST(b);                                                                       \
     }                                                                                                 \
+}                                                                                                     \
+/* attention_weights: p[r][h * keys + j] = softmax_j(q_h . k_jh / rms(q_r) + bias[j]) for the  \
+   row r of q and every head h; k (keys x cols) and bias are float32. Dynamic shared memory:      \
+   the row (cols floats), then the heads x keys scores. */                                          \
+extern "C" __global__ void attention_weights_##T(const u16* __restrict__ q, const float* __restrict__ k, \
+                                                 const float* __restrict__ bias, u16* __restrict__ p,  \
+                                                 int cols, int head_dim, int keys, float eps) {        \
+    extern __shared__ float sm[];                                                                     \
+    const u16* row = q + (long long)blockIdx.x * cols;                                                \
+    float ss = 0.0f;                                                                                  \
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) { float v = LD(row[i]); sm[i] = v; ss += v * v; } \
+    float inv = rsqrtf(block_sum(ss) / cols + eps); /* block_sum also orders the writes to sm */     \
+    int heads = cols / head_dim, n = heads * keys, lane = threadIdx.x & 31;                           \
+    float* s = sm + cols;                                                                             \
+    for (int t = threadIdx.x >> 5; t < n; t += blockDim.x >> 5) { /* a warp per (head, key) */       \
+        int h = t / keys, j = t % keys;                                                               \
+        const float* qh = sm + h * head_dim;                                                          \
+        const float* kh = k + (long long)j * cols + h * head_dim;                                     \
+        float d = 0.0f;                                                                               \
+        for (int c = lane; c < head_dim; c += 32) d += qh[c] * kh[c];                                 \
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);                     \
+        if (lane == 0) s[t] = d * inv + bias[j];                                                      \
+    }                                                                                                 \
+    __syncthreads();                                                                                  \
+    u16* out = p + (long long)blockIdx.x * n;                                                         \
+    for (int h = threadIdx.x; h < heads; h += blockDim.x) {                                           \
+        const float* sh = s + h * keys;                                                               \
+        float mx = -3.0e38f, sum = 0.0f;                                                              \
+        for (int j = 0; j < keys; j++) mx = fmaxf(mx, sh[j]);                                         \
+        for (int j = 0; j < keys; j++) sum += __expf(sh[j] - mx);                                     \
+        float r = 1.0f / sum;                                                                         \
+        for (int j = 0; j < keys; j++) out[h * keys + j] = ST(__expf(sh[j] - mx) * r);                \
+    }                                                                                                 \
 }
 
 ROW_KERNELS(f16, ld_f16, st_f16)
@@ -166,5 +199,56 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
     }                                                                                                 \
 }
 
+// attention_weights_vec: attention_weights with a warp per row held in registers (16-byte loads,
+// no shared memory, no block barrier), for rows of a multiple of 256 and at most AW_COLS columns,
+// heads of 8 * L columns with L a power of two up to 32 (a head's lanes are L neighbours), and at
+// most AW_MAX_KEYS keys.
+#define AW_PER 16
+#define AW_COLS (32 * AW_PER * 8)
+#define AW_MAX_KEYS 8
+#define AW_KERNELS(T, LD, ST)                                                                           \
+extern "C" __global__ void __launch_bounds__(256) attention_weights_vec_##T(const u16* __restrict__ q, \
+        const float* __restrict__ k, const float* __restrict__ bias, u16* __restrict__ p,              \
+        int rows, int cols, int head_dim, int keys, float eps) {                                      \
+    int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;                    \
+    if (r >= rows) return;                                                                            \
+    const vec8* row = (const vec8*)(q + (long long)r * cols);                                       \
+    int nv = cols >> 3, L = head_dim >> 3, n = (cols / head_dim) * keys;                              \
+    float v[AW_PER][8], ss = 0.0f;                                                                    \
+    _Pragma("unroll") for (int i = 0; i < AW_PER; i++) {                                              \
+        if (32 * i < nv) { vec8 u = row[lane + 32 * i]; UNPACK8(LD, u, v[i]); }                      \
+        else { _Pragma("unroll") for (int e = 0; e < 8; e++) v[i][e] = 0.0f; }                        \
+        _Pragma("unroll") for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];                        \
+    }                                                                                                 \
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);                       \
+    float inv = rsqrtf(ss / cols + eps);                                                              \
+    u16* out = p + (long long)r * n;                                                                  \
+    _Pragma("unroll") for (int i = 0; i < AW_PER; i++) {                                              \
+        if (32 * i >= nv) break;                                                                      \
+        int c = lane + 32 * i;                                                                        \
+        float s[AW_MAX_KEYS];                                                                         \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
+            s[j] = -3.0e38f;                                                                          \
+            if (j >= keys) continue;                                                                  \
+            const float4* kk = (const float4*)(k + (long long)j * cols + 8 * c);                      \
+            float4 a = kk[0], b = kk[1];                                                              \
+            float d = v[i][0] * a.x + v[i][1] * a.y + v[i][2] * a.z + v[i][3] * a.w                   \
+                    + v[i][4] * b.x + v[i][5] * b.y + v[i][6] * b.z + v[i][7] * b.w;                  \
+            for (int o = L >> 1; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);             \
+            s[j] = d * inv + bias[j];                                                                 \
+        }                                                                                             \
+        if ((lane & (L - 1)) != 0) continue;                                                          \
+        float mx = -3.0e38f, sum = 0.0f;                                                              \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) mx = fmaxf(mx, s[j]);                 \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
+            s[j] = j < keys ? __expf(s[j] - mx) : 0.0f; sum += s[j]; }                                \
+        float rs = 1.0f / sum;                                                                        \
+        u16* o = out + (c / L) * keys;                                                                \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) if (j < keys) o[j] = ST(s[j] * rs);   \
+    }                                                                                                 \
+}
+
 VEC_KERNELS(f16, ld_f16, st_f16)
 VEC_KERNELS(bf16, ld_bf16, st_bf16)
+AW_KERNELS(f16, ld_f16, st_f16)
+AW_KERNELS(bf16, ld_bf16, st_bf16)

@@ -23,6 +23,8 @@ const (
 	rowThreads = 256
 	vecThreads = 128
 	vecCols    = vecThreads * 4 * 8
+	awCols     = 32 * 16 * 8 // attention_weights_vec's widest row
+	awMaxKeys  = 8
 )
 
 // linearWeights is a linear layer in the storage type: W as out x in
@@ -68,11 +70,16 @@ func (b *Backend) gemmRunner() (*cublaslt.Gemm, error) {
 
 // uploadExact copies host values, converted, into a new exactly sized buffer.
 func (b *Backend) uploadExact(v []float32) (*cu.Buffer, error) {
-	buf, err := b.ctx.Alloc(2 * len(v))
+	return b.uploadBytes(cu.AsBytes(half.EncodeSlice(v, b.dtype == BF16)))
+}
+
+// uploadBytes copies data into a new exactly sized buffer.
+func (b *Backend) uploadBytes(data []byte) (*cu.Buffer, error) {
+	buf, err := b.ctx.Alloc(len(data))
 	if err != nil {
-		return nil, fmt.Errorf("GPU out of memory loading %.1f MiB of weights: %w", float64(2*len(v))/(1<<20), err)
+		return nil, fmt.Errorf("GPU out of memory loading %.1f MiB of weights: %w", float64(len(data))/(1<<20), err)
 	}
-	if err := b.compute.CopyHtoD(buf.Ptr(), cu.AsBytes(half.EncodeSlice(v, b.dtype == BF16))); err != nil {
+	if err := b.compute.CopyHtoD(buf.Ptr(), data); err != nil {
 		buf.Free()
 		return nil, err
 	}
@@ -258,6 +265,84 @@ func (b *Backend) ropeTable(rope backend.RoPE, parts [3]int) (cu.DevicePtr, erro
 	}
 	b.ropeCache[rope] = t
 	return t.ptr, nil
+}
+
+// keys are PrepareKeys' fixed attention keys and biases, float32 on the
+// device.
+type keys struct {
+	n, cols int
+	k, bias *cu.Buffer
+}
+
+func (k *keys) Out() int { return k.n }
+func (k *keys) In() int  { return k.cols }
+func (k *keys) Free() {
+	for _, b := range []**cu.Buffer{&k.k, &k.bias} {
+		if *b != nil {
+			(*b).Free()
+			*b = nil
+		}
+	}
+}
+
+// PrepareKeys uploads the keys and biases in float32.
+func (b *Backend) PrepareKeys(n, cols int, k, bias []float32) (backend.Weights, error) {
+	if err := backend.CheckKeys(n, cols, k, bias); err != nil {
+		return nil, err
+	}
+	kw := &keys{n: n, cols: cols}
+	var err error
+	if kw.k, err = b.uploadBytes(cu.AsBytes(k)); err == nil {
+		kw.bias, err = b.uploadBytes(cu.AsBytes(bias))
+	}
+	if err != nil {
+		kw.Free()
+		return nil, err
+	}
+	return kw, nil
+}
+
+// AttentionWeights runs attention_weights, one block per row of q.
+func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDim int, eps float32) (backend.Tensor, error) {
+	k, ok := kw.(*keys)
+	if !ok {
+		return nil, fmt.Errorf("cuda attention weights given %T keys", kw)
+	}
+	q, err := b.matrix(qt, k.cols)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckAttentionWeights(q.shape, k.cols, headDim); err != nil {
+		return nil, err
+	}
+	rows, heads := q.shape.W, k.cols/headDim
+	p, err := b.alloc(backend.Matrix(rows, heads*k.n))
+	if err != nil {
+		return nil, err
+	}
+	// The warp-per-row kernel where its limits allow (see transformer.cu).
+	lanes := headDim / 8
+	if k.cols%256 == 0 && k.cols <= awCols && headDim%8 == 0 && lanes&(lanes-1) == 0 && lanes <= 32 &&
+		k.n <= awMaxKeys && q.ptr()%16 == 0 {
+		var f *cu.Function
+		if f, err = b.kernel(transformerSource, "attention_weights_vec_"+b.dtype.String()); err == nil {
+			err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32((rows + 7) / 8)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
+				q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(rows), int32(k.cols), int32(headDim), int32(k.n), eps)
+		}
+	} else if smem := 4 * (k.cols + heads*k.n); smem > 48<<10 {
+		err = fmt.Errorf("attention weights: rows of %d columns and %d scores exceed 48 KiB of shared memory", k.cols, heads*k.n)
+	} else {
+		var f *cu.Function
+		if f, err = b.kernel(transformerSource, "attention_weights_"+b.dtype.String()); err == nil {
+			err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, SharedMem: uint32(smem), Stream: b.compute},
+				q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(k.cols), int32(headDim), int32(k.n), eps)
+		}
+	}
+	if err != nil {
+		p.Free()
+		return nil, err
+	}
+	return p, nil
 }
 
 // Rows returns rows [start, start+n) of the matrix x as a view sharing its

@@ -9,7 +9,8 @@ import (
 )
 
 // TestTransformerOps compares the GPU's Linear (plain, with GELU, and
-// accumulating), LayerNorm, RMSNorm and RMSNorm+RoPE with the CPU backend.
+// accumulating), LayerNorm, RMSNorm, RMSNorm+RoPE and AttentionWeights
+// with the CPU backend.
 func TestTransformerOps(t *testing.T) {
 	const rows, in, out = 300, 256, 384
 	r := rand.New(rand.NewPCG(3, 4))
@@ -84,6 +85,23 @@ func TestTransformerOps(t *testing.T) {
 			both(t, dt, "rmsnorm+rope", func(b backend.Backend) (backend.Tensor, error) {
 				xt := up(b, rows, in, x)
 				return xt, tr(b).RMSNormRoPE(xt, up(b, 1, in, norm), 1e-6, rp)
+			})
+		}
+		// Attention weights over 3 keys (one left out by -Inf) in heads of
+		// 128 and 8 keys in heads of 32 (the warp-per-row kernel), and over
+		// 16 keys in heads of 64 (the block-per-row kernel).
+		for _, c := range []struct{ n, hd int }{{3, 128}, {8, 32}, {16, 64}} {
+			kv := randSlice(r, c.n*in, -0.3, 0.3)
+			kb := randSlice(r, c.n, -1, 2)
+			if c.n == 3 {
+				kb[1] = float32(math.Inf(-1))
+			}
+			both(t, dt, "attention weights", func(b backend.Backend) (backend.Tensor, error) {
+				kw, err := tr(b).PrepareKeys(c.n, in, kv, kb)
+				if err != nil {
+					return nil, err
+				}
+				return tr(b).AttentionWeights(up(b, rows, in, x), kw, c.hd, 1e-6)
 			})
 		}
 		both(t, dt, "reshape", func(b backend.Backend) (backend.Tensor, error) {
@@ -174,6 +192,28 @@ func BenchmarkDiTOps(bb *testing.B) {
 			}
 		}
 	}
+	// Cross-attention after the query projection: over 512 prompt rows
+	// (RMSNorm, attention, output projection), and merged over n distinct
+	// rows (weights, then the values folded into a projection of 24n inputs).
+	kp, vp, wo := up(512, dim, -1, 1), up(512, dim, -1, 1), linear(dim, dim)
+	crossFull := func() {
+		check(nil, b.RMSNormRoPE(x, norm, 1e-6, nil))
+		a, err := b.Attention(x, kp, vp, 128)
+		check(nil, err)
+		check(b.Linear(a, wo, backend.ActNone, hid))
+		a.Free()
+	}
+	crossMerged := func(n int) func() {
+		kw, err := b.PrepareKeys(n, dim, randSlice(r, n*dim, -0.1, 0.1), randSlice(r, n, 0, 6))
+		check(nil, err)
+		u := linear(dim, 24*n)
+		return func() {
+			p, err := b.AttentionWeights(x, kw, 128, 1e-6)
+			check(nil, err)
+			check(b.Linear(p, u, backend.ActNone, hid))
+			p.Free()
+		}
+	}
 	gemm := 2.0 * rows * dim
 	for _, name := range []string{"layer_norm_vec", "rms_norm_rope_vec"} {
 		if f, err := b.kernel(transformerSource, name+"_bf16"); err == nil {
@@ -194,6 +234,9 @@ func BenchmarkDiTOps(bb *testing.B) {
 		{name: "ffn-3-pieces", tflop: 2 * gemm * ffn, run: ffnPieces(7232)},
 		{name: "layernorm", gb: 4.0 * rows * dim, run: func() { check(b.LayerNorm(x, 1e-6)) }},
 		{name: "rmsnorm-rope", gb: 4.0 * rows * dim, run: func() { check(nil, b.RMSNormRoPE(x, norm, 1e-6, rope)) }},
+		{name: "cross-512-rows", tflop: gemm * (dim + 2*512), run: crossFull},
+		{name: "cross-merged-2-rows", gb: 6.0 * rows * dim, run: crossMerged(2)},
+		{name: "cross-merged-32-rows", gb: 6.0 * rows * dim, run: crossMerged(32)},
 	} {
 		bb.Run(c.name, func(bb *testing.B) {
 			if s := perOp(bb, b, c.run); c.tflop > 0 {

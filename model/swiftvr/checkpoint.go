@@ -157,6 +157,7 @@ func shapeElems(s []int) int64 {
 type synthFill struct {
 	kind      synthFillKind
 	mean, std float32
+	prefix    int // fillNormal: when > 0, values from this index on are 0
 }
 
 type synthFillKind uint8
@@ -310,7 +311,10 @@ func reaeSpecs(d Dims) []TensorSpec {
 // promptSpecs lists the prompt embedding file's tensors.
 func promptSpecs(d Dims, dt safetensors.DType) []TensorSpec {
 	return []TensorSpec{
-		{Part: PartPrompt, Name: PromptEmbKey, DType: dt, Shape: []int{1, d.PromptTokens, d.TextDim}, fill: synthFill{kind: fillNormal, std: 1}},
+		// The empty prompt's one token, then zero padding: the embedding
+		// rows past the mask's length are zero, as Diffusers' Wan
+		// pipelines pad the text encoder's output.
+		{Part: PartPrompt, Name: PromptEmbKey, DType: dt, Shape: []int{1, d.PromptTokens, d.TextDim}, fill: synthFill{kind: fillNormal, std: 1, prefix: d.TextDim}},
 		{Part: PartPrompt, Name: PromptMaskKey, DType: "I64", Shape: []int{1, d.PromptTokens}, fill: synthFill{kind: fillFirst}},
 		{Part: PartPrompt, Name: PromptIDsKey, DType: "I64", Shape: []int{1, d.PromptTokens}, fill: synthFill{kind: fillFirst}},
 	}

@@ -3,8 +3,11 @@ package swiftvr
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/vsr-dev/vsr/backend"
 )
@@ -23,6 +26,11 @@ import (
 // it; norm2's affine folds into the cross-attention query. A block is then
 // LayerNorm, GEMMs, RMSNorm+RoPE and attention, with residuals added by
 // the GEMMs.
+//
+// A prompt of few distinct rows (the empty prompt SwiftVR uses: one token
+// and zero padding) is merged (see promptKeys): the cross-attention
+// becomes one row kernel for its weights and a small GEMM with the values
+// folded into the output projection.
 type DiT struct {
 	// FFNRows caps the tokens the feed-forward layers take at a time (0:
 	// all): the FFN's intermediate (tokens x FFNDim) is the DiT's largest
@@ -48,6 +56,7 @@ type ditBlock struct {
 	cNormQ       backend.Tensor
 	crossK       backend.Tensor // prompt keys (RMS-normalised) and values
 	crossV       backend.Tensor
+	keys         backend.Weights // merged prompt: keys for AttentionWeights, values folded into co
 	ff1, ff2     backend.Weights // FFN, modulation folded into ff1, gate into ff2
 }
 
@@ -171,22 +180,29 @@ func weightBias(src Source, name string, out, in int) (w, b []float32, err error
 	return w, b, nil
 }
 
-// hostLinear computes x·Wᵀ + b for one row on the host in float64.
-func hostLinear(src Source, name string, x []float32, out int) ([]float32, error) {
-	in := len(x)
+// hostLinear computes x·Wᵀ + b of the layer name for every row x of xs on
+// the host in float64.
+func hostLinear(src Source, name string, xs [][]float32, out int) ([][]float32, error) {
+	in := len(xs[0])
 	w, b, err := weightBias(src, name, out, in)
 	if err != nil {
 		return nil, err
 	}
-	y := make([]float32, out)
+	ys := make([][]float32, len(xs))
+	for i := range ys {
+		ys[i] = make([]float32, out)
+	}
 	parallelRows(out, func(o int) {
-		s := float64(b[o])
-		for i, v := range x {
-			s += float64(v) * float64(w[o*in+i])
+		wr := w[o*in : (o+1)*in]
+		for i, x := range xs {
+			s := float64(b[o])
+			for c, v := range x {
+				s += float64(v) * float64(wr[c])
+			}
+			ys[i][o] = float32(s)
 		}
-		y[o] = float32(s)
 	})
-	return y, nil
+	return ys, nil
 }
 
 func silu(v float32) float32 { return v / (1 + float32(math.Exp(float64(-v)))) }
@@ -202,53 +218,53 @@ func (m *DiT) load(src Source, prompt []float32) error {
 		f := math.Exp(-math.Log(10000) * float64(j) / float64(half))
 		sin[j], sin[half+j] = float32(math.Cos(1000*f)), float32(math.Sin(1000*f))
 	}
-	h, err := hostLinear(src, "condition_embedder.time_embedder.linear_1", sin, D)
+	h, err := hostLinear(src, "condition_embedder.time_embedder.linear_1", [][]float32{sin}, D)
 	if err != nil {
 		return err
 	}
-	for i := range h {
-		h[i] = silu(h[i])
+	for i, v := range h[0] {
+		h[0][i] = silu(v)
 	}
-	temb, err := hostLinear(src, "condition_embedder.time_embedder.linear_2", h, D)
+	te, err := hostLinear(src, "condition_embedder.time_embedder.linear_2", h, D)
 	if err != nil {
 		return err
 	}
+	temb := te[0]
 	st := make([]float32, D)
 	for i, v := range temb {
 		st[i] = silu(v)
 	}
-	mod, err := hostLinear(src, "condition_embedder.time_proj", st, 6*D)
+	mods, err := hostLinear(src, "condition_embedder.time_proj", [][]float32{st}, 6*D)
 	if err != nil {
 		return err
 	}
+	mod := mods[0]
 	if m.patch, err = m.linear(src, "patch_embedding", D, d.InChannels*4, fold{}); err != nil {
 		return err
 	}
-	// The prompt through the text embedder, on the backend.
-	tokens := len(prompt) / d.TextDim
-	pt, err := m.b.Upload(backend.Matrix(tokens, d.TextDim), prompt)
-	if err != nil {
-		return err
+	// The prompt through the text embedder: on the host for the distinct
+	// rows of a prompt that merges, else on the backend.
+	rows, mult := distinctRows(prompt, d.TextDim)
+	var merged [][]float32
+	var text backend.Tensor
+	if mergePrompt && len(rows) <= maxPromptKeys {
+		if merged, err = hostLinear(src, "condition_embedder.text_embedder.linear_1", rows, D); err != nil {
+			return err
+		}
+		for _, r := range merged {
+			for i, v := range r {
+				r[i] = geluTanh(v)
+			}
+		}
+		if merged, err = hostLinear(src, "condition_embedder.text_embedder.linear_2", merged, D); err != nil {
+			return err
+		}
+	} else {
+		if text, err = m.textEmbedding(src, prompt); err != nil {
+			return err
+		}
+		defer text.Free()
 	}
-	defer pt.Free()
-	l1, err := m.linear(src, "condition_embedder.text_embedder.linear_1", D, d.TextDim, fold{})
-	if err != nil {
-		return err
-	}
-	l2, err := m.linear(src, "condition_embedder.text_embedder.linear_2", D, D, fold{})
-	if err != nil {
-		return err
-	}
-	t1, err := m.t.Linear(pt, l1, backend.ActGELUTanh, nil)
-	if err != nil {
-		return err
-	}
-	defer t1.Free()
-	text, err := m.t.Linear(t1, l2, backend.ActNone, nil)
-	if err != nil {
-		return err
-	}
-	defer text.Free()
 
 	for i := 0; i < d.Layers; i++ {
 		p := fmt.Sprintf("blocks.%d.", i)
@@ -294,13 +310,12 @@ func (m *DiT) load(src Source, prompt []float32) error {
 		if blk.cq, err = m.linear(src, a+"to_q", D, D, fold{colScale: n2w, colShift: n2b}); err != nil {
 			return err
 		}
-		if blk.co, err = m.linear(src, a+"to_out.0", D, D, fold{}); err != nil {
-			return err
+		if merged != nil {
+			err = m.promptKeys(src, a, merged, mult, &blk)
+		} else {
+			err = m.crossKV(src, a, text, &blk)
 		}
-		if blk.cNormQ, err = m.vector(src, a+"norm_q.weight", D); err != nil {
-			return err
-		}
-		if err := m.crossKV(src, a, text, &blk); err != nil {
+		if err != nil {
 			return err
 		}
 		if blk.ff1, err = m.linear(src, p+"ffn.net.0.proj", d.FFNDim, D, fold{colScale: cScale, colShift: cShift, onePlus: true}); err != nil {
@@ -324,9 +339,51 @@ func (m *DiT) load(src Source, prompt []float32) error {
 	return err
 }
 
-// crossKV computes one block's prompt keys (RMS-normalised) and values.
+// textEmbedding runs the prompt (tokens x text dim) through the text
+// embedder on the backend.
+func (m *DiT) textEmbedding(src Source, prompt []float32) (backend.Tensor, error) {
+	d := m.d
+	pt, err := m.b.Upload(backend.Matrix(len(prompt)/d.TextDim, d.TextDim), prompt)
+	if err != nil {
+		return nil, err
+	}
+	defer pt.Free()
+	l1, err := m.linear(src, "condition_embedder.text_embedder.linear_1", d.Dim, d.TextDim, fold{})
+	if err != nil {
+		return nil, err
+	}
+	l2, err := m.linear(src, "condition_embedder.text_embedder.linear_2", d.Dim, d.Dim, fold{})
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(l1, l2)
+	t1, err := m.t.Linear(pt, l1, backend.ActGELUTanh, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer t1.Free()
+	return m.t.Linear(t1, l2, backend.ActNone, nil)
+}
+
+// release frees weights needed only at load.
+func (m *DiT) release(ws ...backend.Weights) {
+	for _, w := range ws {
+		w.Free()
+		m.weights = slices.DeleteFunc(m.weights, func(x backend.Weights) bool { return x == w })
+	}
+}
+
+// crossKV loads one block's cross-attention output projection and query
+// norm, and computes its prompt keys (RMS-normalised) and values.
 func (m *DiT) crossKV(src Source, a string, text backend.Tensor, blk *ditBlock) error {
 	D := m.d.Dim
+	var err error
+	if blk.co, err = m.linear(src, a+"to_out.0", D, D, fold{}); err != nil {
+		return err
+	}
+	if blk.cNormQ, err = m.vector(src, a+"norm_q.weight", D); err != nil {
+		return err
+	}
 	wk, err := m.linear(src, a+"to_k", D, D, fold{})
 	if err != nil {
 		return err
@@ -335,6 +392,7 @@ func (m *DiT) crossKV(src Source, a string, text backend.Tensor, blk *ditBlock) 
 	if err != nil {
 		return err
 	}
+	defer m.release(wk, wv)
 	nk, err := m.vector(src, a+"norm_k.weight", D)
 	if err != nil {
 		return err
@@ -350,12 +408,121 @@ func (m *DiT) crossKV(src Source, a string, text backend.Tensor, blk *ditBlock) 
 		return err
 	}
 	m.tensors = append(m.tensors, blk.crossV)
-	// The key and value weights are needed only here.
-	n := len(m.weights)
-	wk.Free()
-	wv.Free()
-	m.weights = append(m.weights[:n-2:n-2], m.weights[n:]...)
 	return nil
+}
+
+// mergePrompt enables the merged cross-attention (VSR_SWIFTVR_PROMPT_MERGE=off
+// turns it off, to compare); maxPromptKeys is the most distinct prompt rows
+// it takes: its cost grows with them, and with 32 it was slower than
+// attention over 512 rows (docs/BENCHMARKS.md).
+var mergePrompt = os.Getenv("VSR_SWIFTVR_PROMPT_MERGE") != "off"
+
+const maxPromptKeys = 8
+
+// distinctRows returns the distinct rows of the matrix v (rows of n
+// values, compared bit for bit) in order of first appearance, and how
+// often each appears.
+func distinctRows(v []float32, n int) (rows [][]float32, count []int) {
+	seen := map[string]int{}
+	for r := 0; r < len(v)/n; r++ {
+		row := v[r*n : (r+1)*n]
+		key := string(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n))
+		if i, ok := seen[key]; ok {
+			count[i]++
+			continue
+		}
+		seen[key] = len(rows)
+		rows, count = append(rows, row), append(count, 1)
+	}
+	return rows, count
+}
+
+// promptKeys prepares one block's cross-attention to a prompt of a few
+// distinct rows (text: their text embeddings, count: how often each
+// appears), exactly:
+//   - attending to c identical keys with identical values is attending to
+//     one of them with its weight multiplied by c: a bias of log c on its
+//     score;
+//   - the keys fold in the query's RMSNorm weight and 1/sqrt(headDim), so
+//     AttentionWeights gives each token's weights p_hj from the query
+//     projection alone;
+//   - head h's output is Σ_j p_hj v_jh, so the output projection is
+//     b + Σ_hj p_hj (W_o[:, h] v_jh): a linear layer of heads x keys inputs.
+//
+// The keys are padded with left-out ones (bias -Inf) to make heads x keys
+// a multiple of 8, for 16-byte GEMM rows.
+func (m *DiT) promptKeys(src Source, a string, text [][]float32, count []int, blk *ditBlock) error {
+	D, hd, heads := m.d.Dim, m.d.HeadDim, m.d.Heads
+	k, err := hostLinear(src, a+"to_k", text, D)
+	if err != nil {
+		return err
+	}
+	v, err := hostLinear(src, a+"to_v", text, D)
+	if err != nil {
+		return err
+	}
+	nk, err := tensor(src, a+"norm_k.weight", D)
+	if err != nil {
+		return err
+	}
+	nq, err := tensor(src, a+"norm_q.weight", D)
+	if err != nil {
+		return err
+	}
+	wo, bo, err := weightBias(src, a+"to_out.0", D, D)
+	if err != nil {
+		return err
+	}
+	n := len(text)
+	for heads*n%8 != 0 {
+		n++
+	}
+	keys, bias := make([]float32, n*D), make([]float32, n)
+	scale := 1 / math.Sqrt(float64(hd))
+	for j := range bias {
+		if j >= len(text) {
+			bias[j] = float32(math.Inf(-1))
+			continue
+		}
+		bias[j] = float32(math.Log(float64(count[j])))
+		var sq float64
+		for _, x := range k[j] {
+			sq += float64(x) * float64(x)
+		}
+		inv := 1 / math.Sqrt(sq/float64(D)+float64(m.eps))
+		for c, x := range k[j] {
+			keys[j*D+c] = float32(float64(x) * inv * float64(nk[c]) * float64(nq[c]) * scale)
+		}
+	}
+	in := heads * n
+	u := make([]float32, D*in)
+	parallelRows(D, func(o int) {
+		for h := range heads {
+			w := wo[o*D+h*hd:][:hd]
+			for j := range text {
+				var s float64
+				for c, x := range v[j][h*hd : (h+1)*hd] {
+					s += float64(w[c]) * float64(x)
+				}
+				u[o*in+h*n+j] = float32(s)
+			}
+		}
+	})
+	if blk.keys, err = m.t.PrepareKeys(n, D, keys, bias); err != nil {
+		return err
+	}
+	m.weights = append(m.weights, blk.keys)
+	if blk.co, err = m.t.PrepareLinear(D, in, u, bo); err != nil {
+		return fmt.Errorf("dit: %sto_out.0: %w", a, err)
+	}
+	m.weights = append(m.weights, blk.co)
+	return nil
+}
+
+// geluTanh is GELU with the tanh approximation, in float64.
+func geluTanh(v float32) float32 {
+	x := float64(v)
+	return float32(0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))))
 }
 
 func parallelRows(n int, f func(r int)) {
@@ -504,10 +671,12 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 		return err
 	}
 	sc.drop(norm)
-	if err := m.t.RMSNormRoPE(q, blk.cNormQ, m.eps, nil); err != nil {
-		return err
+	if blk.keys != nil { // merged prompt: weights, then values and projection in co
+		att, err = sc.add(m.t.AttentionWeights(q, blk.keys, hd, m.eps))
+	} else if err = m.t.RMSNormRoPE(q, blk.cNormQ, m.eps, nil); err == nil {
+		att, err = sc.add(m.t.Attention(q, blk.crossK, blk.crossV, hd))
 	}
-	if att, err = sc.add(m.t.Attention(q, blk.crossK, blk.crossV, hd)); err != nil {
+	if err != nil {
 		return err
 	}
 	sc.drop(q)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -104,17 +105,84 @@ func (c ditCase) run(t *testing.T, b backend.Backend) (d *DiT, x, got, want []fl
 // tiny checkpoint (two blocks, unshifted and shifted windows on a 20x36
 // token grid) and for one block at the full width (24 heads of 128, FFN
 // 14336, text dim 4096).
+//
+// Both ways of the cross-attention are checked: merged (the prompt's
+// repeated padding rows as one key, see promptKeys) and over every prompt
+// row.
 func TestDiTGolden(t *testing.T) {
 	for _, c := range ditGolden {
 		if testing.Short() && c.preset == "block" {
 			continue
 		}
-		_, _, got, want := c.run(t, cpu.New(0))
-		if e := rel(got, want); e > 1e-4 || math.IsNaN(e) {
-			t.Errorf("%s: relative error %.3g against PyTorch, bound 1e-4", c.preset, e)
-		} else {
-			t.Logf("%s: relative error %.3g against PyTorch", c.preset, e)
+		for _, merge := range []bool{true, false} {
+			withMerge(t, merge)
+			d, _, got, want := c.run(t, cpu.New(0))
+			if merged := d.blocks[0].keys != nil; merged != merge {
+				t.Fatalf("%s: prompt merged %v, want %v", c.preset, merged, merge)
+			}
+			if e := rel(got, want); e > 1e-4 || math.IsNaN(e) {
+				t.Errorf("%s, merged prompt %v: relative error %.3g against PyTorch, bound 1e-4", c.preset, merge, e)
+			} else {
+				t.Logf("%s, merged prompt %v: relative error %.3g against PyTorch", c.preset, merge, e)
+			}
 		}
+	}
+}
+
+// withMerge sets mergePrompt for the rest of the test.
+func withMerge(t *testing.T, on bool) {
+	old := mergePrompt
+	mergePrompt = on
+	t.Cleanup(func() { mergePrompt = old })
+}
+
+// TestPromptMerge checks the merged cross-attention on a prompt whose
+// rows repeat in several groups, against attention over every row, and
+// the row grouping itself.
+func TestPromptMerge(t *testing.T) {
+	ck := synthCheckpoint(t, "tiny")
+	prompt, err := ck.PromptEmbedding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := ck.Dims.TextDim
+	// As synthesized: the empty prompt's token, then zero padding.
+	rows, count := distinctRows(prompt, td)
+	if len(rows) != 2 || !slices.Equal(count, []int{1, ck.Dims.PromptTokens - 1}) || slices.ContainsFunc(rows[1], func(v float32) bool { return v != 0 }) {
+		t.Fatalf("synthetic prompt: %d distinct rows, counts %v", len(rows), count)
+	}
+	// Rows: a, b, a, c, c, c, ... c: three distinct, counts 2, 1, 13.
+	src := randLatents(3*td, 9)
+	for r, k := range []int{0, 1, 0} {
+		copy(prompt[r*td:(r+1)*td], src[k*td:])
+	}
+	for r := 3; r < ck.Dims.PromptTokens; r++ {
+		copy(prompt[r*td:(r+1)*td], src[2*td:])
+	}
+	rows, count = distinctRows(prompt, td)
+	if len(rows) != 3 || !slices.Equal(count, []int{2, 1, ck.Dims.PromptTokens - 3}) || rows[1][0] != src[td] {
+		t.Fatalf("distinct rows: %d, counts %v", len(rows), count)
+	}
+	b := cpu.New(0)
+	const f, h, w = 2, 20, 36
+	x := randLatents(f*h*w*ck.Dims.InChannels, 4)
+	var out [2][]float32
+	for i, merge := range []bool{true, false} {
+		withMerge(t, merge)
+		d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if (d.blocks[0].keys != nil) != merge {
+			t.Fatalf("merge %v not taken", merge)
+		}
+		out[i] = forward(t, b, d, x, f, h, w, 2)
+	}
+	if e := rel(out[0], out[1]); e > 1e-5 || math.IsNaN(e) {
+		t.Errorf("merged prompt: relative error %.3g against attention over every row", e)
+	} else {
+		t.Logf("merged prompt: relative error %.3g against attention over every row", e)
 	}
 }
 

@@ -114,25 +114,28 @@ var _ backend.Backend = (*cuda.Backend)(nil)
 
 // TestDiTOnGPU runs the tiny checkpoint's DiT and one full-width block in
 // bf16 on the GPU against the independent PyTorch float32 predictions
-// (testdata/dit).
+// (testdata/dit), with the prompt merged and not.
 func TestDiTOnGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	g := gpu(t, cuda.BF16)
 	for _, c := range ditGolden {
-		d, x, got, want := c.run(t, g)
-		if e := rel(got, want); e > 3e-2 || math.IsNaN(e) {
-			t.Errorf("%s bf16: relative error %.3g against PyTorch float32, bound 3e-2", c.preset, e)
-		} else {
-			t.Logf("%s bf16: relative error %.3g against PyTorch float32", c.preset, e)
+		for _, merge := range []bool{true, false} {
+			withMerge(t, merge)
+			d, x, got, want := c.run(t, g)
+			if e := rel(got, want); e > 3e-2 || math.IsNaN(e) {
+				t.Errorf("%s bf16, merged prompt %v: relative error %.3g against PyTorch float32, bound 3e-2", c.preset, merge, e)
+			} else {
+				t.Logf("%s bf16, merged prompt %v: relative error %.3g against PyTorch float32", c.preset, merge, e)
+			}
+			d.FFNRows = 200 // pieces of 192 rows and a shorter last one
+			if e := rel(forward(t, g, d, x, c.f, c.h, c.w, c.off), got); e > 1e-2 {
+				t.Errorf("%s bf16: FFN in pieces differs from one pass by %.3g", c.preset, e)
+			} else {
+				t.Logf("%s bf16: FFN in pieces against one pass: %.3g", c.preset, e)
+			}
+			d.Close()
 		}
-		d.FFNRows = 200 // pieces of 192 rows and a shorter last one
-		if e := rel(forward(t, g, d, x, c.f, c.h, c.w, c.off), got); e > 1e-2 {
-			t.Errorf("%s bf16: FFN in pieces differs from one pass by %.3g", c.preset, e)
-		} else {
-			t.Logf("%s bf16: FFN in pieces against one pass: %.3g", c.preset, e)
-		}
-		d.Close()
 	}
 }
 

@@ -367,10 +367,15 @@ func genChunk(t *TensorSpec, key, chunk uint64, out []byte, n int) error {
 	case fillNormal:
 		// Irwin-Hall: the sum of four 16-bit uniforms, scaled to unit variance.
 		const scale = 1.7320508 / 65536 // sqrt(12/4) per unit of 2^16
+		base := int64(chunk) * chunkElems
 		for i := range n {
 			r := rng.Uint64()
 			s := float32(r&0xffff+(r>>16)&0xffff+(r>>32)&0xffff+r>>48) - 2*65535
-			if err := putElem(t.DType, out, i, f.mean+f.std*s*scale); err != nil {
+			v := f.mean + f.std*s*scale
+			if f.prefix > 0 && base+int64(i) >= int64(f.prefix) {
+				v = 0
+			}
+			if err := putElem(t.DType, out, i, v); err != nil {
 				return fmt.Errorf("tensor %s: %w", t.Name, err)
 			}
 		}

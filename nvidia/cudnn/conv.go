@@ -343,11 +343,19 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 	cands := convertPerf(perf[:got], false)
 	c.heuristic = true
 	if !opt.Heuristic {
-		found, err := c.find(h, cands, limit, maxN, opt.Buffers)
-		if err != nil {
-			return err
+		key := foundKey{shape: c.shape, limit: limit, conv: opt.AllowConversion}
+		if h.ctx != nil {
+			key.dev = int(h.ctx.Device())
 		}
-		cands = found
+		found, ok := foundAlgos.Load(key)
+		if !ok {
+			f, err := c.find(h, cands, limit, maxN, opt.Buffers)
+			if err != nil {
+				return err
+			}
+			found, _ = foundAlgos.LoadOrStore(key, f)
+		}
+		cands = found.([]AlgoPerf)
 		c.heuristic = false
 	}
 	c.candidates = cands
@@ -373,6 +381,19 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 	}
 	c.ws = int(ws)
 	return nil
+}
+
+// foundAlgos holds every timed search's ranking for the life of the
+// process, so that each shape on a device gets one algorithm however many
+// handles and caches ask: different algorithms round differently, and two
+// backends of one process must give the same bytes for the same work.
+var foundAlgos sync.Map // foundKey -> []AlgoPerf
+
+type foundKey struct {
+	dev   int
+	shape Shape
+	limit int
+	conv  bool
 }
 
 // find times the candidates on scratch buffers with
