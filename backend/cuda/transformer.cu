@@ -199,56 +199,5 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
     }                                                                                                 \
 }
 
-// attention_weights_vec: attention_weights with a warp per row held in registers (16-byte loads,
-// no shared memory, no block barrier), for rows of a multiple of 256 and at most AW_COLS columns,
-// heads of 8 * L columns with L a power of two up to 32 (a head's lanes are L neighbours), and at
-// most AW_MAX_KEYS keys.
-#define AW_PER 16
-#define AW_COLS (32 * AW_PER * 8)
-#define AW_MAX_KEYS 8
-#define AW_KERNELS(T, LD, ST)                                                                           \
-extern "C" __global__ void __launch_bounds__(256) attention_weights_vec_##T(const u16* __restrict__ q, \
-        const float* __restrict__ k, const float* __restrict__ bias, u16* __restrict__ p,              \
-        int rows, int cols, int head_dim, int keys, float eps) {                                      \
-    int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;                    \
-    if (r >= rows) return;                                                                            \
-    const vec8* row = (const vec8*)(q + (long long)r * cols);                                       \
-    int nv = cols >> 3, L = head_dim >> 3, n = (cols / head_dim) * keys;                              \
-    float v[AW_PER][8], ss = 0.0f;                                                                    \
-    _Pragma("unroll") for (int i = 0; i < AW_PER; i++) {                                              \
-        if (32 * i < nv) { vec8 u = row[lane + 32 * i]; UNPACK8(LD, u, v[i]); }                      \
-        else { _Pragma("unroll") for (int e = 0; e < 8; e++) v[i][e] = 0.0f; }                        \
-        _Pragma("unroll") for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];                        \
-    }                                                                                                 \
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);                       \
-    float inv = rsqrtf(ss / cols + eps);                                                              \
-    u16* out = p + (long long)r * n;                                                                  \
-    _Pragma("unroll") for (int i = 0; i < AW_PER; i++) {                                              \
-        if (32 * i >= nv) break;                                                                      \
-        int c = lane + 32 * i;                                                                        \
-        float s[AW_MAX_KEYS];                                                                         \
-        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
-            s[j] = -3.0e38f;                                                                          \
-            if (j >= keys) continue;                                                                  \
-            const float4* kk = (const float4*)(k + (long long)j * cols + 8 * c);                      \
-            float4 a = kk[0], b = kk[1];                                                              \
-            float d = v[i][0] * a.x + v[i][1] * a.y + v[i][2] * a.z + v[i][3] * a.w                   \
-                    + v[i][4] * b.x + v[i][5] * b.y + v[i][6] * b.z + v[i][7] * b.w;                  \
-            for (int o = L >> 1; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);             \
-            s[j] = d * inv + bias[j];                                                                 \
-        }                                                                                             \
-        if ((lane & (L - 1)) != 0) continue;                                                          \
-        float mx = -3.0e38f, sum = 0.0f;                                                              \
-        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) mx = fmaxf(mx, s[j]);                 \
-        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
-            s[j] = j < keys ? __expf(s[j] - mx) : 0.0f; sum += s[j]; }                                \
-        float rs = 1.0f / sum;                                                                        \
-        u16* o = out + (c / L) * keys;                                                                \
-        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) if (j < keys) o[j] = ST(s[j] * rs);   \
-    }                                                                                                 \
-}
-
 VEC_KERNELS(f16, ld_f16, st_f16)
 VEC_KERNELS(bf16, ld_bf16, st_bf16)
-AW_KERNELS(f16, ld_f16, st_f16)
-AW_KERNELS(bf16, ld_bf16, st_bf16)

@@ -23,8 +23,6 @@ const (
 	rowThreads = 256
 	vecThreads = 128
 	vecCols    = vecThreads * 4 * 8
-	awCols     = 32 * 16 * 8 // attention_weights_vec's widest row
-	awMaxKeys  = 8
 )
 
 // linearWeights is a linear layer in the storage type: W as out x in
@@ -316,27 +314,18 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 		return nil, err
 	}
 	rows, heads := q.shape.W, k.cols/headDim
+	smem := 4 * (k.cols + heads*k.n)
+	if smem > 48<<10 {
+		return nil, fmt.Errorf("attention weights: rows of %d columns and %d scores exceed 48 KiB of shared memory", k.cols, heads*k.n)
+	}
 	p, err := b.alloc(backend.Matrix(rows, heads*k.n))
 	if err != nil {
 		return nil, err
 	}
-	// The warp-per-row kernel where its limits allow (see transformer.cu).
-	lanes := headDim / 8
-	if k.cols%256 == 0 && k.cols <= awCols && headDim%8 == 0 && lanes&(lanes-1) == 0 && lanes <= 32 &&
-		k.n <= awMaxKeys && q.ptr()%16 == 0 {
-		var f *cu.Function
-		if f, err = b.kernel(transformerSource, "attention_weights_vec_"+b.dtype.String()); err == nil {
-			err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32((rows + 7) / 8)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
-				q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(rows), int32(k.cols), int32(headDim), int32(k.n), eps)
-		}
-	} else if smem := 4 * (k.cols + heads*k.n); smem > 48<<10 {
-		err = fmt.Errorf("attention weights: rows of %d columns and %d scores exceed 48 KiB of shared memory", k.cols, heads*k.n)
-	} else {
-		var f *cu.Function
-		if f, err = b.kernel(transformerSource, "attention_weights_"+b.dtype.String()); err == nil {
-			err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, SharedMem: uint32(smem), Stream: b.compute},
-				q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(k.cols), int32(headDim), int32(k.n), eps)
-		}
+	f, err := b.kernel(transformerSource, "attention_weights_"+b.dtype.String())
+	if err == nil {
+		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, SharedMem: uint32(smem), Stream: b.compute},
+			q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(k.cols), int32(headDim), int32(k.n), eps)
 	}
 	if err != nil {
 		p.Free()

@@ -88,8 +88,7 @@ func TestTransformerOps(t *testing.T) {
 			})
 		}
 		// Attention weights over 3 keys (one left out by -Inf) in heads of
-		// 128 and 8 keys in heads of 32 (the warp-per-row kernel), and over
-		// 16 keys in heads of 64 (the block-per-row kernel).
+		// 128, 8 keys in heads of 32 and 16 keys in heads of 64.
 		for _, c := range []struct{ n, hd int }{{3, 128}, {8, 32}, {16, 64}} {
 			kv := randSlice(r, c.n*in, -0.3, 0.3)
 			kb := randSlice(r, c.n, -1, 2)
