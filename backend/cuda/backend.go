@@ -86,11 +86,11 @@ type Backend struct {
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
-	// noChannelPad, scalarMoves and noConvFusion turn off the padded
-	// convolutions, the vectorised and per-pixel data-movement kernels and
-	// cuDNN's fused bias/residual/ReLU, for the tests' and benchmarks'
-	// comparisons.
-	noChannelPad, scalarMoves, noConvFusion bool
+	// noChannelPad, scalarMoves, noConvFusion and scalarRows turn off the
+	// padded convolutions, the vectorised and per-pixel data-movement
+	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row
+	// kernels, for the tests' and benchmarks' comparisons.
+	noChannelPad, scalarMoves, noConvFusion, scalarRows bool
 
 	pool *pool
 	conv *convRunner

@@ -197,7 +197,53 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
         }                                                                                             \
         vec8 u; PACK8(ST, v[k], u); row[i] = u;                                                      \
     }                                                                                                 \
+}                                                                                                     \
+/* attention_weights_vec: attention_weights with the row in registers like the kernels above,   \
+   for heads of 8 * L columns, L a power of two up to 32 (a head's 16-byte vectors are held by L    \
+   neighbouring lanes), and at most AW_MAX_KEYS keys. */                                           \
+extern "C" __global__ void __launch_bounds__(VEC_THREADS) attention_weights_vec_##T(const u16* __restrict__ q, \
+        const float* __restrict__ k, const float* __restrict__ bias, u16* __restrict__ p,              \
+        int cols, int head_dim, int keys, float eps) {                                                \
+    const vec8* row = (const vec8*)(q + (long long)blockIdx.x * cols);                              \
+    int nv = cols >> 3, L = head_dim >> 3, lane = threadIdx.x & 31;                                   \
+    float v[VEC_PER][8], ss = 0.0f;                                                                   \
+    _Pragma("unroll") for (int c = 0; c < VEC_PER; c++) {                                             \
+        int i = threadIdx.x + c * VEC_THREADS;                                                        \
+        if (i < nv) { vec8 u = row[i]; UNPACK8(LD, u, v[c]); }                                       \
+        else { _Pragma("unroll") for (int e = 0; e < 8; e++) v[c][e] = 0.0f; }                        \
+        _Pragma("unroll") for (int e = 0; e < 8; e++) ss += v[c][e] * v[c][e];                        \
+    }                                                                                                 \
+    float inv = rsqrtf(block_sum(ss) / cols + eps);                                                   \
+    u16* out = p + (long long)blockIdx.x * (cols / head_dim) * keys;                                  \
+    _Pragma("unroll") for (int c = 0; c < VEC_PER; c++) {                                             \
+        int i = threadIdx.x + c * VEC_THREADS;                                                        \
+        float s[AW_MAX_KEYS];                                                                         \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
+            s[j] = -3.0e38f;                                                                          \
+            if (j >= keys) continue; /* uniform: every lane reaches the shuffles */                  \
+            float d = 0.0f;                                                                           \
+            if (i < nv) {                                                                             \
+                const float4* kk = (const float4*)(k + (long long)j * cols + 8 * i);                  \
+                float4 a = kk[0], b = kk[1];                                                          \
+                d = v[c][0] * a.x + v[c][1] * a.y + v[c][2] * a.z + v[c][3] * a.w                     \
+                  + v[c][4] * b.x + v[c][5] * b.y + v[c][6] * b.z + v[c][7] * b.w;                    \
+            }                                                                                         \
+            for (int o = L >> 1; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);             \
+            s[j] = d * inv + bias[j];                                                                 \
+        }                                                                                             \
+        if (i >= nv || (lane & (L - 1)) != 0) continue;                                               \
+        float mx = -3.0e38f, sum = 0.0f;                                                              \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) mx = fmaxf(mx, s[j]);                 \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) {                                     \
+            s[j] = j < keys ? __expf(s[j] - mx) : 0.0f;                                               \
+            sum += s[j];                                                                              \
+        }                                                                                             \
+        float rs = 1.0f / sum;                                                                        \
+        u16* o = out + (i / L) * keys;                                                                \
+        _Pragma("unroll") for (int j = 0; j < AW_MAX_KEYS; j++) if (j < keys) o[j] = ST(s[j] * rs);   \
+    }                                                                                                 \
 }
 
+#define AW_MAX_KEYS 8
 VEC_KERNELS(f16, ld_f16, st_f16)
 VEC_KERNELS(bf16, ld_bf16, st_bf16)

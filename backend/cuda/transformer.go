@@ -23,6 +23,7 @@ const (
 	rowThreads = 256
 	vecThreads = 128
 	vecCols    = vecThreads * 4 * 8
+	awMaxKeys  = 8 // AW_MAX_KEYS
 )
 
 // linearWeights is a linear layer in the storage type: W as out x in
@@ -172,7 +173,7 @@ func (b *Backend) Linear(xt backend.Tensor, wt backend.Weights, act backend.ActK
 // of the same width) suit it.
 func (b *Backend) rowKernel(name string, x *Tensor, others []*Tensor, args ...any) error {
 	cols, threads := x.shape.C, rowThreads
-	vec := cols%8 == 0 && cols <= vecCols
+	vec := cols%8 == 0 && cols <= vecCols && !b.scalarRows
 	for _, t := range append(others, x) {
 		vec = vec && t.ptr()%16 == 0
 	}
@@ -322,9 +323,16 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 	if err != nil {
 		return nil, err
 	}
-	f, err := b.kernel(transformerSource, "attention_weights_"+b.dtype.String())
+	// The vectorised kernel holds the row in registers; it takes heads of
+	// 8 x (a power of two up to 32) columns and at most awMaxKeys keys.
+	name, threads, lanes := "attention_weights_", rowThreads, headDim/8
+	if k.cols%8 == 0 && k.cols <= vecCols && headDim%8 == 0 && lanes&(lanes-1) == 0 && lanes <= 32 &&
+		k.n <= awMaxKeys && q.ptr()%16 == 0 && !b.scalarRows {
+		name, threads, smem = "attention_weights_vec_", vecThreads, 0
+	}
+	f, err := b.kernel(transformerSource, name+b.dtype.String())
 	if err == nil {
-		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, SharedMem: uint32(smem), Stream: b.compute},
+		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: uint32(threads)}, SharedMem: uint32(smem), Stream: b.compute},
 			q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(k.cols), int32(headDim), int32(k.n), eps)
 	}
 	if err != nil {

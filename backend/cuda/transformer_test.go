@@ -88,20 +88,26 @@ func TestTransformerOps(t *testing.T) {
 			})
 		}
 		// Attention weights over 3 keys (one left out by -Inf) in heads of
-		// 128, 8 keys in heads of 32 and 16 keys in heads of 64.
+		// 128, 8 keys in heads of 32 and 16 keys in heads of 64, by the
+		// vectorised kernel where it applies and by the scalar one.
 		for _, c := range []struct{ n, hd int }{{3, 128}, {8, 32}, {16, 64}} {
 			kv := randSlice(r, c.n*in, -0.3, 0.3)
 			kb := randSlice(r, c.n, -1, 2)
 			if c.n == 3 {
 				kb[1] = float32(math.Inf(-1))
 			}
-			both(t, dt, "attention weights", func(b backend.Backend) (backend.Tensor, error) {
-				kw, err := tr(b).PrepareKeys(c.n, in, kv, kb)
-				if err != nil {
-					return nil, err
-				}
-				return tr(b).AttentionWeights(up(b, rows, in, x), kw, c.hd, 1e-6)
-			})
+			for _, scalar := range []bool{false, true} {
+				both(t, dt, "attention weights", func(b backend.Backend) (backend.Tensor, error) {
+					if g, ok := b.(*Backend); ok {
+						g.scalarRows = scalar
+					}
+					kw, err := tr(b).PrepareKeys(c.n, in, kv, kb)
+					if err != nil {
+						return nil, err
+					}
+					return tr(b).AttentionWeights(up(b, rows, in, x), kw, c.hd, 1e-6)
+				})
+			}
 		}
 		both(t, dt, "reshape", func(b backend.Backend) (backend.Tensor, error) {
 			return tr(b).Reshape(up(b, rows, in, x), backend.Shape{N: 3, H: 10, W: 10, C: in})
@@ -213,8 +219,11 @@ func BenchmarkDiTOps(bb *testing.B) {
 			p.Free()
 		}
 	}
+	crossMerged2 := crossMerged(2)
+	kw2, err := b.PrepareKeys(2, dim, randSlice(r, 2*dim, -0.1, 0.1), []float32{0, 6})
+	check(nil, err)
 	gemm := 2.0 * rows * dim
-	for _, name := range []string{"layer_norm_vec", "rms_norm_rope_vec"} {
+	for _, name := range []string{"layer_norm_vec", "rms_norm_rope_vec", "attention_weights_vec"} {
 		if f, err := b.kernel(transformerSource, name+"_bf16"); err == nil {
 			bb.Logf("%s: %s", name, fnInfo(f))
 		}
@@ -235,6 +244,12 @@ func BenchmarkDiTOps(bb *testing.B) {
 		{name: "rmsnorm-rope", gb: 4.0 * rows * dim, run: func() { check(nil, b.RMSNormRoPE(x, norm, 1e-6, rope)) }},
 		{name: "cross-512-rows", tflop: gemm * (dim + 2*512), run: crossFull},
 		{name: "cross-merged-2-rows", gb: 6.0 * rows * dim, run: crossMerged(2)},
+		{name: "cross-merged-2-rows-scalar", gb: 6.0 * rows * dim, run: func() {
+			b.scalarRows = true
+			defer func() { b.scalarRows = false }()
+			crossMerged2()
+		}},
+		{name: "attention-weights-2-rows", gb: 2.0 * rows * dim, run: func() { check(b.AttentionWeights(x, kw2, 128, 1e-6)) }},
 		{name: "cross-merged-32-rows", gb: 6.0 * rows * dim, run: crossMerged(32)},
 	} {
 		bb.Run(c.name, func(bb *testing.B) {
