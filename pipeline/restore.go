@@ -194,6 +194,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if nseg > 1 { // audio is muxed in when the segments are joined
 			out = segmentPath(req.Output, i)
 			segFiles = append(segFiles, out)
+			e.Intermediate = true // the joined file is synced
 		} else if info.HasAudio {
 			e.AudioFrom, e.AudioDuration = req.Input, audioDur
 		}

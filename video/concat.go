@@ -77,7 +77,7 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		}
 		return fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := checkFile(tmp, true); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
 	}

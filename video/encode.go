@@ -54,6 +54,11 @@ type EncodeOptions struct {
 	// ExpectFrames, if > 0, makes Close fail unless exactly this many frames
 	// were written.
 	ExpectFrames int
+	// Intermediate marks an output that is joined into another file and
+	// then removed (a segment): Close moves it into place without forcing
+	// it to disk first. Outputs are otherwise synced before the rename, so
+	// that a crash never leaves a truncated file under the output's name.
+	Intermediate bool
 }
 
 // Encoder feeds raw frames to an ffmpeg child that encodes them into a
@@ -70,6 +75,7 @@ type Encoder struct {
 	codec   string
 	size    int
 	expect  int
+	sync    bool // fsync before the rename (see EncodeOptions.Intermediate)
 	written int
 	reaped  bool
 	waitErr error
@@ -188,7 +194,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	return &Encoder{
 		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
 		outPath: outPath, tmpPath: tmp, codec: o.Codec,
-		size: size, expect: o.ExpectFrames,
+		size: size, expect: o.ExpectFrames, sync: !o.Intermediate,
 	}, nil
 }
 
@@ -323,7 +329,7 @@ func (e *Encoder) Close() error {
 	if got := e.prog.frames(); got >= 0 && got != e.written {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg encoded %d frames but %d were written; the output was discarded", e.outPath, got, e.written))
 	}
-	if err := syncFile(e.tmpPath); err != nil {
+	if err := checkFile(e.tmpPath, e.sync); err != nil {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg left no usable output (%v)", e.outPath, err))
 	}
 	if err := os.Rename(e.tmpPath, e.outPath); err != nil {
@@ -387,7 +393,9 @@ func (e *Encoder) failf(format string, args ...any) error {
 	return e.fail(fmt.Errorf("encode %q with %s: %s (ffmpeg: %s)%s", e.outPath, e.codec, fmt.Sprintf(format, args...), msg, hint))
 }
 
-func syncFile(path string) error {
+// checkFile reports an error unless path is a non-empty file, and forces
+// it to disk when sync is set.
+func checkFile(path string, sync bool) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -396,7 +404,7 @@ func syncFile(path string) error {
 	if err == nil && st.Size() == 0 {
 		err = errors.New("empty file")
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -381,29 +381,32 @@ func TestEncodeYUVInput(t *testing.T) {
 	if n != 7 || len(yuv) != 7*fs {
 		t.Fatalf("decoded %d frames, %d bytes", n, len(yuv))
 	}
-	dst := filepath.Join(t.TempDir(), "yuv.mkv")
-	e, err := NewEncoder(testCtx(t), dst, EncodeOptions{Width: 64, Height: 48, FPS: in.FPS, InputPixFmt: "yuv420p", Codec: "ffv1", PixFmt: "yuv420p", CRF: -1, ExpectFrames: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i++ {
-		if err := e.Write(yuv[i*fs : (i+1)*fs]); err != nil {
+	// An intermediate output (a segment, not synced to disk) is the same.
+	for _, inter := range []bool{false, true} {
+		dst := filepath.Join(t.TempDir(), "yuv.mkv")
+		e, err := NewEncoder(testCtx(t), dst, EncodeOptions{Width: 64, Height: 48, FPS: in.FPS, InputPixFmt: "yuv420p", Codec: "ffv1", PixFmt: "yuv420p", CRF: -1, ExpectFrames: 7, Intermediate: inter})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := Probe(testCtx(t), dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _, err := decodeAll(t, out, DecodeOptions{PixFmt: "yuv420p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(again, yuv) {
-		t.Error("ffv1 yuv420p round trip is not lossless")
+		for i := 0; i < n; i++ {
+			if err := e.Write(yuv[i*fs : (i+1)*fs]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := Probe(testCtx(t), dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := decodeAll(t, out, DecodeOptions{PixFmt: "yuv420p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, yuv) {
+			t.Errorf("ffv1 yuv420p round trip (intermediate %v) is not lossless", inter)
+		}
 	}
 }
 
