@@ -67,11 +67,6 @@ func (b *Backend) gemmRunner() (*cublaslt.Gemm, error) {
 	return g, nil
 }
 
-// uploadExact copies host values, converted, into a new exactly sized buffer.
-func (b *Backend) uploadExact(v []float32) (*cu.Buffer, error) {
-	return b.uploadBytes(cu.AsBytes(half.EncodeSlice(v, b.dtype == BF16)))
-}
-
 // uploadBytes copies data into a new exactly sized buffer.
 func (b *Backend) uploadBytes(data []byte) (*cu.Buffer, error) {
 	buf, err := b.ctx.Alloc(len(data))
@@ -98,16 +93,26 @@ func (b *Backend) PrepareLinear(out, in int, w, bias []float32) (backend.Weights
 	if bias == nil {
 		bias = make([]float32, out)
 	}
-	lw := &linearWeights{out: out, in: in}
+	bf := b.dtype == BF16
+	lw, err := b.newWeights(out, in, cu.AsBytes(half.EncodeSlice(w, bf)), cu.AsBytes(half.EncodeSlice(bias, bf)))
+	if err != nil {
+		return nil, err
+	}
+	return &lw, nil
+}
+
+// newWeights copies a layer's weight and bias bytes into new exactly
+// sized buffers.
+func (b *Backend) newWeights(out, in int, w, bias []byte) (linearWeights, error) {
+	lw := linearWeights{out: out, in: in}
 	var err error
-	if lw.w, err = b.uploadExact(w); err == nil {
-		lw.bias, err = b.uploadExact(bias)
+	if lw.w, err = b.uploadBytes(w); err == nil {
+		lw.bias, err = b.uploadBytes(bias)
 	}
 	if err != nil {
 		lw.Free()
-		return nil, err
 	}
-	return lw, nil
+	return lw, err
 }
 
 // matrix unwraps a [1 1 rows cols] tensor (any cols when cols is 0).
@@ -266,39 +271,20 @@ func (b *Backend) ropeTable(rope backend.RoPE, parts [3]int) (cu.DevicePtr, erro
 	return t.ptr, nil
 }
 
-// keys are PrepareKeys' fixed attention keys and biases, float32 on the
-// device.
-type keys struct {
-	n, cols int
-	k, bias *cu.Buffer
-}
-
-func (k *keys) Out() int { return k.n }
-func (k *keys) In() int  { return k.cols }
-func (k *keys) Free() {
-	for _, b := range []**cu.Buffer{&k.k, &k.bias} {
-		if *b != nil {
-			(*b).Free()
-			*b = nil
-		}
-	}
-}
+// keys are PrepareKeys' fixed attention keys (w: n x cols) and biases,
+// float32 on the device.
+type keys struct{ linearWeights }
 
 // PrepareKeys uploads the keys and biases in float32.
 func (b *Backend) PrepareKeys(n, cols int, k, bias []float32) (backend.Weights, error) {
 	if err := backend.CheckKeys(n, cols, k, bias); err != nil {
 		return nil, err
 	}
-	kw := &keys{n: n, cols: cols}
-	var err error
-	if kw.k, err = b.uploadBytes(cu.AsBytes(k)); err == nil {
-		kw.bias, err = b.uploadBytes(cu.AsBytes(bias))
-	}
+	lw, err := b.newWeights(n, cols, cu.AsBytes(k), cu.AsBytes(bias))
 	if err != nil {
-		kw.Free()
 		return nil, err
 	}
-	return kw, nil
+	return &keys{lw}, nil
 }
 
 // AttentionWeights runs attention_weights, one block per row of q.
@@ -307,33 +293,34 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 	if !ok {
 		return nil, fmt.Errorf("cuda attention weights given %T keys", kw)
 	}
-	q, err := b.matrix(qt, k.cols)
+	n, cols := k.out, k.in
+	q, err := b.matrix(qt, cols)
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckAttentionWeights(q.shape, k.cols, headDim); err != nil {
+	if err := backend.CheckAttentionWeights(q.shape, cols, headDim); err != nil {
 		return nil, err
 	}
-	rows, heads := q.shape.W, k.cols/headDim
-	smem := 4 * (k.cols + heads*k.n)
+	rows, heads := q.shape.W, cols/headDim
+	smem := 4 * (cols + heads*n)
 	if smem > 48<<10 {
-		return nil, fmt.Errorf("attention weights: rows of %d columns and %d scores exceed 48 KiB of shared memory", k.cols, heads*k.n)
+		return nil, fmt.Errorf("attention weights: rows of %d columns and %d scores exceed 48 KiB of shared memory", cols, heads*n)
 	}
-	p, err := b.alloc(backend.Matrix(rows, heads*k.n))
+	p, err := b.alloc(backend.Matrix(rows, heads*n))
 	if err != nil {
 		return nil, err
 	}
 	// The vectorised kernel holds the row in registers; it takes heads of
 	// 8 x (a power of two up to 32) columns and at most awMaxKeys keys.
 	name, threads, lanes := "attention_weights_", rowThreads, headDim/8
-	if k.cols%8 == 0 && k.cols <= vecCols && headDim%8 == 0 && lanes&(lanes-1) == 0 && lanes <= 32 &&
-		k.n <= awMaxKeys && q.ptr()%16 == 0 && !b.scalarRows {
+	if cols%8 == 0 && cols <= vecCols && headDim%8 == 0 && lanes&(lanes-1) == 0 && lanes <= 32 &&
+		n <= awMaxKeys && q.ptr()%16 == 0 && !b.scalarRows {
 		name, threads, smem = "attention_weights_vec_", vecThreads, 0
 	}
 	f, err := b.kernel(transformerSource, name+b.dtype.String())
 	if err == nil {
 		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: uint32(threads)}, SharedMem: uint32(smem), Stream: b.compute},
-			q.ptr(), k.k.Ptr(), k.bias.Ptr(), p.ptr(), int32(k.cols), int32(headDim), int32(k.n), eps)
+			q.ptr(), k.w.Ptr(), k.bias.Ptr(), p.ptr(), int32(cols), int32(headDim), int32(n), eps)
 	}
 	if err != nil {
 		p.Free()

@@ -1,13 +1,13 @@
 package swiftvr
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/vsr-dev/vsr/backend"
 )
@@ -244,7 +244,7 @@ func (m *DiT) load(src Source, prompt []float32) error {
 	}
 	// The prompt through the text embedder: on the host for the distinct
 	// rows of a prompt that merges, else on the backend.
-	rows, mult := distinctRows(prompt, d.TextDim)
+	rows, count := distinctRows(prompt, d.TextDim)
 	var merged [][]float32
 	var text backend.Tensor
 	if mergePrompt && len(rows) <= maxPromptKeys {
@@ -311,7 +311,7 @@ func (m *DiT) load(src Source, prompt []float32) error {
 			return err
 		}
 		if merged != nil {
-			err = m.promptKeys(src, a, merged, mult, &blk)
+			err = m.promptKeys(src, a, merged, count, &blk)
 		} else {
 			err = m.crossKV(src, a, text, &blk)
 		}
@@ -424,14 +424,18 @@ const maxPromptKeys = 8
 // often each appears.
 func distinctRows(v []float32, n int) (rows [][]float32, count []int) {
 	seen := map[string]int{}
+	key := make([]byte, 0, 4*n)
 	for r := 0; r < len(v)/n; r++ {
 		row := v[r*n : (r+1)*n]
-		key := string(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 4*n))
-		if i, ok := seen[key]; ok {
+		key = key[:0]
+		for _, x := range row {
+			key = binary.LittleEndian.AppendUint32(key, math.Float32bits(x))
+		}
+		if i, ok := seen[string(key)]; ok {
 			count[i]++
 			continue
 		}
-		seen[key] = len(rows)
+		seen[string(key)] = len(rows)
 		rows, count = append(rows, row), append(count, 1)
 	}
 	return rows, count

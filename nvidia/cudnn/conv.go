@@ -121,7 +121,9 @@ type Options struct {
 	// the candidates with cudnnFindConvolutionForwardAlgorithmEx (the
 	// default, which allocates scratch x, w, y and workspace buffers in the
 	// handle's context for the search and frees them after, and runs the
-	// benchmark twice, keeping the warm second pass).
+	// benchmark twice, keeping the warm second pass). A timed ranking is
+	// kept for the life of the process and reused for the same shape on
+	// the same device, so every Conv of one shape runs one algorithm.
 	Heuristic bool
 	// WorkspaceLimit is the most workspace, in bytes, the chosen algorithm
 	// may need: 0 means DefaultWorkspaceLimit, a negative value none.
