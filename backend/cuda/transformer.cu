@@ -1,6 +1,7 @@
 // Row kernels of the transformer ops (see transformer.go): LayerNorm,
-// RMSNorm + RoPE and the weights of attention to fixed keys, float32 arithmetic on fp16/bf16 ("T") storage, one block
-// per row. Header-free like kernels.cu.
+// RMSNorm + RoPE and the weights of attention to fixed keys, float32
+// arithmetic on fp16/bf16 ("T") storage, one block per row. Header-free
+// like kernels.cu.
 //
 // The *_vec kernels (128 threads, rows of at most VEC_COLS columns, a
 // multiple of 8, 16-byte aligned) hold the row in registers: one 16-byte

@@ -243,7 +243,7 @@ func BenchmarkDiTOps(bb *testing.B) {
 		{name: "layernorm", gb: 4.0 * rows * dim, run: func() { check(b.LayerNorm(x, 1e-6)) }},
 		{name: "rmsnorm-rope", gb: 4.0 * rows * dim, run: func() { check(nil, b.RMSNormRoPE(x, norm, 1e-6, rope)) }},
 		{name: "cross-512-rows", tflop: gemm * (dim + 2*512), run: crossFull},
-		{name: "cross-merged-2-rows", gb: 6.0 * rows * dim, run: crossMerged(2)},
+		{name: "cross-merged-2-rows", gb: 6.0 * rows * dim, run: crossMerged2},
 		{name: "cross-merged-2-rows-scalar", gb: 6.0 * rows * dim, run: func() {
 			b.scalarRows = true
 			defer func() { b.scalarRows = false }()
