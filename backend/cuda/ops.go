@@ -412,11 +412,7 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 		return nil, err
 	}
 	n := int64(x.shape.Elems())
-	if err := b.launch("binary", true, n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
+	return b.finish(y, b.launch("binary", true, n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)))
 }
 
 // taps is a resize axis uploaded to the device.

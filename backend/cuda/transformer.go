@@ -202,11 +202,7 @@ func (b *Backend) LayerNorm(xt backend.Tensor, eps float32) (backend.Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	if err := b.rowKernel("layer_norm", x, []*Tensor{y}, x.ptr(), y.ptr(), int32(x.shape.C), eps); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
+	return b.finish(y, b.rowKernel("layer_norm", x, []*Tensor{y}, x.ptr(), y.ptr(), int32(x.shape.C), eps))
 }
 
 // RMSNormRoPE normalises and rotates each row in place, the rotary
@@ -322,11 +318,7 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: uint32(threads)}, SharedMem: uint32(smem), Stream: b.compute},
 			q.ptr(), k.w.Ptr(), k.bias.Ptr(), p.ptr(), int32(cols), int32(headDim), int32(n), eps)
 	}
-	if err != nil {
-		p.Free()
-		return nil, err
-	}
-	return p, nil
+	return b.finish(p, err)
 }
 
 // Rows returns rows [start, start+n) of the matrix x as a view sharing its
@@ -358,9 +350,5 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	if err := b.compute.CopyDtoD(y.ptr(), x.ptr(), 2*s.Elems()); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
+	return b.finish(y, b.compute.CopyDtoD(y.ptr(), x.ptr(), 2*s.Elems()))
 }
