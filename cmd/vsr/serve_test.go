@@ -114,10 +114,17 @@ func noTemporaries(t *testing.T, dir string) {
 // service on an httptest server.
 func inProcess(t *testing.T, warmup bool) (api, *serve.Service, func()) {
 	t.Helper()
-	cmd := newServe()
-	f := serveFlags{warmup: warmup, maxQueue: 100}
-	f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p"}
-	run, err := newServeRunner(cmd, f)
+	return serveWith(t, serveFlags{warmup: warmup, maxQueue: 100, base: cpuRestore})
+}
+
+// cpuRestore are the restore flags of the in-process test services.
+var cpuRestore = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p"}
+
+// serveWith starts a service with flags f in this process; the function it
+// returns stops it.
+func serveWith(t *testing.T, f serveFlags) (api, *serve.Service, func()) {
+	t.Helper()
+	run, err := newServeRunner(newServe(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,21 +470,12 @@ func TestServeSwiftVR(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(dit string) (api, *serve.Service) {
-		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}, warmupSize: "48x32"}
-		f.base = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf: 18, preset: "ultrafast", pixFmt: "yuv420p",
-			srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: dit}
-		run, err := newServeRunner(newServe(), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(svc.Handler())
-		t.Cleanup(func() { srv.Close(); svc.Close(); run.Close() })
+		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}, warmupSize: "48x32", base: cpuRestore}
+		f.base.srRatio, f.base.clipLen, f.base.reaeBatch, f.base.temporalGrow, f.base.dit = 2, 24, 1, "before", dit
+		a, svc, stop := serveWith(t, f)
+		t.Cleanup(stop)
 		sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
-		return api{t, srv.URL}, svc
+		return a, svc
 	}
 	bad := serveFlags{models: []string{ck}, warmupSize: "big", base: restoreFlags{device: "cpu", dtype: "f16", pixFmt: "yuv420p", srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: "on"}}
 	if _, err := newServeRunner(newServe(), bad); err == nil || !strings.Contains(err.Error(), "--warmup-size") {
