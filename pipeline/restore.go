@@ -7,7 +7,8 @@
 // With Segments > 1 the output is cut into that many contiguous segments,
 // each with its own decoder and encoder running in parallel, and joined
 // losslessly at the end with the input's audio: CPU encoding then keeps up
-// with a fast GPU.
+// with a fast GPU. A causal engine (a Planner) reads the video as one
+// stream; its output frames still go to several encoders (see fanout).
 //
 // The output file appears only when everything succeeded: encoders write
 // temporary files beside it, renamed or joined at the end; on any error or
@@ -137,17 +138,19 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	if ow <= 0 || oh <= 0 {
 		return nil, fmt.Errorf("%s: a %dx%d video is too small for this model", req.Input, w, h)
 	}
-	nseg := min(max(req.Segments, 1), total)
+	nseg := min(max(req.Segments, 1), total) // encoders
+	nstream := nseg                          // decoders and batch queues
 	var plan []int
 	if p, ok := req.Engine.(Planner); ok {
 		var err error
 		if plan, err = p.Plan(total); err != nil {
 			return nil, err
 		}
-		nseg = 1 // a causal stream cannot be cut into independent parts
+		nstream = 1 // a causal stream cannot be cut into independent parts
 	}
 	if req.Discard {
 		req.Output = ""
+		nseg = nstream
 	}
 
 	// Frames travel as yuv420p when that is what the encoder wants and the
@@ -168,10 +171,19 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	// Encoders first: they check the output directory before any work.
-	parts := segmentRanges(total, nseg)
-	streams := make([]stream, nseg)
+	// On any failure: stop the children, discard every output.
+	streams := make([]stream, nstream)
+	var sinks []Sink // the encoders, until streams own them
+	var segFiles []string
+	ok := false
 	defer func() {
+		if ok {
+			return
+		}
+		cancel(errAborted)
+		for _, s := range sinks {
+			s.Abort()
+		}
 		for _, s := range streams {
 			if s.sink != nil {
 				s.sink.Abort()
@@ -180,12 +192,14 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 				s.src.Close()
 			}
 		}
+		removeAll(segFiles)
 	}()
-	var segFiles []string
+
+	// Encoders first: they check the output directory before any work.
+	parts := segmentRanges(total, nseg)
 	for i, p := range parts {
-		streams[i].frames = p.count
 		if req.Discard {
-			streams[i].sink = discard{}
+			sinks = append(sinks, discard{})
 			continue
 		}
 		e := enc
@@ -202,9 +216,24 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		streams[i].sink = sink
+		sinks = append(sinks, sink)
 	}
-	for i, p := range parts {
+	ranges := segmentRanges(total, nstream)
+	for i, p := range ranges {
+		streams[i].frames = p.count
+		if nstream == nseg {
+			streams[i].sink = sinks[i]
+		}
+	}
+	if nstream < nseg { // one causal stream, several encoders
+		counts := make([]int, nseg)
+		for i, p := range parts {
+			counts[i] = p.count
+		}
+		streams[0].sink = newFanout(sinks, counts, min(max(fanoutBytes/format.FrameBytes(ow, oh), 2), total))
+	}
+	sinks = nil
+	for i, p := range ranges {
 		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count})
 		if err != nil {
 			return nil, err
@@ -230,7 +259,6 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		err := s.sink.Close()
 		s.sink, s.src = nil, nil
 		if err != nil {
-			removeAll(segFiles)
 			return nil, err
 		}
 	}
@@ -242,12 +270,13 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			audio = req.Input
 		}
 		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur})
-		removeAll(segFiles)
 		if err != nil {
 			return nil, err
 		}
+		removeAll(segFiles)
 		done()
 	}
+	ok = true
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st}, nil
 }

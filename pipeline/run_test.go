@@ -49,6 +49,8 @@ type fakeSink struct {
 	failAt  int
 	written *atomic.Int64
 	block   chan struct{} // if set, Write waits on it
+	closed  bool
+	aborted bool
 }
 
 func (s *fakeSink) Write(f []byte) error {
@@ -67,8 +69,18 @@ func (s *fakeSink) Write(f []byte) error {
 	return nil
 }
 
-func (s *fakeSink) Close() error { return nil }
-func (s *fakeSink) Abort()       {}
+func (s *fakeSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *fakeSink) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = true
+}
 
 // fakeEngine "upscales" by copying each frame's index into a larger output
 // frame, asynchronously, after a delay.

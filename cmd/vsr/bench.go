@@ -131,14 +131,15 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		}
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
-		Device: dev.Name(), Model: ld.name, Codec: f.codec, Segments: segmentCount(f.segments, dev), Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
+		Device: dev.Name(), Model: ld.name, Codec: f.codec, Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
 	probeEng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
 	if err != nil {
 		return err
 	}
 	ow, oh := probeEng.OutputSize(info.Width, info.Height)
+	rep.Segments = segmentCount(f.segments, dev, probeEng)
 	if _, causal := probeEng.(pipeline.Planner); causal {
-		rep.Segments, rep.Batch = 1, 0 // one stream, a batch per chunk
+		rep.Batch = 0 // a batch per chunk
 	}
 	done()
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)

@@ -364,6 +364,26 @@ func TestSwiftVRRestore(t *testing.T) {
 	if i := probe(t, out); i.Frames != 29 || i.Width != 48 || i.Height != 32 {
 		t.Errorf("DiT on: %+v", i)
 	}
+	// One causal stream encoded as 3 segments joins to the same frames as
+	// one encoder, with the audio.
+	var frames [][]byte
+	for _, seg := range []string{"1", "3"} {
+		o := filepath.Join(dir, "seg"+seg+".mkv")
+		if _, err := vsr(t, "restore", in, "-o", o, "--model", ck, "--clip-len", "8", "--segments", seg, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none"); err != nil {
+			t.Fatal(err)
+		}
+		i := probe(t, o)
+		if i.Frames != 29 || !i.HasAudio {
+			t.Errorf("--segments %s: %+v", seg, i)
+		}
+		frames = append(frames, decodeAll(t, i))
+	}
+	if !bytes.Equal(frames[0], frames[1]) {
+		t.Error("--segments 3 output differs from --segments 1")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*vsr*")); len(left) > 0 {
+		t.Errorf("temporary files left behind: %v", left)
+	}
 	bad := filepath.Join(dir, "bad.mp4")
 	if _, err := vsr(t, "restore", in, "-o", bad, "--model", ck, "--clip-len", "6", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "clip-len") {
 		t.Errorf("--clip-len 6: %v", err)

@@ -81,7 +81,7 @@ exist.`,
 	fl.IntVar(&f.frames, "frames", 0, "restore only the first N frames (0 = all)")
 	fl.IntVar(&f.tile, "tile", 0, "process frames in tiles of N input pixels (0 = automatic, bounded memory)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
-	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = 4 on a GPU with 8+ CPU cores, else 1)")
+	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for SwiftVR; else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
 	addSwiftVRFlags(fl, &f)
@@ -138,7 +138,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		Output:    f.output,
 		Engine:    eng,
 		Batch:     batchSize(f.batch, ld.dev),
-		Segments:  segmentCount(f.segments, ld.dev),
+		Segments:  segmentCount(f.segments, ld.dev, eng),
 		MaxFrames: f.frames,
 		Info:      info,
 		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
@@ -336,10 +336,18 @@ func batchSize(n int, b backend.Backend) int {
 	return 1
 }
 
-func segmentCount(n int, b backend.Backend) int {
+// segmentCount is --segments, or the automatic choice: on a GPU with 8+
+// CPU cores, 4 segments for a model that reads the video as independent
+// parts (each with its decoder) and 8 for a causal one, whose single stream
+// reaches the encoders one segment after the other, so that shorter
+// segments leave less work for the last encoder (docs/BENCHMARKS.md).
+func segmentCount(n int, b backend.Backend, eng pipeline.Engine) int {
+	_, causal := eng.(pipeline.Planner)
 	switch {
 	case n > 0:
 		return n
+	case isGPU(b) && runtime.NumCPU() >= 8 && causal:
+		return 8
 	case isGPU(b) && runtime.NumCPU() >= 8:
 		return 4
 	}

@@ -418,7 +418,7 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 		Output:    t.Output,
 		Engine:    eng,
 		Batch:     batchSize(f.batch, r.dev),
-		Segments:  segmentCount(f.segments, r.dev),
+		Segments:  segmentCount(f.segments, r.dev, eng),
 		MaxFrames: q.MaxFrames,
 		Info:      info,
 		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
