@@ -18,7 +18,8 @@ var errAborted = errors.New("aborted")
 // queue of frame copies, so the encoders of later segments start as soon as
 // their frames exist while the earlier ones are still busy, and a segment's
 // encoder is closed as soon as it has all its frames. All queues together
-// hold at most limit frames; Write blocks beyond that.
+// hold at most limit frames; Write blocks beyond that. Progress counts the
+// frames handed to the encoders, not those queued.
 type fanout struct {
 	sinks  []Sink
 	counts []int
@@ -28,15 +29,18 @@ type fanout struct {
 	sent   int         // frames given to it
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	err    error
-	failed chan struct{} // closed with the first error
+	mu       sync.Mutex
+	err      error
+	failed   chan struct{} // closed with the first error
+	written  int           // frames handed to the encoders
+	progress func(written int)
 }
 
 // newFanout starts one goroutine per sink; counts[i] frames go to sinks[i].
-func newFanout(sinks []Sink, counts []int, limit int) *fanout {
+// progress, if set, is called after each frame an encoder took.
+func newFanout(sinks []Sink, counts []int, limit int, progress func(written int)) *fanout {
 	f := &fanout{sinks: sinks, counts: counts, queues: make([]chan []byte, len(sinks)),
-		free: make(chan []byte, limit), failed: make(chan struct{})}
+		free: make(chan []byte, limit), failed: make(chan struct{}), progress: progress}
 	for range limit {
 		f.free <- nil
 	}
@@ -57,6 +61,8 @@ func (f *fanout) drain(i int) {
 		if f.failure() == nil {
 			if err := s.Write(buf); err != nil {
 				f.fail(err)
+			} else {
+				f.wrote()
 			}
 		}
 		f.free <- buf
@@ -68,6 +74,16 @@ func (f *fanout) drain(i int) {
 		return
 	}
 	s.Abort()
+}
+
+// wrote counts a frame an encoder took and reports it, in order.
+func (f *fanout) wrote() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.written++
+	if f.progress != nil {
+		f.progress(f.written)
+	}
 }
 
 func (f *fanout) failure() error {

@@ -48,7 +48,8 @@ func TestFanout(t *testing.T) {
 		close(fakes[0].block)
 		close(fakes[1].block)
 	}()
-	f := newFanout(sinks, counts, 6)
+	var reported []int
+	f := newFanout(sinks, counts, 6, func(n int) { reported = append(reported, n) })
 	errc := make(chan error, 1)
 	go func() {
 		err := fanoutFrames(f, 12)
@@ -64,6 +65,11 @@ func TestFanout(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("segment 1's encoder never started while segment 0's was busy")
+	}
+	for i, n := range reported {
+		if n != i+1 || len(reported) != 12 {
+			t.Fatalf("progress reported %v, want 1..12", reported)
+		}
 	}
 	next := 0
 	for i, k := range fakes {
@@ -84,7 +90,7 @@ func TestFanout(t *testing.T) {
 	for _, k := range fakes {
 		k.delay = time.Millisecond
 	}
-	f = newFanout(sinks, []int{20, 20}, 3)
+	f = newFanout(sinks, []int{20, 20}, 3, nil)
 	buf := make([]byte, 16)
 	for i := range 40 {
 		if err := f.Write(buf); err != nil {
@@ -106,7 +112,7 @@ func TestFanoutErrors(t *testing.T) {
 	var written atomic.Int64
 	sinks, fakes := newFakeSinks(3, &written)
 	fakes[1].failAt = 6
-	f := newFanout(sinks, []int{4, 4, 4}, 2)
+	f := newFanout(sinks, []int{4, 4, 4}, 2, nil)
 	err := fanoutFrames(f, 12)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -119,7 +125,7 @@ func TestFanoutErrors(t *testing.T) {
 	}
 
 	sinks, fakes = newFakeSinks(2, &written)
-	f = newFanout(sinks, []int{5, 5}, 4)
+	f = newFanout(sinks, []int{5, 5}, 4, nil)
 	if err := fanoutFrames(f, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +137,7 @@ func TestFanoutErrors(t *testing.T) {
 	if err := f.Write(make([]byte, 16)); err == nil {
 		t.Error("Write after Abort succeeded")
 	}
-	if err := fanoutFrames(newFanout(nil, nil, 1), 1); err == nil {
+	if err := fanoutFrames(newFanout(nil, nil, 1, nil), 1); err == nil {
 		t.Error("a frame beyond the segments was accepted")
 	}
 }

@@ -85,7 +85,10 @@ type Request struct {
 	// Encode sets the codec, quality and pixel format; size, fps, audio and
 	// frame count are filled in from the input.
 	Encode video.EncodeOptions
-	// Progress, if set, is called after each batch is written.
+	// Progress, if set, is called with the frames handed to the encoders
+	// so far: after each batch, or with a causal engine's several segments
+	// after each frame (frames waiting in the fanout's queue do not count).
+	// It may be called from several goroutines.
 	Progress func(done, total int)
 	// Info is the input's probe, if the caller already has it.
 	Info *video.Info
@@ -230,7 +233,12 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		for i, p := range parts {
 			counts[i] = p.count
 		}
-		streams[0].sink = newFanout(sinks, counts, min(max(fanoutBytes/format.FrameBytes(ow, oh), 2), total))
+		var progress func(int)
+		if p := req.Progress; p != nil {
+			progress = func(n int) { p(n, total) }
+			req.Progress = nil // the fanout reports frames encoded, not queued
+		}
+		streams[0].sink = newFanout(sinks, counts, min(max(fanoutBytes/format.FrameBytes(ow, oh), 2), total), progress)
 	}
 	sinks = nil
 	for i, p := range ranges {
