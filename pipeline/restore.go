@@ -119,6 +119,13 @@ type Stages struct {
 	Stream float64 `json:"stream_seconds"`
 	Finish float64 `json:"finish_seconds"`
 	Join   float64 `json:"join_seconds"`
+	// During Stream, the time a writer goroutine (one per stream) spent
+	// waiting for the model's results and writing to its encoder (blocked
+	// while the encoder is busy), averaged over the writers: which of the
+	// two is near Stream says whether the model or the encoders set the
+	// pace.
+	WaitModel   float64 `json:"wait_model_seconds"`
+	WaitEncoder float64 `json:"wait_encoder_seconds"`
 }
 
 // Restore runs req to completion or to the first error. The output keeps
@@ -256,9 +263,11 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	st.Start = time.Since(start).Seconds()
 	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
 	done := mark(&st.Stream)
-	if err := run(ctx, cancel, streams, req.Engine, cfg); err != nil {
+	waits, err := run(ctx, cancel, streams, req.Engine, cfg)
+	if err != nil {
 		return nil, err
 	}
+	st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(nstream), waits.encoder.Seconds()/float64(nstream)
 	done()
 	done = mark(&st.Finish)
 	for i := range streams {
@@ -350,9 +359,22 @@ type job struct {
 // one writing.
 const depth = 3
 
+// writerWaits sums the writers' time waiting for results and in Write.
+type writerWaits struct {
+	mu             sync.Mutex
+	model, encoder time.Duration
+}
+
+func (w *writerWaits) add(model, encoder time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.model += model
+	w.encoder += encoder
+}
+
 // run moves all frames of all streams through eng. It returns the first
 // error of any stage; every goroutine has ended when it returns.
-func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, eng Engine, c config) error {
+func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, eng Engine, c config) (*writerWaits, error) {
 	inFS := c.w * c.h * 3
 	outFS := c.format.FrameBytes(c.ow, c.oh)
 	work := make(chan job, len(streams))
@@ -378,13 +400,14 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		for range depth {
 			b, err := eng.NewBatch(c.batch, c.w, c.h, c.format)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			batches = append(batches, b)
 			free[i] <- b
 		}
 	}
 	fail := func(err error) { cancel(err) }
+	waits := &writerWaits{}
 	var written atomic.Int64
 	var readers, writers sync.WaitGroup
 	for i, s := range streams {
@@ -421,14 +444,19 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		writers.Add(1)
 		go func() { // writer: wait for results, encode, recycle
 			defer writers.Done()
+			var model, encoder time.Duration
+			defer func() { waits.add(model, encoder) }()
 			for left := s.frames; left > 0; {
 				var j job
+				t := time.Now()
 				select {
 				case j = <-done[i]:
 				case <-ctx.Done():
 					return
 				}
-				if err := j.b.Wait(); err != nil {
+				err := j.b.Wait()
+				model += time.Since(t)
+				if err != nil {
 					fail(err)
 					return
 				}
@@ -439,12 +467,14 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				if oc, ok := j.b.(OutCounter); ok {
 					nout = oc.OutFrames()
 				}
+				t = time.Now()
 				for k := 0; k < nout; k++ {
 					if err := s.sink.Write(out[k*outFS : (k+1)*outFS]); err != nil {
 						fail(err)
 						return
 					}
 				}
+				encoder += time.Since(t)
 				left -= nout
 				if n := written.Add(int64(nout)); c.progress != nil {
 					c.progress(int(n), c.total)
@@ -482,10 +512,10 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		for _, b := range batches {
 			b.Wait()
 		}
-		return err
+		return nil, err
 	}
 	if n := int(written.Load()); n != c.total {
-		return fmt.Errorf("wrote %d of %d frames", n, c.total)
+		return nil, fmt.Errorf("wrote %d of %d frames", n, c.total)
 	}
-	return nil
+	return waits, nil
 }

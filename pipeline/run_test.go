@@ -156,6 +156,11 @@ func newSetup(total, nseg int, src fakeSource, sink sinkCfg) *setup {
 }
 
 func (s *setup) run(ctx context.Context, eng Engine, total, batch int) error {
+	_, err := s.runWaits(ctx, eng, total, batch)
+	return err
+}
+
+func (s *setup) runWaits(ctx context.Context, eng Engine, total, batch int) (*writerWaits, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	return run(ctx, cancel, s.streams, eng, config{w: fw, h: fh, ow: 2 * fw, oh: 2 * fh, batch: batch, format: backend.RGB24, total: total})
@@ -228,6 +233,25 @@ func TestBackPressure(t *testing.T) {
 	}
 	if maxAhead < batch {
 		t.Errorf("decoder never ran ahead (%d): stages are not overlapping", maxAhead)
+	}
+}
+
+// TestWaits: the writers' timings tell a slow model from slow encoders.
+func TestWaits(t *testing.T) {
+	noLeaks(t)
+	const total = 20
+	for _, c := range []struct {
+		name        string
+		model, sink time.Duration
+	}{{"slow model", 5 * time.Millisecond, 0}, {"slow encoder", 0, 2 * time.Millisecond}} {
+		s := newSetup(total, 1, fakeSource{failAt: -1}, sinkCfg{failAt: -1, delay: c.sink})
+		w, err := s.runWaits(context.Background(), &fakeEngine{delay: c.model, failAt: -1}, total, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slowModel := c.model > 0; (w.model > w.encoder) != slowModel || w.model+w.encoder < 15*time.Millisecond {
+			t.Errorf("%s: writers waited %v for the model and %v on the encoder", c.name, w.model, w.encoder)
+		}
 	}
 }
 

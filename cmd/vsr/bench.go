@@ -246,6 +246,8 @@ func meanRuns(runs []benchRun) benchRun {
 		m.Stages.Stream += r.Stages.Stream / n
 		m.Stages.Finish += r.Stages.Finish / n
 		m.Stages.Join += r.Stages.Join / n
+		m.Stages.WaitModel += r.Stages.WaitModel / n
+		m.Stages.WaitEncoder += r.Stages.WaitEncoder / n
 		m.PeakNVMLBytes = max(m.PeakNVMLBytes, r.PeakNVMLBytes)
 		m.PeakAllocBytes = max(m.PeakAllocBytes, r.PeakAllocBytes)
 	}
@@ -265,6 +267,7 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)
 	fmt.Fprintf(w, "stages\tstart %.3f s, stream %.3f s, finish encoders %.3f s, join %.3f s\n", m.Stages.Start, m.Stages.Stream, m.Stages.Finish, m.Stages.Join)
+	fmt.Fprintf(w, "writers, during stream\t%.3f s waiting for the model, %.3f s blocked on the encoders (mean per stream)\n", m.Stages.WaitModel, m.Stages.WaitEncoder)
 	if m.ComputeMsFrame > 0 {
 		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)
 		fmt.Fprintf(w, "GPU busy (steady state)\t%.1f%% (CUDA events); NVML utilization %.1f%%\n", 100*m.GPUBusy, m.NVMLUtil)

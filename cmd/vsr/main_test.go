@@ -392,3 +392,39 @@ func TestSwiftVRRestore(t *testing.T) {
 		t.Error("a failed restore left an output file")
 	}
 }
+
+// TestBench runs `vsr bench` on the CPU: the input is looped to the asked
+// length, every request is reported with its stages, the mean skips the
+// first, and --no-encode drops the frames instead of encoding them.
+func TestBench(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 3, true, "mkv")
+	for _, noEncode := range []bool{false, true} {
+		args := []string{"bench", in, "--device", "cpu", "--frames", "7", "--requests", "2", "--json", "--codec", "libx264", "--preset", "ultrafast"}
+		if noEncode {
+			args = append(args, "--no-encode")
+		}
+		out, err := vsr(t, args...)
+		if err != nil {
+			t.Fatalf("no-encode %v: %v", noEncode, err)
+		}
+		var rep benchReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("no-encode %v: %v\n%s", noEncode, err, out)
+		}
+		if rep.Frames != 7 || rep.OutSize != "96x64" || rep.Device != "cpu" || len(rep.Runs) != 2 || rep.NoEncode != noEncode ||
+			(rep.Codec == "none") != noEncode || rep.Mean.Seconds != rep.Runs[1].Seconds {
+			t.Errorf("no-encode %v: report %+v", noEncode, rep)
+		}
+		for i, r := range rep.Runs {
+			st := r.Stages
+			if r.Seconds <= 0 || st.Stream <= 0 || st.WaitModel+st.WaitEncoder <= 0 || st.WaitModel+st.WaitEncoder > st.Stream {
+				t.Errorf("no-encode %v: request %d: %+v", noEncode, i+1, r)
+			}
+		}
+	}
+	if _, err := vsr(t, "bench", in, "--device", "cpu", "--requests", "0"); err == nil || !strings.Contains(err.Error(), "--requests") {
+		t.Errorf("--requests 0: %v", err)
+	}
+}
