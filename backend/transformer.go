@@ -106,6 +106,26 @@ type Transformer interface {
 	AttentionWeights(q Tensor, k Weights, headDim int, eps float32) (Tensor, error)
 }
 
+// Recorder is implemented by backends that can record the ops a function
+// queues once and replay them at a fraction of the host's cost (CUDA
+// graphs). A recording refers to tensors by their storage: replays read
+// and write the tensors f used, which must outlive the recording, and f
+// must free every tensor it makes. Nothing runs while recording.
+type Recorder interface {
+	// Record calls f, recording instead of running the ops it queues. The
+	// Offset of any RoPE the ops use is not recorded: Replay gives it.
+	Record(f func() error) (Recording, error)
+}
+
+// Recording is work recorded by Recorder.Record.
+type Recording interface {
+	// Replay queues the recorded ops again, with offset as the Offset of
+	// every RoPE they use.
+	Replay(offset int) error
+	// Free releases the recording (replays already queued still run).
+	Free()
+}
+
 // MaxKeys is the most keys PrepareKeys takes.
 const MaxKeys = 64
 

@@ -12,7 +12,9 @@
 // Environment variables for diagnosis and comparison: VSR_CUDA_MEMTRACE=1
 // prints each new high-water mark of device memory in use with the calls
 // that reached it; VSR_CUDA_POOL=cache selects the size-class cache, and
-// VSR_CUDA_POOL_IDLE_MIB sets how much idle memory that cache keeps.
+// VSR_CUDA_POOL_IDLE_MIB sets how much idle memory that cache keeps;
+// VSR_CUDA_GRAPHS=0 turns off recording CUDA graphs (see Record) and
+// VSR_CUDA_PACE=0 the host's pacing (see pacer).
 package cuda
 
 import (
@@ -93,10 +95,12 @@ type Backend struct {
 	noChannelPad, scalarMoves, noConvFusion, scalarRows bool
 
 	pool *pool
+	pace *pacer
 	conv *convRunner
 
 	tapCache  map[string]*taps
 	ropeCache map[backend.RoPE]*block // see ropeTable
+	rec       *recording              // the recording being captured (see Record)
 	closeMu   sync.Mutex
 	closed    bool
 
@@ -183,7 +187,7 @@ func (b *Backend) init(major, minor int) error {
 	if b.down, err = b.ctx.NewStream(); err != nil {
 		return err
 	}
-	b.pool = newPool(b.ctx, b.dev, b.compute)
+	b.pool, b.pace = newPool(b.ctx, b.dev, b.compute), newPacer()
 	if b.epoch, err = b.ctx.NewEvent(cu.EventDefault); err != nil {
 		return err
 	}
@@ -264,6 +268,9 @@ func (b *Backend) Close() error {
 	}
 	for _, t := range b.ropeCache {
 		b.pool.put(t)
+	}
+	if b.pace != nil {
+		b.pace.close()
 	}
 	if b.pool != nil {
 		b.pool.close()
@@ -393,8 +400,12 @@ func (t *Tensor) Free() {
 
 func (t *Tensor) ptr() cu.DevicePtr { return t.buf.ptr.Add(t.off) }
 
-// alloc returns a tensor with undefined contents.
+// alloc returns a tensor with undefined contents, for an op's output: it
+// also paces the host (see pacer).
 func (b *Backend) alloc(s backend.Shape) (*Tensor, error) {
+	if err := b.pace.step(b); err != nil {
+		return nil, err
+	}
 	blk, err := b.pool.get(int64(s.Elems()) * 2)
 	if err != nil {
 		return nil, err

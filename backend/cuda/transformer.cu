@@ -30,8 +30,11 @@ __device__ __forceinline__ float block_sum(float v) {
 // RoPE tables: the rotary cosine and sine of each token and pair, as (cos, sin) float pairs, made
 // once per token grid by rope_table: F x pt entries for the frame axis (angle (offset + f) *
 // theta_j), then gh x ph for rows and gw x pw for columns, theta_j = 10000^(-j/n) for the n pairs
-// of the axis; head_dim / 2 = pt + ph + pw pairs per head.
-extern "C" __global__ void rope_table(float* __restrict__ tab, int frames, int gh, int gw, int offset, int pt, int ph, int pw) {
+// of the axis; head_dim / 2 = pt + ph + pw pairs per head. With offset_at set (a recorded graph),
+// the offset is offset + *offset_at.
+extern "C" __global__ void rope_table(float* __restrict__ tab, int frames, int gh, int gw, int offset,
+                                      const int* __restrict__ offset_at, int pt, int ph, int pw) {
+    if (offset_at) offset += *offset_at;
     int nt = frames * pt, nh = gh * ph, total = nt + nh + gw * pw;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         int p, j, n;

@@ -237,9 +237,15 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 // ropeTable returns the device table of rope's cosines and sines (see
 // rope_table in transformer.cu), made on the compute stream on first use
 // and kept for the calls of the same grid and offset that follow (the
-// queries and keys of every block of a DiT chunk).
+// queries and keys of every block of a DiT chunk). While recording, the
+// graph makes its own table, whose offset it reads at each replay.
 func (b *Backend) ropeTable(rope backend.RoPE, parts [3]int) (cu.DevicePtr, error) {
-	if t, ok := b.ropeCache[rope]; ok {
+	cache, offsetAt := b.ropeCache, cu.DevicePtr(0)
+	if b.rec != nil {
+		rope.Offset = 0
+		cache, offsetAt = b.rec.tables, b.rec.offset.ptr
+	}
+	if t, ok := cache[rope]; ok {
 		return t.ptr, nil
 	}
 	g := rope.Grid
@@ -251,19 +257,19 @@ func (b *Backend) ropeTable(rope backend.RoPE, parts [3]int) (cu.DevicePtr, erro
 	f, err := b.kernel(transformerSource, "rope_table")
 	if err == nil {
 		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32((n + 255) / 256)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
-			t.ptr, int32(g.F), int32(g.H), int32(g.W), int32(rope.Offset), int32(parts[0]), int32(parts[1]), int32(parts[2]))
+			t.ptr, int32(g.F), int32(g.H), int32(g.W), int32(rope.Offset), offsetAt, int32(parts[0]), int32(parts[1]), int32(parts[2]))
 	}
 	if err != nil {
 		b.pool.put(t)
 		return 0, err
 	}
-	if len(b.ropeCache) >= 16 { // chunks move on; older offsets are not seen again
-		for k, old := range b.ropeCache {
+	if b.rec == nil && len(cache) >= 16 { // chunks move on; older offsets are not seen again
+		for k, old := range cache {
 			b.pool.put(old)
-			delete(b.ropeCache, k)
+			delete(cache, k)
 		}
 	}
-	b.ropeCache[rope] = t
+	cache[rope] = t
 	return t.ptr, nil
 }
 

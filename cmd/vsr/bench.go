@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -24,17 +25,20 @@ type benchFlags struct {
 	noEncode bool
 	keep     bool
 	cudnn    bool
+	profile  string
 }
 
 // benchRun is one request's measurements.
 type benchRun struct {
-	Seconds        float64         `json:"seconds"`           // first frame read to finished output
-	FPS            float64         `json:"fps"`               // frames / seconds
-	ComputeMsFrame float64         `json:"compute_ms_frame"`  // steady-state GPU compute per frame
-	GPUBusy        float64         `json:"gpu_busy_fraction"` // compute-stream busy time / steady-state wall time
-	NVMLUtil       float64         `json:"nvml_util_mean"`    // NVML GPU utilization, mean of 10 ms samples (percent)
-	PeakNVMLBytes  uint64          `json:"peak_nvml_bytes"`   // NVML device memory used, peak of 10 ms samples
-	PeakAllocBytes int64           `json:"peak_alloc_bytes"`  // vsr's device allocator high-water mark
+	Seconds        float64         `json:"seconds"`            // first frame read to finished output
+	FPS            float64         `json:"fps"`                // frames / seconds
+	ComputeMsFrame float64         `json:"compute_ms_frame"`   // steady-state GPU compute per frame
+	GPUBusy        float64         `json:"gpu_busy_fraction"`  // compute-stream busy time / steady-state wall time
+	NVMLUtil       float64         `json:"nvml_util_mean"`     // NVML GPU utilization, mean of 10 ms samples (percent)
+	PeakNVMLBytes  uint64          `json:"peak_nvml_bytes"`    // NVML device memory used, peak of 10 ms samples
+	PeakAllocBytes int64           `json:"peak_alloc_bytes"`   // vsr's device allocator high-water mark
+	CPUSeconds     float64         `json:"cpu_seconds"`        // vsr's own user + system CPU time
+	FFmpegCPU      float64         `json:"ffmpeg_cpu_seconds"` // the ffmpeg processes' (decoders, encoders) CPU time
 	Stages         pipeline.Stages `json:"stages"`
 }
 
@@ -89,6 +93,7 @@ it. The first request warms up; the mean is over the others.`,
 	addSwiftVRFlags(fl, &f.restoreFlags)
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
 	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
+	fl.StringVar(&f.profile, "cpuprofile", "", "write a Go CPU profile of all requests to this file (go tool pprof)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -147,6 +152,17 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		rep.Codec = "none"
 	}
 	out := filepath.Join(tmp, "out"+map[bool]string{true: ".mkv", false: ".mp4"}[f.codec == "ffv1"])
+	if f.profile != "" {
+		pf, err := os.Create(f.profile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for r := 0; r < f.requests; r++ {
 		run, err := benchOnce(ctx, f, info, input, out, ld, gpu, nv, rep)
 		if err != nil {
@@ -184,6 +200,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 	if gpu != nil {
 		gpu.Spans() // forget earlier requests
 	}
+	self, children := cpuTimes()
 	res, err := pipeline.Restore(ctx, pipeline.Request{
 		Input: input, Output: out, Info: info, Discard: f.noEncode,
 		Engine:   eng,
@@ -199,6 +216,8 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 		return benchRun{}, err
 	}
 	run := benchRun{Seconds: res.Seconds, FPS: res.FPS, NVMLUtil: st.MeanGPUUtil, PeakNVMLBytes: st.PeakMemUsed, Stages: res.Stages}
+	s2, c2 := cpuTimes()
+	run.CPUSeconds, run.FFmpegCPU = s2-self, c2-children
 	if gpu != nil {
 		run.PeakAllocBytes = gpu.PeakBytes()
 		run.ComputeMsFrame, run.GPUBusy = steadyState(gpu.Spans(), res.Frames)
@@ -242,6 +261,8 @@ func meanRuns(runs []benchRun) benchRun {
 		m.ComputeMsFrame += r.ComputeMsFrame / n
 		m.GPUBusy += r.GPUBusy / n
 		m.NVMLUtil += r.NVMLUtil / n
+		m.CPUSeconds += r.CPUSeconds / n
+		m.FFmpegCPU += r.FFmpegCPU / n
 		m.Stages.Start += r.Stages.Start / n
 		m.Stages.Stream += r.Stages.Stream / n
 		m.Stages.Finish += r.Stages.Finish / n
@@ -267,6 +288,7 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)
 	fmt.Fprintf(w, "stages\tstart %.3f s, stream %.3f s, finish encoders %.3f s, join %.3f s\n", m.Stages.Start, m.Stages.Stream, m.Stages.Finish, m.Stages.Join)
+	fmt.Fprintf(w, "CPU time\t%.2f s vsr, %.2f s ffmpeg decoders and encoders (user + system)\n", m.CPUSeconds, m.FFmpegCPU)
 	fmt.Fprintf(w, "writers, during stream\t%.3f s waiting for the model, %.3f s blocked on the encoders (mean per stream)\n", m.Stages.WaitModel, m.Stages.WaitEncoder)
 	if m.ComputeMsFrame > 0 {
 		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)

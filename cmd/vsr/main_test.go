@@ -402,8 +402,9 @@ func TestBench(t *testing.T) {
 	in := genClip(t, dir, 3, true, "mkv")
 	for _, noEncode := range []bool{false, true} {
 		args := []string{"bench", in, "--device", "cpu", "--frames", "7", "--requests", "2", "--json", "--codec", "libx264", "--preset", "ultrafast"}
+		prof := filepath.Join(dir, "cpu.pprof")
 		if noEncode {
-			args = append(args, "--no-encode")
+			args = append(args, "--no-encode", "--cpuprofile", prof)
 		}
 		out, err := vsr(t, args...)
 		if err != nil {
@@ -419,9 +420,13 @@ func TestBench(t *testing.T) {
 		}
 		for i, r := range rep.Runs {
 			st := r.Stages
-			if r.Seconds <= 0 || st.Stream <= 0 || st.WaitModel+st.WaitEncoder <= 0 || st.WaitModel+st.WaitEncoder > st.Stream {
+			if r.Seconds <= 0 || st.Stream <= 0 || st.WaitModel+st.WaitEncoder <= 0 || st.WaitModel+st.WaitEncoder > st.Stream ||
+				r.CPUSeconds <= 0 || r.FFmpegCPU <= 0 {
 				t.Errorf("no-encode %v: request %d: %+v", noEncode, i+1, r)
 			}
+		}
+		if fi, err := os.Stat(prof); noEncode && (err != nil || fi.Size() == 0) {
+			t.Errorf("--cpuprofile wrote no profile: %v", err)
 		}
 	}
 	if _, err := vsr(t, "bench", in, "--device", "cpu", "--requests", "0"); err == nil || !strings.Contains(err.Error(), "--requests") {

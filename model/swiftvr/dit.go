@@ -37,6 +37,14 @@ type DiT struct {
 	// activation, and rows are independent, so pieces give the same
 	// result in less memory.
 	FFNRows int
+	// Graphs records the forward pass of each latent shape after its first
+	// run and replays the recording from then on, where the backend can
+	// record (backend.Recorder, CUDA graphs): one launch a chunk instead of
+	// hundreds of ops, with the same result. NewDiT turns it on.
+	Graphs bool
+
+	graphs  map[graphKey]*ditGraph // nil values: recording failed
+	replays int                    // forward passes replayed (for tests)
 
 	b       backend.Backend
 	t       backend.Transformer
@@ -72,7 +80,7 @@ func NewDiT(b backend.Backend, src Source, d Dims, eps float32, prompt []float32
 		return nil, fmt.Errorf("dit: %d heads x %d != dim %d, patch %v is not 1x2x2, or a prompt of %d values for text dim %d",
 			d.Heads, d.HeadDim, d.Dim, d.PatchSize, len(prompt), d.TextDim)
 	}
-	m := &DiT{FFNRows: 8192, b: b, t: t, d: d, eps: eps}
+	m := &DiT{FFNRows: 8192, Graphs: true, b: b, t: t, d: d, eps: eps}
 	if err := m.load(src, prompt); err != nil {
 		m.Close()
 		return nil, err
@@ -80,8 +88,9 @@ func NewDiT(b backend.Backend, src Source, d Dims, eps float32, prompt []float32
 	return m, nil
 }
 
-// Close frees the weights.
+// Close frees the weights and the recordings.
 func (m *DiT) Close() {
+	m.dropGraphs()
 	for _, w := range m.weights {
 		w.Free()
 	}
@@ -594,6 +603,106 @@ func (m *DiT) Forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	if s.H%2 != 0 || s.W%2 != 0 || s.C != m.d.InChannels || s.N < 1 {
 		return nil, fmt.Errorf("dit: latents %v: want [frames h w %d] with even h and w", s, m.d.InChannels)
 	}
+	k := graphKey{s, m.FFNRows}
+	if g := m.graphs[k]; g != nil && m.Graphs {
+		return m.replay(g, x, offset)
+	}
+	v, err := m.forward(x, offset)
+	if _, seen := m.graphs[k]; err == nil && m.Graphs && !seen {
+		m.record(k)
+	}
+	return v, err
+}
+
+// graphKey is what a recorded forward pass depends on: the input shape and
+// the FFN's row pieces.
+type graphKey struct {
+	s       backend.Shape
+	ffnRows int
+}
+
+// ditGraph is the forward pass recorded for one input shape: it reads the
+// latents from in and writes v into out.
+type ditGraph struct {
+	in, out backend.Tensor
+	rec     backend.Recording
+}
+
+// maxGraphs bounds the recordings kept: a service sees a few output sizes,
+// each of a first, a middle and a last chunk shape.
+const maxGraphs = 8
+
+// record records the forward pass for k, after a first run has compiled
+// its kernels and chosen its GEMM plans. Where that fails (a backend that
+// cannot record, a driver without graphs), the shape runs op by op.
+func (m *DiT) record(k graphKey) {
+	if m.graphs == nil || len(m.graphs) >= maxGraphs {
+		m.dropGraphs()
+		m.graphs = map[graphKey]*ditGraph{}
+	}
+	m.graphs[k] = nil
+	r, ok := m.b.(backend.Recorder)
+	if !ok {
+		return
+	}
+	g := &ditGraph{}
+	var err error
+	if g.in, err = m.b.Empty(k.s); err == nil {
+		g.out, err = m.b.Empty(k.s)
+	}
+	if err == nil {
+		g.rec, err = r.Record(func() error {
+			v, err := m.forward(g.in, 0)
+			if err != nil {
+				return err
+			}
+			defer v.Free()
+			return m.b.CopyFrames(g.out, 0, v)
+		})
+	}
+	if err != nil {
+		g.free()
+		return
+	}
+	m.graphs[k] = g
+}
+
+// replay runs the recorded forward pass g on x.
+func (m *DiT) replay(g *ditGraph, x backend.Tensor, offset int) (backend.Tensor, error) {
+	if err := m.b.CopyFrames(g.in, 0, x); err != nil {
+		return nil, err
+	}
+	if err := g.rec.Replay(offset); err != nil {
+		return nil, err
+	}
+	m.replays++
+	return m.t.Reshape(g.out, g.out.Shape()) // a copy: the next replay overwrites out
+}
+
+func (g *ditGraph) free() {
+	for _, t := range []backend.Tensor{g.in, g.out} {
+		if t != nil {
+			t.Free()
+		}
+	}
+	if g.rec != nil {
+		g.rec.Free()
+	}
+}
+
+// dropGraphs frees every recording.
+func (m *DiT) dropGraphs() {
+	for _, g := range m.graphs {
+		if g != nil {
+			g.free()
+		}
+	}
+	m.graphs = nil
+}
+
+// forward runs the forward pass op by op.
+func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
+	s := x.Shape()
 	var sc scratch
 	defer sc.free()
 	g := backend.Grid{F: s.N, H: s.H / 2, W: s.W / 2}

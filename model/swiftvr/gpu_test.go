@@ -139,6 +139,39 @@ func TestDiTOnGPU(t *testing.T) {
 	}
 }
 
+// TestDiTGraphsGPU runs the tiny DiT in bf16 on the GPU op by op and with
+// recorded CUDA graphs over two latent shapes taken in turn (as a
+// service's requests of two sizes would) and several RoPE offsets: every
+// output is bitwise the same, and every pass after a shape's first is a
+// replay. Turning Graphs off again runs op by op.
+func TestDiTGraphsGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := gpu(t, cuda.BF16)
+	d, dims := synthDiT(t, g, "tiny")
+	runs := []struct{ f, h, w, off int }{{3, 8, 36, 0}, {3, 8, 36, 4}, {2, 40, 12, 1}, {3, 8, 36, 9}, {2, 40, 12, 6}, {2, 40, 12, 6}}
+	xs := make([][]float32, len(runs))
+	want := make([][]byte, len(runs))
+	d.Graphs = false
+	for i, r := range runs {
+		xs[i] = randLatents(r.f*r.h*r.w*dims.InChannels, uint64(i))
+		want[i] = f32bytes(forward(t, g, d, xs[i], r.f, r.h, r.w, r.off))
+	}
+	d.Graphs = true
+	for i, r := range runs {
+		if got := f32bytes(forward(t, g, d, xs[i], r.f, r.h, r.w, r.off)); !bytes.Equal(got, want[i]) {
+			t.Errorf("pass %d (%+v) with graphs differs from op by op", i, r)
+		}
+	}
+	if d.replays != 4 || len(d.graphs) != 2 {
+		t.Errorf("%d replays of %d recordings, want 4 of 2", d.replays, len(d.graphs))
+	}
+	d.Graphs = false
+	if forward(t, g, d, xs[0], runs[0].f, runs[0].h, runs[0].w, runs[0].off); d.replays != 4 {
+		t.Error("a pass with Graphs off replayed")
+	}
+}
+
 // gpu opens a fresh GPU backend of storage type dt for t (closed at the
 // end of the test, if not before), or skips the test where there is none.
 func gpu(t *testing.T, dt cuda.DType) *cuda.Backend {

@@ -241,6 +241,20 @@ func TestRoundTripPinned(t *testing.T) {
 			t.Fatalf("after Memset8, byte %d = %#x, want %#x", i, c, want)
 		}
 	}
+	must(t, s.Memset32(a.Ptr().Add(8), 0x01020304, 3))
+	must(t, s.CopyDtoH(out, a.Ptr()))
+	must(t, s.Synchronize())
+	for i := 8; i < 20; i++ {
+		if want := byte(4 - (i-8)%4); out[i] != want {
+			t.Fatalf("after Memset32, byte %d = %#x, want %#x", i, out[i], want)
+		}
+	}
+	if out[20] != 0xAB || out[7] != sb[7] {
+		t.Fatalf("Memset32 wrote outside its 3 words")
+	}
+	if s.Memset32(a.Ptr().Add(2), 0, 1) == nil {
+		t.Error("Memset32 accepted an unaligned address")
+	}
 
 	// Idempotent frees and closes.
 	must(t, a.Free())

@@ -67,6 +67,7 @@ var drv struct {
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src uint64, n uintptr, s uintptr) int32
 	cuMemsetD8Async           func(dst uint64, v uint8, n uintptr, s uintptr) int32
+	cuMemsetD32Async          func(dst uint64, v uint32, n uintptr, s uintptr) int32
 	cuStreamCreate            func(s *uintptr, flags uint32) int32
 	cuStreamSynchronize       func(s uintptr) int32
 	cuStreamQuery             func(s uintptr) int32
@@ -144,6 +145,7 @@ func load() error {
 	b.Bind(&drv.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
 	b.Bind(&drv.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
 	b.Bind(&drv.cuMemsetD8Async, "cuMemsetD8Async")
+	b.Bind(&drv.cuMemsetD32Async, "cuMemsetD32Async")
 	b.Bind(&drv.cuStreamCreate, "cuStreamCreate")
 	b.Bind(&drv.cuStreamSynchronize, "cuStreamSynchronize")
 	b.Bind(&drv.cuStreamQuery, "cuStreamQuery")

@@ -126,3 +126,17 @@ func (s *Stream) Memset8(dst DevicePtr, v byte, n int) error {
 		return check("cuMemsetD8Async", drv.cuMemsetD8Async(uint64(dst), v, uintptr(n), s.h))
 	})
 }
+
+// Memset32 queues setting n 32-bit words at dst (4-byte aligned) to v
+// (cuMemsetD32Async).
+func (s *Stream) Memset32(dst DevicePtr, v uint32, n int) error {
+	if n < 0 || dst%4 != 0 {
+		return fmt.Errorf("cuda: Memset32 of %d words at %#x", n, uint64(dst))
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.ctx.do(func() error {
+		return check("cuMemsetD32Async", drv.cuMemsetD32Async(uint64(dst), v, uintptr(n), s.h))
+	})
+}
