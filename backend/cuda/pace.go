@@ -2,40 +2,53 @@ package cuda
 
 import (
 	"os"
+	"strconv"
 
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
 
 // Pacing: how far the host may queue work ahead of the GPU, in op outputs
-// allocated (one a kernel launch or GEMM, roughly).
+// allocated (one a kernel launch or GEMM, roughly). Measured with SwiftVR
+// and 8 x265 encoders on 16 cores (docs/BENCHMARKS.md): a bound of 512 ops
+// or more spins as much as none; 128 slows the GPU side by 0.15-0.5 s when
+// the encoders hold every core (the woken thread waits for a core); 256
+// halves vsr's CPU time at the same GPU speed.
 const (
-	paceOps   = 32 // ops between two pacing events
+	paceOps   = 64 // ops between two pacing events
 	paceDepth = 4  // pacing events in flight
 )
 
 // pacer keeps the host from queueing more than paceOps x paceDepth ops
 // ahead of the compute stream. A host that runs further ahead fills the
-// driver's launch queue, and cuLaunchKernel then spins until the GPU frees
-// an entry; waiting on a blocking-sync event instead sleeps. The GPU still
-// has paceOps x (paceDepth-1) ops queued when the host wakes.
-// VSR_CUDA_PACE=0 turns it off, for comparisons.
+// driver's queue and then waits inside the driver's calls, spinning (a
+// whole core, measured); waiting on a blocking-sync event instead sleeps.
+// The GPU still has 3/4 of the bound queued when the host wakes.
+// VSR_CUDA_PACE=0 turns it off and VSR_CUDA_PACE=N sets the bound to N
+// ops, for comparisons.
 type pacer struct {
 	off    bool
+	every  int // ops between two pacing events
 	n      int
-	events [paceDepth]*cu.Event // ring of events, each recorded after paceOps ops
+	events [paceDepth]*cu.Event // ring of events, one recorded every `every` ops
 	next   int
 }
 
-func newPacer() *pacer { return &pacer{off: os.Getenv("VSR_CUDA_PACE") == "0"} }
+func newPacer() *pacer {
+	p := &pacer{every: paceOps}
+	if v, err := strconv.Atoi(os.Getenv("VSR_CUDA_PACE")); err == nil {
+		p.off, p.every = v <= 0, max(1, v/paceDepth)
+	}
+	return p
+}
 
-// step counts one op queued on the compute stream of b and, every paceOps
+// step counts one op queued on the compute stream of b and, every p.every
 // ops, waits for the event recorded paceDepth events ago and records it
 // anew. It does nothing while recording a graph.
 func (p *pacer) step(b *Backend) error {
 	if p.off || b.rec != nil {
 		return nil
 	}
-	if p.n++; p.n%paceOps != 0 {
+	if p.n++; p.n%p.every != 0 {
 		return nil
 	}
 	e := p.events[p.next]

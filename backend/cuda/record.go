@@ -92,7 +92,11 @@ func (r *recording) Replay(offset int) error {
 	if err := r.b.compute.Memset32(r.offset.ptr, uint32(offset), 1); err != nil {
 		return err
 	}
-	return r.exec.Launch(r.b.compute)
+	err := r.exec.Launch(r.b.compute)
+	if errors.Is(err, cu.ErrOutOfMemory) {
+		return fmt.Errorf("GPU out of memory for a recorded CUDA graph: use a smaller output size, or VSR_CUDA_GRAPHS=0 to run op by op")
+	}
+	return err
 }
 
 // Free destroys the graph; replays already queued still run.

@@ -66,7 +66,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
-	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels or choose algorithms")
+	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
