@@ -110,7 +110,10 @@ type Transformer interface {
 // queues once and replay them at a fraction of the host's cost (CUDA
 // graphs). A recording refers to tensors by their storage: replays read
 // and write the tensors f used, which must outlive the recording, and f
-// must free every tensor it makes. Nothing runs while recording.
+// must free every tensor it makes and no other. Nothing runs while
+// recording, so f must not wait for results or move data to or from the
+// host (Upload, Download, Synchronize, frame slots), and where a backend
+// cannot record an op, Record fails.
 type Recorder interface {
 	// Record calls f, recording instead of running the ops it queues. The
 	// Offset of any RoPE the ops use is not recorded: Replay gives it.

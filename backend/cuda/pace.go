@@ -24,7 +24,8 @@ const (
 // whole core, measured); waiting on a blocking-sync event instead sleeps.
 // The GPU still has 3/4 of the bound queued when the host wakes.
 // VSR_CUDA_PACE=0 turns it off and VSR_CUDA_PACE=N sets the bound to N
-// ops, for comparisons.
+// ops (rounded down to a multiple of paceDepth, at least paceDepth), for
+// comparisons.
 type pacer struct {
 	off    bool
 	every  int // ops between two pacing events

@@ -53,6 +53,9 @@ type pool struct {
 	// maxIdle is defaultMaxIdle unless the environment says otherwise.
 	maxIdle int64
 	closed  bool // memory put back after close stays with the driver
+	// capturing is set while the stream is captured into a graph, where
+	// synchronizing (to release memory) is not allowed.
+	capturing bool
 }
 
 func newPool(ctx *cu.Context, dev cu.Device, s *cu.Stream) *pool {
@@ -131,8 +134,8 @@ func (p *pool) getAsync(n int64) (*block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ptr, err := p.stream.AllocAsync(p.mp, int(n))
-	if errors.Is(err, cu.ErrOutOfMemory) {
-		p.trim() // give reserved memory back and try once more
+	if errors.Is(err, cu.ErrOutOfMemory) && !p.capturing {
+		p.release() // give reserved memory back and try once more
 		ptr, err = p.stream.AllocAsync(p.mp, int(n))
 	}
 	if err != nil {
@@ -218,6 +221,19 @@ func (p *pool) trim() {
 		}
 		delete(p.free, n)
 	}
+}
+
+func (p *pool) setCapturing(on bool) {
+	p.mu.Lock()
+	p.capturing = on
+	p.mu.Unlock()
+}
+
+// release gives the driver back all memory that is reserved and unused:
+// the pool's and the graphs' (see Backend.Record); the caller holds mu.
+func (p *pool) release() {
+	p.trim()
+	p.ctx.TrimGraphMemory()
 }
 
 // reservedNow is the memory reserved from the driver.

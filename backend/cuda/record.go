@@ -42,17 +42,24 @@ func (b *Backend) Record(f func() error) (backend.Recording, error) {
 		return nil, err
 	}
 	r := &recording{b: b, offset: off, tables: map[backend.RoPE]*block{}}
+	recorded := false
+	defer func() {
+		if !recorded { // an error or a panic in f
+			b.pool.put(off)
+		}
+	}()
 	if err := r.capture(f); err != nil {
-		b.pool.put(off)
 		return nil, fmt.Errorf("cuda graph: %w", err)
 	}
+	recorded = true
 	return r, nil
 }
 
 // capture records f into r.exec. Relaxed capture leaves the driver calls
 // of other goroutines (frame copies, waits) alone; the backend's compute
-// stream has no other user meanwhile.
-func (r *recording) capture(f func() error) error {
+// stream has no other user meanwhile. The capture ends however f returns,
+// a panic included (the service recovers from those and goes on).
+func (r *recording) capture(f func() error) (err error) {
 	b := r.b
 	unlock, err := b.ctx.LockThread()
 	if err != nil {
@@ -63,20 +70,26 @@ func (r *recording) capture(f func() error) error {
 		return err
 	}
 	b.rec = r
-	ferr := f()
-	for _, t := range r.tables {
-		b.pool.put(t)
-	}
-	r.tables, b.rec = nil, nil
-	g, err := b.compute.EndCapture()
-	if err = errors.Join(ferr, err); err != nil {
-		if g != nil {
-			g.Close()
+	b.pool.setCapturing(true)
+	returned := false
+	defer func() {
+		for _, t := range r.tables {
+			b.pool.put(t)
 		}
-		return err
-	}
-	defer g.Close()
-	r.exec, err = g.Instantiate()
+		r.tables, b.rec = nil, nil
+		b.pool.setCapturing(false)
+		g, endErr := b.compute.EndCapture()
+		if err = errors.Join(err, endErr); err != nil || !returned {
+			if g != nil {
+				g.Close()
+			}
+			return
+		}
+		defer g.Close()
+		r.exec, err = g.Instantiate()
+	}()
+	err = f()
+	returned = true
 	return err
 }
 
@@ -93,6 +106,12 @@ func (r *recording) Replay(offset int) error {
 		return err
 	}
 	err := r.exec.Launch(r.b.compute)
+	if errors.Is(err, cu.ErrOutOfMemory) { // give unused memory back and try once more
+		r.b.pool.mu.Lock()
+		r.b.pool.release()
+		r.b.pool.mu.Unlock()
+		err = r.exec.Launch(r.b.compute)
+	}
 	if errors.Is(err, cu.ErrOutOfMemory) {
 		return fmt.Errorf("GPU out of memory for a recorded CUDA graph: use a smaller output size, or VSR_CUDA_GRAPHS=0 to run op by op")
 	}

@@ -12,8 +12,9 @@ import (
 // RMSNorm + RoPE, windowed attention, a Linear accumulating into the input)
 // once and replays it with other RoPE offsets and inputs: every replay is
 // bitwise the same as running the ops one by one with that offset. It also
-// checks that the capture ran nothing, that a failing step leaves the stream
-// usable, and replay after Free.
+// checks that the capture ran nothing, that a failing or panicking step
+// leaves the stream usable and the pool's count balanced, and replay after
+// Free.
 func TestRecord(t *testing.T) {
 	b := open(t, BF16)
 	const hd = 64
@@ -78,6 +79,7 @@ func TestRecord(t *testing.T) {
 	}
 	defer x.Free()
 	eager(inputs[1], 1) // kernels compiled and GEMM plans chosen before recording, as the DiT does
+	inUse := b.pool.inUse
 	before := download(t, b, x)
 	rec, err := b.Record(func() error { return step(x, 99) })
 	if err != nil {
@@ -117,15 +119,26 @@ func TestRecord(t *testing.T) {
 			return err
 		}
 		defer n.Free()
-		_, err = b.Linear(n, w1, backend.ActGELUTanh, norm) // wrong accumulator shape
+		_, err = b.Linear(n, w1, backend.ActGELUTanh, x) // GELU with an accumulator: rejected
 		return err
 	}); err == nil {
 		t.Error("a failing recording returned no error")
 	} else {
 		t.Logf("failing recording: %v", err)
 	}
-	if capturing, _ := b.compute.Capturing(); capturing {
+	func() {
+		defer func() { recover() }()
+		b.Record(func() error {
+			n, _ := b.LayerNorm(x, 1e-6)
+			defer n.Free()
+			panic("a bug in the recorded function")
+		})
+	}()
+	if capturing, _ := b.compute.Capturing(); capturing || b.rec != nil {
 		t.Fatal("the compute stream is still capturing")
+	}
+	if b.pool.inUse != inUse {
+		t.Errorf("%d bytes in use after the recordings, %d before", b.pool.inUse, inUse)
 	}
 	if got := eager(inputs[1], 5); !bytes.Equal(got, eager(inputs[1], 5)) {
 		t.Error("ops after a failed recording are not deterministic")

@@ -157,11 +157,16 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		if err != nil {
 			return err
 		}
-		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
 			return err
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := pf.Close(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "vsr bench: the CPU profile %s is incomplete: %v\n", f.profile, err)
+			}
+		}()
 	}
 	for r := 0; r < f.requests; r++ {
 		run, err := benchOnce(ctx, f, info, input, out, ld, gpu, nv, rep)

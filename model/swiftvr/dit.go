@@ -43,8 +43,10 @@ type DiT struct {
 	// hundreds of ops, with the same result. NewDiT turns it on.
 	Graphs bool
 
-	graphs  map[graphKey]*ditGraph // nil values: recording failed
-	replays int                    // forward passes replayed (for tests)
+	graphs  map[graphKey]*ditGraph // nil values: recording or replay failed
+	order   []graphKey             // graphs' keys, oldest first
+	passes  int                    // forward passes run (for tests)
+	replays int                    // of which replayed
 
 	b       backend.Backend
 	t       backend.Transformer
@@ -603,9 +605,18 @@ func (m *DiT) Forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	if s.H%2 != 0 || s.W%2 != 0 || s.C != m.d.InChannels || s.N < 1 {
 		return nil, fmt.Errorf("dit: latents %v: want [frames h w %d] with even h and w", s, m.d.InChannels)
 	}
+	m.passes++
 	k := graphKey{s, m.FFNRows}
 	if g := m.graphs[k]; g != nil && m.Graphs {
-		return m.replay(g, x, offset)
+		v, err := m.replay(g, x, offset)
+		if err == nil {
+			m.replays++
+			return v, nil
+		}
+		// Out of memory for the graph's own memory, say: run this shape
+		// op by op from now on.
+		g.free()
+		m.graphs[k] = nil
 	}
 	v, err := m.forward(x, offset)
 	if _, seen := m.graphs[k]; err == nil && m.Graphs && !seen {
@@ -628,27 +639,39 @@ type ditGraph struct {
 	rec     backend.Recording
 }
 
-// maxGraphs bounds the recordings kept: a service sees a few output sizes,
-// each of a first, a middle and a last chunk shape.
+// maxGraphs bounds the recordings kept (the oldest goes first): a service
+// sees a few output sizes, each of two or three chunk shapes. Graphs
+// replayed on one stream share memory: the first and middle chunk shapes
+// of 2560x1440 added 0.4-0.9 GiB together (NVML), less than the 1.5 GiB
+// their activations take op by op.
 const maxGraphs = 8
 
 // record records the forward pass for k, after a first run has compiled
 // its kernels and chosen its GEMM plans. Where that fails (a backend that
 // cannot record, a driver without graphs), the shape runs op by op.
 func (m *DiT) record(k graphKey) {
-	if m.graphs == nil || len(m.graphs) >= maxGraphs {
-		m.dropGraphs()
+	if m.graphs == nil {
 		m.graphs = map[graphKey]*ditGraph{}
 	}
+	if len(m.order) >= maxGraphs {
+		if g := m.graphs[m.order[0]]; g != nil {
+			g.free()
+		}
+		delete(m.graphs, m.order[0])
+		m.order = m.order[1:]
+	}
 	m.graphs[k] = nil
+	m.order = append(m.order, k)
 	r, ok := m.b.(backend.Recorder)
 	if !ok {
 		return
 	}
 	g := &ditGraph{}
 	var err error
+	out := k.s
+	out.C = m.d.OutChannels
 	if g.in, err = m.b.Empty(k.s); err == nil {
-		g.out, err = m.b.Empty(k.s)
+		g.out, err = m.b.Empty(out)
 	}
 	if err == nil {
 		g.rec, err = r.Record(func() error {
@@ -675,7 +698,6 @@ func (m *DiT) replay(g *ditGraph, x backend.Tensor, offset int) (backend.Tensor,
 	if err := g.rec.Replay(offset); err != nil {
 		return nil, err
 	}
-	m.replays++
 	return m.t.Reshape(g.out, g.out.Shape()) // a copy: the next replay overwrites out
 }
 
@@ -697,7 +719,7 @@ func (m *DiT) dropGraphs() {
 			g.free()
 		}
 	}
-	m.graphs = nil
+	m.graphs, m.order = nil, nil
 }
 
 // forward runs the forward pass op by op.

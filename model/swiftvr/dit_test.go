@@ -1,6 +1,7 @@
 package swiftvr
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -216,5 +217,90 @@ func TestDiTProperties(t *testing.T) {
 		if _, err := d.Forward(xt, 0); err == nil {
 			t.Errorf("latents %v accepted", s)
 		}
+	}
+}
+
+// rerunner is the CPU backend with a stand-in for CUDA graphs: recording
+// keeps the function and replaying runs it again (for the RoPE offset it
+// was recorded with, 0, only). It tests the DiT's bookkeeping of
+// recordings where there is no GPU.
+type rerunner struct {
+	*cpu.Backend
+	records, freed int
+}
+
+type rerun struct {
+	r *rerunner
+	f func() error
+}
+
+func (r *rerunner) Record(f func() error) (backend.Recording, error) {
+	r.records++
+	return &rerun{r, f}, nil
+}
+
+func (x *rerun) Replay(offset int) error {
+	if offset != 0 {
+		return fmt.Errorf("rerun: offset %d", offset)
+	}
+	return x.f()
+}
+
+func (x *rerun) Free() { x.r.freed++ }
+
+// TestDiTRecordings checks the DiT's recordings on a stand-in recorder:
+// each shape is recorded after its first pass and replayed after that
+// with the same output, a replay that fails falls back to running op by
+// op for good, and past maxGraphs shapes the oldest recording is freed
+// first.
+func TestDiTRecordings(t *testing.T) {
+	b := &rerunner{Backend: cpu.New(0)}
+	d, dims := synthDiT(t, b, "tiny")
+	shape := func(i int) (f, h, w int) { return 1, 2 + 2*(i%5), 2 + 2*(i/5) }
+	run := func(i, offset int) []float32 {
+		f, h, w := shape(i)
+		return forward(t, b, d, randLatents(f*h*w*dims.InChannels, uint64(i)), f, h, w, offset)
+	}
+	want := run(0, 0)
+	if b.records != 1 || d.replays != 0 {
+		t.Fatalf("first pass: %d recordings, %d replays", b.records, d.replays)
+	}
+	if got := run(0, 0); !slices.Equal(got, want) || d.replays != 1 {
+		t.Errorf("second pass: %d replays, output equal %v", d.replays, slices.Equal(got, want))
+	}
+	// The stand-in cannot replay offset 3: the DiT runs op by op instead,
+	// and does not record that shape again.
+	if got := run(0, 3); d.replays != 1 || b.freed != 1 || rel(got, want) > 1e-4 {
+		t.Errorf("failed replay: %d replays, %d freed, relative difference %.3g", d.replays, b.freed, rel(got, want))
+	}
+	run(0, 0)
+	if b.records != 1 || d.replays != 1 {
+		t.Errorf("after a failed replay: %d recordings, %d replays", b.records, d.replays)
+	}
+	// Shapes 1..maxGraphs push shape 0 out, oldest first; shape 0 is then
+	// recorded anew.
+	for i := 1; i <= maxGraphs; i++ {
+		run(i, 0)
+	}
+	_, kept0 := d.graphs[graphKey{backend.Shape{N: 1, H: 2, W: 2, C: dims.InChannels}, d.FFNRows}]
+	if len(d.graphs) != maxGraphs || b.records != 1+maxGraphs || kept0 {
+		t.Errorf("%d recordings kept (shape 0 among them: %v), %d made", len(d.graphs), kept0, b.records)
+	}
+	freed := b.freed
+	run(0, 0)
+	if b.records != 2+maxGraphs || b.freed != freed+1 {
+		t.Errorf("shape 0 again: %d recordings made, %d freed", b.records, b.freed-freed)
+	}
+	// FFN row pieces are part of what a recording depends on.
+	d.FFNRows = 1
+	run(0, 0)
+	if b.records != 3+maxGraphs {
+		t.Errorf("other FFN pieces: %d recordings made", b.records)
+	}
+	d.Graphs = false
+	passes, replays := d.passes, d.replays
+	run(0, 0)
+	if d.passes != passes+1 || d.replays != replays {
+		t.Error("a pass with Graphs off replayed")
 	}
 }

@@ -232,17 +232,24 @@ func warmupLeavesNothing(t *testing.T, newBackend func() backend.Backend) {
 	if err := Warmup(context.Background(), r, d, 64, 32, 8, backend.YUV420P); err != nil {
 		t.Fatal(err)
 	}
-	shapes, replays := len(d.graphs), d.replays
+	shapes, passes, replays := len(d.graphs), d.passes, d.replays
 	if !bytes.Equal(q.run(t, r, d), want) {
 		t.Error("a request after a warmup differs from the same request on a fresh model")
 	}
 	// The warmup saw every DiT input shape of the request: nothing new is
 	// recorded, and on the GPU every DiT pass is a replay.
-	if len(d.graphs) != shapes || shapes < 2 {
-		t.Errorf("the warmup left %d DiT shapes recorded, the request %d", shapes, len(d.graphs))
+	if len(d.graphs) != shapes || shapes < 2 || d.passes == passes {
+		t.Errorf("the warmup left %d DiT shapes recorded, the request %d, in %d passes", shapes, len(d.graphs), d.passes-passes)
 	}
-	if _, gpu := d.b.(backend.Recorder); gpu && d.replays <= replays {
-		t.Error("no DiT pass of the request after the warmup was replayed")
+	if _, gpu := d.b.(backend.Recorder); gpu {
+		for k, g := range d.graphs {
+			if g == nil {
+				t.Errorf("DiT shape %v was not recorded", k.s)
+			}
+		}
+		if d.replays-replays != d.passes-passes {
+			t.Errorf("%d of the request's %d DiT passes were replayed", d.replays-replays, d.passes-passes)
+		}
 	}
 	if err := Warmup(context.Background(), r, d, 63, 32, 8, backend.YUV420P); err == nil {
 		t.Error("an odd warmup size was accepted")

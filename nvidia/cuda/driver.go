@@ -93,6 +93,7 @@ var drv struct {
 	cuGraphExecDestroy        func(exec uintptr) int32
 	cuGraphDestroy            func(g uintptr) int32
 	cuGraphGetNodes           func(g uintptr, nodes *uintptr, n *uintptr) int32
+	cuDeviceGraphMemTrim      func(dev int32) int32
 }
 
 var (
@@ -178,6 +179,7 @@ func load() error {
 	b.Bind(&drv.cuGraphExecDestroy, "cuGraphExecDestroy")
 	b.Bind(&drv.cuGraphDestroy, "cuGraphDestroy")
 	b.Optional(&drv.cuGraphGetNodes, "cuGraphGetNodes")
+	b.Optional(&drv.cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim")
 	if err := b.Err(); err != nil {
 		return fmt.Errorf("cuda: libcuda at %s is too old for vsr: %w", lib.Path, err)
 	}

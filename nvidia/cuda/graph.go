@@ -110,3 +110,14 @@ func (x *GraphExec) Close() error {
 	x.closed = true
 	return x.ctx.do(func() error { return check("cuGraphExecDestroy", drv.cuGraphExecDestroy(x.h)) })
 }
+
+// TrimGraphMemory gives the driver back the device memory it keeps for
+// graphs' memory nodes beyond what graphs running now use
+// (cuDeviceGraphMemTrim); later launches allocate it again. It does
+// nothing where the driver lacks graph memory nodes.
+func (c *Context) TrimGraphMemory() error {
+	if drv.cuDeviceGraphMemTrim == nil {
+		return nil
+	}
+	return c.do(func() error { return check("cuDeviceGraphMemTrim", drv.cuDeviceGraphMemTrim(int32(c.dev))) })
+}
