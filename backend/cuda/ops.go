@@ -9,12 +9,15 @@ import (
 )
 
 // upload32 copies float32 host values into a new device block.
-func (b *Backend) upload32(data []float32) (*block, error) {
-	blk, err := b.pool.get(int64(len(data)) * 4)
+func (b *Backend) upload32(data []float32) (*block, error) { return b.uploadBlock(cu.AsBytes(data)) }
+
+// uploadBlock copies host bytes into a new device block.
+func (b *Backend) uploadBlock(data []byte) (*block, error) {
+	blk, err := b.pool.get(int64(len(data)))
 	if err != nil {
 		return nil, err
 	}
-	if err := b.compute.CopyHtoD(blk.ptr, cu.AsBytes(data)); err != nil {
+	if err := b.compute.CopyHtoD(blk.ptr, data); err != nil {
 		b.pool.put(blk)
 		return nil, err
 	}
@@ -118,15 +121,7 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 			cw.Free()
 			return nil, err
 		}
-		bt := make([]uint16, len(bias))
-		for i, v := range bias {
-			bt[i] = b.store(v)
-		}
-		if cw.biasT, err = b.pool.get(int64(len(bt)) * 2); err != nil {
-			cw.Free()
-			return nil, err
-		}
-		if err := b.compute.CopyHtoD(cw.biasT.ptr, cu.AsBytes(bt)); err != nil {
+		if cw.biasT, err = b.uploadBlock(cu.AsBytes(half.EncodeSlice(bias, b.dtype == BF16))); err != nil {
 			cw.Free()
 			return nil, err
 		}
@@ -147,16 +142,11 @@ func (b *Backend) filter(out, in, kh, kw, pout, pin int, w []float32) (*convWeig
 			}
 		}
 	}
-	cw := &convWeights{out: pout, in: pin, kh: kh, kw: kw, b: b}
-	var err error
-	if cw.w, err = b.pool.get(int64(len(krsc)) * 2); err != nil {
+	blk, err := b.uploadBlock(cu.AsBytes(krsc))
+	if err != nil {
 		return nil, err
 	}
-	if err := b.compute.CopyHtoD(cw.w.ptr, cu.AsBytes(krsc)); err != nil {
-		cw.Free()
-		return nil, err
-	}
-	return cw, nil
+	return &convWeights{out: pout, in: pin, kh: kh, kw: kw, w: blk, b: b}, nil
 }
 
 // store converts a float32 to the storage type's bits, rounding to nearest
