@@ -50,6 +50,9 @@ type Backend struct {
 
 	mu   sync.Mutex
 	pool map[int][][]float32
+	// cols holds each worker's im2col rows, reused by every convolution
+	// (ops run one at a time, so worker w's buffer is its own).
+	cols [][]float32
 }
 
 // New returns a CPU backend using workers goroutines (0 = GOMAXPROCS).
@@ -57,7 +60,7 @@ func New(workers int) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{Workers: workers, pool: map[int][][]float32{}}
+	return &Backend{Workers: workers, pool: map[int][][]float32{}, cols: make([][]float32, workers)}
 }
 
 // Name returns "cpu".
@@ -68,6 +71,7 @@ func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.pool = map[int][][]float32{}
 	b.mu.Unlock()
+	clear(b.cols)
 	return nil
 }
 
@@ -108,17 +112,23 @@ func (b *Backend) tensor(t backend.Tensor) (*Tensor, error) {
 
 // parallel runs f(i) for i in [0, n) on the backend's workers.
 func (b *Backend) parallel(n int, f func(i int)) {
-	w := min(b.Workers, n)
-	if w <= 1 {
+	b.parallelW(n, func(_, i int) { f(i) })
+}
+
+// parallelW runs f(w, i) for i in [0, n) on the backend's workers, w being
+// the index (below Workers) of the worker that runs it.
+func (b *Backend) parallelW(n int, f func(w, i int)) {
+	nw := min(b.Workers, n)
+	if nw <= 1 {
 		for i := 0; i < n; i++ {
-			f(i)
+			f(0, i)
 		}
 		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(w)
-	for range w {
+	wg.Add(nw)
+	for w := range nw {
 		go func() {
 			defer wg.Done()
 			for {
@@ -126,11 +136,22 @@ func (b *Backend) parallel(n int, f func(i int)) {
 				if i >= n {
 					return
 				}
-				f(i)
+				f(w, i)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// col returns worker w's scratch of n values.
+func (b *Backend) col(w, n int) []float32 {
+	if len(b.cols) <= w {
+		b.cols = append(b.cols, make([][]float32, w+1-len(b.cols))...)
+	}
+	if cap(b.cols[w]) < n {
+		b.cols[w] = make([]float32, n)
+	}
+	return b.cols[w][:n]
 }
 
 // Upload copies host data into a new tensor.
@@ -219,13 +240,12 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 	}
 	out := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
 	k := w.kh * w.kw * w.in
-	var scratch sync.Pool
-	b.parallel(s.N*oh, func(r int) {
+	for w := range min(b.Workers, s.N*oh) { // grown here, not by the workers
+		b.col(w, ow*k)
+	}
+	b.parallelW(s.N*oh, func(wk, r int) {
 		n, oy := r/oh, r%oh
-		col, _ := scratch.Get().([]float32)
-		if len(col) < ow*k {
-			col = make([]float32, ow*k)
-		}
+		col := b.cols[wk][:ow*k]
 		im2colRow(col, x.Data[n*s.H*s.W*s.C:], s, p, oy, ow)
 		dst := out.Data[(n*oh+oy)*ow*w.out:][:ow*w.out]
 		gemm(ow, col, k, w.pb, w.bias, dst, w.out)
@@ -235,7 +255,6 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 			}
 		}
 		activate(dst, w.out, act, slope)
-		scratch.Put(col)
 	})
 	return out, nil
 }
