@@ -219,6 +219,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			out = segmentPath(req.Output, i)
 			segFiles = append(segFiles, out)
 			e.Intermediate = true // the joined file is synced
+			e.NoReplace = false   // a hidden name of its own; the join checks the output
 		} else if info.HasAudio {
 			e.AudioFrom, e.AudioDuration = req.Input, audioDur
 		}
@@ -286,7 +287,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if info.HasAudio {
 			audio = req.Input
 		}
-		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur})
+		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, NoReplace: enc.NoReplace})
 		if err != nil {
 			return nil, err
 		}

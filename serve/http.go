@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +29,8 @@ const maxJSON = 1 << 20
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks/video/{$}", s.handleCreate)
+	mux.HandleFunc("POST /v1/tasks/video", s.handleCreate)  // LightX2V redirects here; vsr answers
+	mux.HandleFunc("POST /v1/tasks/{$}", s.handleCreate)    // LightX2V's deprecated alias
 	mux.HandleFunc("POST /v1/tasks/video/upload", s.handleUpload)
 	mux.HandleFunc("GET /v1/tasks/{$}", s.handleList)
 	mux.HandleFunc("GET /v1/tasks/queue/status", s.handleQueue)
@@ -35,13 +39,16 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handleCancel)
 	mux.HandleFunc("GET /v1/service/status", s.handleServiceStatus)
 	mux.HandleFunc("GET /v1/service/metadata", s.handleMetadata)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	health := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /health", health) // LightX2V's name
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	// The same paths with other methods: 405 as JSON (the mux's own is text).
 	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
-		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata", "/healthz", "/metrics"} {
+		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata",
+		"/healthz", "/health", "/metrics"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 		})
@@ -53,16 +60,18 @@ func (s *Service) Handler() http.Handler {
 }
 
 // auth requires the bearer token, when one is configured, on every
-// endpoint but /healthz. The comparison takes the same time whatever the
-// token sent.
+// endpoint but /healthz and /health. The scheme is case-insensitive (RFC
+// 7235). The comparison takes the same time whatever the token sent.
 func (s *Service) auth(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.URL.Path != "/healthz" && r.URL.Path != "/health" {
+			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			ok := strings.EqualFold(scheme, "Bearer")
+			got = strings.TrimLeft(got, " ")
 			sum := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vsr"`)
@@ -108,6 +117,8 @@ func jsonError(err error) (int, error) {
 	var se *json.SyntaxError
 	var me *http.MaxBytesError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout, errors.New("the request body did not arrive in time")
 	case errors.As(err, &me):
 		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", me.Limit)
 	case errors.As(err, &te):
@@ -145,13 +156,24 @@ func jsonKind(t reflect.Type) string {
 	return t.String()
 }
 
-// check validates a decoded request's values.
+// check validates a decoded request's values; it merges target_shape
+// (LightX2V's name) into size.
 func (s *Service) check(r *Request) error {
+	switch {
+	case len(r.TargetShape) > 0 && len(r.Size) > 0 && !slices.Equal(r.TargetShape, r.Size):
+		return fmt.Errorf("fields \"target_shape\" %v and \"size\" %v differ: give one of them", r.TargetShape, r.Size)
+	case len(r.TargetShape) > 0:
+		r.Size = r.TargetShape
+	}
+	r.TargetShape = nil
+	if len(r.Size) == 0 { // LightX2V's default, []
+		r.Size = nil
+	}
 	switch {
 	case r.SRRatio < 0 || r.SRRatio > 16:
 		return fmt.Errorf("field \"sr_ratio\": want a number in (0, 16]")
 	case r.Size != nil && (len(r.Size) != 2 || r.Size[0] <= 0 || r.Size[1] <= 0 || r.Size[0] > 16384 || r.Size[1] > 16384):
-		return fmt.Errorf("field \"size\": want [height, width] with both in 1..16384")
+		return fmt.Errorf("field \"target_shape\" (or \"size\"): want [height, width] with both in 1..16384")
 	case r.CRF != nil && (*r.CRF < -1 || *r.CRF > 63):
 		return fmt.Errorf("field \"crf\": want -1..63")
 	case r.DiT != "" && r.DiT != "on" && r.DiT != "off":
@@ -176,6 +198,8 @@ func (s *Service) check(r *Request) error {
 
 func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req Request
+	// A body trickled in more slowly than this is refused (408).
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	if code, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxJSON), &req); err != nil {
 		writeError(w, code, err.Error())
 		return
@@ -184,7 +208,8 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // create validates req, resolves its paths and queues it. upload is the
-// path of an uploaded input, removed if the task is refused.
+// hidden path of an uploaded input, renamed when the task is stored and
+// removed if it is refused.
 func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
 	refuse := func(code int, msg string) {
 		if upload != "" {
@@ -205,7 +230,9 @@ func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
 	}
 	var err error
 	if upload != "" {
-		t.Input, t.Upload = upload, true
+		t.Input, t.Upload = filepath.Join(s.cfg.InputRoot, uploadPrefix+newID()+filepath.Ext(upload)), true
+		req.VideoPath = t.Input
+		t.Request.VideoPath = t.Input
 	} else if t.Input, err = resolveInput(s.cfg.InputRoot, req.VideoPath); err != nil {
 		refuse(err.(*pathError).code, err.Error())
 		return
@@ -218,7 +245,11 @@ func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
 		refuse(http.StatusBadRequest, "save_result_path is the input file")
 		return
 	}
-	switch err := s.submit(t); {
+	var conflict *conflictError
+	switch err := s.submit(t, upload); {
+	case errors.As(err, &conflict):
+		refuse(http.StatusConflict, conflict.msg)
+		return
 	case errors.Is(err, ErrQueueFull):
 		refuse(http.StatusServiceUnavailable, fmt.Sprintf("task queue is full (max %d pending tasks)", s.cfg.MaxQueue))
 		return
@@ -260,7 +291,9 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload+maxJSON)
+	rr := &rateReader{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), grace: s.cfg.UploadGrace, min: s.cfg.MinUploadRate}
+	rr.rc.SetReadDeadline(rr.start.Add(rr.grace))
+	r.Body = http.MaxBytesReader(w, io.NopCloser(rr), s.cfg.MaxUpload+maxJSON)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "multipart body: "+err.Error())
@@ -279,6 +312,8 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 	bodyErr := func(err error) {
 		if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
 			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			fail(http.StatusRequestTimeout, s.slowUpload())
 		} else {
 			fail(http.StatusBadRequest, "multipart body: "+err.Error())
 		}
@@ -334,12 +369,11 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 		fail(code, err.Error())
 		return
 	}
-	req.VideoPath = upload
 	s.create(w, &req, upload)
 }
 
-// saveUpload copies an uploaded file into the input root: first to a
-// hidden temporary, renamed when complete.
+// saveUpload copies an uploaded file into a hidden temporary in the input
+// root, which takes its final name when the task is stored.
 func (s *Service) saveUpload(p io.Reader) (string, int, error) {
 	ext := ""
 	if fp, ok := p.(interface{ FileName() string }); ok {
@@ -367,14 +401,38 @@ func (s *Service) saveUpload(p io.Reader) (string, int, error) {
 		if errors.As(err, &me) {
 			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return "", http.StatusRequestTimeout, errors.New(s.slowUpload())
+		}
 		return "", http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
 	}
-	final := filepath.Join(s.cfg.InputRoot, "upload-"+newID()+ext)
-	if err := os.Rename(f.Name(), final); err != nil {
-		os.Remove(f.Name())
-		return "", http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
-	}
-	return final, 0, nil
+	return f.Name(), 0, nil
+}
+
+func (s *Service) slowUpload() string {
+	return fmt.Sprintf("the upload arrived more slowly than %d bytes/s; the connection was dropped", s.cfg.MinUploadRate)
+}
+
+// uploadPrefix starts the name of an upload stored for a task.
+const uploadPrefix = "upload-"
+
+// rateReader fails reads once the body has arrived more slowly than min
+// bytes/s on average after a grace period, by moving the connection's read
+// deadline as bytes arrive: a client that trickles an upload is dropped.
+type rateReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	min   int64
+	n     int64
+}
+
+func (r *rateReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	r.rc.SetReadDeadline(r.start.Add(r.grace + time.Duration(float64(r.n)/float64(r.min)*float64(time.Second))))
+	return n, err
 }
 
 // statusView is a task as GET /v1/tasks/{id}/status shows it: LightX2V's
@@ -386,6 +444,7 @@ type statusView struct {
 	StartTime      *time.Time `json:"start_time"`
 	EndTime        *time.Time `json:"end_time"`
 	Error          *string    `json:"error"`
+	ErrorType      string     `json:"error_type"`
 	SaveResultPath string     `json:"save_result_path"`
 
 	VideoPath    string    `json:"video_path"`
@@ -409,7 +468,7 @@ type progress struct {
 
 func view(t *Task, pos int) statusView {
 	v := statusView{
-		TaskID: t.ID, Status: t.Status, StartTime: t.Started, EndTime: t.Ended,
+		TaskID: t.ID, Status: t.Status, StartTime: t.Started, EndTime: t.Ended, ErrorType: t.ErrorType,
 		SaveResultPath: t.Output, VideoPath: t.Input, CreateTime: t.Created,
 		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
 		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
@@ -417,6 +476,9 @@ func view(t *Task, pos int) statusView {
 	}
 	if t.Error != "" {
 		v.Error = &t.Error
+	}
+	if v.StartTime == nil { // as LightX2V: the creation time until the task starts
+		v.StartTime = &v.CreateTime
 	}
 	if t.FramesTotal > 0 {
 		v.Progress.Percent = float64(int(1000*float64(t.FramesDone)/float64(t.FramesTotal))) / 10
@@ -475,18 +537,14 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
-	real, err := filepath.EvalSymlinks(t.Output)
-	if err != nil {
+	// Opened inside the root, so a link swapped in since cannot lead out.
+	f, err := openIn(s.cfg.OutputRoot, t.Output)
+	if errors.Is(err, fs.ErrNotExist) {
 		writeError(w, http.StatusNotFound, "task result file does not exist")
 		return
 	}
-	if !within(s.cfg.OutputRoot, real) {
-		writeError(w, http.StatusForbidden, "access to this file is not allowed")
-		return
-	}
-	f, err := os.Open(real)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "task result file does not exist")
+		writeError(w, http.StatusForbidden, "the result file cannot be opened inside the output root")
 		return
 	}
 	defer f.Close()
@@ -495,7 +553,7 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "task result file does not exist")
 		return
 	}
-	name := filepath.Base(real)
+	name := filepath.Base(t.Output)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	if ct := mime.TypeByExtension(filepath.Ext(name)); ct != "" {
 		w.Header().Set("Content-Type", ct)
@@ -506,7 +564,7 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CancelWait)
 	defer cancel()
 	res, t := s.cancel(ctx, r.PathValue("id"))
 	switch res {
@@ -514,6 +572,10 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "task not found")
 	case cancelDone:
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "success", "reason": "Task stopped successfully.", "status": string(t.Status)})
+	case cancelStopping:
+		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "stopping",
+			"reason": fmt.Sprintf("Task is stopping: it did not stop within %s; its status turns cancelled when it does.", s.cfg.CancelWait),
+			"status": string(t.Status)})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "do_nothing", "reason": fmt.Sprintf("Task already %s.", t.Status), "status": string(t.Status)})
 	}
@@ -573,6 +635,11 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{
+		// LightX2V's keys: one process on one device.
+		"nproc_per_node": 1,
+		"model_cls":      s.cfg.ModelClass,
+		"model_path":     s.cfg.Model,
+
 		"service":     "vsr",
 		"version":     s.cfg.Version,
 		"task_types":  []string{"video"},

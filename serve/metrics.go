@@ -38,7 +38,8 @@ func newMetrics(s *Service) *metrics {
 		}))
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})
-	if mr, ok := s.runner.(MemoryReporter); ok {
+	// Only where there is GPU memory to report (not on a CPU server).
+	if mr, ok := s.runner.(MemoryReporter); ok && hasGPU(mr) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vsr_gpu_memory_bytes", Help: "GPU memory held by the engine (peak of its pool)."},
 			func() float64 {
@@ -67,4 +68,9 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range Statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[st]), string(st))
 	}
+}
+
+func hasGPU(mr MemoryReporter) bool {
+	_, ok := mr.GPUMemoryBytes()
+	return ok
 }

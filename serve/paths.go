@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -70,6 +73,14 @@ func resolveInput(root, p string) (string, error) {
 	return real, nil
 }
 
+// maxName and maxPath bound an output's file name and path: the
+// temporaries beside it add about 30 bytes to the name, and Linux takes
+// 255 bytes a name and 4096 a path.
+const (
+	maxName = 200
+	maxPath = 4000
+)
+
 // resolveOutput returns where a task's result goes: p inside root (its
 // directory must exist and be inside root once symlinks are followed), or
 // TASKID.mp4 in root when p is empty. A name without an extension gets
@@ -89,6 +100,12 @@ func resolveOutput(root, p, id string) (string, error) {
 		return "", forbidden("save_result_path %q is outside the output root", p)
 	}
 	name := filepath.Base(abs)
+	if len(name) > maxName {
+		return "", badPath("save_result_path: the file name is %d bytes long; at most %d", len(name), maxName)
+	}
+	if len(abs) > maxPath {
+		return "", badPath("save_result_path: the path is %d bytes long; at most %d", len(abs), maxPath)
+	}
 	if strings.HasPrefix(name, ".") {
 		return "", badPath("save_result_path %q: hidden names are reserved for temporary files", p)
 	}
@@ -107,4 +124,107 @@ func resolveOutput(root, p, id string) (string, error) {
 		return "", badPath("save_result_path %q is a directory", p)
 	}
 	return out, nil
+}
+
+// taskFiles are a task's input file and output directory, opened inside
+// their roots when the task runs. The runner reads and writes through
+// them, so what was verified is what is used, whatever the names point to
+// by then.
+type taskFiles struct {
+	in, dir *os.File
+	names   *strings.Replacer // descriptor paths back to the names, for messages
+}
+
+func (f *taskFiles) close() {
+	f.in.Close()
+	f.dir.Close()
+}
+
+// openIn opens rel (a path inside root, symlinks followed only while they
+// stay inside) with os.Root, which refuses any escape as it walks.
+func openIn(root, p string) (*os.File, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || !within(root, p) {
+		return nil, fmt.Errorf("%s is not inside %s", p, root)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Open(rel)
+}
+
+// fdPath names an open file through its descriptor (Linux), so that a
+// later open of the path, by vsr or an ffmpeg child, reaches that file and
+// not whatever its name points to now. Elsewhere it is the name.
+func fdPath(f *os.File, name string) string {
+	if runtime.GOOS != "linux" {
+		return name
+	}
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+}
+
+// openTask opens t's input and its output's directory inside the roots,
+// as they are when the task runs (a link changed since the task was
+// queued cannot lead out of a root), and returns the runner's copy of t,
+// whose Input and Output name the opened file and directory.
+func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
+	in, err := openIn(s.cfg.InputRoot, t.Input)
+	if err != nil {
+		return nil, nil, fmt.Errorf("video_path %s cannot be opened inside the input root (%v): it was changed after the task was queued", t.Input, unwrapPath(err))
+	}
+	st, err := in.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		in.Close()
+		return nil, nil, fmt.Errorf("video_path %s: %v", t.Input, err)
+	}
+	dirName := filepath.Dir(t.Output)
+	dir, err := openIn(s.cfg.OutputRoot, dirName)
+	if err == nil {
+		if st, serr := dir.Stat(); serr != nil || !st.IsDir() {
+			dir.Close()
+			err = errors.New("not a directory")
+		}
+	}
+	if err != nil {
+		in.Close()
+		return nil, nil, fmt.Errorf("the directory of save_result_path %s cannot be opened inside the output root (%v): it was changed after the task was queued", t.Output, unwrapPath(err))
+	}
+	f := &taskFiles{in: in, dir: dir}
+	w := t.clone()
+	w.Input = fdPath(in, t.Input)
+	dirPath := fdPath(dir, dirName)
+	w.Output = filepath.Join(dirPath, filepath.Base(t.Output))
+	// Messages name the files as the client does: the descriptor paths,
+	// as vsr and its ffmpeg children see them, become the names again.
+	type pair struct{ fd, name string }
+	var ps []pair
+	if w.Input != t.Input {
+		for _, pid := range []string{"self", strconv.Itoa(os.Getpid())} {
+			ps = append(ps, pair{strings.Replace(dirPath, "self", pid, 1), dirName},
+				pair{strings.Replace(w.Input, "self", pid, 1), t.Input})
+		}
+	}
+	// Longest first: the path of fd 12 is a prefix of that of fd 123.
+	slices.SortFunc(ps, func(a, b pair) int { return len(b.fd) - len(a.fd) })
+	var pairs []string
+	for _, p := range ps {
+		pairs = append(pairs, p.fd, p.name)
+	}
+	f.names = strings.NewReplacer(pairs...)
+	return w, f, nil
+}
+
+// unwrapPath drops the operation and path of an *fs.PathError, which name
+// the relative path os.Root walked.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -480,8 +480,8 @@ func TestCancel(t *testing.T) {
 	if strings.Join(f.ran, ",") != a+","+c {
 		t.Errorf("ran %v", f.ran)
 	}
-	code, m, _ = e.do("DELETE", "/v1/tasks/"+a, nil)
-	if code != 200 || m["stop_status"] != "do_nothing" {
+	code, m, _ = e.do("DELETE", "/v1/tasks/"+a, nil) // as LightX2V: success again
+	if code != 200 || m["stop_status"] != "success" || m["status"] != "cancelled" {
 		t.Errorf("second cancel: %d %v", code, m)
 	}
 	code, m, _ = e.do("GET", "/metrics", nil)
@@ -504,7 +504,7 @@ func TestRestart(t *testing.T) {
 	mk := func() string {
 		t := &Task{ID: newID(), Input: filepath.Join(svc.InputRoot(), "a.mp4")}
 		t.Output = filepath.Join(svc.OutputRoot(), t.ID+".mp4")
-		if err := svc.submit(t); err != nil {
+		if err := svc.submit(t, ""); err != nil {
 			panic(err)
 		}
 		return t.ID
@@ -562,7 +562,7 @@ func TestShutdownRequeues(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(svc.InputRoot(), "a.mp4"), []byte("v"), 0o644)
 	tk := &Task{ID: "t1", Input: filepath.Join(svc.InputRoot(), "a.mp4"), Output: filepath.Join(svc.OutputRoot(), "t1.mp4")}
-	svc.submit(tk)
+	svc.submit(tk, "")
 	<-f.started
 	svc.Close()
 	e := newEnv(t, Config{Data: data}, newFake(false))

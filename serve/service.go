@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // Runner runs one task: it reads t.Input, writes t.Output (atomically: the
@@ -59,7 +61,59 @@ type Config struct {
 	MaxAttempts int
 	// Version is reported by the metadata endpoint.
 	Version string
-	Logger  *slog.Logger
+	// Model names the default model, and ModelClass its family, for the
+	// metadata endpoint's LightX2V keys (model_path, model_cls).
+	Model, ModelClass string
+	Logger            *slog.Logger
+
+	// Limits on clients (Serve); zero means the default in parentheses.
+	// HeaderTimeout bounds reading a request's headers (30 s), BodyTimeout
+	// a JSON body (60 s), IdleTimeout a keep-alive connection between
+	// requests (120 s). An upload must arrive at MinUploadRate bytes/s
+	// (64 KiB/s) on average after its first UploadGrace (30 s). MaxConns
+	// bounds open connections (256; more wait to be accepted).
+	HeaderTimeout, BodyTimeout, IdleTimeout time.Duration
+	MinUploadRate                           int64
+	UploadGrace                             time.Duration
+	MaxConns                                int
+	// CancelWait is how long DELETE waits for a running task to stop (60 s)
+	// before it answers that the task is stopping; DrainTimeout how long
+	// Serve lets requests in flight finish at shutdown (10 s).
+	CancelWait, DrainTimeout time.Duration
+}
+
+// withDefaults fills in the zero fields of c.
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.HeaderTimeout, 30*time.Second)
+	def(&c.BodyTimeout, 60*time.Second)
+	def(&c.IdleTimeout, 120*time.Second)
+	def(&c.UploadGrace, 30*time.Second)
+	def(&c.CancelWait, 60*time.Second)
+	def(&c.DrainTimeout, 10*time.Second)
+	if c.MinUploadRate <= 0 {
+		c.MinUploadRate = 64 << 10
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 256
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = 100
+	}
+	if c.MaxUpload <= 0 {
+		c.MaxUpload = 2 << 30
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 // Service owns the store, the queue and the worker.
@@ -80,6 +134,9 @@ type Service struct {
 	wake       chan struct{}
 	workerDone chan struct{}
 	stop       context.CancelFunc
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
@@ -98,18 +155,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	if cfg.OutputRoot == "" {
 		cfg.OutputRoot = filepath.Join(cfg.Data, "output")
 	}
-	if cfg.MaxQueue <= 0 {
-		cfg.MaxQueue = 100
-	}
-	if cfg.MaxUpload <= 0 {
-		cfg.MaxUpload = 2 << 30
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 3
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	var err error
 	for _, d := range []*string{&cfg.InputRoot, &cfg.OutputRoot} {
 		if err = os.MkdirAll(*d, 0o755); err != nil {
@@ -138,6 +184,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 		st.close()
 		return nil, err
 	}
+	s.sweepUploads()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	go s.work(ctx)
@@ -148,6 +195,27 @@ func New(cfg Config, r Runner) (*Service, error) {
 // (".STEM.vsr-*EXT", ".NAME.vsr-seg*") or of an upload (".upload-*").
 func isTemporary(name string) bool {
 	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
+}
+
+// sweepUploads removes the uploads in the input root that no pending or
+// running task reads: left by a crash between storing an upload and
+// storing its task, or by a task whose end was not recorded.
+func (s *Service) sweepUploads() {
+	used := map[string]bool{}
+	for _, t := range s.tasks {
+		if t.Upload && !t.Status.Final() {
+			used[t.Input] = true
+		}
+	}
+	ents, _ := os.ReadDir(s.cfg.InputRoot)
+	for _, e := range ents {
+		p := filepath.Join(s.cfg.InputRoot, e.Name())
+		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), uploadPrefix) && !used[p] {
+			if os.Remove(p) == nil {
+				s.log.Info("removed an upload no task reads", "path", p)
+			}
+		}
+	}
 }
 
 func removeTemporaries(root string, log *slog.Logger) {
@@ -189,12 +257,13 @@ func (s *Service) recover() error {
 				now := time.Now()
 				t.Status, t.Ended = Failed, &now
 				t.Error = fmt.Sprintf("interrupted %d times (the server stopped while it ran)", t.Attempts)
+				t.ErrorType = "Interrupted"
 				if err := s.st.put(t); err != nil {
 					return err
 				}
 				continue
 			}
-			t.Status, t.FramesDone = Pending, 0
+			t.Status, t.FramesDone, t.Rerun = Pending, 0, true
 			if err := s.st.put(t); err != nil {
 				return err
 			}
@@ -217,9 +286,12 @@ func (s *Service) signal() {
 	}
 }
 
-// submit queues t; it checks only the queue's room and the id (the HTTP
-// layer has validated the request and resolved the paths). t.ID, t.Input and t.Output must be set.
-func (s *Service) submit(t *Task) error {
+// submit queues t; it checks the queue's room, the id and the output (the
+// HTTP layer has validated the request and resolved the paths). t.ID,
+// t.Input and t.Output must be set. upload, if set, is the hidden name of
+// an uploaded input: it takes its name t.Input only as the task is stored,
+// so that a crash leaves no visible upload without a task.
+func (s *Service) submit(t *Task, upload string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -231,11 +303,27 @@ func (s *Service) submit(t *Task) error {
 	if _, ok := s.tasks[t.ID]; ok {
 		return errDuplicate
 	}
+	for _, o := range s.tasks {
+		if !o.Status.Final() && o.Output == t.Output {
+			return &conflictError{fmt.Sprintf("save_result_path %s is the output of task %s (%s): wait for it to finish, or choose another path", t.Output, o.ID, o.Status)}
+		}
+	}
+	if _, err := os.Lstat(t.Output); err == nil && !t.Request.Overwrite {
+		return &conflictError{fmt.Sprintf("save_result_path %s exists: choose another path, or set \"overwrite\": true to replace it", t.Output)}
+	}
+	if upload != "" {
+		if err := os.Rename(upload, t.Input); err != nil {
+			return fmt.Errorf("store upload: %w", err)
+		}
+	}
 	s.seq++
 	t.Seq = s.seq
 	t.Status = Pending
 	t.Created = time.Now()
 	if err := s.st.put(t); err != nil {
+		if upload != "" {
+			os.Remove(t.Input)
+		}
 		return fmt.Errorf("store task: %w", err)
 	}
 	s.tasks[t.ID] = t
@@ -246,6 +334,12 @@ func (s *Service) submit(t *Task) error {
 }
 
 var errDuplicate = errors.New("a task with this task_id exists")
+
+// conflictError refuses a task whose output another task targets or a file
+// holds (409).
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
 
 // get returns a copy of the task with id.
 func (s *Service) get(id string) (*Task, bool) {
@@ -274,8 +368,9 @@ type cancelResult int
 
 const (
 	cancelNotFound cancelResult = iota
-	cancelDone                  // the task was cancelled
+	cancelDone                  // the task was cancelled (now or before)
 	cancelNothing               // the task had finished already
+	cancelStopping              // asked to stop, still running when the wait ended
 )
 
 // cancel cancels a pending task at once, or a running one and waits (up to
@@ -309,13 +404,19 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		case <-ctx.Done():
 		}
 		c, _ := s.get(id)
-		if c.Status == Cancelled || c.Status == Processing {
+		switch c.Status {
+		case Cancelled:
 			return cancelDone, c
+		case Processing:
+			return cancelStopping, c
 		}
 		return cancelNothing, c
 	}
 	c := t.clone()
 	s.mu.Unlock()
+	if c.Status == Cancelled { // as LightX2V: cancelling again succeeds
+		return cancelDone, c
+	}
 	return cancelNothing, c
 }
 
@@ -373,8 +474,12 @@ func (s *Service) next(parent context.Context) (*Task, context.Context) {
 func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	s.mu.Lock()
 	cancel := t.cancel
-	work := t.clone()
+	orig := t.clone()
 	s.mu.Unlock()
+	work, files, openErr := s.openTask(orig)
+	if files != nil {
+		defer files.close()
+	}
 
 	lastSave := time.Now()
 	progress := func(done, total int) {
@@ -390,7 +495,14 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		}
 	}
 	start := time.Now()
-	err := s.safeRun(ctx, work, progress)
+	errType, err := "PathError", openErr
+	if err == nil {
+		work.Replace = orig.Request.Overwrite || orig.Rerun
+		errType, err = s.safeRun(ctx, work, progress)
+		if err != nil {
+			err = errors.New(files.names.Replace(err.Error()))
+		}
+	}
 	sec := time.Since(start).Seconds()
 	cancel()
 
@@ -411,10 +523,10 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		t.Status, t.Error = Cancelled, "task cancelled by user"
 	case parent.Err() != nil:
 		// Shutting down: the task runs again at the next start.
-		t.Status, t.Ended, t.FramesDone = Pending, nil, 0
+		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
 	default:
-		t.Status, t.Error = Failed, oneLine(err.Error())
+		t.Status, t.Error, t.ErrorType = Failed, oneLine(err.Error()), errType
 		s.log.Warn("task failed", "task", t.ID, "err", t.Error)
 	}
 	if t.Status.Final() {
@@ -429,34 +541,61 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	close(t.done)
 	s.mu.Unlock()
 	s.log.Info("task finished", "task", t.ID, "status", t.Status, "seconds", sec)
+	// A task's frames and buffers are garbage now: give the memory back to
+	// the system instead of keeping the heap at its peak between tasks.
+	debug.FreeOSMemory()
 }
 
 // safeRun runs the runner, turning a panic into an error so that one bad
-// task cannot take the service down.
-func (s *Service) safeRun(ctx context.Context, t *Task, progress func(int, int)) (err error) {
+// task cannot take the service down. It also classifies a failure for the
+// status's error_type.
+func (s *Service) safeRun(ctx context.Context, t *Task, progress func(int, int)) (errType string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("runner panic", "task", t.ID, "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("internal error: %v", r)
+			errType, err = "InternalError", fmt.Errorf("internal error: %v", r)
 		}
 	}()
-	return s.runner.Run(ctx, t, progress)
+	err = s.runner.Run(ctx, t, progress)
+	return errorType(err), err
 }
 
-// Close stops the worker: a running task is interrupted and stays queued
-// for the next start (its temporaries are removed by the runner). Then the
-// store is closed.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil
+// errorType names the kind of a runner's error.
+func errorType(err error) string {
+	for _, k := range []struct {
+		err  error
+		name string
+	}{
+		{video.ErrNotVideo, "NotVideo"}, {video.ErrNoFrames, "NoFrames"},
+		{video.ErrTruncated, "TruncatedVideo"}, {video.ErrCorrupt, "CorruptVideo"},
+		{video.ErrExists, "OutputExists"}, {video.ErrNoFFmpeg, "NoFFmpeg"},
+	} {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
 	}
-	s.closing = true
-	s.mu.Unlock()
-	s.stop()
-	<-s.workerDone
-	return s.st.close()
+	return "RuntimeError"
+}
+
+// stopWorker stops taking tasks and interrupts the running one, which
+// stays queued for the next start (its temporaries are removed by the
+// runner), and waits for the worker to end. Submits are refused from then
+// on.
+func (s *Service) stopWorker() {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		s.stop()
+		<-s.workerDone
+	})
+}
+
+// Close stops the worker (see Serve) and closes the store.
+func (s *Service) Close() error {
+	s.stopWorker()
+	s.closeOnce.Do(func() { s.closeErr = s.st.close() })
+	return s.closeErr
 }
 
 // InputRoot and OutputRoot return the resolved roots.

@@ -2,12 +2,15 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 var bucketTasks = []byte("tasks")
@@ -17,14 +20,41 @@ type store struct {
 	db *bolt.DB
 }
 
+// errDamaged says what to do about a task database that cannot be read.
+func errDamaged(path string, why any) error {
+	return fmt.Errorf("task database %s is damaged (%v): move it aside (mv %s %s.damaged) and start again with an empty one, or restore it from a backup; the results in the output root are kept", path, why, path, path)
+}
+
+// openStore opens DIR/tasks.db, creating it when it does not exist. An
+// existing file is checked before it is used: a zero-length file, one
+// shorter than its own header says, pages that fail bbolt's consistency
+// check or records that are not tasks are refused with one error naming
+// the file, never reinitialised or half-read.
 func openStore(dir string) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "tasks.db")
+	st, err := os.Stat(path)
+	exists := err == nil
+	if exists && st.Size() == 0 {
+		return nil, errDamaged(path, "the file is empty")
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("open task database %s: %w (is another vsr serve using --data %s?)", path, err, dir)
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return nil, fmt.Errorf("task database %s is locked: another vsr serve is using --data %s; stop it or choose another --data", path, dir)
+	case err != nil && exists:
+		return nil, errDamaged(path, err)
+	case err != nil:
+		return nil, fmt.Errorf("create task database %s: %w", path, err)
+	}
+	s := &store{db: db}
+	if exists {
+		if err := s.verify(path); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketTasks)
@@ -34,7 +64,41 @@ func openStore(dir string) (*store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &store{db: db}, nil
+	return s, nil
+}
+
+// verify checks an existing database: its size against the file's, then
+// every page (bbolt's Check) and every record. A fault or panic while
+// reading damaged pages becomes the error.
+func (s *store) verify(path string) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = errDamaged(path, r)
+		}
+	}()
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > st.Size() {
+			return errDamaged(path, fmt.Sprintf("%d bytes, but its header needs %d: the file was truncated", st.Size(), tx.Size()))
+		}
+		for err := range tx.Check() {
+			return errDamaged(path, err)
+		}
+		b := tx.Bucket(bucketTasks)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if err := json.Unmarshal(v, new(Task)); err != nil {
+				return errDamaged(path, fmt.Sprintf("task %q: %v", k, err))
+			}
+			return nil
+		})
+	})
 }
 
 func (s *store) put(t *Task) error {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"time"
 )
 
@@ -28,25 +29,33 @@ var Statuses = []Status{Pending, Processing, Completed, Failed, Cancelled}
 func (s Status) Final() bool { return s == Completed || s == Failed || s == Cancelled }
 
 // Request is the body of POST /v1/tasks/video/: LightX2V's fields for
-// video super-resolution (video_path, sr_ratio, size, save_result_path,
-// task_id) and vsr's own optional ones. Zero values mean "the default".
+// video super-resolution (video_path, sr_ratio, target_shape,
+// save_result_path, task_id) and vsr's own optional ones. Zero values mean
+// "the default".
 type Request struct {
-	TaskID         string  `json:"task_id,omitempty"`
-	VideoPath      string  `json:"video_path"`
-	SRRatio        float64 `json:"sr_ratio,omitempty"`
-	Size           []int   `json:"size,omitempty"` // [height, width]
-	SaveResultPath string  `json:"save_result_path,omitempty"`
-	Model          string  `json:"model,omitempty"`
-	Codec          string  `json:"codec,omitempty"`
-	CRF            *int    `json:"crf,omitempty"`
-	Preset         string  `json:"preset,omitempty"`
-	PixFmt         string  `json:"pix_fmt,omitempty"`
-	ClipLen        int     `json:"clip_len,omitempty"`
-	DiT            string  `json:"dit,omitempty"` // SwiftVR: "on" (default) or "off" (autoencoder only)
-	MaxFrames      int     `json:"max_frames,omitempty"`
-	Tile           int     `json:"tile,omitempty"`
-	Batch          int     `json:"batch,omitempty"`
-	Segments       int     `json:"segments,omitempty"`
+	TaskID    string  `json:"task_id,omitempty"`
+	VideoPath string  `json:"video_path"`
+	SRRatio   float64 `json:"sr_ratio,omitempty"`
+	// TargetShape is LightX2V's output size, [height, width]; Size is the
+	// same field as the SwiftVR fork of LightX2V names it. The service
+	// merges them into Size.
+	TargetShape    []int  `json:"target_shape,omitempty"`
+	Size           []int  `json:"size,omitempty"` // [height, width]
+	SaveResultPath string `json:"save_result_path,omitempty"`
+	// Overwrite lets the task replace an existing file at its
+	// save_result_path.
+	Overwrite bool   `json:"overwrite,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Codec     string `json:"codec,omitempty"`
+	CRF       *int   `json:"crf,omitempty"`
+	Preset    string `json:"preset,omitempty"`
+	PixFmt    string `json:"pix_fmt,omitempty"`
+	ClipLen   int    `json:"clip_len,omitempty"`
+	DiT       string `json:"dit,omitempty"` // SwiftVR: "on" (default) or "off" (autoencoder only)
+	MaxFrames int    `json:"max_frames,omitempty"`
+	Tile      int    `json:"tile,omitempty"`
+	Batch     int    `json:"batch,omitempty"`
+	Segments  int    `json:"segments,omitempty"`
 }
 
 // Task is one request and its state, as stored.
@@ -60,6 +69,14 @@ type Task struct {
 	Output string `json:"save_result_path"`
 	// Upload is set when Input is a file uploaded for this task.
 	Upload bool `json:"upload,omitempty"`
+	// Rerun is set when a run of the task was interrupted (a crash or a
+	// shutdown): that run may have written the output, which the next run
+	// may then replace.
+	Rerun bool `json:"rerun,omitempty"`
+	// Replace tells the runner that the output may replace an existing
+	// file (the request's overwrite, or a rerun); otherwise it must fail
+	// rather than replace one. Set on the runner's copy only.
+	Replace bool `json:"-"`
 
 	FramesDone  int `json:"frames_done"`
 	FramesTotal int `json:"frames_total"`
@@ -68,6 +85,8 @@ type Task struct {
 	Started *time.Time `json:"start_time"`
 	Ended   *time.Time `json:"end_time"`
 	Error   string     `json:"error"`
+	// ErrorType classifies a failure (see docs/API.md); "" otherwise.
+	ErrorType string `json:"error_type,omitempty"`
 	// Attempts counts the runs started (a task interrupted by a crash runs
 	// again at restart).
 	Attempts int `json:"attempts"`
@@ -109,9 +128,8 @@ func validID(id string) bool {
 func (t *Task) clone() *Task {
 	c := *t
 	c.cancel, c.done = nil, nil
-	if t.Request.Size != nil {
-		c.Request.Size = append([]int(nil), t.Request.Size...)
-	}
+	c.Request.Size = slices.Clone(t.Request.Size)
+	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
 	if t.Request.CRF != nil {
 		v := *t.Request.CRF
 		c.Request.CRF = &v

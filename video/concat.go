@@ -2,6 +2,7 @@ package video
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,9 @@ type ConcatOptions struct {
 	// AudioDuration, if > 0, carries only the first AudioDuration seconds of
 	// that audio.
 	AudioDuration float64
+	// NoReplace fails with ErrExists instead of replacing an existing
+	// file at the output path, as EncodeOptions.NoReplace.
+	NoReplace bool
 }
 
 // Concat joins video files that share codec, size and frame rate (the
@@ -53,7 +57,7 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 			list.Close()
 			return err
 		}
-		fmt.Fprintf(list, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+		fmt.Fprintf(list, "file '%s'\n", strings.ReplaceAll(ChildPath(abs), "'", `'\''`))
 	}
 	if err := list.Close(); err != nil {
 		return err
@@ -81,8 +85,11 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		os.Remove(tmp)
 		return fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
 	}
-	if err := os.Rename(tmp, outPath); err != nil {
+	if err := moveIntoPlace(tmp, outPath, opt.NoReplace); err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, ErrExists) {
+			return fmt.Errorf("concat %q: %w (created while this output was made); the new output was discarded", outPath, ErrExists)
+		}
 		return fmt.Errorf("concat %q: cannot move the finished file into place: %v", outPath, err)
 	}
 	return nil

@@ -59,6 +59,10 @@ type EncodeOptions struct {
 	// it to disk first. Outputs are otherwise synced before the rename, so
 	// that a crash never leaves a truncated file under the output's name.
 	Intermediate bool
+	// NoReplace makes Close fail with ErrExists, leaving the file alone,
+	// when the output path exists by the time the output is finished
+	// (checked and renamed in one atomic step).
+	NoReplace bool
 }
 
 // Encoder feeds raw frames to an ffmpeg child that encodes them into a
@@ -76,6 +80,7 @@ type Encoder struct {
 	size    int
 	expect  int
 	sync    bool // fsync before the rename (see EncodeOptions.Intermediate)
+	keep    bool // EncodeOptions.NoReplace
 	written int
 	reaped  bool
 	waitErr error
@@ -194,7 +199,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	return &Encoder{
 		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
 		outPath: outPath, tmpPath: tmp, codec: o.Codec,
-		size: size, expect: o.ExpectFrames, sync: !o.Intermediate,
+		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
 	}, nil
 }
 
@@ -332,7 +337,10 @@ func (e *Encoder) Close() error {
 	if err := checkFile(e.tmpPath, e.sync); err != nil {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg left no usable output (%v)", e.outPath, err))
 	}
-	if err := os.Rename(e.tmpPath, e.outPath); err != nil {
+	if err := moveIntoPlace(e.tmpPath, e.outPath, e.keep); err != nil {
+		if errors.Is(err, ErrExists) {
+			return e.fail(fmt.Errorf("encode %q: %w (created while this output was made); the new output was discarded", e.outPath, ErrExists))
+		}
 		return e.fail(fmt.Errorf("encode %q: cannot move the finished file into place: %v", e.outPath, err))
 	}
 	e.closed = true

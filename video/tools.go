@@ -211,6 +211,7 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 // name with a colon would otherwise be taken for a protocol ("a:b.mp4"), and
 // one starting with "-" for an option.
 func fileArg(path string) string {
+	path = ChildPath(path)
 	if strings.HasPrefix(path, "-") || (strings.Contains(path, ":") && !strings.HasPrefix(path, "/")) {
 		return "file:" + path
 	}

@@ -1,0 +1,53 @@
+package video
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ErrExists is returned (wrapped) by Encoder.Close and Concat when the
+// output exists and the options say not to replace it.
+var ErrExists = errors.New("the output file exists")
+
+// moveIntoPlace renames the finished temporary tmp onto out; with
+// noReplace it fails with ErrExists instead of replacing a file there, as
+// one atomic step.
+func moveIntoPlace(tmp, out string, noReplace bool) error {
+	if !noReplace {
+		return os.Rename(tmp, out)
+	}
+	err := renameNoReplace(tmp, out)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrExists, out)
+	}
+	return err
+}
+
+// linkNoReplace is the portable no-replace rename: a hard link fails when
+// the name exists.
+func linkNoReplace(tmp, out string) error {
+	if err := os.Link(tmp, out); err != nil {
+		return err
+	}
+	return os.Remove(tmp)
+}
+
+// selfFD is the prefix of a path through a descriptor this process holds
+// open (an input file or an output directory opened and verified by the
+// caller). A child process has its own /proc/self, so ChildPath names the
+// same open file through this process's id instead.
+const selfFD = "/proc/self/fd/"
+
+// ChildPath returns p as a child process (ffmpeg) must name it: a path
+// under /proc/self/fd becomes /proc/PID/fd, which reaches the very file or
+// directory this process opened, whatever its name now points to; other
+// paths are returned as they are.
+func ChildPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, selfFD); ok {
+		return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + rest
+	}
+	return p
+}
