@@ -312,7 +312,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 	bodyErr := func(err error) {
 		if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
 			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
-		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		} else if rr.slow {
 			fail(http.StatusRequestTimeout, s.slowUpload())
 		} else {
 			fail(http.StatusBadRequest, "multipart body: "+err.Error())
@@ -335,6 +335,9 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 			}
 			var code int
 			upload, code, err = s.saveUpload(p)
+			if rr.slow {
+				code, err = http.StatusRequestTimeout, errors.New(s.slowUpload())
+			}
 			if err != nil {
 				fail(code, err.Error())
 				return
@@ -401,9 +404,7 @@ func (s *Service) saveUpload(p io.Reader) (string, int, error) {
 		if errors.As(err, &me) {
 			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return "", http.StatusRequestTimeout, errors.New(s.slowUpload())
-		}
+
 		return "", http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
 	}
 	return f.Name(), 0, nil
@@ -426,11 +427,13 @@ type rateReader struct {
 	grace time.Duration
 	min   int64
 	n     int64
+	slow  bool // a read hit the deadline (parsers may report it otherwise)
 }
 
 func (r *rateReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.n += int64(n)
+	r.slow = r.slow || errors.Is(err, os.ErrDeadlineExceeded)
 	r.rc.SetReadDeadline(r.start.Add(r.grace + time.Duration(float64(r.n)/float64(r.min)*float64(time.Second))))
 	return n, err
 }

@@ -18,16 +18,20 @@ import (
 	"time"
 )
 
-// fakeRunner writes a small file for each task. With block set, each run
+// fakeRunner writes a small file for each task, holding the input's
+// contents, read through t.Input when the run ends; it replaces an
+// existing output only when t.Replace says so. With block set, each run
 // waits for a value on release (or for cancellation) before finishing.
-// Model "fail" fails, "panic" panics.
+// Model "fail" fails, "panic" panics, "stubborn" ignores cancellation,
+// "alloc" leaves 256 MiB of garbage behind.
 type fakeRunner struct {
 	block   bool
 	release chan struct{}
 	started chan string
 
-	mu  sync.Mutex
-	ran []string
+	mu      sync.Mutex
+	ran     []string
+	replace map[string]bool // t.Replace of each run
 }
 
 func newFake(block bool) *fakeRunner {
@@ -37,6 +41,10 @@ func newFake(block bool) *fakeRunner {
 func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) error {
 	f.mu.Lock()
 	f.ran = append(f.ran, t.ID)
+	if f.replace == nil {
+		f.replace = map[string]bool{}
+	}
+	f.replace[t.ID] = t.Replace
 	f.mu.Unlock()
 	f.started <- t.ID
 	switch t.Request.Model {
@@ -44,6 +52,15 @@ func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) 
 		return errors.New("corrupt video: invalid data\nfound")
 	case "panic":
 		panic("boom")
+	case "stubborn":
+		<-f.release
+		return ctx.Err()
+	case "alloc":
+		garbage = make([]byte, 256<<20)
+		for i := range garbage {
+			garbage[i] = byte(i)
+		}
+		garbage = nil
 	}
 	tmp := filepath.Join(filepath.Dir(t.Output), "."+filepath.Base(t.Output)+".vsr-fake")
 	if err := os.WriteFile(tmp, []byte("partial"), 0o644); err != nil {
@@ -60,11 +77,22 @@ func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) 
 	}
 	progress(4, 4)
 	t.Width, t.Height = 48, 32
-	if err := os.WriteFile(tmp, []byte("video of "+t.ID), 0o644); err != nil {
+	in, err := os.ReadFile(t.Input)
+	if err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, t.Output)
+	if err := os.WriteFile(tmp, []byte("video of "+t.ID+" from "+string(in)), 0o644); err != nil {
+		return err
+	}
+	if t.Replace {
+		return os.Rename(tmp, t.Output)
+	}
+	defer os.Remove(tmp)
+	return os.Link(tmp, t.Output) // fails if the output exists
 }
+
+var garbage []byte
 
 func (f *fakeRunner) Validate(r *Request) error {
 	if r.Model == "bogus" {
@@ -197,7 +225,7 @@ func TestEndpoints(t *testing.T) {
 	}
 	// The result streams the file.
 	code, r, h := e.do("GET", "/v1/tasks/"+id+"/result", nil)
-	if code != 200 || r["_body"] != "video of "+id || !strings.Contains(h.Get("Content-Disposition"), id+".mp4") {
+	if code != 200 || r["_body"] != "video of "+id+" from video" || !strings.Contains(h.Get("Content-Disposition"), id+".mp4") {
 		t.Errorf("result: %d %v %v", code, r, h)
 	}
 	// Named output, relative to the output root; a name without extension gets .mp4.

@@ -40,7 +40,7 @@ func openStore(dir string) (*store, error) {
 	if exists && st.Size() == 0 {
 		return nil, errDamaged(path, "the file is empty")
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	db, err := openBolt(path)
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("task database %s is locked: another vsr serve is using --data %s; stop it or choose another --data", path, dir)
@@ -65,6 +65,18 @@ func openStore(dir string) (*store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// openBolt opens the database, turning a panic or a fault on damaged pages
+// (bbolt reads the freelist as it opens) into an error.
+func openBolt(path string) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 }
 
 // verify checks an existing database: its size against the file's, then

@@ -567,3 +567,42 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// containers caches, per ffmpeg executable and extension, whether ffmpeg
+// has a muxer for that extension.
+var containers sync.Map // [2]string{ffmpeg, ext} -> *containerCheck
+
+type containerCheck struct{ err error }
+
+// CheckContainer reports an error unless ffmpeg can choose a muxer from
+// the output extension ext (".mp4"), so that a request with an output
+// nothing can write is refused before any work. ffmpeg is asked once per
+// extension: it guesses the muxer from a name in a directory that cannot
+// exist (/dev/null/), before it would write anything.
+func CheckContainer(ctx context.Context, ext string) error {
+	name := strings.TrimPrefix(ext, ".")
+	if name == "" || len(name) > 16 || strings.ContainsFunc(name, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+	}) {
+		return fmt.Errorf("output extension %q is not a container name: use .mp4, .mkv, .webm or .mov", ext)
+	}
+	t, err := resolveTools()
+	if err != nil {
+		return err
+	}
+	key := [2]string{t.ffmpeg, strings.ToLower(ext)}
+	if v, ok := containers.Load(key); ok {
+		return v.(*containerCheck).err
+	}
+	r := runTool(ctx, t.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "nullsrc=s=16x16:d=0.04",
+		"-frames:v", "1", "-y", "/dev/null/x"+ext)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	err = nil
+	if strings.Contains(string(r.stderr), "output format") {
+		err = fmt.Errorf("ffmpeg has no container for the output extension %q: use .mp4, .mkv, .webm or .mov", ext)
+	}
+	containers.Store(key, &containerCheck{err})
+	return err
+}

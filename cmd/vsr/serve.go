@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,11 +28,14 @@ type serveFlags struct {
 	outputRoot string
 	maxQueue   int
 	maxUpload  int64
-	token      string
-	models     []string
-	warmup     bool
-	warmupSize string
-	base       restoreFlags // device and per-request defaults
+	maxConns   int
+	// minUploadRate is the slowest upload accepted, in bytes/s.
+	minUploadRate int64
+	token         string
+	models        []string
+	warmup        bool
+	warmupSize    string
+	base          restoreFlags // device and per-request defaults
 }
 
 func newServe() *cobra.Command {
@@ -63,6 +64,8 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.outputRoot, "output-root", "", "directory that save_result_path must resolve inside (default DATA/output)")
 	fl.IntVar(&f.maxQueue, "max-queue", 100, "most tasks waiting in the queue; more get 503")
 	fl.Int64Var(&f.maxUpload, "max-upload", 2<<30, "largest upload in bytes; larger get 413")
+	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; more wait to be accepted")
+	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
 	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
@@ -106,6 +109,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
 		Version: versionString(), Logger: log,
+		Model: run.models[0].spec, ModelClass: run.models[0].class(),
+		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate,
 	}, run)
 	if err != nil {
 		return err
@@ -118,21 +123,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if host, _, _ := net.SplitHostPort(f.listen); f.token == "" && !isLoopback(host) {
 		log.Warn("listening beyond loopback without --token: anyone who can reach the port can run tasks")
 	}
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "device", run.dev.Name(),
 		"models", strings.Join(run.names(), ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: the running task stays queued for the next start")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	return nil
+	return svc.Serve(ctx, ln)
 }
 
 func isLoopback(host string) bool {
@@ -146,11 +139,20 @@ func isLoopback(host string) bool {
 // servedModel is one --model, resident on the device.
 type servedModel struct {
 	name    string
+	spec    string       // as --model gave it
 	flags   restoreFlags // model and scale as loaded
 	bundled bool         // the bundled compact model: sr_ratio picks x2/x3/x4
 	scales  map[int]*loaded
 	one     *loaded // any other model
 	scale   int     // integer scale of an ncnn model (0: SwiftVR)
+}
+
+// class is the model's family, as the metadata's model_cls.
+func (m *servedModel) class() string {
+	if m.one != nil && m.one.reae != nil {
+		return "swiftvr"
+	}
+	return "compact"
 }
 
 // serveRunner runs tasks on resident models: serve.Runner.
@@ -196,7 +198,7 @@ func (r *serveRunner) loadModel(spec string, warmup bool) (*servedModel, error) 
 	f := r.base
 	f.model = spec
 	if spec == compact.DefaultModel || spec == "" {
-		m := &servedModel{name: compact.DefaultModel, flags: f, bundled: true, scales: map[int]*loaded{}}
+		m := &servedModel{name: compact.DefaultModel, spec: compact.DefaultModel, flags: f, bundled: true, scales: map[int]*loaded{}}
 		scales := []int{2}
 		if warmup {
 			scales = []int{2, 3, 4}
@@ -216,7 +218,7 @@ func (r *serveRunner) loadModel(spec string, warmup bool) (*servedModel, error) 
 	if err != nil {
 		return nil, err
 	}
-	m := &servedModel{name: ld.name, flags: f, one: ld}
+	m := &servedModel{name: ld.name, spec: spec, flags: f, one: ld}
 	if ld.reae != nil && r.warmupSize != "" {
 		if err := r.warmupSwiftVR(ld, f); err != nil {
 			ld.closeModel()
@@ -304,6 +306,11 @@ func (r *serveRunner) Validate(q *serve.Request) error {
 	m, fixed, err := r.find(q.Model)
 	if err != nil {
 		return err
+	}
+	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
+		if err := video.CheckContainer(r.cmd.Context(), ext); err != nil {
+			return fmt.Errorf("field \"save_result_path\": %w", err)
+		}
 	}
 	ratio := q.SRRatio
 	switch {
@@ -421,8 +428,9 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 		Segments:  segmentCount(f.segments, r.dev, eng),
 		MaxFrames: q.MaxFrames,
 		Info:      info,
-		Encode:    video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
-		Progress:  progress,
+		Encode: video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads,
+			NoReplace: !t.Replace},
+		Progress: progress,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
