@@ -158,7 +158,7 @@ func jsonKind(t reflect.Type) string {
 
 // check validates a decoded request's values; it merges target_shape
 // (LightX2V's name) into size.
-func (s *Service) check(r *Request) error {
+func (s *Service) check(ctx context.Context, r *Request) error {
 	switch {
 	case len(r.TargetShape) > 0 && len(r.Size) > 0 && !slices.Equal(r.TargetShape, r.Size):
 		return fmt.Errorf("fields \"target_shape\" %v and \"size\" %v differ: give one of them", r.TargetShape, r.Size)
@@ -191,7 +191,7 @@ func (s *Service) check(r *Request) error {
 		}
 	}
 	if v, ok := s.runner.(Validator); ok {
-		return v.Validate(r)
+		return v.Validate(ctx, r)
 	}
 	return nil
 }
@@ -204,13 +204,13 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	s.create(w, &req, "")
+	s.create(w, r, &req, "")
 }
 
 // create validates req, resolves its paths and queues it. upload is the
 // hidden path of an uploaded input, renamed when the task is stored and
 // removed if it is refused.
-func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
+func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, upload string) {
 	refuse := func(code int, msg string) {
 		if upload != "" {
 			os.Remove(upload)
@@ -220,7 +220,7 @@ func (s *Service) create(w http.ResponseWriter, req *Request, upload string) {
 		}
 		writeError(w, code, msg)
 	}
-	if err := s.check(req); err != nil {
+	if err := s.check(hr.Context(), req); err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
@@ -372,7 +372,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 		fail(code, err.Error())
 		return
 	}
-	s.create(w, &req, upload)
+	s.create(w, r, &req, upload)
 }
 
 // saveUpload copies an uploaded file into a hidden temporary in the input

@@ -94,7 +94,7 @@ func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) 
 
 var garbage []byte
 
-func (f *fakeRunner) Validate(r *Request) error {
+func (f *fakeRunner) Validate(_ context.Context, r *Request) error {
 	if r.Model == "bogus" {
 		return fmt.Errorf("field \"model\": unknown model %q", r.Model)
 	}

@@ -26,9 +26,10 @@ type Runner interface {
 }
 
 // Validator is implemented by runners that check a request before it is
-// queued; an error is reported to the client as 400.
+// queued; an error is reported to the client as 400. ctx is the HTTP
+// request's.
 type Validator interface {
-	Validate(r *Request) error
+	Validate(ctx context.Context, r *Request) error
 }
 
 // MemoryReporter is implemented by runners that can say how much GPU memory

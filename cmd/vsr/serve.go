@@ -302,13 +302,13 @@ func (r *serveRunner) find(name string) (*servedModel, int, error) {
 }
 
 // Validate checks what can be checked before the input is probed.
-func (r *serveRunner) Validate(q *serve.Request) error {
+func (r *serveRunner) Validate(ctx context.Context, q *serve.Request) error {
 	m, fixed, err := r.find(q.Model)
 	if err != nil {
 		return err
 	}
 	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
-		if err := video.CheckContainer(r.cmd.Context(), ext); err != nil {
+		if err := video.CheckContainer(ctx, ext); err != nil {
 			return fmt.Errorf("field \"save_result_path\": %w", err)
 		}
 	}

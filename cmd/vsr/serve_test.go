@@ -512,3 +512,45 @@ func TestServeSwiftVR(t *testing.T) {
 	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
 	noTemporaries(t, svc.OutputRoot())
 }
+
+// TestServeRealPaths runs real restores through the service, which hands
+// the pipeline its input and output directory as descriptors
+// (/proc/self/fd): a segmented encode with audio is joined there, an
+// output extension no muxer knows is refused at submit, and a file that
+// appears at save_result_path after submit is not replaced.
+func TestServeRealPaths(t *testing.T) {
+	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, base: cpuRestore})
+	defer stop()
+	in := filepath.Join(svc.InputRoot(), "tone.mp4")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:duration=1",
+		"-frames:v", "10", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", in)
+	id := a.submit(map[string]any{"video_path": "tone.mp4", "sr_ratio": 2, "segments": 2, "save_result_path": "seg.mkv"})
+	m := a.wait(id, serve.Completed, 2*time.Minute)
+	out := filepath.Join(svc.OutputRoot(), "seg.mkv")
+	if m["save_result_path"] != out {
+		t.Errorf("save_result_path %v", m["save_result_path"])
+	}
+	checkOutput(t, out, 10, 64, 48)
+	if !probe(t, out).HasAudio {
+		t.Errorf("%s lost its audio", out)
+	}
+	noTemporaries(t, svc.OutputRoot())
+
+	code, r := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "tone.mp4", "save_result_path": "x.notacontainer"})
+	if msg, _ := r["error"].(string); code != 400 || !strings.Contains(msg, ".notacontainer") {
+		t.Errorf("unknown extension: %d %v", code, r)
+	}
+
+	id = a.submit(map[string]any{"video_path": "tone.mp4", "sr_ratio": 2, "max_frames": 40, "save_result_path": "late.mp4"})
+	late := filepath.Join(svc.OutputRoot(), "late.mp4")
+	os.WriteFile(late, []byte("someone else's"), 0o644)
+	m = a.wait(id, serve.Failed, 2*time.Minute)
+	t.Logf("error: %v", m["error"])
+	if m["error_type"] != "OutputExists" || strings.Contains(m["error"].(string), "/proc/") {
+		t.Errorf("output created after submit: %v", m)
+	}
+	if got, _ := os.ReadFile(late); string(got) != "someone else's" {
+		t.Errorf("replaced: %q", got)
+	}
+	noTemporaries(t, svc.OutputRoot())
+}
