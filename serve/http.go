@@ -29,7 +29,7 @@ const maxJSON = 1 << 20
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks/video/{$}", s.handleCreate)
-	mux.HandleFunc("POST /v1/tasks/video", s.handleCreate) // LightX2V redirects here; vsr answers
+	mux.HandleFunc("POST /v1/tasks/video", s.handleCreate) // without the slash: LightX2V redirects, vsr serves it
 	mux.HandleFunc("POST /v1/tasks/{$}", s.handleCreate)   // LightX2V's deprecated alias
 	mux.HandleFunc("POST /v1/tasks/video/upload", s.handleUpload)
 	mux.HandleFunc("GET /v1/tasks/{$}", s.handleList)

@@ -68,11 +68,17 @@ func (b *Backend) Name() string { return "cpu" }
 
 // Close drops the buffer pool.
 func (b *Backend) Close() error {
+	b.Trim()
+	return nil
+}
+
+// Trim drops the buffers kept for reuse (the tensor pool and the im2col
+// scratch), so that memory can return to the system between jobs.
+func (b *Backend) Trim() {
 	b.mu.Lock()
 	b.pool = map[int][][]float32{}
 	b.mu.Unlock()
 	clear(b.cols)
-	return nil
 }
 
 // alloc returns a tensor whose contents are undefined.

@@ -415,6 +415,9 @@ func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done
 			return fmt.Errorf("size %dx%d (height x width): model %s makes %dx%d from the %dx%d input", sizeH, sizeW, m.name, info.Height*m.scale, info.Width*m.scale, info.Height, info.Width)
 		}
 	}
+	if tr, ok := r.dev.(interface{ Trim() }); ok { // CPU buffers sized for this task, once the engine is done
+		defer tr.Trim()
+	}
 	eng, done, err := ld.engine(info, total, f)
 	if err != nil {
 		return err
