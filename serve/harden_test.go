@@ -265,16 +265,27 @@ func TestUploadsNotOrphaned(t *testing.T) {
 	}
 	// A crash now; and an orphan of an older version (renamed, never
 	// stored) beside it.
-	orphan := filepath.Join(e.svc.InputRoot(), "upload-0123.mp4")
+	orphan := filepath.Join(e.svc.InputRoot(), uploadPrefix+newID()+".mp4")
 	os.WriteFile(orphan, []byte("orphan"), 0o644)
+	mine := filepath.Join(e.svc.InputRoot(), "upload-notes.mp4") // a user's file
+	os.WriteFile(mine, []byte("mine"), 0o644)
 	pw.CloseWithError(io.ErrUnexpectedEOF)
 	<-done
 	e.srv.Close()
 	e.svc.Close()
 	e2 := newEnv(t, Config{Data: data}, newFake(false))
-	if ents, _ := os.ReadDir(e2.svc.InputRoot()); len(ents) != 0 {
-		t.Errorf("input root after restart holds %v", ents)
+	if ents := names(e2.svc.InputRoot()); ents != "upload-notes.mp4" {
+		t.Errorf("input root after restart holds %s, want only the user's upload-notes.mp4", ents)
 	}
+}
+
+func names(dir string) string {
+	ents, _ := os.ReadDir(dir)
+	var n []string
+	for _, e := range ents {
+		n = append(n, e.Name())
+	}
+	return strings.Join(n, ",")
 }
 
 // serveEnv runs Serve on a real listener.

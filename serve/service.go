@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -198,6 +199,10 @@ func isTemporary(name string) bool {
 	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
 }
 
+// uploadName matches the names vsr gives uploads (upload-UUID.EXT), so
+// that a user's own files in a shared input root are never swept.
+var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,9})?$`)
+
 // sweepUploads removes the uploads in the input root that no pending or
 // running task reads: left by a crash between storing an upload and
 // storing its task, or by a task whose end was not recorded.
@@ -211,7 +216,7 @@ func (s *Service) sweepUploads() {
 	ents, _ := os.ReadDir(s.cfg.InputRoot)
 	for _, e := range ents {
 		p := filepath.Join(s.cfg.InputRoot, e.Name())
-		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), uploadPrefix) && !used[p] {
+		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !used[p] {
 			if os.Remove(p) == nil {
 				s.log.Info("removed an upload no task reads", "path", p)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -308,7 +309,9 @@ func (r *serveRunner) Validate(ctx context.Context, q *serve.Request) error {
 		return err
 	}
 	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
-		if err := video.CheckContainer(ctx, ext); err != nil {
+		if err := video.CheckContainer(ctx, ext); errors.Is(err, video.ErrNoFFmpeg) {
+			return err
+		} else if err != nil {
 			return fmt.Errorf("field \"save_result_path\": %w", err)
 		}
 	}
