@@ -189,9 +189,9 @@ func TestDamagedStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 200 {
-				st.put(&Task{ID: fmt.Sprintf("task-%d", i), Error: strings.Repeat("x", 300)})
+				st.Put(&Task{ID: fmt.Sprintf("task-%d", i), Error: strings.Repeat("x", 300)})
 			}
-			st.close()
+			st.Close()
 			p := filepath.Join(data, "tasks.db")
 			fi, _ := os.Stat(p)
 			junk := func(off int64, n int) {

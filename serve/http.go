@@ -505,7 +505,7 @@ func view(t *Task, pos int) statusView {
 func (s *Service) queuePos(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, q := range s.queue {
+	for i, q := range s.queue.IDs() {
 		if q == id {
 			return i + 1
 		}
@@ -590,7 +590,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 	if s.current != nil {
 		cur = s.current.ID
 	}
-	pending := len(s.queue)
+	pending := s.queue.Len()
 	active := pending
 	if s.current != nil {
 		active++
@@ -602,7 +602,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 		"active_count":    active,
 		"queue_size":      s.cfg.MaxQueue,
 		"queue_available": s.cfg.MaxQueue - pending,
-		"pending_tasks":   append([]string{}, s.queue...),
+		"pending_tasks":   s.queue.IDs(),
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
@@ -625,7 +625,7 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"service_status":  status,
 		"current_task":    cur,
 		"active_tasks":    active,
-		"pending_tasks":   len(s.queue),
+		"pending_tasks":   s.queue.Len(),
 		"queue_size":      s.cfg.MaxQueue,
 		"total_tasks":     len(s.tasks),
 		"completed_tasks": n[Completed],

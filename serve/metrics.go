@@ -34,7 +34,7 @@ func newMetrics(s *Service) *metrics {
 		func() float64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			return float64(len(s.queue))
+			return float64(s.queue.Len())
 		}))
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})

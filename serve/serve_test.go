@@ -555,7 +555,7 @@ func TestRestart(t *testing.T) {
 	svc.mu.Lock()
 	svc.closing = true
 	svc.mu.Unlock()
-	svc.st.close()
+	svc.st.Close()
 	os.WriteFile(filepath.Join(svc.OutputRoot(), ".x.vsr-123.mp4"), []byte("partial"), 0o644)
 	os.WriteFile(filepath.Join(svc.OutputRoot(), ".y.mp4.vsr-seg000.mp4"), []byte("partial"), 0o644)
 	svc.stop()

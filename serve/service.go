@@ -49,6 +49,9 @@ type Metadataer interface {
 type Config struct {
 	// Data is the directory of the task database.
 	Data string
+	// Store keeps the tasks; nil opens the bbolt database Data/tasks.db.
+	// The Service closes it.
+	Store TaskStore
 	// InputRoot and OutputRoot hold inputs and outputs; they default to
 	// Data/input and Data/output.
 	InputRoot, OutputRoot string
@@ -122,14 +125,14 @@ func (c Config) withDefaults() Config {
 type Service struct {
 	cfg    Config
 	runner Runner
-	st     *store
+	st     TaskStore
 	log    *slog.Logger
 	m      *metrics
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
-	queue   []string // pending task ids, FIFO
-	current *Task    // running task
+	queue   Queue // pending task ids
+	current *Task // running task
 	seq     uint64
 	closing bool
 
@@ -170,20 +173,22 @@ func New(cfg Config, r Runner) (*Service, error) {
 			return nil, err
 		}
 	}
-	st, err := openStore(cfg.Data)
-	if err != nil {
-		return nil, err
+	st := cfg.Store
+	if st == nil {
+		if st, err = openStore(cfg.Data); err != nil {
+			return nil, err
+		}
 	}
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
-		tasks: map[string]*Task{},
-		wake:  make(chan struct{}, 1), workerDone: make(chan struct{}),
+		tasks: map[string]*Task{}, queue: &fifo{},
+		wake: make(chan struct{}, 1), workerDone: make(chan struct{}),
 	}
 	s.m = newMetrics(s)
 	removeTemporaries(cfg.OutputRoot, s.log)
 	removeTemporaries(cfg.InputRoot, s.log)
 	if err := s.recover(); err != nil {
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	s.sweepUploads()
@@ -241,7 +246,7 @@ func removeTemporaries(root string, log *slog.Logger) {
 // recover loads the stored tasks: finished ones are listed, pending ones
 // queued again in order, and those that were processing run again.
 func (s *Service) recover() error {
-	ts, err := s.st.load()
+	ts, err := s.st.Load()
 	if err != nil {
 		return err
 	}
@@ -264,22 +269,22 @@ func (s *Service) recover() error {
 				t.Status, t.Ended = Failed, &now
 				t.Error = fmt.Sprintf("interrupted %d times (the server stopped while it ran)", t.Attempts)
 				t.ErrorType = "Interrupted"
-				if err := s.st.put(t); err != nil {
+				if err := s.st.Put(t); err != nil {
 					return err
 				}
 				continue
 			}
 			t.Status, t.FramesDone, t.Rerun = Pending, 0, true
-			if err := s.st.put(t); err != nil {
+			if err := s.st.Put(t); err != nil {
 				return err
 			}
 			s.log.Info("task interrupted by a restart runs again", "task", t.ID)
-			s.queue = append(s.queue, t.ID)
+			s.queue.Push(t.ID)
 		case Pending:
-			s.queue = append(s.queue, t.ID)
+			s.queue.Push(t.ID)
 		}
 	}
-	if len(s.queue) > 0 {
+	if s.queue.Len() > 0 {
 		s.signal()
 	}
 	return nil
@@ -303,7 +308,7 @@ func (s *Service) submit(t *Task, upload string) error {
 	if s.closing {
 		return errors.New("the service is shutting down")
 	}
-	if len(s.queue) >= s.cfg.MaxQueue {
+	if s.queue.Len() >= s.cfg.MaxQueue {
 		return ErrQueueFull
 	}
 	if _, ok := s.tasks[t.ID]; ok {
@@ -326,14 +331,14 @@ func (s *Service) submit(t *Task, upload string) error {
 	t.Seq = s.seq
 	t.Status = Pending
 	t.Created = time.Now()
-	if err := s.st.put(t); err != nil {
+	if err := s.st.Put(t); err != nil {
 		if upload != "" {
 			os.Remove(t.Input)
 		}
 		return fmt.Errorf("store task: %w", err)
 	}
 	s.tasks[t.ID] = t
-	s.queue = append(s.queue, t.ID)
+	s.queue.Push(t.ID)
 	s.m.submitted.Inc()
 	s.signal()
 	return nil
@@ -390,7 +395,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 	}
 	switch t.Status {
 	case Pending:
-		s.queue = slices.DeleteFunc(s.queue, func(q string) bool { return q == id })
+		s.queue.Remove(id)
 		now := time.Now()
 		t.Status, t.Ended, t.Error = Cancelled, &now, "task cancelled by user"
 		s.persist(t)
@@ -429,7 +434,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 // persist writes t; s.mu is held. A store failure is logged: the task goes
 // on in memory.
 func (s *Service) persist(t *Task) {
-	if err := s.st.put(t); err != nil {
+	if err := s.st.Put(t); err != nil {
 		s.log.Error("store task", "task", t.ID, "err", err)
 	}
 }
@@ -459,11 +464,13 @@ func (s *Service) work(ctx context.Context) {
 func (s *Service) next(parent context.Context) (*Task, context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing || len(s.queue) == 0 {
+	if s.closing {
 		return nil, nil
 	}
-	id := s.queue[0]
-	s.queue = s.queue[1:]
+	id, ok := s.queue.Pop()
+	if !ok {
+		return nil, nil
+	}
 	t := s.tasks[id]
 	now := time.Now()
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
@@ -600,7 +607,7 @@ func (s *Service) stopWorker() {
 // Close stops the worker (see Serve) and closes the store.
 func (s *Service) Close() error {
 	s.stopWorker()
-	s.closeOnce.Do(func() { s.closeErr = s.st.close() })
+	s.closeOnce.Do(func() { s.closeErr = s.st.Close() })
 	return s.closeErr
 }
 

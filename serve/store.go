@@ -15,10 +15,31 @@ import (
 
 var bucketTasks = []byte("tasks")
 
-// store keeps tasks in a bbolt database, one JSON record per task.
-type store struct {
+// TaskStore keeps tasks durably: the seam between the service and where its
+// tasks live. The Service calls it with its own lock held, so an
+// implementation sees one call at a time. boltStore (one process, a file in
+// --data) is the default; memStore keeps tasks in memory (tests, and
+// deployments that need no durability). A store for a distributed engine
+// goes beside them.
+type TaskStore interface {
+	// Put records t (new, or a change of its state) before it returns.
+	Put(t *Task) error
+	// Load returns every task recorded, in any order.
+	Load() ([]*Task, error)
+	// Close releases the store; no call follows.
+	Close() error
+}
+
+// OpenBoltStore opens the task database DIR/tasks.db (bbolt), creating it
+// when it does not exist; see openStore for what is refused.
+func OpenBoltStore(dir string) (TaskStore, error) { return openStore(dir) }
+
+// boltStore keeps tasks in a bbolt database, one JSON record per task.
+type boltStore struct {
 	db *bolt.DB
 }
+
+var _ TaskStore = (*boltStore)(nil)
 
 // errDamaged says what to do about a task database that cannot be read.
 func errDamaged(path string, why any) error {
@@ -30,7 +51,7 @@ func errDamaged(path string, why any) error {
 // shorter than its own header says, pages that fail bbolt's consistency
 // check or records that are not tasks are refused with one error naming
 // the file, never reinitialised or half-read.
-func openStore(dir string) (*store, error) {
+func openStore(dir string) (*boltStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -49,7 +70,7 @@ func openStore(dir string) (*store, error) {
 	case err != nil:
 		return nil, fmt.Errorf("create task database %s: %w", path, err)
 	}
-	s := &store{db: db}
+	s := &boltStore{db: db}
 	if exists {
 		if err := s.verify(path); err != nil {
 			db.Close()
@@ -82,7 +103,7 @@ func openBolt(path string) (db *bolt.DB, err error) {
 // verify checks an existing database: its size against the file's, then
 // every page (bbolt's Check) and every record. A fault or panic while
 // reading damaged pages becomes the error.
-func (s *store) verify(path string) (err error) {
+func (s *boltStore) verify(path string) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -113,7 +134,8 @@ func (s *store) verify(path string) (err error) {
 	})
 }
 
-func (s *store) put(t *Task) error {
+// Put stores t as one JSON record.
+func (s *boltStore) Put(t *Task) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return err
@@ -123,7 +145,8 @@ func (s *store) put(t *Task) error {
 	})
 }
 
-func (s *store) load() ([]*Task, error) {
+// Load reads every record.
+func (s *boltStore) Load() ([]*Task, error) {
 	var ts []*Task
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
@@ -138,4 +161,27 @@ func (s *store) load() ([]*Task, error) {
 	return ts, err
 }
 
-func (s *store) close() error { return s.db.Close() }
+// Close closes the database.
+func (s *boltStore) Close() error { return s.db.Close() }
+
+// memStore keeps copies of the tasks in memory.
+type memStore struct{ m map[string]Task }
+
+// NewMemStore returns a TaskStore that keeps tasks in memory only: they are
+// lost when the process ends.
+func NewMemStore() TaskStore { return &memStore{m: map[string]Task{}} }
+
+func (s *memStore) Put(t *Task) error {
+	s.m[t.ID] = *t.clone()
+	return nil
+}
+
+func (s *memStore) Load() ([]*Task, error) {
+	var ts []*Task
+	for _, t := range s.m {
+		ts = append(ts, t.clone())
+	}
+	return ts, nil
+}
+
+func (s *memStore) Close() error { return nil }
