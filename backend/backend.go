@@ -10,9 +10,12 @@ package backend
 
 import (
 	"fmt"
+	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Shape is the size of an NHWC tensor.
@@ -196,8 +199,36 @@ type Backend interface {
 	Close() error
 }
 
-// Opener creates a backend for a device name such as "cpu" or "cuda:1".
-type Opener func(device string) (Backend, error)
+// GPU is implemented by backends that run on a GPU. It answers what the
+// service and the benchmarks ask of a device without importing its
+// package.
+type GPU interface {
+	Backend
+	// UUID identifies the device ("GPU-..."), as NVML names it.
+	UUID() (string, error)
+	// StorageType is the storage type of activations and weights ("f16",
+	// "bf16").
+	StorageType() string
+	// PeakBytes is the high-water mark of the device memory the backend
+	// allocated; ResetPeak starts it again from what is in use.
+	PeakBytes() int64
+	ResetPeak()
+	// Spans returns the intervals the compute stream spent on the batches
+	// waited for since the last call, and forgets them.
+	Spans() []Span
+}
+
+// Span is an interval of a device's compute stream, from the backend's
+// opening.
+type Span struct{ Start, End time.Duration }
+
+// Options are a device configuration's settings: "cuda:0?dtype=bf16"
+// gives {"dtype": "bf16"}. A backend refuses settings it does not know.
+type Options map[string]string
+
+// Opener creates a backend for a device name such as "cpu" or "cuda:1",
+// with the settings of its configuration string.
+type Opener func(device string, opt Options) (Backend, error)
 
 var (
 	mu       sync.Mutex
@@ -205,11 +236,25 @@ var (
 )
 
 // Register makes a backend available under a device kind ("cpu", "cuda").
-// It is called from the init function of each backend package.
+// It is called from the init function of each backend package, and panics
+// when the kind is taken.
 func Register(kind string, open Opener) {
 	mu.Lock()
 	defer mu.Unlock()
+	if _, dup := registry[kind]; dup {
+		panic("backend: Register called twice for " + kind)
+	}
 	registry[kind] = open
+}
+
+// Unknown returns an error for settings other than those known.
+func (o Options) Unknown(device string, known ...string) error {
+	for k := range o {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("device %s: unknown setting %q (known: %s)", device, k, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 // Kinds lists the registered device kinds.
@@ -224,8 +269,22 @@ func Kinds() []string {
 	return ks
 }
 
-// Open opens the backend for device, e.g. "cpu", "cuda" or "cuda:1".
-func Open(device string) (Backend, error) {
+// Open opens a backend from a configuration string: a device name ("cpu",
+// "cuda", "cuda:1") and optional settings after "?" in query form, e.g.
+// "cuda:0?dtype=bf16". (A comma separates devices in lists; it never
+// appears here.)
+func Open(config string) (Backend, error) {
+	device, query, _ := strings.Cut(config, "?")
+	opt := Options{}
+	if query != "" {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return nil, fmt.Errorf("device %q: settings: %v", config, err)
+		}
+		for k, v := range q {
+			opt[k] = v[len(v)-1]
+		}
+	}
 	kind, _, _ := strings.Cut(device, ":")
 	mu.Lock()
 	open, ok := registry[kind]
@@ -233,5 +292,5 @@ func Open(device string) (Backend, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown device %q (available: %s)", device, strings.Join(Kinds(), ", "))
 	}
-	return open(device)
+	return open(device, opt)
 }

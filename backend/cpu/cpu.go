@@ -10,6 +10,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -17,11 +18,21 @@ import (
 )
 
 func init() {
-	backend.Register("cpu", func(device string) (backend.Backend, error) {
+	backend.Register("cpu", func(device string, opt backend.Options) (backend.Backend, error) {
 		if device != "cpu" {
 			return nil, fmt.Errorf("device %q: the CPU backend is named just \"cpu\"", device)
 		}
-		return New(0), nil
+		if err := opt.Unknown(device, "threads"); err != nil {
+			return nil, err
+		}
+		n := 0
+		if v, ok := opt["threads"]; ok {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				return nil, fmt.Errorf("device cpu: threads=%q: want a positive number", v)
+			}
+		}
+		return New(n), nil
 	})
 }
 

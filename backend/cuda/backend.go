@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/nvidia/cublaslt"
@@ -46,10 +45,36 @@ const (
 )
 
 func init() {
-	backend.Register("cuda", func(device string) (backend.Backend, error) {
-		return Open(device, F16)
+	backend.Register("cuda", func(device string, opt backend.Options) (backend.Backend, error) {
+		if err := opt.Unknown(device, "dtype", "fused_conv"); err != nil {
+			return nil, err
+		}
+		dt := F16
+		switch opt["dtype"] {
+		case "", "f16", "fp16":
+		case "bf16":
+			dt = BF16
+		default:
+			return nil, fmt.Errorf("device %s: dtype=%q: want f16 or bf16", device, opt["dtype"])
+		}
+		noFused := false
+		switch opt["fused_conv"] {
+		case "", "on":
+		case "off":
+			noFused = true
+		default:
+			return nil, fmt.Errorf("device %s: fused_conv=%q: want on or off", device, opt["fused_conv"])
+		}
+		b, err := Open(device, dt)
+		if err != nil {
+			return nil, err
+		}
+		b.NoFusedConv = noFused
+		return b, nil
 	})
 }
+
+var _ backend.GPU = (*Backend)(nil)
 
 // DType is the storage type of activations and weights.
 type DType int
@@ -114,7 +139,7 @@ type Backend struct {
 
 // Span is the interval the compute stream spent on one batch, measured
 // with CUDA events from the backend's opening.
-type Span struct{ Start, End time.Duration }
+type Span = backend.Span
 
 // Spans returns the compute spans of the batches waited for since the last
 // call, and forgets them.
@@ -218,6 +243,12 @@ func (b *Backend) Name() string { return b.name }
 
 // DType returns the storage type.
 func (b *Backend) DType() DType { return b.dtype }
+
+// StorageType names the storage type: "f16" or "bf16".
+func (b *Backend) StorageType() string { return b.dtype.String() }
+
+// UUID is the device's UUID, as NVML names it.
+func (b *Backend) UUID() (string, error) { return b.dev.UUID() }
 
 // Context returns the CUDA context (for samplers and tests).
 func (b *Backend) Context() *cu.Context { return b.ctx }
