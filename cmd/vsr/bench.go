@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vsr-dev/vsr/backend/cuda"
+	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/nvidia/nvml"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
@@ -121,16 +121,19 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 			return err
 		}
 	}
-	ld, err := setup(cmd, f.restoreFlags)
+	var extra []string
+	if f.cudnn {
+		extra = append(extra, "fused_conv=off")
+	}
+	ld, err := setup(cmd, f.restoreFlags, extra...)
 	if err != nil {
 		return err
 	}
 	defer ld.Close()
 	dev := ld.dev
-	gpu, _ := dev.(*cuda.Backend)
+	gpu, _ := dev.(backend.GPU)
 	var nv *nvml.Device
 	if gpu != nil {
-		gpu.NoFusedConv = f.cudnn
 		if d, err := nvmlDevice(gpu); err == nil {
 			nv = &d
 		}
@@ -192,7 +195,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	return nil
 }
 
-func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, ld *loaded, gpu *cuda.Backend, nv *nvml.Device, rep benchReport) (benchRun, error) {
+func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, ld *loaded, gpu backend.GPU, nv *nvml.Device, rep benchReport) (benchRun, error) {
 	eng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
 	if err != nil {
 		return benchRun{}, err
@@ -233,7 +236,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 // steadyState drops the first and last tenth of the batches (pipeline
 // fill and drain) and returns the compute time per frame and the fraction
 // of the remaining wall time the compute stream was busy.
-func steadyState(spans []cuda.Span, frames int) (msPerFrame, busy float64) {
+func steadyState(spans []backend.Span, frames int) (msPerFrame, busy float64) {
 	if len(spans) == 0 {
 		return 0, 0
 	}
@@ -325,11 +328,11 @@ func loopClip(ctx context.Context, input, dst string, n int) (string, error) {
 }
 
 // nvmlDevice finds the NVML handle of the backend's GPU.
-func nvmlDevice(gpu *cuda.Backend) (nvml.Device, error) {
+func nvmlDevice(gpu backend.GPU) (nvml.Device, error) {
 	if err := nvml.Init(); err != nil {
 		return nvml.Device{}, err
 	}
-	if uuid, err := gpu.Context().Device().UUID(); err == nil {
+	if uuid, err := gpu.UUID(); err == nil {
 		if d, err := nvml.DeviceByUUID(uuid); err == nil {
 			return d, nil
 		}

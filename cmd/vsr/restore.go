@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vsr-dev/vsr/backend"
-	_ "github.com/vsr-dev/vsr/backend/cpu" // registers the "cpu" device
-	"github.com/vsr-dev/vsr/backend/cuda"
+	_ "github.com/vsr-dev/vsr/backend/cpu"  // registers the "cpu" device
+	_ "github.com/vsr-dev/vsr/backend/cuda" // registers the "cuda" devices
 	"github.com/vsr-dev/vsr/model/compact"
 	"github.com/vsr-dev/vsr/model/swiftvr"
 	"github.com/vsr-dev/vsr/pipeline"
@@ -191,9 +191,10 @@ func (l *loaded) closeModel() {
 	}
 }
 
-// setup opens the device and loads the model onto it.
-func setup(cmd *cobra.Command, f restoreFlags) (*loaded, error) {
-	dev, err := openDevice(f.device, resolveDType(f.dtype, f.model))
+// setup opens the device (with extra GPU settings, see openDevice) and
+// loads the model onto it.
+func setup(cmd *cobra.Command, f restoreFlags, extra ...string) (*loaded, error) {
+	dev, err := openDevice(f.device, resolveDType(f.dtype, f.model), extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +234,8 @@ func load(cmd *cobra.Command, dev backend.Backend, f restoreFlags) (*loaded, err
 // loadDiT loads the checkpoint's transformer onto dev: the weights stay
 // resident for every request.
 func loadDiT(dev backend.Backend, ck *swiftvr.Checkpoint) (*swiftvr.DiT, error) {
-	if g, ok := dev.(*cuda.Backend); ok && g.DType() != cuda.BF16 {
-		return nil, fmt.Errorf("the SwiftVR DiT needs --dtype bf16 (fp16 overflows), not %v", g.DType())
+	if g, ok := dev.(backend.GPU); ok && g.StorageType() != "bf16" {
+		return nil, fmt.Errorf("the SwiftVR DiT needs --dtype bf16 (fp16 overflows), not %v", g.StorageType())
 	}
 	prompt, err := ck.PromptEmbedding()
 	if err != nil {
@@ -298,33 +299,41 @@ func resolveDType(dtype string, models ...string) string {
 	return "f16"
 }
 
-// openDevice opens the backend for --device. "auto" takes the first GPU
-// when there is one, else the CPU.
-func openDevice(name, dtype string) (backend.Backend, error) {
-	if dtype == "auto" {
-		dtype = "f16"
-	}
-	dt := cuda.F16
+// openDevice opens the backend for --device through the backend registry.
+// "auto" takes the first GPU when there is one, else the CPU. A GPU gets
+// the storage type and the extra settings ("fused_conv=off") in its
+// configuration string (cuda:0?dtype=bf16); a --device that carries its
+// own settings is opened as it is.
+func openDevice(name, dtype string, extra ...string) (backend.Backend, error) {
 	switch dtype {
-	case "f16", "fp16":
-	case "bf16":
-		dt = cuda.BF16
+	case "auto":
+		dtype = "f16"
+	case "f16", "fp16", "bf16":
 	default:
 		return nil, fmt.Errorf("--dtype %q: want f16 or bf16", dtype)
 	}
+	gpu := func(dev string) string {
+		return dev + "?" + strings.Join(append([]string{"dtype=" + dtype}, extra...), "&")
+	}
 	switch {
 	case name == "auto":
-		if b, err := cuda.Open("cuda", dt); err == nil {
+		if b, err := backend.Open(gpu("cuda")); err == nil {
 			return b, nil
 		}
 		return backend.Open("cpu")
+	case strings.Contains(name, "?"):
+		return backend.Open(name)
 	case name == "cuda" || strings.HasPrefix(name, "cuda:"):
-		return cuda.Open(name, dt)
+		return backend.Open(gpu(name))
 	}
 	return backend.Open(name)
 }
 
-func isGPU(b backend.Backend) bool { return strings.HasPrefix(b.Name(), "cuda") }
+// isGPU reports whether b runs on a GPU (a capability, not a name).
+func isGPU(b backend.Backend) bool {
+	_, ok := b.(backend.GPU)
+	return ok
+}
 
 func batchSize(n int, b backend.Backend) int {
 	switch {

@@ -460,8 +460,8 @@ func integerScale(info *video.Info, w, h int) (int, error) {
 
 // GPUMemoryBytes reports the peak of the GPU pool, on a GPU.
 func (r *serveRunner) GPUMemoryBytes() (int64, bool) {
-	if p, ok := r.dev.(interface{ PeakBytes() int64 }); ok {
-		return p.PeakBytes(), true
+	if g, ok := r.dev.(backend.GPU); ok {
+		return g.PeakBytes(), true
 	}
 	return 0, false
 }
