@@ -276,13 +276,19 @@ func (l *loaded) engine(info *video.Info, total int, f restoreFlags) (pipeline.E
 			return nil, nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
 		}
 	}
-	l.reae.TGrowBefore, l.reae.FrameBatch = f.temporalGrow == "before", f.reaeBatch
-	r, err := swiftvr.NewRunner(l.reae, dit, info.Width, info.Height, total, swiftvr.Options{
-		Width: ow, Height: oh, ClipLen: f.clipLen, DiTOverlap: f.ditOverlap})
+	r, err := swiftvr.NewRunner(l.reae, dit, info.Width, info.Height, total, swiftvrOptions(f, ow, oh))
 	if err != nil {
 		return nil, nil, err
 	}
 	return r, r.Close, nil
+}
+
+// swiftvrOptions are a request's SwiftVR settings; the resident model is
+// not changed.
+func swiftvrOptions(f restoreFlags, w, h int) swiftvr.Options {
+	before := f.temporalGrow == "before"
+	return swiftvr.Options{Width: w, Height: h, ClipLen: f.clipLen, DiTOverlap: f.ditOverlap,
+		TGrowBefore: &before, FrameBatch: &f.reaeBatch}
 }
 
 // resolveDType turns --dtype auto into bf16 when a SwiftVR checkpoint is

@@ -250,8 +250,7 @@ func (r *serveRunner) warmupSwiftVR(ld *loaded, f restoreFlags) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ld.reae.TGrowBefore, ld.reae.FrameBatch = f.temporalGrow == "before", f.reaeBatch
-	return swiftvr.Warmup(context.Background(), ld.reae, ld.dit, w, h, f.clipLen, format)
+	return swiftvr.Warmup(context.Background(), ld.reae, ld.dit, w, h, swiftvrOptions(f, w, h), format)
 }
 
 // bundled returns the bundled graph for scale, loading it at first use.

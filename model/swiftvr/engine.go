@@ -18,6 +18,11 @@ type Options struct {
 	// DiTOverlap is the number of previous latents prepended to middle
 	// chunks for the DiT.
 	DiTOverlap int
+	// TGrowBefore and FrameBatch, when set, replace the ReAE's settings
+	// of those names for this request only: the Runner works on a view of
+	// the resident ReAE (the same weights), which no request changes.
+	TGrowBefore *bool
+	FrameBatch  *int
 }
 
 // Runner streams one video through SwiftVR chunk by chunk (ReAE encode,
@@ -58,6 +63,16 @@ func NewRunner(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Runner, e
 	cs, err := PlanChunks(frames, opt.ClipLen)
 	if err != nil {
 		return nil, err
+	}
+	if opt.TGrowBefore != nil || opt.FrameBatch != nil {
+		view := *r
+		if opt.TGrowBefore != nil {
+			view.TGrowBefore = *opt.TGrowBefore
+		}
+		if opt.FrameBatch != nil {
+			view.FrameBatch = *opt.FrameBatch
+		}
+		r = &view
 	}
 	return &Runner{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
 }
@@ -310,14 +325,15 @@ func (e *Runner) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 // output size w x h (from input frames of that size) through r and dit
 // (nil: encode -> decode only), so that kernels are compiled and
 // convolution algorithms and GEMM plans are chosen for those shapes before
-// the first real request. It leaves no state behind: each request has its
-// own Runner.
-func Warmup(ctx context.Context, r *ReAE, dit *DiT, w, h, clipLen int, f backend.PixelFormat) error {
-	if clipLen == 0 {
-		clipLen = 24
+// the first real request, with opt's settings (its size is w x h). It
+// leaves no state behind: each request has its own Runner.
+func Warmup(ctx context.Context, r *ReAE, dit *DiT, w, h int, opt Options, f backend.PixelFormat) error {
+	if opt.ClipLen == 0 {
+		opt.ClipLen = 24
 	}
-	frames := 3*clipLen + 1
-	e, err := NewRunner(r, dit, w, h, frames, Options{Width: w, Height: h, ClipLen: clipLen})
+	frames := 3*opt.ClipLen + 1
+	opt.Width, opt.Height = w, h
+	e, err := NewRunner(r, dit, w, h, frames, opt)
 	if err != nil {
 		return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
 	}

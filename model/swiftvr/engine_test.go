@@ -229,7 +229,7 @@ func warmupLeavesNothing(t *testing.T, newBackend func() backend.Backend) {
 	r, d := tinyModel(t, newBackend())
 	want := q.run(t, r, d)
 	r, d = tinyModel(t, newBackend())
-	if err := Warmup(context.Background(), r, d, 64, 32, 8, backend.YUV420P); err != nil {
+	if err := Warmup(context.Background(), r, d, 64, 32, Options{ClipLen: 8}, backend.YUV420P); err != nil {
 		t.Fatal(err)
 	}
 	shapes, passes, replays := len(d.graphs), d.passes, d.replays
@@ -251,7 +251,32 @@ func warmupLeavesNothing(t *testing.T, newBackend func() backend.Backend) {
 			t.Errorf("%d of the request's %d DiT passes were replayed", d.replays-replays, d.passes-passes)
 		}
 	}
-	if err := Warmup(context.Background(), r, d, 63, 32, 8, backend.YUV420P); err == nil {
+	if err := Warmup(context.Background(), r, d, 63, 32, Options{ClipLen: 8}, backend.YUV420P); err == nil {
 		t.Error("an odd warmup size was accepted")
+	}
+}
+
+// TestRequestSettings: a request's TGrowBefore and FrameBatch apply to its
+// Runner only (a view of the ReAE); the resident ReAE keeps its own.
+func TestRequestSettings(t *testing.T) {
+	q := request{13, 40, 24, 64, 32, 8, 4}
+	r, d := tinyModel(t, cpu.New(0))
+	before, fb := false, 0
+	e, err := NewRunner(r, d, q.w, q.h, q.frames, Options{Width: q.ow, Height: q.oh, ClipLen: q.clip, TGrowBefore: &before, FrameBatch: &fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.r == r || e.r.TGrowBefore || e.r.FrameBatch != 0 {
+		t.Errorf("the Runner does not work with the request's settings")
+	}
+	got := drive(t, e, video(q.frames, q.w, q.h, q.seed), q.w, q.h)
+	e.Close()
+	if !r.TGrowBefore || r.FrameBatch != 1 {
+		t.Fatalf("the request changed the resident ReAE: TGrowBefore %v, FrameBatch %d", r.TGrowBefore, r.FrameBatch)
+	}
+	// (Both orders give the same bytes on the tiny model, as they should.)
+	r.TGrowBefore, r.FrameBatch = false, 0
+	if !bytes.Equal(q.run(t, r, d), got) {
+		t.Error("the request's settings gave another output than the same settings on the ReAE")
 	}
 }
