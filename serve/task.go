@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"time"
 )
@@ -56,6 +57,10 @@ type Request struct {
 	Tile      int    `json:"tile,omitempty"`
 	Batch     int    `json:"batch,omitempty"`
 	Segments  int    `json:"segments,omitempty"`
+	// Params sets model parameters by request field name, for those
+	// without a field of their own here (a family's newer parameters):
+	// {"reae_frame_batch": 0}.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // Task is one request and its state, as stored.
@@ -130,6 +135,7 @@ func (t *Task) clone() *Task {
 	c.cancel, c.done = nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
 	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
+	c.Request.Params = maps.Clone(t.Request.Params)
 	if t.Request.CRF != nil {
 		v := *t.Request.CRF
 		c.Request.CRF = &v

@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/nvidia/nvml"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
@@ -81,16 +83,14 @@ it. The first request warms up; the mean is over the others.`,
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&f.model, "model", "", "model (see restore)")
-	fl.IntVar(&f.scale, "scale", 4, "bundled model scale: 2, 3 or 4")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
 	fl.StringVar(&f.preset, "preset", "ultrafast", "encoder preset")
 	fl.IntVar(&f.crf, "crf", 20, "encoder CRF")
 	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format")
 	fl.IntVar(&f.segments, "segments", 0, "parallel encode segments (0 = automatic, as restore)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
-	fl.IntVar(&f.tile, "tile", 0, "CPU tile size (0 = automatic)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	addSwiftVRFlags(fl, &f.restoreFlags)
+	addFamilyFlags(fl)
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
 	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
 	fl.StringVar(&f.profile, "cpuprofile", "", "write a Go CPU profile of all requests to this file (go tool pprof)")
@@ -125,12 +125,16 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	if f.cudnn {
 		extra = append(extra, "fused_conv=off")
 	}
-	ld, err := setup(cmd, f.restoreFlags, extra...)
+	set, err := familyValues(cmd.Flags())
 	if err != nil {
 		return err
 	}
-	defer ld.Close()
-	dev := ld.dev
+	ld, err := setup(f.restoreFlags, set, extra...)
+	if err != nil {
+		return err
+	}
+	defer closeAll(ld)
+	dev := ld.Dev
 	gpu, _ := dev.(backend.GPU)
 	var nv *nvml.Device
 	if gpu != nil {
@@ -139,17 +143,17 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		}
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
-		Device: dev.Name(), Model: ld.name, Codec: f.codec, Batch: batchSize(f.batch, dev), NoEncode: f.noEncode}
-	probeEng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
+		Device: dev.Name(), Model: ld.Model.Name(), Codec: f.codec, Batch: app.BatchSize(f.batch, dev), NoEncode: f.noEncode}
+	probe, err := ld.Session(ctx, info, info.Frames, set)
 	if err != nil {
 		return err
 	}
-	ow, oh := probeEng.OutputSize(info.Width, info.Height)
-	rep.Segments = segmentCount(f.segments, dev, probeEng)
-	if _, causal := probeEng.(pipeline.Planner); causal {
+	ow, oh := probe.OutputSize(info.Width, info.Height)
+	rep.Segments = app.SegmentCount(f.segments, dev, probe)
+	if _, causal := probe.(pipeline.Planner); causal {
 		rep.Batch = 0 // a batch per chunk
 	}
-	done()
+	probe.Close()
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
 	if f.noEncode {
 		rep.Codec = "none"
@@ -172,7 +176,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		}()
 	}
 	for r := 0; r < f.requests; r++ {
-		run, err := benchOnce(ctx, f, info, input, out, ld, gpu, nv, rep)
+		run, err := benchOnce(ctx, f, set, info, input, out, ld, gpu, nv, rep)
 		if err != nil {
 			return err
 		}
@@ -195,12 +199,12 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	return nil
 }
 
-func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out string, ld *loaded, gpu backend.GPU, nv *nvml.Device, rep benchReport) (benchRun, error) {
-	eng, done, err := ld.engine(info, info.Frames, f.restoreFlags)
+func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.Info, input, out string, ld *app.Loaded, gpu backend.GPU, nv *nvml.Device, rep benchReport) (benchRun, error) {
+	eng, err := ld.Session(ctx, info, info.Frames, set)
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer done()
+	defer eng.Close()
 	var sampler *nvml.Sampler
 	if nv != nil {
 		sampler = nv.StartSampler(ctx, 10*time.Millisecond)
@@ -214,7 +218,7 @@ func benchOnce(ctx context.Context, f benchFlags, info *video.Info, input, out s
 		Engine:   eng,
 		Batch:    rep.Batch,
 		Segments: rep.Segments,
-		Encode:   video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads},
+		Encode:   encodeOptions(f.restoreFlags),
 	})
 	var st nvml.SamplerStats
 	if sampler != nil {

@@ -1,6 +1,8 @@
-// Command vsr restores and upscales video with neural networks.
+// Command vsr restores and upscales video with neural networks. It holds
+// the flags, printing and progress; the work is package app's.
 //
-// Subcommands: restore, probe, models, version. Run `vsr help` for details.
+// Subcommands: restore, bench, serve, probe, models, doctor, checkpoint,
+// version. Run `vsr help` for details.
 package main
 
 import (

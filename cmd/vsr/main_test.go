@@ -243,7 +243,8 @@ func TestBadInput(t *testing.T) {
 		{"truncated weights", []string{good, "--model", cut}, "", "too short"},
 		{"missing weights", []string{good, "--model", noBin}, "", "nobin.bin"},
 		{"unknown model", []string{good, "--model", "nosuch"}, "", "nosuch"},
-		{"bad scale", []string{good, "--scale", "5"}, "", "--scale 2, 3 or 4"},
+		{"bad scale", []string{good, "--scale", "5"}, "", "(--scale) 5: the bundled model takes 2, 3 or 4"},
+		{"sr-ratio on the compact model", []string{good, "--sr-ratio", "3"}, "", "--sr-ratio applies to swiftvr models"},
 		{"missing output dir", []string{good}, filepath.Join(src, "missing"), "does not exist"},
 		{"unwritable output dir", []string{good}, ro, "writ"},
 		{"bad codec", []string{good, "--codec", "nosuchcodec"}, "", "nosuchcodec"},
@@ -390,6 +391,10 @@ func TestSwiftVRRestore(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); err == nil {
 		t.Error("a failed restore left an output file")
+	}
+	// A parameter of the compact family is refused, not ignored.
+	if _, err := vsr(t, "restore", in, "-o", bad, "--model", ck, "--tile", "8", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "--tile applies to compact models") {
+		t.Errorf("--tile on SwiftVR: %v", err)
 	}
 }
 

@@ -1,25 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/backend"
-	"github.com/vsr-dev/vsr/model/compact"
-	"github.com/vsr-dev/vsr/model/swiftvr"
-	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/serve"
-	"github.com/vsr-dev/vsr/video"
 )
 
 type serveFlags struct {
@@ -37,6 +33,9 @@ type serveFlags struct {
 	warmup        bool
 	warmupSize    string
 	base          restoreFlags // device and per-request defaults
+	// params are the model parameters set by flags: the defaults of
+	// requests that do not set them.
+	params model.Values
 }
 
 func newServe() *cobra.Command {
@@ -81,7 +80,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	addSwiftVRFlags(fl, b) // defaults for SwiftVR models; a request's fields win
+	addFamilyFlags(fl) // model parameters: defaults of the requests that do not set them
 	return cmd
 }
 
@@ -99,6 +98,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.maxQueue < 1 || f.maxUpload < 1 {
 		return fmt.Errorf("--max-queue and --max-upload must be at least 1")
 	}
+	var err error
+	if f.params, err = familyValues(cmd.Flags()); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	ctx := cmd.Context()
 	run, err := newServeRunner(cmd, f)
@@ -106,11 +109,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer run.Close()
+	def := run.Models()[0]
 	svc, err := serve.New(serve.Config{
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
 		Version: versionString(), Logger: log,
-		Model: run.models[0].spec, ModelClass: run.models[0].class(),
+		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
 		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate,
 	}, run)
 	if err != nil {
@@ -124,8 +128,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if host, _, _ := net.SplitHostPort(f.listen); f.token == "" && !isLoopback(host) {
 		log.Warn("listening beyond loopback without --token: anyone who can reach the port can run tasks")
 	}
-	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "device", run.dev.Name(),
-		"models", strings.Join(run.names(), ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
+	var names []string
+	for _, m := range run.Models() {
+		names = append(names, m.Model.Name())
+	}
+	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "device", run.Device().Name(),
+		"models", strings.Join(names, ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
 	return svc.Serve(ctx, ln)
 }
 
@@ -137,374 +145,44 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// servedModel is one --model, resident on the device.
-type servedModel struct {
-	name    string
-	spec    string       // as --model gave it
-	flags   restoreFlags // model and scale as loaded
-	bundled bool         // the bundled compact model: sr_ratio picks x2/x3/x4
-	scales  map[int]*loaded
-	one     *loaded // any other model
-	scale   int     // integer scale of an ncnn model (0: SwiftVR)
-}
-
-// class is the model's family, as the metadata's model_cls.
-func (m *servedModel) class() string {
-	if m.one != nil && m.one.reae != nil {
-		return "swiftvr"
-	}
-	return "compact"
-}
-
-// serveRunner runs tasks on resident models: serve.Runner.
-type serveRunner struct {
-	cmd    *cobra.Command
-	dev    backend.Backend
-	base   restoreFlags
-	models []*servedModel
-	// warmupSize is the output size SwiftVR models are warmed up at ("": none).
-	warmupSize string
-
-	mu sync.Mutex // lazy loads of bundled graphs
-}
-
-func newServeRunner(cmd *cobra.Command, f serveFlags) (*serveRunner, error) {
-	dev, err := openDevice(f.base.device, resolveDType(f.base.dtype, f.models...))
+// newServeRunner opens the device and loads the models of f: the
+// service's runner. Requests that do not set sr_ratio get LightX2V's 2
+// (the flag --sr-ratio, or --scale for the compact models, changes it).
+func newServeRunner(cmd *cobra.Command, f serveFlags) (*app.Service, error) {
+	devs, err := app.OpenDevices(f.base.device, app.StorageType(f.base.dtype, f.models...))
 	if err != nil {
 		return nil, err
 	}
-	r := &serveRunner{cmd: cmd, dev: dev, base: f.base, warmupSize: f.warmupSize}
-	specs := f.models
-	if len(specs) == 0 {
-		specs = []string{compact.DefaultModel}
+	fieldDefaults := map[string]any{"sr_ratio": 2.0}
+	if v, ok := f.params["sr-ratio"].(float64); ok {
+		fieldDefaults["sr_ratio"] = v
 	}
-	for _, spec := range specs {
-		m, err := r.loadModel(spec, f.warmup)
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("--model %s: %w", spec, err)
-		}
-		for _, o := range r.models {
-			if o.name == m.name {
-				r.Close()
-				return nil, fmt.Errorf("--model %s: a model named %s is already served", spec, m.name)
-			}
-		}
-		r.models = append(r.models, m)
-	}
-	return r, nil
-}
-
-func (r *serveRunner) loadModel(spec string, warmup bool) (*servedModel, error) {
-	f := r.base
-	f.model = spec
-	if spec == compact.DefaultModel || spec == "" {
-		m := &servedModel{name: compact.DefaultModel, spec: compact.DefaultModel, flags: f, bundled: true, scales: map[int]*loaded{}}
-		scales := []int{2}
-		if warmup {
-			scales = []int{2, 3, 4}
-		}
-		for _, s := range scales {
-			if _, err := r.bundled(m, s); err != nil {
-				for _, ld := range m.scales {
-					ld.closeModel()
-				}
-				return nil, err
-			}
-		}
-		return m, nil
-	}
-	f.scale = 4
-	ld, err := load(r.cmd, r.dev, f)
-	if err != nil {
-		return nil, err
-	}
-	m := &servedModel{name: ld.name, spec: spec, flags: f, one: ld}
-	if ld.reae != nil && r.warmupSize != "" {
-		if err := r.warmupSwiftVR(ld, f); err != nil {
-			ld.closeModel()
-			return nil, err
-		}
-	}
-	if ld.compact != nil {
-		sc := ld.compact.Scale()
-		if sc != float64(int(sc)) {
-			ld.closeModel()
-			return nil, fmt.Errorf("model %s upscales x%g; vsr serve takes integer scales", ld.name, sc)
-		}
-		m.scale = int(sc)
-	}
-	return m, nil
-}
-
-// warmupSwiftVR runs a synthetic request at --warmup-size through a
-// SwiftVR model, on a locked thread as the pipeline drives the device.
-func (r *serveRunner) warmupSwiftVR(ld *loaded, f restoreFlags) error {
-	var w, h int
-	if _, err := fmt.Sscanf(r.warmupSize, "%dx%d", &w, &h); err != nil || w < 8 || h < 8 {
-		return fmt.Errorf("--warmup-size %q: want WxH, e.g. 2560x1440", r.warmupSize)
-	}
-	format := backend.RGB24
-	if f.pixFmt == "yuv420p" {
-		format = backend.YUV420P
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return swiftvr.Warmup(context.Background(), ld.reae, ld.dit, w, h, swiftvrOptions(f, w, h), format)
-}
-
-// bundled returns the bundled graph for scale, loading it at first use.
-func (r *serveRunner) bundled(m *servedModel, scale int) (*loaded, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ld := m.scales[scale]; ld != nil {
-		return ld, nil
-	}
-	f := m.flags
-	f.model, f.scale = compact.DefaultModel, scale
-	ld, err := load(r.cmd, r.dev, f)
-	if err != nil {
-		return nil, err
-	}
-	m.scales[scale] = ld
-	return ld, nil
-}
-
-func (r *serveRunner) names() []string {
-	var out []string
-	for _, m := range r.models {
-		out = append(out, m.name)
-	}
-	return out
-}
-
-// find returns the model a request names ("" = the first). A bundled name
-// with a scale (realesr-animevideov3-x3) names the bundled model at that
-// scale.
-func (r *serveRunner) find(name string) (*servedModel, int, error) {
-	if name == "" {
-		return r.models[0], 0, nil
-	}
-	for _, m := range r.models {
-		if m.name == name {
-			return m, 0, nil
-		}
-	}
-	for _, m := range r.models {
-		var s int
-		if m.bundled {
-			if _, err := fmt.Sscanf(strings.TrimPrefix(name, m.name), "-x%d", &s); err == nil && s >= 2 && s <= 4 && name == fmt.Sprintf("%s-x%d", m.name, s) {
-				return m, s, nil
-			}
-		}
-	}
-	return nil, 0, fmt.Errorf("field \"model\": %q is not served (served: %s)", name, strings.Join(r.names(), ", "))
-}
-
-// Validate checks what can be checked before the input is probed.
-func (r *serveRunner) Validate(ctx context.Context, q *serve.Request) error {
-	m, fixed, err := r.find(q.Model)
-	if err != nil {
-		return err
-	}
-	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
-		if err := video.CheckContainer(ctx, ext); errors.Is(err, video.ErrNoFFmpeg) {
-			return err
-		} else if err != nil {
-			return fmt.Errorf("field \"save_result_path\": %w", err)
-		}
-	}
-	ratio := q.SRRatio
-	switch {
-	case m.bundled:
-		if ratio != 0 && ratio != 2 && ratio != 3 && ratio != 4 {
-			return fmt.Errorf("field \"sr_ratio\": %g: the bundled model takes 2, 3 or 4", ratio)
-		}
-		if fixed != 0 && ratio != 0 && int(ratio) != fixed {
-			return fmt.Errorf("field \"sr_ratio\": %g, but model %s is x%d", ratio, q.Model, fixed)
-		}
-	case m.scale != 0:
-		if ratio != 0 && ratio != float64(m.scale) {
-			return fmt.Errorf("field \"sr_ratio\": %g, but model %s is x%d", ratio, m.name, m.scale)
-		}
-	}
-	if m.one == nil || m.one.reae == nil {
-		if q.ClipLen != 0 {
-			return fmt.Errorf("field \"clip_len\": applies to SwiftVR models only")
-		}
-		if q.DiT != "" {
-			return fmt.Errorf("field \"dit\": applies to SwiftVR models only")
-		}
-	}
-	return nil
-}
-
-// Run restores one task: probe, a new engine from the resident model, and
-// pipeline.Restore with the task's context (cancelling it stops the work
-// and removes the temporary output).
-func (r *serveRunner) Run(ctx context.Context, t *serve.Task, progress func(done, total int)) error {
-	q := &t.Request
-	m, fixed, err := r.find(q.Model)
-	if err != nil {
-		return err
-	}
-	info, err := video.Probe(ctx, t.Input)
-	if err != nil {
-		return err
-	}
-	total := info.Frames
-	if q.MaxFrames > 0 && q.MaxFrames < total {
-		total = q.MaxFrames
-	}
-	f := m.flags
-	if q.Codec != "" {
-		f.codec = q.Codec
-	}
-	if q.CRF != nil {
-		f.crf = *q.CRF
-	}
-	if q.Preset != "" {
-		f.preset = q.Preset
-	}
-	if q.PixFmt != "" {
-		f.pixFmt = q.PixFmt
-	}
-	if q.Batch > 0 {
-		f.batch = q.Batch
-	}
-	if q.Segments > 0 {
-		f.segments = q.Segments
-	}
-	f.tile = q.Tile
-	if f.srRatio <= 0 { // LightX2V's default
-		f.srRatio = 2
-	}
-	if q.DiT != "" {
-		f.dit = q.DiT
-	}
-	if q.SRRatio > 0 {
-		f.srRatio = q.SRRatio
-	}
-	if q.ClipLen > 0 {
-		f.clipLen = q.ClipLen
-	}
-	var sizeW, sizeH int
-	if len(q.Size) == 2 {
-		sizeH, sizeW = q.Size[0], q.Size[1]
-		f.size = fmt.Sprintf("%dx%d", sizeW, sizeH)
-	}
-	ld := m.one
-	if m.bundled {
-		scale := fixed
-		if scale == 0 {
-			scale = int(f.srRatio)
-		}
-		if sizeW > 0 {
-			s, err := integerScale(info, sizeW, sizeH)
-			if err != nil {
-				return err
-			}
-			if (q.SRRatio > 0 || fixed != 0) && s != scale {
-				return fmt.Errorf("size %dx%d (height x width) is x%d of the %dx%d input, but sr_ratio is %d", sizeH, sizeW, s, info.Height, info.Width, scale)
-			}
-			scale = s
-		}
-		if ld, err = r.bundled(m, scale); err != nil {
-			return err
-		}
-	} else if m.scale != 0 && sizeW > 0 {
-		if s, err := integerScale(info, sizeW, sizeH); err != nil || s != m.scale {
-			return fmt.Errorf("size %dx%d (height x width): model %s makes %dx%d from the %dx%d input", sizeH, sizeW, m.name, info.Height*m.scale, info.Width*m.scale, info.Height, info.Width)
-		}
-	}
-	if tr, ok := r.dev.(interface{ Trim() }); ok { // CPU buffers sized for this task, once the engine is done
-		defer tr.Trim()
-	}
-	eng, done, err := ld.engine(info, total, f)
-	if err != nil {
-		return err
-	}
-	defer done()
-	res, err := pipeline.Restore(ctx, pipeline.Request{
-		Input:     t.Input,
-		Output:    t.Output,
-		Engine:    eng,
-		Batch:     batchSize(f.batch, r.dev),
-		Segments:  segmentCount(f.segments, r.dev, eng),
-		MaxFrames: q.MaxFrames,
-		Info:      info,
-		Encode: video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads,
-			NoReplace: !t.Replace},
-		Progress: progress,
+	run, err := app.NewService(devs[0], app.Served{
+		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults,
+		Base: app.Job{Encode: encodeOptions(f.base), Batch: f.base.batch, Segments: f.base.segments},
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return err
+		devs[0].Close()
+		return nil, err
 	}
-	t.Width, t.Height, t.FPS = res.Width, res.Height, res.FPS
-	return nil
-}
-
-// integerScale returns s in 2..4 when w x h is s times the input's size.
-func integerScale(info *video.Info, w, h int) (int, error) {
-	for s := 2; s <= 4; s++ {
-		if w == info.Width*s && h == info.Height*s {
-			return s, nil
-		}
+	if f.warmup {
+		err = run.Preload()
 	}
-	return 0, fmt.Errorf("size %dx%d (height x width) is not 2, 3 or 4 times the %dx%d input; the model scales by whole factors", h, w, info.Height, info.Width)
-}
-
-// GPUMemoryBytes reports the peak of the GPU pool, on a GPU.
-func (r *serveRunner) GPUMemoryBytes() (int64, bool) {
-	if g, ok := r.dev.(backend.GPU); ok {
-		return g.PeakBytes(), true
-	}
-	return 0, false
-}
-
-// Metadata describes the models and the device.
-func (r *serveRunner) Metadata() map[string]any {
-	var ms []map[string]any
-	for _, m := range r.models {
-		d := map[string]any{"name": m.name}
-		switch {
-		case m.bundled:
-			d["sr_ratios"] = []int{2, 3, 4}
-			d["default_sr_ratio"] = 2
-			r.mu.Lock()
-			var loaded []int
-			for s := 2; s <= 4; s++ {
-				if m.scales[s] != nil {
-					loaded = append(loaded, s)
-				}
+	if err == nil && f.warmupSize != "" {
+		var w, h int
+		if _, serr := fmt.Sscanf(f.warmupSize, "%dx%d", &w, &h); serr != nil || w < 8 || h < 8 || fmt.Sprintf("%dx%d", w, h) != f.warmupSize {
+			err = fmt.Errorf("--warmup-size %q: want WxH, e.g. 2560x1440", f.warmupSize)
+		} else {
+			format := backend.RGB24
+			if cmp.Or(f.base.pixFmt, "yuv420p") == "yuv420p" {
+				format = backend.YUV420P
 			}
-			r.mu.Unlock()
-			d["loaded_sr_ratios"] = loaded
-		case m.scale != 0:
-			d["sr_ratios"] = []int{m.scale}
-		case m.one.reae != nil:
-			d["family"] = "swiftvr"
-			d["default_sr_ratio"] = 2
-		}
-		ms = append(ms, d)
-	}
-	return map[string]any{"device": r.dev.Name(), "models": ms, "default_model": r.models[0].name}
-}
-
-// Close frees the models and the device.
-func (r *serveRunner) Close() {
-	for _, m := range r.models {
-		for _, ld := range m.scales {
-			ld.closeModel()
-		}
-		if m.one != nil {
-			m.one.closeModel()
+			err = run.Warmup(context.Background(), w, h, format)
 		}
 	}
-	r.dev.Close()
+	if err != nil {
+		run.Close()
+		return nil, err
+	}
+	return run, nil
 }
-
-var _ serve.Runner = (*serveRunner)(nil)

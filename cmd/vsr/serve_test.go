@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/serve"
 )
 
@@ -470,14 +471,14 @@ func TestServeSwiftVR(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(dit string) (api, *serve.Service) {
-		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}, warmupSize: "48x32", base: cpuRestore}
-		f.base.srRatio, f.base.clipLen, f.base.reaeBatch, f.base.temporalGrow, f.base.dit = 2, 24, 1, "before", dit
+		f := serveFlags{maxQueue: 100, models: []string{ck, "realesr-animevideov3"}, warmupSize: "48x32", base: cpuRestore,
+			params: model.Values{"dit": dit}}
 		a, svc, stop := serveWith(t, f)
 		t.Cleanup(stop)
 		sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
 		return a, svc
 	}
-	bad := serveFlags{models: []string{ck}, warmupSize: "big", base: restoreFlags{device: "cpu", dtype: "f16", pixFmt: "yuv420p", srRatio: 2, clipLen: 24, reaeBatch: 1, temporalGrow: "before", dit: "on"}}
+	bad := serveFlags{models: []string{ck}, warmupSize: "big", base: restoreFlags{device: "cpu", dtype: "f16", pixFmt: "yuv420p"}}
 	if _, err := newServeRunner(newServe(), bad); err == nil || !strings.Contains(err.Error(), "--warmup-size") {
 		t.Errorf("--warmup-size big: %v", err)
 	}
@@ -494,7 +495,7 @@ func TestServeSwiftVR(t *testing.T) {
 	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "dit": "maybe"}); code != 400 || !strings.Contains(m["error"].(string), "dit") {
 		t.Errorf("dit maybe: %d %v", code, m)
 	}
-	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "dit": "off"}); code != 400 || !strings.Contains(m["error"].(string), "SwiftVR") {
+	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "dit": "off"}); code != 400 || !strings.Contains(m["error"].(string), "swiftvr") {
 		t.Errorf("dit on the compact model: %d %v", code, m)
 	}
 	noTemporaries(t, svc.OutputRoot())

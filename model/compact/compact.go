@@ -5,7 +5,9 @@
 //
 // A Model binds an ncnn graph to a backend once; Upscale then runs frames
 // through it, whole or in tiles with enough overlap that the tiled result is
-// bitwise the same as the whole one.
+// bitwise the same as the whole one. The package registers itself as the
+// model family "compact" (family.go): the bundled model, whose x2, x3 and
+// x4 graphs load at first use, and ncnn graphs from disk.
 package compact
 
 import (

@@ -1,6 +1,10 @@
-// Package swiftvr reads, checks and synthesizes SwiftVR checkpoints: the
-// restoration-aware autoencoder (ReAE), the precomputed empty-prompt embedding
-// and the Wan2.2-TI2V-5B diffusion transformer in Diffusers layout.
+// Package swiftvr is SwiftVR's one-step generative video restoration: it
+// reads, checks and synthesizes checkpoints; runs the restoration-aware
+// autoencoder (ReAE) and the Wan2.2-TI2V-5B diffusion transformer (DiT)
+// with shifted-window attention; and streams a video through them in causal
+// chunks (Runner, one per video). It registers itself as the model family
+// "swiftvr" (family.go): a checkpoint directory is a resident model whose
+// sessions are Runners.
 //
 // A checkpoint directory DIR holds, exactly as published:
 //

@@ -1,0 +1,98 @@
+package app
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
+)
+
+// OpenDevices opens the devices of spec through the backend registry: a
+// device name ("cpu", "cuda", "cuda:1"), "auto" (the first GPU when there
+// is one, else the CPU), or a configuration string with its own settings
+// ("cuda:0?dtype=bf16"). A GPU gets dtype ("f16", "bf16" or "auto" = f16)
+// and the extra settings ("fused_conv=off") in its configuration string.
+// One device is opened today; the list is the shape ranks will need.
+func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error) {
+	switch dtype {
+	case "auto":
+		dtype = "f16"
+	case "f16", "fp16", "bf16":
+	default:
+		return nil, fmt.Errorf("--dtype %q: want f16 or bf16", dtype)
+	}
+	gpu := func(dev string) string {
+		return dev + "?" + strings.Join(append([]string{"dtype=" + dtype}, extra...), "&")
+	}
+	var b backend.Backend
+	var err error
+	switch {
+	case spec == "auto":
+		if b, err = backend.Open(gpu("cuda")); err != nil {
+			b, err = backend.Open("cpu")
+		}
+	case strings.Contains(spec, "?"):
+		b, err = backend.Open(spec)
+	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
+		b, err = backend.Open(gpu(spec))
+	default:
+		b, err = backend.Open(spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []backend.Backend{b}, nil
+}
+
+// StorageType resolves dtype "auto" for the models of specs: the storage
+// type a family needs (bf16 for SwiftVR), else f16.
+func StorageType(dtype string, specs ...string) string {
+	if dtype != "auto" {
+		return dtype
+	}
+	for _, s := range specs {
+		if f, err := model.Find(s); err == nil && f.StorageType() != "" {
+			return f.StorageType()
+		}
+	}
+	return "f16"
+}
+
+// IsGPU reports whether b runs on a GPU (a capability, not a name).
+func IsGPU(b backend.Backend) bool {
+	_, ok := b.(backend.GPU)
+	return ok
+}
+
+// BatchSize is n, or the automatic choice: 8 frames per model call on a
+// GPU, 1 on the CPU.
+func BatchSize(n int, b backend.Backend) int {
+	switch {
+	case n > 0:
+		return n
+	case IsGPU(b):
+		return 8
+	}
+	return 1
+}
+
+// SegmentCount is n, or the automatic choice: on a GPU with 8+ CPU cores,
+// 4 segments for a model that reads the video as independent parts (each
+// with its decoder) and 8 for a causal one, whose single stream reaches
+// the encoders one segment after the other, so that shorter segments leave
+// less work for the last encoder (docs/BENCHMARKS.md).
+func SegmentCount(n int, b backend.Backend, eng pipeline.Engine) int {
+	_, causal := eng.(pipeline.Planner)
+	switch {
+	case n > 0:
+		return n
+	case IsGPU(b) && runtime.NumCPU() >= 8 && causal:
+		return 8
+	case IsGPU(b) && runtime.NumCPU() >= 8:
+		return 4
+	}
+	return 1
+}

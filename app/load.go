@@ -1,0 +1,127 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// Loaded is a model resident on a device, kept for any number of jobs.
+type Loaded struct {
+	Dev    backend.Backend
+	Family model.Family
+	Model  model.Model
+	// Spec is the model as it was named (a bundled name, a file, a
+	// directory).
+	Spec string
+}
+
+// Load finds the family of spec and loads it onto dev. set are the
+// parameters the loader set (its flags), defaults those it changes from
+// the family's (a server's); a parameter the family does not have is
+// refused with a message naming the family it belongs to.
+func Load(dev backend.Backend, spec string, set, defaults model.Values) (*Loaded, error) {
+	f, err := model.Find(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := foreign(f, set); err != nil {
+		return nil, err
+	}
+	def := model.Defaults(f.Params())
+	maps.Copy(def, defaults)
+	m, err := f.Load(dev, spec, model.Params{Set: set, Default: def})
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Dev: dev, Family: f, Model: m, Spec: spec}, nil
+}
+
+// Close frees the model (not the device, which other models may share).
+func (l *Loaded) Close() { l.Model.Close() }
+
+// foreign refuses the parameters (flags) of set that f does not have,
+// naming the families they belong to.
+func foreign(f model.Family, set model.Values) error {
+	own := map[string]bool{}
+	var names []string
+	for _, p := range f.Params() {
+		own[p.Name] = true
+		names = append(names, "--"+p.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if own[k] {
+			continue
+		}
+		if o := model.Owner(k, f); len(o) > 0 {
+			return fmt.Errorf("--%s applies to %s models, not to this %s model (its parameters: %s)", k, strings.Join(o, ", "), f.Name(), strings.Join(names, ", "))
+		}
+		return fmt.Errorf("--%s is not a parameter of %s models (its parameters: %s)", k, f.Name(), strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// Session makes the model's session for a video (info, of which total
+// frames are restored) with the parameters set.
+func (l *Loaded) Session(ctx context.Context, info *video.Info, total int, set model.Values) (model.Session, error) {
+	if err := foreign(l.Family, set); err != nil {
+		return nil, err
+	}
+	return l.Model.NewSession(ctx, model.Video{Width: info.Width, Height: info.Height, Frames: total},
+		model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
+}
+
+// Job is one restore: a video in, a video out, on a Loaded model.
+type Job struct {
+	Input, Output string
+	// Info is the input's probe (Run probes when it is nil).
+	Info *video.Info
+	// Params are the model parameters the job sets.
+	Params model.Values
+	// MaxFrames restores only the first frames (0 = all); Batch and
+	// Segments are the pipeline's (0 = automatic, see BatchSize and
+	// SegmentCount).
+	MaxFrames, Batch, Segments int
+	Encode                     video.EncodeOptions
+	// Progress, if set, is called with the frames done so far.
+	Progress func(done, total int)
+}
+
+// Run restores job on l: a session of the model for the video, then the
+// pipeline.
+func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
+	info := job.Info
+	if info == nil {
+		var err error
+		if info, err = video.Probe(ctx, job.Input); err != nil {
+			return nil, err
+		}
+	}
+	total := info.Frames
+	if job.MaxFrames > 0 && job.MaxFrames < total {
+		total = job.MaxFrames
+	}
+	s, err := l.Session(ctx, info, total, job.Params)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return pipeline.Restore(ctx, pipeline.Request{
+		Input:     job.Input,
+		Output:    job.Output,
+		Engine:    s,
+		Batch:     BatchSize(job.Batch, l.Dev),
+		Segments:  SegmentCount(job.Segments, l.Dev, s),
+		MaxFrames: job.MaxFrames,
+		Info:      info,
+		Encode:    job.Encode,
+		Progress:  job.Progress,
+	})
+}

@@ -1,0 +1,362 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/serve"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// Service runs the HTTP service's tasks on resident models, one at a time
+// on one device: a serve.Runner (with its Validator, MemoryReporter and
+// Metadataer).
+type Service struct {
+	dev    backend.Backend
+	models []*Loaded // the first is the default
+	base   Job       // the server's encoder, batch and segment defaults
+}
+
+// Served configures NewService.
+type Served struct {
+	// Specs are the models to serve (a bundled name, an ncnn .param, a
+	// SwiftVR directory); the first is the default. None: the default
+	// model.
+	Specs []string
+	// Defaults are the server's values of model parameters, by name: the
+	// defaults of requests that do not set them. Each model takes those of
+	// its family.
+	Defaults model.Values
+	// FieldDefaults are defaults by request field for the parameters whose
+	// value Defaults does not give (LightX2V's sr_ratio 2).
+	FieldDefaults map[string]any
+	// Base holds the encoder settings, Batch and Segments of requests
+	// that do not set them.
+	Base Job
+}
+
+// NewService loads the models of cfg onto dev. The Service owns dev and
+// the models; Close frees them.
+func NewService(dev backend.Backend, cfg Served) (*Service, error) {
+	s := &Service{dev: dev, base: cfg.Base}
+	specs := cfg.Specs
+	if len(specs) == 0 {
+		specs = []string{""}
+	}
+	for _, spec := range specs {
+		f, err := model.Find(spec)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		def := model.Values{}
+		for _, p := range f.Params() {
+			if v, ok := cfg.Defaults[p.Name]; ok {
+				def[p.Name] = v
+			} else if v, ok := cfg.FieldDefaults[p.FieldName()]; ok {
+				if def[p.Name], err = convert(p, v); err != nil {
+					s.Close()
+					return nil, err
+				}
+			}
+		}
+		l, err := Load(dev, spec, nil, def)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("--model %s: %w", spec, err)
+		}
+		for _, o := range s.models {
+			if o.Model.Name() == l.Model.Name() {
+				l.Close()
+				s.Close()
+				return nil, fmt.Errorf("--model %s: a model named %s is already served", spec, l.Model.Name())
+			}
+		}
+		s.models = append(s.models, l)
+	}
+	return s, nil
+}
+
+// Models returns the served models, the default first.
+func (s *Service) Models() []*Loaded { return s.models }
+
+// Device is the device the models run on.
+func (s *Service) Device() backend.Backend { return s.dev }
+
+// Preload loads now what the models would load at first use (the bundled
+// model's other scales).
+func (s *Service) Preload() error {
+	for _, l := range s.models {
+		if p, ok := l.Model.(interface{ Preload() error }); ok {
+			if err := p.Preload(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Warmer is implemented by models that can run a synthetic request at an
+// output size, so that the first real one does not compile kernels or
+// choose algorithms (SwiftVR).
+type Warmer interface {
+	Warmup(ctx context.Context, w, h int, f backend.PixelFormat, p model.Params) error
+}
+
+// Warmup runs a synthetic request at output size w x h through each model
+// that can, on a locked thread as the pipeline drives the device.
+func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, l := range s.models {
+		if wm, ok := l.Model.(Warmer); ok {
+			if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(l.Family.Params())}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// find returns the model a request names ("" = the default) and the
+// parameters the name implies (realesr-animevideov3-x3: scale 3).
+func (s *Service) find(name string) (*Loaded, model.Values, error) {
+	if name == "" {
+		return s.models[0], nil, nil
+	}
+	for _, l := range s.models {
+		if l.Model.Name() == name {
+			return l, nil, nil
+		}
+	}
+	for _, l := range s.models {
+		if r, ok := l.Model.(interface {
+			Resolve(string) (model.Values, bool)
+		}); ok {
+			if v, ok := r.Resolve(name); ok {
+				return l, v, nil
+			}
+		}
+	}
+	var names []string
+	for _, l := range s.models {
+		names = append(names, l.Model.Name())
+	}
+	return nil, nil, fmt.Errorf("field \"model\": %q is not served (served: %s)", name, strings.Join(names, ", "))
+}
+
+// requestFields are the request's fields that are not model parameters.
+var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_result_path": true, "overwrite": true,
+	"model": true, "codec": true, "crf": true, "preset": true, "pix_fmt": true, "max_frames": true, "batch": true,
+	"segments": true, "target_shape": true, "params": true}
+
+// values turns a request's model parameters (its fields, and its params
+// object) into l's parameter values, refusing those of other families.
+func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
+	l, named, err := s.find(q.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, _ := json.Marshal(q)
+	fields := map[string]any{}
+	json.Unmarshal(raw, &fields)
+	maps.Copy(fields, q.Params)
+	byField := map[string]model.Param{}
+	for _, p := range l.Family.Params() {
+		byField[p.FieldName()] = p
+	}
+	set := model.Values{}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if requestFields[k] && q.Params[k] == nil {
+			continue
+		}
+		p, ok := byField[k]
+		if !ok {
+			return nil, nil, foreignField(l.Family, k)
+		}
+		if set[p.Name], err = convert(p, fields[k]); err != nil {
+			return nil, nil, err
+		}
+	}
+	for k, v := range named {
+		if w, ok := set[k]; ok && w != v {
+			return nil, nil, fmt.Errorf("field %q: %v, but model %s is %v", byFieldName(l.Family, k), w, q.Model, v)
+		}
+		set[k] = v
+	}
+	return l, set, nil
+}
+
+// foreignField refuses request field k, which f's models do not take,
+// naming the families whose models do.
+func foreignField(f model.Family, k string) error {
+	var owners, own []string
+	for _, o := range model.Families() {
+		for _, p := range o.Params() {
+			switch {
+			case o == f:
+				own = append(own, p.FieldName())
+			case p.FieldName() == k && !slices.Contains(owners, o.Name()):
+				owners = append(owners, o.Name())
+			}
+		}
+	}
+	if len(owners) > 0 {
+		return fmt.Errorf("field %q applies to %s models, not to this %s model (its fields: %s)", k, strings.Join(owners, ", "), f.Name(), strings.Join(own, ", "))
+	}
+	return fmt.Errorf("field %q is not a parameter of %s models (its fields: %s)", k, f.Name(), strings.Join(own, ", "))
+}
+
+func byFieldName(f model.Family, name string) string {
+	for _, p := range f.Params() {
+		if p.Name == name {
+			return p.FieldName()
+		}
+	}
+	return name
+}
+
+// convert turns a decoded JSON value into p's Go type.
+func convert(p model.Param, v any) (any, error) {
+	bad := func(want string) error {
+		return fmt.Errorf("field %q: %v: want %s", p.FieldName(), v, want)
+	}
+	switch p.Kind {
+	case model.Int:
+		x, ok := v.(float64)
+		if !ok || x != math.Trunc(x) || math.Abs(x) > 1<<30 {
+			return nil, bad("a whole number")
+		}
+		return int(x), nil
+	case model.Float:
+		x, ok := v.(float64)
+		if !ok {
+			return nil, bad("a number")
+		}
+		return x, nil
+	case model.String:
+		x, ok := v.(string)
+		if !ok {
+			return nil, bad("a string")
+		}
+		return x, nil
+	case model.Shape:
+		a, ok := v.([]any)
+		if !ok || len(a) != 2 {
+			return nil, bad("[height, width]")
+		}
+		h, ok1 := a[0].(float64)
+		w, ok2 := a[1].(float64)
+		if !ok1 || !ok2 || h <= 0 || w <= 0 || h != math.Trunc(h) || w != math.Trunc(w) {
+			return nil, bad("[height, width]")
+		}
+		return model.Size{W: int(w), H: int(h)}, nil
+	}
+	return nil, bad("a value")
+}
+
+// Validate checks what can be checked before the input is probed.
+func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
+	l, set, err := s.values(q)
+	if err != nil {
+		return err
+	}
+	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
+		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
+			return err
+		}
+	}
+	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
+		if err := video.CheckContainer(ctx, ext); errors.Is(err, video.ErrNoFFmpeg) {
+			return err
+		} else if err != nil {
+			return fmt.Errorf("field \"save_result_path\": %w", err)
+		}
+	}
+	return nil
+}
+
+// Run restores one task with the task's context (cancelling it stops the
+// work and removes the temporary output).
+func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, total int)) error {
+	q := &t.Request
+	l, set, err := s.values(q)
+	if err != nil {
+		return err
+	}
+	job := s.base
+	job.Input, job.Output, job.Params, job.MaxFrames, job.Progress = t.Input, t.Output, set, q.MaxFrames, progress
+	if q.Codec != "" {
+		job.Encode.Codec = q.Codec
+	}
+	if q.CRF != nil {
+		job.Encode.CRF = *q.CRF
+	}
+	if q.Preset != "" {
+		job.Encode.Preset = q.Preset
+	}
+	if q.PixFmt != "" {
+		job.Encode.PixFmt = q.PixFmt
+	}
+	if q.Batch > 0 {
+		job.Batch = q.Batch
+	}
+	if q.Segments > 0 {
+		job.Segments = q.Segments
+	}
+	job.Encode.NoReplace = !t.Replace
+	if tr, ok := s.dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
+		defer tr.Trim()
+	}
+	res, err := l.Run(ctx, job)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	t.Width, t.Height, t.FPS = res.Width, res.Height, res.FPS
+	return nil
+}
+
+// GPUMemoryBytes reports the peak of the GPU pool, on a GPU.
+func (s *Service) GPUMemoryBytes() (int64, bool) {
+	if g, ok := s.dev.(backend.GPU); ok {
+		return g.PeakBytes(), true
+	}
+	return 0, false
+}
+
+// Metadata describes the models and the device.
+func (s *Service) Metadata() map[string]any {
+	var ms []map[string]any
+	for _, l := range s.models {
+		ms = append(ms, l.Model.Describe())
+	}
+	return map[string]any{"device": s.dev.Name(), "models": ms, "default_model": s.models[0].Model.Name()}
+}
+
+// Close frees the models and the device.
+func (s *Service) Close() {
+	for _, l := range s.models {
+		l.Close()
+	}
+	s.dev.Close()
+}
+
+var (
+	_ serve.Runner         = (*Service)(nil)
+	_ serve.Validator      = (*Service)(nil)
+	_ serve.MemoryReporter = (*Service)(nil)
+	_ serve.Metadataer     = (*Service)(nil)
+)

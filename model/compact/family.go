@@ -1,0 +1,280 @@
+package compact
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
+)
+
+func init() { model.Register(family{}) }
+
+// family is the compact feed-forward family: the bundled
+// realesr-animevideov3 (x2, x3, x4) and ncnn graphs of the same layers.
+type family struct{}
+
+func (family) Name() string        { return "compact" }
+func (family) StorageType() string { return "" }
+
+// Detect takes the default model (""), the bundled names and ncnn .param
+// files.
+func (family) Detect(spec string) bool {
+	return IsBundledName(spec) || strings.HasSuffix(spec, ".param")
+}
+
+func (family) Params() []model.Param {
+	return []model.Param{
+		{Name: "scale", Field: "sr_ratio", Kind: model.Int, Default: 4,
+			Help: "compact: upscaling factor; 2, 3 or 4 picks the bundled model's graph, an ncnn model takes only its own"},
+		{Name: "size", Kind: model.Shape,
+			Help: "output size WxH: compact, an exact 2, 3 or 4 multiple of the input (picks the scale); SwiftVR, any even size (wins over --sr-ratio)"},
+		{Name: "tile", Kind: model.Int, Default: 0,
+			Help: "compact: process frames in tiles of N input pixels (0 = automatic, bounded memory)"},
+	}
+}
+
+// Load loads the bundled model (its graphs are loaded at first use, the
+// one of the scale given or defaulted at once) or an ncnn graph.
+func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Model, error) {
+	if IsBundledName(spec) {
+		m := &bundledModel{dev: dev, name: DefaultModel, graphs: map[int]*Model{}, def: p}
+		if spec != "" && spec != DefaultModel {
+			var s int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(spec, DefaultModel), "-x%d", &s); err != nil || spec != fmt.Sprintf("%s-x%d", DefaultModel, s) {
+				return nil, fmt.Errorf("unknown bundled model %q (see `vsr models`)", spec)
+			}
+			m.fixed = s
+		}
+		scale, err := m.scale(p, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := m.graph(scale); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	param, err := os.ReadFile(spec)
+	if err != nil {
+		return nil, fmt.Errorf("read model: %w", err)
+	}
+	bin, err := os.ReadFile(strings.TrimSuffix(spec, ".param") + ".bin")
+	if err != nil {
+		return nil, fmt.Errorf("read model weights (expected beside the .param): %w", err)
+	}
+	g, err := LoadFiles(dev, filepath.Base(strings.TrimSuffix(spec, ".param")), param, bin)
+	if err != nil {
+		return nil, err
+	}
+	m := &graphModel{g: g}
+	if err := m.Check(p); err != nil {
+		g.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// session is one video on a graph.
+type session struct{ Runner }
+
+func (session) Close() {}
+
+// bundledModel is the bundled model at each scale asked for, each graph
+// loaded at first use and kept.
+type bundledModel struct {
+	dev   backend.Backend
+	name  string
+	fixed int          // the scale a name such as realesr-animevideov3-x3 fixes (0: none)
+	def   model.Params // the loader's parameters: the sessions' defaults
+
+	mu     sync.Mutex
+	graphs map[int]*Model
+}
+
+func (m *bundledModel) Name() string {
+	if m.fixed != 0 {
+		return fmt.Sprintf("%s-x%d", m.name, m.fixed)
+	}
+	return m.name
+}
+
+// Resolve answers to the name with a scale, realesr-animevideov3-x3, as
+// that scale of this model.
+func (m *bundledModel) Resolve(name string) (model.Values, bool) {
+	for s := 2; s <= 4; s++ {
+		if m.fixed == 0 && name == fmt.Sprintf("%s-x%d", m.name, s) {
+			return model.Values{"scale": s}, true
+		}
+	}
+	return nil, false
+}
+
+func (m *bundledModel) Describe() map[string]any {
+	m.mu.Lock()
+	var loaded []int
+	for s := 2; s <= 4; s++ {
+		if m.graphs[s] != nil {
+			loaded = append(loaded, s)
+		}
+	}
+	m.mu.Unlock()
+	d := map[string]any{"name": m.Name(), "family": "compact", "sr_ratios": []int{2, 3, 4}, "loaded_sr_ratios": loaded}
+	if s, err := m.scale(m.def, 0, 0); err == nil {
+		d["default_sr_ratio"] = s
+	}
+	return d
+}
+
+// scale is the scale of a request: the one set, or given by the size
+// (for an input of w x h), or the model's.
+func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
+	if err := checkTile(p); err != nil {
+		return 0, err
+	}
+	s, set := p.Set["scale"].(int)
+	if set && (s < 2 || s > 4) {
+		return 0, fmt.Errorf("sr_ratio (--scale) %d: the bundled model takes 2, 3 or 4", s)
+	}
+	if set && m.fixed != 0 && s != m.fixed {
+		return 0, fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%d", s, m.Name(), m.fixed)
+	}
+	if z, ok := p.Size("size"); ok && w > 0 {
+		zs, err := integerScale(w, h, z)
+		if err != nil {
+			return 0, err
+		}
+		if (set || m.fixed != 0) && zs != max(s, m.fixed) {
+			return 0, fmt.Errorf("size %dx%d is x%d of the %dx%d input, but the scale is %d", z.W, z.H, zs, w, h, max(s, m.fixed))
+		}
+		return zs, nil
+	}
+	switch {
+	case set:
+		return s, nil
+	case m.fixed != 0:
+		return m.fixed, nil
+	}
+	// The loader's scale (its flag, or the service's default), else the
+	// request's default.
+	s = m.def.Int("scale")
+	if s == 0 {
+		s = p.Int("scale")
+	}
+	if s < 2 || s > 4 {
+		return 0, fmt.Errorf("sr_ratio (--scale) %d: the bundled model takes 2, 3 or 4", s)
+	}
+	return s, nil
+}
+
+// Check refuses a scale the model cannot make.
+func (m *bundledModel) Check(p model.Params) error {
+	_, err := m.scale(p, 0, 0)
+	return err
+}
+
+// graph returns the graph of scale, loading it at first use.
+func (m *bundledModel) graph(scale int) (*Model, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.graphs[scale]; g != nil {
+		return g, nil
+	}
+	g, err := LoadBundled(m.dev, scale)
+	if err != nil {
+		return nil, err
+	}
+	m.graphs[scale] = g
+	return g, nil
+}
+
+// Preload loads the graphs of every scale now instead of at first use.
+func (m *bundledModel) Preload() error {
+	for s := 2; s <= 4; s++ {
+		if _, err := m.graph(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *bundledModel) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {
+	s, err := m.scale(p, v.Width, v.Height)
+	if err != nil {
+		return nil, err
+	}
+	g, err := m.graph(s)
+	if err != nil {
+		return nil, err
+	}
+	return session{Runner{M: g, Tile: p.Int("tile")}}, nil
+}
+
+func (m *bundledModel) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range m.graphs {
+		g.Close()
+	}
+	m.graphs = nil
+}
+
+// graphModel is an ncnn graph loaded from disk.
+type graphModel struct{ g *Model }
+
+func (m *graphModel) Name() string { return m.g.Name }
+
+func (m *graphModel) Describe() map[string]any {
+	d := map[string]any{"name": m.g.Name, "family": "compact"}
+	if s := m.g.Scale(); s == float64(int(s)) {
+		d["sr_ratios"] = []int{int(s)}
+	}
+	return d
+}
+
+// Check refuses a scale other than the graph's own.
+func (m *graphModel) Check(p model.Params) error {
+	if err := checkTile(p); err != nil {
+		return err
+	}
+	if s, ok := p.Set["scale"].(int); ok && float64(s) != m.g.Scale() {
+		return fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%g", s, m.g.Name, m.g.Scale())
+	}
+	return nil
+}
+
+func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {
+	if err := m.Check(p); err != nil {
+		return nil, err
+	}
+	if z, ok := p.Size("size"); ok {
+		if s, err := integerScale(v.Width, v.Height, z); err != nil || float64(s) != m.g.Scale() {
+			ow, oh := m.g.OutputSize(v.Width, v.Height)
+			return nil, fmt.Errorf("size %dx%d: model %s makes %dx%d from the %dx%d input", z.W, z.H, m.g.Name, ow, oh, v.Width, v.Height)
+		}
+	}
+	return session{Runner{M: m.g, Tile: p.Int("tile")}}, nil
+}
+
+func (m *graphModel) Close() { m.g.Close() }
+
+func checkTile(p model.Params) error {
+	if t := p.Int("tile"); t < 0 {
+		return fmt.Errorf("tile (--tile) %d: want 0 (automatic) or a positive size", t)
+	}
+	return nil
+}
+
+// integerScale returns s in 2..4 when z is s times w x h.
+func integerScale(w, h int, z model.Size) (int, error) {
+	for s := 2; s <= 4; s++ {
+		if z.W == w*s && z.H == h*s {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("size %dx%d is not 2, 3 or 4 times the %dx%d input; the model scales by whole factors", z.W, z.H, w, h)
+}

@@ -1,0 +1,248 @@
+// Package model is the contract between vsr's application layer and its
+// model families, in the style of database/sql/driver: a Family is
+// configured once (Load makes a resident Model on a device), and each video
+// gets a Session of its own, which holds all per-video state (causal,
+// recurrent) and is the pipeline's engine. A resident Model is never
+// changed by a request.
+//
+// Families register themselves from their package's init function
+// (Register); the application imports each family package once, blank, so
+// adding a family means adding a package and that one import.
+package model
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Kind is the type of a parameter's values.
+type Kind int
+
+const (
+	Int    Kind = iota // an int
+	Float              // a float64
+	String             // a string
+	Shape              // an output size: "WxH" on the command line, [height, width] in a request
+)
+
+// Param is one per-request parameter of a family.
+type Param struct {
+	// Name is the command-line flag ("sr-ratio"); the request field is the
+	// same with '_' for '-' ("sr_ratio") unless Field says otherwise.
+	Name  string
+	Field string
+	Kind  Kind
+	// Default is the value when the request does not set one, of Kind's Go
+	// type (int, float64, string; a Shape's default is the zero Size).
+	Default any
+	Help    string
+}
+
+// FieldName is the parameter's request field.
+func (p Param) FieldName() string {
+	if p.Field != "" {
+		return p.Field
+	}
+	return strings.ReplaceAll(p.Name, "-", "_")
+}
+
+// Size is a value of kind Shape: an output width and height.
+type Size struct{ W, H int }
+
+// Parse turns a command-line value into the parameter's Go type.
+func (p Param) Parse(s string) (any, error) {
+	bad := func(want string) error { return fmt.Errorf("--%s %q: want %s", p.Name, s, want) }
+	switch p.Kind {
+	case Int:
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, bad("an integer")
+		}
+		return v, nil
+	case Float:
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, bad("a number")
+		}
+		return v, nil
+	case Shape:
+		var z Size
+		if _, err := fmt.Sscanf(s, "%dx%d", &z.W, &z.H); err != nil || z.W <= 0 || z.H <= 0 || fmt.Sprintf("%dx%d", z.W, z.H) != s {
+			return nil, bad("WxH, e.g. 2560x1440")
+		}
+		return z, nil
+	}
+	return s, nil
+}
+
+// Values are parameter values by Name, each of its Kind's Go type (int,
+// float64, string, Size).
+type Values map[string]any
+
+// Params are a request's parameters: those it set, and the defaults for
+// the others (the family's own, or those of the service or server that
+// runs it). A family tells them apart where it matters: a value set that
+// contradicts the model is refused, a default is not.
+type Params struct{ Set, Default Values }
+
+// Get returns the value set for name, else its default.
+func (p Params) Get(name string) (any, bool) {
+	if v, ok := p.Set[name]; ok {
+		return v, true
+	}
+	v, ok := p.Default[name]
+	return v, ok
+}
+
+// Int, Float, String and Size return Get's value as that type (zero when
+// unset or of another type).
+func (p Params) Int(name string) int {
+	v, _ := p.Get(name)
+	x, _ := v.(int)
+	return x
+}
+
+func (p Params) Float(name string) float64 {
+	v, _ := p.Get(name)
+	x, _ := v.(float64)
+	return x
+}
+
+func (p Params) String(name string) string {
+	v, _ := p.Get(name)
+	x, _ := v.(string)
+	return x
+}
+
+func (p Params) Size(name string) (Size, bool) {
+	v, _ := p.Get(name)
+	x, ok := v.(Size)
+	return x, ok
+}
+
+// Defaults returns the defaults of params.
+func Defaults(params []Param) Values {
+	out := Values{}
+	for _, p := range params {
+		if p.Default != nil {
+			out[p.Name] = p.Default
+		}
+	}
+	return out
+}
+
+// Video is what a Session is made for.
+type Video struct {
+	Width, Height int
+	// Frames is how many frames the session will be given.
+	Frames int
+}
+
+// Family is one kind of model: how to recognise it, what it needs and what
+// a request may set.
+type Family interface {
+	// Name is the family's name ("compact", "swiftvr").
+	Name() string
+	// Detect reports whether spec (a --model value: a name, a file or a
+	// directory) is a model of this family. "" is the default model's
+	// spec.
+	Detect(spec string) bool
+	// StorageType is the GPU storage type the family needs ("bf16"), or ""
+	// for any.
+	StorageType() string
+	// Params are the per-request parameters, in the order help shows them.
+	Params() []Param
+	// Load reads the model at spec onto dev, to stay resident. p are the
+	// parameters of the command or server that loads it: they may shape
+	// what is loaded (SwiftVR's "dit") and are its sessions' defaults.
+	Load(dev backend.Backend, spec string, p Params) (Model, error)
+}
+
+// Model is a family's model resident on a device. Its methods may be
+// called from several goroutines; requests never change it.
+type Model interface {
+	// Name names the model in messages and metadata.
+	Name() string
+	// Describe is the model's entry in the service's metadata.
+	Describe() map[string]any
+	// NewSession makes the state for one video with the request's
+	// parameters. It refuses parameters that contradict the model.
+	NewSession(ctx context.Context, v Video, p Params) (Session, error)
+	// Close frees the model.
+	Close()
+}
+
+// Session runs one video: the pipeline's engine (it may also implement
+// the pipeline's Planner), used by one goroutine at a time. Close frees
+// its state.
+type Session interface {
+	OutputSize(w, h int) (int, int)
+	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	Start(ctx context.Context, b backend.Batch, k int) error
+	Close()
+}
+
+var (
+	mu       sync.Mutex
+	families []Family
+)
+
+// Register makes a family available. It is called from the init function
+// of the family's package, and panics when the name is taken.
+func Register(f Family) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, o := range families {
+		if o.Name() == f.Name() {
+			panic("model: Register called twice for family " + f.Name())
+		}
+	}
+	families = append(families, f)
+}
+
+// Families returns the registered families in registration order.
+func Families() []Family {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(families)
+}
+
+// Find returns the family of spec: the last registered family that
+// detects it, so that a family registered later (more specific) wins
+// over the default one.
+func Find(spec string) (Family, error) {
+	fs := Families()
+	for i := len(fs) - 1; i >= 0; i-- {
+		if fs[i].Detect(spec) {
+			return fs[i], nil
+		}
+	}
+	var names []string
+	for _, f := range fs {
+		names = append(names, f.Name())
+	}
+	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))
+}
+
+// Owner returns the families other than f that have a parameter name,
+// for messages that say where a parameter belongs.
+func Owner(name string, except Family) []string {
+	var out []string
+	for _, f := range Families() {
+		if f == except {
+			continue
+		}
+		for _, p := range f.Params() {
+			if p.Name == name {
+				out = append(out, f.Name())
+			}
+		}
+	}
+	return out
+}

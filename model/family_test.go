@@ -1,0 +1,77 @@
+package model_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
+	_ "github.com/vsr-dev/vsr/model/compact"
+	_ "github.com/vsr-dev/vsr/model/swiftvr"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		p    model.Param
+		in   string
+		want any
+		err  string
+	}{
+		{model.Param{Name: "scale", Kind: model.Int}, "3", 3, ""},
+		{model.Param{Name: "scale", Kind: model.Int}, "3.5", nil, "--scale"},
+		{model.Param{Name: "sr-ratio", Kind: model.Float}, "1.5", 1.5, ""},
+		{model.Param{Name: "size", Kind: model.Shape}, "2560x1440", model.Size{W: 2560, H: 1440}, ""},
+		{model.Param{Name: "size", Kind: model.Shape}, "2560x1440x3", nil, "WxH"},
+		{model.Param{Name: "size", Kind: model.Shape}, "0x10", nil, "WxH"},
+		{model.Param{Name: "dit", Kind: model.String}, "off", "off", ""},
+	} {
+		v, err := c.p.Parse(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Parse(%q) for %s: %v, want an error naming %q", c.in, c.p.Name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || v != c.want {
+			t.Errorf("Parse(%q) for %s = %v, %v; want %v", c.in, c.p.Name, v, err, c.want)
+		}
+	}
+	if f := (model.Param{Name: "clip-len"}).FieldName(); f != "clip_len" {
+		t.Errorf("field of clip-len: %s", f)
+	}
+}
+
+func TestParams(t *testing.T) {
+	p := model.Params{Set: model.Values{"a": 1}, Default: model.Values{"a": 2, "b": 3}}
+	if p.Int("a") != 1 || p.Int("b") != 3 || p.Int("c") != 0 {
+		t.Errorf("Params: a %d b %d c %d", p.Int("a"), p.Int("b"), p.Int("c"))
+	}
+}
+
+func TestFind(t *testing.T) {
+	for spec, want := range map[string]string{"": "compact", "realesr-animevideov3-x2": "compact", "m.param": "compact"} {
+		if f, err := model.Find(spec); err != nil || f.Name() != want {
+			t.Errorf("Find(%q): %v %v, want %s", spec, f, err, want)
+		}
+	}
+	if _, err := model.Find("/no/such/thing"); err == nil || !strings.Contains(err.Error(), "compact, swiftvr") {
+		t.Errorf("Find of an unknown spec: %v", err)
+	}
+}
+
+type dup struct{}
+
+func (dup) Name() string                                                    { return "compact" }
+func (dup) Detect(string) bool                                              { return false }
+func (dup) StorageType() string                                             { return "" }
+func (dup) Params() []model.Param                                           { return nil }
+func (dup) Load(backend.Backend, string, model.Params) (model.Model, error) { return nil, nil }
+
+func TestRegisterTwicePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("a second family named compact was registered")
+		}
+	}()
+	model.Register(dup{})
+}
