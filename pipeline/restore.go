@@ -31,7 +31,8 @@ import (
 	"github.com/vsr-dev/vsr/video"
 )
 
-// Engine is what the pipeline needs of a model; compact.Runner is one.
+// Engine is what the pipeline needs of a model to run one video (a model
+// family's Session is one; compact.Engine and swiftvr.Session are).
 type Engine interface {
 	// OutputSize returns the output frame size for an input of w x h
 	// (0, 0 if the input is too small for the model).

@@ -339,7 +339,7 @@ func TestModelAgainstCPU(t *testing.T) {
 
 // frames runs the model through a Slot to yuv420p.
 func frames(t *testing.T, b *Backend, m *compact.Model, rgb []byte) []byte {
-	r := compact.Runner{M: m}
+	r := compact.Engine{M: m}
 	bt, err := r.NewBatch(1, 48, 32, backend.YUV420P)
 	if err != nil {
 		t.Fatal(err)

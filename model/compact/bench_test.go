@@ -22,7 +22,7 @@ func BenchmarkUpscaleX4(b *testing.B) {
 			}
 			defer m.Close()
 			in := randFrames(1, w, h, 1)
-			r := Runner{M: m}
+			r := Engine{M: m}
 			bt, _ := r.NewBatch(1, w, h, backend.RGB24)
 			copy(bt.In(), in)
 			b.ResetTimer()

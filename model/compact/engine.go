@@ -7,12 +7,12 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 )
 
-// Runner drives a Model for a streaming pipeline. On a Streaming backend
+// Engine drives a Model for a streaming pipeline. On a Streaming backend
 // (a GPU) each batch is staged in a backend Slot: upload, model, format
 // conversion and download are queued and overlap with other batches. On
 // other backends (the CPU) a batch runs synchronously on host memory, in
 // tiles when a frame is large.
-type Runner struct {
+type Engine struct {
 	M *Model
 	// Tile is the tile size in input pixels for host backends; 0 picks
 	// one from Budget.
@@ -25,14 +25,14 @@ type Runner struct {
 const DefaultBudget = 1 << 30
 
 // OutputSize returns the output size for an input of w x h.
-func (r Runner) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
+func (r Engine) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
 
 // Device returns the backend's device name.
-func (r Runner) Device() string { return r.M.b.Name() }
+func (r Engine) Device() string { return r.M.b.Name() }
 
 // NewBatch allocates staging for up to n frames of w x h whose results
 // come out in format f.
-func (r Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+func (r Engine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
 	ow, oh := r.M.OutputSize(w, h)
 	if ow <= 0 {
 		return nil, fmt.Errorf("a %dx%d frame is too small for model %s", w, h, r.M.Name)
@@ -56,7 +56,7 @@ func (r Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, err
 
 // Start begins upscaling the first k frames of b. On a Streaming backend
 // it returns once the work is queued; b.Wait blocks until it is done.
-func (r Runner) Start(ctx context.Context, b backend.Batch, k int) error {
+func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 	switch b := b.(type) {
 	case *deviceBatch:
 		x, err := b.Input(k, b.h, b.w)

@@ -80,7 +80,7 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 }
 
 // session is one video on a graph.
-type session struct{ Runner }
+type session struct{ Engine }
 
 func (session) Close() {}
 
@@ -211,7 +211,7 @@ func (m *bundledModel) NewSession(_ context.Context, v model.Video, p model.Para
 	if err != nil {
 		return nil, err
 	}
-	return session{Runner{M: g, Tile: p.Int("tile")}}, nil
+	return session{Engine{M: g, Tile: p.Int("tile")}}, nil
 }
 
 func (m *bundledModel) Close() {
@@ -257,7 +257,7 @@ func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params
 			return nil, fmt.Errorf("size %dx%d: model %s makes %dx%d from the %dx%d input", z.W, z.H, m.g.Name, ow, oh, v.Width, v.Height)
 		}
 	}
-	return session{Runner{M: m.g, Tile: p.Int("tile")}}, nil
+	return session{Engine{M: m.g, Tile: p.Int("tile")}}, nil
 }
 
 func (m *graphModel) Close() { m.g.Close() }

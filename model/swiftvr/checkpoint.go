@@ -2,9 +2,8 @@
 // reads, checks and synthesizes checkpoints; runs the restoration-aware
 // autoencoder (ReAE) and the Wan2.2-TI2V-5B diffusion transformer (DiT)
 // with shifted-window attention; and streams a video through them in causal
-// chunks (Runner, one per video). It registers itself as the model family
-// "swiftvr" (family.go): a checkpoint directory is a resident model whose
-// sessions are Runners.
+// chunks (a Session per video). It registers itself as the model family
+// "swiftvr" (family.go): a checkpoint directory is a resident model.
 //
 // A checkpoint directory DIR holds, exactly as published:
 //

@@ -19,18 +19,19 @@ type Options struct {
 	// chunks for the DiT.
 	DiTOverlap int
 	// TGrowBefore and FrameBatch, when set, replace the ReAE's settings
-	// of those names for this request only: the Runner works on a view of
+	// of those names for this request only: the Session works on a view of
 	// the resident ReAE (the same weights), which no request changes.
 	TGrowBefore *bool
 	FrameBatch  *int
 }
 
-// Runner streams one video through SwiftVR chunk by chunk (ReAE encode,
+// Session streams one video through SwiftVR chunk by chunk (ReAE encode,
 // DiT, ReAE decode), keeping the causal state between chunks: the ReAE's
-// boundary frames and the previous chunk's latents for the DiT's history; it is a pipeline engine that takes frames in
-// its own batch sizes (one batch per chunk). A Runner serves one request:
-// make a new one per video, so no state leaks between requests.
-type Runner struct {
+// boundary frames and the previous chunk's latents for the DiT's history.
+// It is a pipeline engine that takes frames in its own batch sizes (one
+// batch per chunk). A Session serves one request: make a new one per
+// video, so no state leaks between requests.
+type Session struct {
 	r      *ReAE
 	dit    *DiT // nil: encode -> decode only
 	opt    Options
@@ -44,10 +45,10 @@ type Runner struct {
 	hist   backend.Tensor // the previous chunk's input latents (DiT history)
 }
 
-// NewRunner prepares a request for a video of frames frames of inW x inH.
+// NewSession prepares a request for a video of frames frames of inW x inH.
 // With dit nil, chunks are encoded and decoded only (the diagnostic
 // --dit off).
-func NewRunner(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Runner, error) {
+func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session, error) {
 	if dit != nil && dit.b != r.b {
 		return nil, errors.New("swiftvr: the ReAE and the DiT are on different devices")
 	}
@@ -74,11 +75,11 @@ func NewRunner(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Runner, e
 		}
 		r = &view
 	}
-	return &Runner{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
+	return &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
 }
 
 // Close frees the request's state.
-func (e *Runner) Close() {
+func (e *Session) Close() {
 	e.state.Free()
 	for _, t := range []*backend.Tensor{&e.last, &e.hist} {
 		if *t != nil {
@@ -89,11 +90,11 @@ func (e *Runner) Close() {
 }
 
 // OutputSize returns the output size.
-func (e *Runner) OutputSize(w, h int) (int, int) { return e.opt.Width, e.opt.Height }
+func (e *Session) OutputSize(w, h int) (int, int) { return e.opt.Width, e.opt.Height }
 
 // Plan returns the input frames of each batch: one batch per chunk, with
 // chunks made only of padding folded into the batch before them.
-func (e *Runner) Plan(total int) ([]int, error) {
+func (e *Session) Plan(total int) ([]int, error) {
 	if total != e.frames {
 		return nil, fmt.Errorf("swiftvr: planned for %d frames, asked for %d", e.frames, total)
 	}
@@ -111,7 +112,7 @@ func (e *Runner) Plan(total int) ([]int, error) {
 // back, and a chunk made only of padding writes into the batch before it.
 // ClipLen+4 is the most any batch writes (TestMaxOut tries every video
 // length up to 200 frames; the bound is reached).
-func (e *Runner) maxOut() int { return e.opt.ClipLen + 4 }
+func (e *Session) maxOut() int { return e.opt.ClipLen + 4 }
 
 // batch is a Slot with the format its frames leave in.
 type batch struct {
@@ -125,7 +126,7 @@ func (b *batch) OutFrames() int { return b.frames }
 
 // NewBatch allocates staging for up to n input frames and the outputs of
 // the chunks they complete.
-func (e *Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+func (e *Session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
 	if f == backend.YUV420P && (e.opt.Width%2 != 0 || e.opt.Height%2 != 0) {
 		return nil, fmt.Errorf("yuv420p needs an even output size")
 	}
@@ -139,7 +140,7 @@ func (e *Runner) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, er
 // Start runs the chunk(s) whose frames end in this batch: prepare the
 // frames (crop to a multiple of 8, bilinear resize to the output size, pad
 // to a multiple of 32), encode, decode, crop, and queue the output frames.
-func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
+func (e *Session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	bb, ok := bt.(*batch)
 	if !ok {
 		return fmt.Errorf("swiftvr: batch %T was not made by this runner", bt)
@@ -187,7 +188,7 @@ func (e *Runner) Start(ctx context.Context, bt backend.Batch, k int) error {
 // prepare turns input frames into the model's input: crop to a multiple
 // of 8, resize to the output size, pad to a multiple of 32. The encoder
 // calls it on a few frames at a time.
-func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
+func (e *Session) prepare(x backend.Tensor) (backend.Tensor, error) {
 	b := e.r.b
 	c, err := b.CropPad(x, e.inH&^7, e.inW&^7)
 	if err != nil {
@@ -206,7 +207,7 @@ func (e *Runner) prepare(x backend.Tensor) (backend.Tensor, error) {
 // chunk encodes and decodes chunk c, whose first n real frames are frames
 // [from, from+n) of x, padded with the video's last frame, and passes its
 // output frames to put in order.
-func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend.Tensor) error) error {
+func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend.Tensor) error) error {
 	b := e.r.b
 	var parts []backend.Tensor
 	defer func() {
@@ -275,7 +276,7 @@ func (e *Runner) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend.
 // restore runs the DiT on chunk c's latents z with its history (see
 // DiTInput) and returns the restored latents z - v. It keeps z as the
 // next chunk's history.
-func (e *Runner) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
+func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	b := e.r.b
 	plan := c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap)
 	var sc scratch
@@ -326,14 +327,14 @@ func (e *Runner) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 // (nil: encode -> decode only), so that kernels are compiled and
 // convolution algorithms and GEMM plans are chosen for those shapes before
 // the first real request, with opt's settings (its size is w x h). It
-// leaves no state behind: each request has its own Runner.
+// leaves no state behind: each request has its own Session.
 func Warmup(ctx context.Context, r *ReAE, dit *DiT, w, h int, opt Options, f backend.PixelFormat) error {
 	if opt.ClipLen == 0 {
 		opt.ClipLen = 24
 	}
 	frames := 3*opt.ClipLen + 1
 	opt.Width, opt.Height = w, h
-	e, err := NewRunner(r, dit, w, h, frames, opt)
+	e, err := NewSession(r, dit, w, h, frames, opt)
 	if err != nil {
 		return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
 	}

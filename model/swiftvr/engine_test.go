@@ -10,9 +10,9 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
-// drive runs a Runner the way the pipeline does (its planned batches in
+// drive runs a Session the way the pipeline does (its planned batches in
 // order) and returns the output frames as RGB24.
-func drive(t *testing.T, e *Runner, video []byte, w, h int) []byte {
+func drive(t *testing.T, e *Session, video []byte, w, h int) []byte {
 	t.Helper()
 	plan, err := e.Plan(e.frames)
 	if err != nil {
@@ -55,14 +55,14 @@ func video(n, w, h int, seed uint64) []byte {
 	return v
 }
 
-// TestRunnerFrameCounts: the output has exactly as many frames as the
+// TestSessionFrameCounts: the output has exactly as many frames as the
 // input, for lengths around every chunk boundary.
-func TestRunnerFrameCounts(t *testing.T) {
+func TestSessionFrameCounts(t *testing.T) {
 	r, _ := testReAE(t)
 	defer r.Close()
 	const w, h = 20, 12 // cropped to 16x8, output 32x16
 	for _, f := range []int{1, 2, 5, 24, 26, 27, 28, 29, 30, 52, 53, 361} {
-		e, err := NewRunner(r, nil, w, h, f, Options{Width: 32, Height: 16, ClipLen: 24})
+		e, err := NewSession(r, nil, w, h, f, Options{Width: 32, Height: 16, ClipLen: 24})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,16 +74,16 @@ func TestRunnerFrameCounts(t *testing.T) {
 	}
 }
 
-// TestRunnerEqualsWhole: streaming in chunks equals one pass of the ReAE
+// TestSessionEqualsWhole: streaming in chunks equals one pass of the ReAE
 // over the whole padded video (prepare, pad to 4k+1 and 3 more, encode,
 // decode, crop, drop the first 3 decoded frames), bitwise.
-func TestRunnerEqualsWhole(t *testing.T) {
+func TestSessionEqualsWhole(t *testing.T) {
 	r, b := testReAE(t)
 	defer r.Close()
 	const w, h, ow, oh = 36, 20, 48, 28
 	for _, f := range []int{29, 53, 58} {
 		v := video(f, w, h, 5)
-		e, err := NewRunner(r, nil, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8})
+		e, err := NewSession(r, nil, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestRunnerEqualsWhole(t *testing.T) {
 		e.Close()
 
 		x, _ := b.FromRGB8(v, f, h, w)
-		whole, _ := NewRunner(r, nil, w, h, f, Options{Width: ow, Height: oh})
+		whole, _ := NewSession(r, nil, w, h, f, Options{Width: ow, Height: oh})
 		prep, err := whole.prepare(x)
 		if err != nil {
 			t.Fatal(err)
@@ -120,30 +120,30 @@ func TestRunnerEqualsWhole(t *testing.T) {
 	}
 }
 
-func TestRunnerErrors(t *testing.T) {
+func TestSessionErrors(t *testing.T) {
 	r, _ := testReAE(t)
 	defer r.Close()
 	for _, o := range []Options{{Width: 127, Height: 128}, {Width: 128, Height: 128, ClipLen: 6}} {
-		if _, err := NewRunner(r, nil, 64, 64, 10, o); err == nil {
+		if _, err := NewSession(r, nil, 64, 64, 10, o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if _, err := NewRunner(r, nil, 7, 64, 10, Options{Width: 128, Height: 128}); err == nil {
+	if _, err := NewSession(r, nil, 7, 64, 10, Options{Width: 128, Height: 128}); err == nil {
 		t.Error("a 7-pixel-wide video accepted")
 	}
 }
 
-// TestRunnerWithDiT restores videos end to end with the tiny checkpoint on
+// TestSessionWithDiT restores videos end to end with the tiny checkpoint on
 // the CPU (ReAE encode, DiT with its history rule, decode): exactly as many
 // frames out as in, the same bytes on a second run, and not the output of
 // encode -> decode alone.
-func TestRunnerWithDiT(t *testing.T) {
+func TestSessionWithDiT(t *testing.T) {
 	r, dit := tinyModel(t, cpu.New(0))
 	const w, h, ow, oh = 40, 24, 64, 32
 	for _, c := range []struct{ frames, clip, overlap int }{{1, 8, 0}, {29, 8, 0}, {53, 8, 1}} {
 		v := video(c.frames, w, h, 9)
 		run := func(d *DiT) []byte {
-			e, err := NewRunner(r, d, w, h, c.frames, Options{Width: ow, Height: oh, ClipLen: c.clip, DiTOverlap: c.overlap})
+			e, err := NewSession(r, d, w, h, c.frames, Options{Width: ow, Height: oh, ClipLen: c.clip, DiTOverlap: c.overlap})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ type request struct {
 
 func (q request) run(t *testing.T, r *ReAE, d *DiT) []byte {
 	t.Helper()
-	e, err := NewRunner(r, d, q.w, q.h, q.frames, Options{Width: q.ow, Height: q.oh, ClipLen: q.clip})
+	e, err := NewSession(r, d, q.w, q.h, q.frames, Options{Width: q.ow, Height: q.oh, ClipLen: q.clip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,17 +257,17 @@ func warmupLeavesNothing(t *testing.T, newBackend func() backend.Backend) {
 }
 
 // TestRequestSettings: a request's TGrowBefore and FrameBatch apply to its
-// Runner only (a view of the ReAE); the resident ReAE keeps its own.
+// Session only (a view of the ReAE); the resident ReAE keeps its own.
 func TestRequestSettings(t *testing.T) {
 	q := request{13, 40, 24, 64, 32, 8, 4}
 	r, d := tinyModel(t, cpu.New(0))
 	before, fb := false, 0
-	e, err := NewRunner(r, d, q.w, q.h, q.frames, Options{Width: q.ow, Height: q.oh, ClipLen: q.clip, TGrowBefore: &before, FrameBatch: &fb})
+	e, err := NewSession(r, d, q.w, q.h, q.frames, Options{Width: q.ow, Height: q.oh, ClipLen: q.clip, TGrowBefore: &before, FrameBatch: &fb})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.r == r || e.r.TGrowBefore || e.r.FrameBatch != 0 {
-		t.Errorf("the Runner does not work with the request's settings")
+		t.Errorf("the Session does not work with the request's settings")
 	}
 	got := drive(t, e, video(q.frames, q.w, q.h, q.seed), q.w, q.h)
 	e.Close()

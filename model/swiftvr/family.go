@@ -146,7 +146,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 			return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
 		}
 	}
-	return NewRunner(m.reae, dit, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
+	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
 }
 
 // options are a request's Options at output size w x h.

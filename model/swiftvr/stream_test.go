@@ -84,12 +84,12 @@ func TestDiTInput(t *testing.T) {
 }
 
 // TestMaxOut checks the bound of a batch's output frames against every
-// video length up to 200 frames: the chunks of a batch (see Runner.Plan:
+// video length up to 200 frames: the chunks of a batch (see Session.Plan:
 // chunks made only of padding go into the batch before them) write their
 // output ranges into one slot.
 func TestMaxOut(t *testing.T) {
 	for _, clip := range []int{4, 8, 24} {
-		e := &Runner{opt: Options{ClipLen: clip}}
+		e := &Session{opt: Options{ClipLen: clip}}
 		most := 0
 		for frames := 1; frames <= 200; frames++ {
 			cs, err := PlanChunks(frames, clip)

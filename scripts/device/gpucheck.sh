@@ -1,4 +1,5 @@
 #!/bin/bash
+# Run from a folder holding vsr, vsr-base (a build of an earlier commit) and the static ffmpeg's package/ (see ../shared/GPU-HOST.md).
 # Same outputs and speed before (vsr-base, 99d7f0d) and after the device-registry change.
 set -u
 cd "$(dirname "$0")"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Run from a folder holding vsr, vsr-base (a build of an earlier commit) and the static ffmpeg's package/ (see ../shared/GPU-HOST.md).
 # GPU smoke test of vsr serve: a restore through descriptor paths, an overwrite refusal, a swapped link.
 set -u
 cd "$(dirname "$0")"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# Run from a folder holding vsr, vsr-base (a build of an earlier commit) and the static ffmpeg's package/ (see ../shared/GPU-HOST.md).
 # SwiftVR full-size synthetic checkpoint: vsr bench before (99d7f0d) and after, side by side.
 set -u
 cd "$(dirname "$0")"
