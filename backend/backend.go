@@ -5,7 +5,14 @@
 // backend. Model packages never see how a backend stores them: they build
 // weights once with Upload and PrepareConv and then call the ops below. The
 // CPU implementation lives in backend/cpu; GPU implementations add packages
-// beside it without touching model code.
+// beside it without touching model code. Implementations share their
+// argument checks, output shapes and resize taps through
+// backend/internal/check, which model code cannot import.
+//
+// Backends register under a device kind (Register) and are opened from a
+// configuration string such as "cuda:0?dtype=bf16" (Open); capabilities
+// beyond the ops (Streaming, Transformer, Recorder, GPU) are interfaces a
+// backend may implement, tested at run time.
 package backend
 
 import (

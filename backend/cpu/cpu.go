@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
 func init() {
@@ -204,7 +205,7 @@ func (w *convWeights) Free()    {}
 
 // PrepareConv repacks OIHW weights for the im2col GEMM.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckConvWeights(out, in, kh, kw, w, bias); err != nil {
+	if err := check.ConvWeights(out, in, kh, kw, w, bias); err != nil {
 		return nil, err
 	}
 	k := kh * kw * in
@@ -238,7 +239,7 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 		return nil, fmt.Errorf("cpu conv given %T weights", wt)
 	}
 	s := x.shape
-	oh, ow, err := backend.ConvOutput(s, p, w.in, w.kh, w.kw)
+	oh, ow, err := check.ConvOutput(s, p, w.in, w.kh, w.kw)
 	if err != nil {
 		return nil, err
 	}
@@ -494,7 +495,7 @@ func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backe
 		return nil, err
 	}
 	xs, bs := x.shape, base.shape
-	os, err := backend.ShuffleAddShape(xs, bs, r)
+	os, err := check.ShuffleAddShape(xs, bs, r)
 	if err != nil {
 		return nil, err
 	}

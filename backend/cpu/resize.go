@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
 // Resize resamples x to oh x ow, separably: each output row is the weighted
@@ -12,12 +13,12 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 		return nil, err
 	}
 	s := x.shape
-	src, dst, err = backend.ResizeWindows(s, mode, oh, ow, src, dst)
+	src, dst, err = check.ResizeWindows(s, mode, oh, ow, src, dst)
 	if err != nil {
 		return nil, err
 	}
-	ay := backend.MakeTaps(mode, oh, dst.Y, dst.FullH, s.H, src.Y, src.FullH)
-	ax := backend.MakeTaps(mode, ow, dst.X, dst.FullW, s.W, src.X, src.FullW)
+	ay := check.MakeTaps(mode, oh, dst.Y, dst.FullH, s.H, src.Y, src.FullH)
+	ax := check.MakeTaps(mode, ow, dst.X, dst.FullW, s.W, src.X, src.FullW)
 	c := s.C
 	out := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: c})
 	b.parallel(s.N*oh, func(r int) {

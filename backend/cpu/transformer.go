@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
 var _ backend.Transformer = (*Backend)(nil)
@@ -26,7 +27,7 @@ func (b *Backend) matrix(t backend.Tensor, cols int) (*Tensor, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := backend.CheckMatrix(m.shape, cols); err != nil {
+	if err := check.Matrix(m.shape, cols); err != nil {
 		return nil, 0, err
 	}
 	return m, m.shape.W, nil
@@ -34,7 +35,7 @@ func (b *Backend) matrix(t backend.Tensor, cols int) (*Tensor, int, error) {
 
 // PrepareLinear packs Wᵀ for the GEMM.
 func (b *Backend) PrepareLinear(out, in int, w, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckLinear(out, in, w, bias); err != nil {
+	if err := check.Linear(out, in, w, bias); err != nil {
 		return nil, err
 	}
 	wt := make([]float32, in*out)
@@ -142,7 +143,7 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	var cos, sin []float32
 	pairs := 0
 	if rope != nil {
-		if err := backend.CheckRoPE(*rope, rows, d); err != nil {
+		if err := check.RoPE(*rope, rows, d); err != nil {
 			return err
 		}
 		cos, sin = ropeTables(*rope)
@@ -178,7 +179,7 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 func ropeTables(r backend.RoPE) (cos, sin []float32) {
 	g := r.Grid
 	pairs := r.HeadDim / 2
-	parts := backend.RoPEParts(r.HeadDim)
+	parts := check.RoPEParts(r.HeadDim)
 	n := g.Tokens()
 	cos, sin = make([]float32, n*pairs), make([]float32, n*pairs)
 	for t := 0; t < n; t++ {
@@ -257,7 +258,7 @@ func (b *Backend) Attention(qt, kt, vt backend.Tensor, headDim int) (backend.Ten
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckAttention(q.shape, k.shape, v.shape, headDim); err != nil {
+	if err := check.Attention(q.shape, k.shape, v.shape, headDim); err != nil {
 		return nil, err
 	}
 	qi, ki := iota(q.shape.W), iota(k.shape.W)
@@ -280,7 +281,7 @@ func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g back
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckWindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
+	if err := check.WindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
 		return nil, err
 	}
 	wh, ww := min(w.Size, g.H), min(w.Size, g.W)
@@ -314,7 +315,7 @@ func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckRows(x.shape, start, n); err != nil {
+	if err := check.Rows(x.shape, start, n); err != nil {
 		return nil, err
 	}
 	c := x.shape.C
@@ -327,7 +328,7 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckReshape(x.shape, s); err != nil {
+	if err := check.Reshape(x.shape, s); err != nil {
 		return nil, err
 	}
 	y := b.alloc(s)
@@ -347,7 +348,7 @@ func (k *keys) Free()    {}
 
 // PrepareKeys keeps copies of the keys and biases.
 func (b *Backend) PrepareKeys(n, cols int, k, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckKeys(n, cols, k, bias); err != nil {
+	if err := check.Keys(n, cols, k, bias); err != nil {
 		return nil, err
 	}
 	return &keys{n: n, cols: cols, k: append([]float32(nil), k...), bias: append([]float32(nil), bias...)}, nil
@@ -363,7 +364,7 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckAttentionWeights(q.shape, k.cols, headDim); err != nil {
+	if err := check.AttentionWeights(q.shape, k.cols, headDim); err != nil {
 		return nil, err
 	}
 	d, heads := k.cols, k.cols/headDim

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
 
@@ -55,7 +56,7 @@ func (b *Backend) WindowAttention(qt, kt, vt backend.Tensor, headDim int, g back
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckWindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
+	if err := check.WindowAttention(q.shape, k.shape, v.shape, headDim, g, w); err != nil {
 		return nil, err
 	}
 	return b.attention(q, k, v, headDim, attnGeom{
@@ -73,7 +74,7 @@ func (b *Backend) Attention(qt, kt, vt backend.Tensor, headDim int) (backend.Ten
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckAttention(q.shape, k.shape, v.shape, headDim); err != nil {
+	if err := check.Attention(q.shape, k.shape, v.shape, headDim); err != nil {
 		return nil, err
 	}
 	lq, lk := q.shape.W, k.shape.W

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
 
@@ -14,7 +15,7 @@ func (b *Backend) PixelUnshuffle(xt backend.Tensor, r int) (backend.Tensor, erro
 		return nil, err
 	}
 	s := x.shape
-	os, err := backend.UnshuffleShape(s, r)
+	os, err := check.UnshuffleShape(s, r)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,7 @@ func (b *Backend) CropPad(xt backend.Tensor, h, w int) (backend.Tensor, error) {
 		return nil, err
 	}
 	s := x.shape
-	os, err := backend.CropPadShape(s, h, w)
+	os, err := check.CropPadShape(s, h, w)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 		return nil, err
 	}
 	s := x.shape
-	os, err := backend.FramesShape(s, start, n)
+	os, err := check.FramesShape(s, start, n)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) e
 	if err != nil {
 		return err
 	}
-	if err := backend.CheckCopyFrames(dst.shape, at, src.shape); err != nil {
+	if err := check.CopyFrames(dst.shape, at, src.shape); err != nil {
 		return err
 	}
 	fs := dst.shape.H * dst.shape.W * dst.shape.C * 2
@@ -116,7 +117,7 @@ func (b *Backend) ConcatFrames(ts ...backend.Tensor) (backend.Tensor, error) {
 		}
 		parts[i], shapes[i] = x, x.shape
 	}
-	os, err := backend.ConcatShape(shapes)
+	os, err := check.ConcatShape(shapes)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ func (b *Backend) ConcatPrev(xt, prevt backend.Tensor) (backend.Tensor, error) {
 		}
 		prev, ps = p.ptr(), &p.shape
 	}
-	os, err := backend.ConcatPrevShape(s, ps)
+	os, err := check.ConcatPrevShape(s, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (b *Backend) FoldFrames(xt backend.Tensor, st int) (backend.Tensor, error) 
 		return nil, err
 	}
 	s := x.shape
-	os, err := backend.FoldShape(s, st)
+	os, err := check.FoldShape(s, st)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 		return nil, err
 	}
 	s := x.shape
-	os, err := backend.UnfoldShape(s, st)
+	os, err := check.UnfoldShape(s, st)
 	if err != nil {
 		return nil, err
 	}

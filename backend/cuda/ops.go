@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/tensor/half"
 )
@@ -103,7 +104,7 @@ func (w *convWeights) Free() {
 
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckConvWeights(out, in, kh, kw, w, bias); err != nil {
+	if err := check.ConvWeights(out, in, kh, kw, w, bias); err != nil {
 		return nil, err
 	}
 	cw, err := b.filter(out, in, kh, kw, out, in, w)
@@ -203,7 +204,7 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 		return nil, fmt.Errorf("cuda conv given %T weights", wt)
 	}
 	s := x.shape
-	oh, ow, err := backend.ConvOutput(s, p, w.in, w.kh, w.kw)
+	oh, ow, err := check.ConvOutput(s, p, w.in, w.kh, w.kw)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +425,7 @@ func (b *Backend) axis(mode backend.ResizeMode, out, dstOff, dstFull, srcLen, sr
 	if t, ok := b.tapCache[key]; ok {
 		return t, nil
 	}
-	a := backend.MakeTaps(mode, out, dstOff, dstFull, srcLen, srcOff, srcFull)
+	a := check.MakeTaps(mode, out, dstOff, dstFull, srcLen, srcOff, srcFull)
 	idx := make([]int32, len(a.Idx))
 	for i, v := range a.Idx {
 		idx[i] = int32(v)
@@ -463,7 +464,7 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 		return nil, err
 	}
 	s := x.shape
-	src, dst, err = backend.ResizeWindows(s, mode, oh, ow, src, dst)
+	src, dst, err = check.ResizeWindows(s, mode, oh, ow, src, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +515,7 @@ func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backe
 		return nil, err
 	}
 	xs, bs := x.shape, base.shape
-	os, err := backend.ShuffleAddShape(xs, bs, r)
+	os, err := check.ShuffleAddShape(xs, bs, r)
 	if err != nil {
 		return nil, err
 	}

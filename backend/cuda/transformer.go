@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 	"github.com/vsr-dev/vsr/nvidia/cublaslt"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/tensor/half"
@@ -87,7 +88,7 @@ func (b *Backend) uploadBytes(data []byte) (*cu.Buffer, error) {
 
 // PrepareLinear converts and uploads the weights and bias.
 func (b *Backend) PrepareLinear(out, in int, w, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckLinear(out, in, w, bias); err != nil {
+	if err := check.Linear(out, in, w, bias); err != nil {
 		return nil, err
 	}
 	if bias == nil {
@@ -121,7 +122,7 @@ func (b *Backend) matrix(t backend.Tensor, cols int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, backend.CheckMatrix(m.shape, cols)
+	return m, check.Matrix(m.shape, cols)
 }
 
 // Linear runs one cuBLASLt GEMM with the bias (and GELU) in its epilogue;
@@ -222,10 +223,10 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	hd, g, parts := x.shape.C, backend.Grid{F: x.shape.W, H: 1, W: 1}, [3]int{}
 	var tab cu.DevicePtr
 	if rope != nil {
-		if err := backend.CheckRoPE(*rope, x.shape.W, x.shape.C); err != nil {
+		if err := check.RoPE(*rope, x.shape.W, x.shape.C); err != nil {
 			return err
 		}
-		hd, g, parts = rope.HeadDim, rope.Grid, backend.RoPEParts(rope.HeadDim)
+		hd, g, parts = rope.HeadDim, rope.Grid, check.RoPEParts(rope.HeadDim)
 		if tab, err = b.ropeTable(*rope, parts); err != nil {
 			return err
 		}
@@ -279,7 +280,7 @@ type keys struct{ linearWeights }
 
 // PrepareKeys uploads the keys and biases in float32.
 func (b *Backend) PrepareKeys(n, cols int, k, bias []float32) (backend.Weights, error) {
-	if err := backend.CheckKeys(n, cols, k, bias); err != nil {
+	if err := check.Keys(n, cols, k, bias); err != nil {
 		return nil, err
 	}
 	lw, err := b.newWeights(n, cols, cu.AsBytes(k), cu.AsBytes(bias))
@@ -300,7 +301,7 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckAttentionWeights(q.shape, cols, headDim); err != nil {
+	if err := check.AttentionWeights(q.shape, cols, headDim); err != nil {
 		return nil, err
 	}
 	rows, heads := q.shape.W, cols/headDim
@@ -334,7 +335,7 @@ func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckRows(x.shape, start, n); err != nil {
+	if err := check.Rows(x.shape, start, n); err != nil {
 		return nil, err
 	}
 	v := b.share(x)
@@ -349,7 +350,7 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	if err := backend.CheckReshape(x.shape, s); err != nil {
+	if err := check.Reshape(x.shape, s); err != nil {
 		return nil, err
 	}
 	y, err := b.alloc(s)

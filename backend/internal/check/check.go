@@ -1,0 +1,298 @@
+// Package check holds what every backend implementation shares and model
+// code never needs: the checks each op makes on its arguments (so that all
+// backends accept and refuse the same calls with the same messages), the
+// shapes ops produce, and the resize taps every backend samples with.
+package check
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vsr-dev/vsr/backend"
+)
+
+// Checks every backend makes on its arguments, in one place so that all of
+// them accept and refuse the same calls with the same messages.
+
+// ConvWeights validates PrepareConv's arguments.
+func ConvWeights(out, in, kh, kw int, w, bias []float32) error {
+	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
+		return fmt.Errorf("conv weights %dx%dx%dx%d: got %d values", out, in, kh, kw, len(w))
+	}
+	if bias != nil && len(bias) != out {
+		return fmt.Errorf("conv bias: want %d values, got %d", out, len(bias))
+	}
+	return nil
+}
+
+// ConvOutput checks that an input of shape s fits a convolution with in
+// input channels and a kh x kw kernel, and returns the output size.
+func ConvOutput(s backend.Shape, p backend.ConvParams, in, kh, kw int) (oh, ow int, err error) {
+	if s.C != in || p.KH != kh || p.KW != kw {
+		return 0, 0, fmt.Errorf("conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", s.C, p.KH, p.KW, in, kh, kw)
+	}
+	oh, ow = p.OutSize(s.H, s.W)
+	if oh <= 0 || ow <= 0 {
+		return 0, 0, fmt.Errorf("conv: input %dx%d is too small for a %dx%d kernel", s.H, s.W, p.KH, p.KW)
+	}
+	return oh, ow, nil
+}
+
+// ResizeWindows checks a Resize of an s-shaped tensor to oh x ow and
+// returns its windows with zero ones filled in as whole images.
+func ResizeWindows(s backend.Shape, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Window, backend.Window, error) {
+	if mode < backend.Nearest || mode > backend.Bicubic {
+		return src, dst, fmt.Errorf("resize: unsupported mode %v", mode)
+	}
+	if oh <= 0 || ow <= 0 {
+		return src, dst, fmt.Errorf("resize %dx%d to %dx%d: empty output", s.W, s.H, ow, oh)
+	}
+	if src.Whole() {
+		src = backend.Window{FullH: s.H, FullW: s.W}
+	}
+	if dst.Whole() {
+		dst = backend.Window{FullH: oh, FullW: ow}
+	}
+	return src, dst, nil
+}
+
+// FramesShape checks Frames(x, start, n) on an s-shaped x.
+func FramesShape(s backend.Shape, start, n int) (backend.Shape, error) {
+	if start < 0 || n <= 0 || start+n > s.N {
+		return backend.Shape{}, fmt.Errorf("frames [%d, %d) of a %d-frame tensor", start, start+n, s.N)
+	}
+	return backend.Shape{N: n, H: s.H, W: s.W, C: s.C}, nil
+}
+
+// ConcatShape checks ConcatFrames of tensors of the given shapes.
+func ConcatShape(shapes []backend.Shape) (backend.Shape, error) {
+	if len(shapes) == 0 {
+		return backend.Shape{}, fmt.Errorf("concat of no tensors")
+	}
+	out := shapes[0]
+	for _, p := range shapes[1:] {
+		if p.H != out.H || p.W != out.W || p.C != out.C {
+			return backend.Shape{}, fmt.Errorf("concat of frames %v and %v", shapes[0], p)
+		}
+		out.N += p.N
+	}
+	return out, nil
+}
+
+// CopyFrames checks CopyFrames(dst, at, src) on tensors of these shapes.
+func CopyFrames(dst backend.Shape, at int, src backend.Shape) error {
+	if src.H != dst.H || src.W != dst.W || src.C != dst.C || at < 0 || at+src.N > dst.N {
+		return fmt.Errorf("copy of frames %v into frames [%d, %d) of %v", src, at, at+src.N, dst)
+	}
+	return nil
+}
+
+// ConcatPrevShape checks ConcatPrev(x, prev); prev may be nil.
+func ConcatPrevShape(s backend.Shape, prev *backend.Shape) (backend.Shape, error) {
+	if prev != nil && *prev != (backend.Shape{N: 1, H: s.H, W: s.W, C: s.C}) {
+		return backend.Shape{}, fmt.Errorf("previous frame %v does not fit frames %v", *prev, s)
+	}
+	return backend.Shape{N: s.N, H: s.H, W: s.W, C: 2 * s.C}, nil
+}
+
+// FoldShape checks FoldFrames(x, st).
+func FoldShape(s backend.Shape, st int) (backend.Shape, error) {
+	if st <= 0 || s.N%st != 0 {
+		return backend.Shape{}, fmt.Errorf("fold %d frames by %d", s.N, st)
+	}
+	return backend.Shape{N: s.N / st, H: s.H, W: s.W, C: s.C * st}, nil
+}
+
+// UnfoldShape checks UnfoldFrames(x, st).
+func UnfoldShape(s backend.Shape, st int) (backend.Shape, error) {
+	if st <= 0 || s.C%st != 0 {
+		return backend.Shape{}, fmt.Errorf("unfold %d channels by %d", s.C, st)
+	}
+	return backend.Shape{N: s.N * st, H: s.H, W: s.W, C: s.C / st}, nil
+}
+
+// UnshuffleShape checks PixelUnshuffle(x, r).
+func UnshuffleShape(s backend.Shape, r int) (backend.Shape, error) {
+	if r <= 0 || s.H%r != 0 || s.W%r != 0 {
+		return backend.Shape{}, fmt.Errorf("pixel unshuffle by %d: %dx%d is not a multiple", r, s.W, s.H)
+	}
+	return backend.Shape{N: s.N, H: s.H / r, W: s.W / r, C: s.C * r * r}, nil
+}
+
+// CropPadShape checks CropPad(x, h, w).
+func CropPadShape(s backend.Shape, h, w int) (backend.Shape, error) {
+	if h <= 0 || w <= 0 {
+		return backend.Shape{}, fmt.Errorf("crop/pad to %dx%d", w, h)
+	}
+	return backend.Shape{N: s.N, H: h, W: w, C: s.C}, nil
+}
+
+// ShuffleAddShape checks ShuffleAddNearest(x, base, r).
+func ShuffleAddShape(x, base backend.Shape, r int) (backend.Shape, error) {
+	if r <= 0 || x.C != base.C*r*r || x.N != base.N || x.H != base.H || x.W != base.W {
+		return backend.Shape{}, fmt.Errorf("shuffle-add: shapes %v and %v do not fit r=%d", x, base, r)
+	}
+	return backend.Shape{N: x.N, H: x.H * r, W: x.W * r, C: base.C}, nil
+}
+
+// Taps holds, for each output index along one axis of a resize, up to
+// four source indices (local to the input tensor) and their weights. Every
+// backend resamples with these, so they agree exactly on where samples
+// come from.
+type Taps struct {
+	N   int // taps per output index
+	Idx []int
+	Wt  []float32
+}
+
+// cubic returns the Keys cubic convolution weights (A = -0.75) for the four
+// taps around a sample at fraction t past the second tap, as ncnn and
+// PyTorch compute them.
+func cubic(t float32) [4]float32 {
+	const A = -0.75
+	x0, x1, x2 := t+1, t, 1-t
+	var c [4]float32
+	c[0] = ((A*x0-5*A)*x0+8*A)*x0 - 4*A
+	c[1] = ((A+2)*x1-(A+3))*x1*x1 + 1
+	c[2] = ((A+2)*x2-(A+3))*x2*x2 + 1
+	c[3] = 1 - c[0] - c[1] - c[2]
+	return c
+}
+
+// MakeTaps computes the taps for out output samples starting at global
+// index dstOff of a dstFull-long axis, reading a local input of srcLen
+// samples placed at global index srcOff of a srcFull-long axis. All
+// arithmetic uses global indices, so a tile computes exactly the values of
+// the whole image.
+func MakeTaps(mode backend.ResizeMode, out, dstOff, dstFull, srcLen, srcOff, srcFull int) Taps {
+	n := map[backend.ResizeMode]int{backend.Nearest: 1, backend.Bilinear: 2, backend.Bicubic: 4}[mode]
+	a := Taps{N: n, Idx: make([]int, out*n), Wt: make([]float32, out*n)}
+	local := func(g int) int { // clamp to the whole image, then to the tile
+		g = min(max(g, 0), srcFull-1) - srcOff
+		return min(max(g, 0), srcLen-1)
+	}
+	scale := float64(srcFull) / float64(dstFull)
+	for i := 0; i < out; i++ {
+		g := dstOff + i
+		idx, wt := a.Idx[i*n:(i+1)*n], a.Wt[i*n:(i+1)*n]
+		switch mode {
+		case backend.Nearest:
+			idx[0], wt[0] = local(g*srcFull/dstFull), 1
+		case backend.Bilinear:
+			f := max(float32((float64(g)+0.5)*scale-0.5), 0)
+			s := int(math.Floor(float64(f)))
+			f -= float32(s)
+			idx[0], idx[1] = local(s), local(s+1)
+			wt[0], wt[1] = 1-f, f
+		case backend.Bicubic:
+			f := float32((float64(g)+0.5)*scale - 0.5)
+			s := int(math.Floor(float64(f)))
+			c := cubic(f - float32(s))
+			for k := 0; k < 4; k++ {
+				idx[k], wt[k] = local(s-1+k), c[k]
+			}
+		}
+	}
+	return a
+}
+
+// Keys validates PrepareKeys' arguments.
+func Keys(n, cols int, k, bias []float32) error {
+	if n < 1 || n > backend.MaxKeys || cols < 1 || len(k) != n*cols || len(bias) != n {
+		return fmt.Errorf("keys: %d keys (at most %d) of %d columns, %d values, %d biases", n, backend.MaxKeys, cols, len(k), len(bias))
+	}
+	return nil
+}
+
+// AttentionWeights reports whether q (rows x cols) suits keys of
+// cols columns in heads of headDim.
+func AttentionWeights(q backend.Shape, cols, headDim int) error {
+	if err := Matrix(q, cols); err != nil {
+		return fmt.Errorf("attention weights: %w", err)
+	}
+	if headDim < 1 || cols%headDim != 0 {
+		return fmt.Errorf("attention weights: %d columns are not heads of %d", cols, headDim)
+	}
+	return nil
+}
+
+// RoPEParts returns the number of rotated pairs per head for the temporal,
+// height and width positions.
+func RoPEParts(headDim int) [3]int {
+	hw := headDim / 6
+	return [3]int{headDim/2 - 2*hw, hw, hw}
+}
+
+// Matrix reports whether s is a matrix (see backend.Matrix) with cols
+// columns (any number when cols is 0).
+func Matrix(s backend.Shape, cols int) error {
+	if s.N != 1 || s.H != 1 || s.W < 1 || s.C < 1 || cols > 0 && s.C != cols {
+		return fmt.Errorf("tensor %v is not a matrix of %d columns", s, cols)
+	}
+	return nil
+}
+
+// Linear validates PrepareLinear's arguments.
+func Linear(out, in int, w, bias []float32) error {
+	if out < 1 || in < 1 || len(w) != out*in || bias != nil && len(bias) != out {
+		return fmt.Errorf("linear %dx%d: %d weights, %d biases", out, in, len(w), len(bias))
+	}
+	return nil
+}
+
+// RoPE reports whether r fits a matrix of rows x cols.
+func RoPE(r backend.RoPE, rows, cols int) error {
+	if r.HeadDim < 6 || r.HeadDim%2 != 0 || cols%r.HeadDim != 0 || r.Grid.Tokens() != rows || r.Grid.Tokens() < 1 {
+		return fmt.Errorf("rope: head dim %d over %d columns, grid %+v for %d rows", r.HeadDim, cols, r.Grid, rows)
+	}
+	return nil
+}
+
+// Reshape reports whether a tensor of shape from can be reshaped to s.
+func Reshape(from, s backend.Shape) error {
+	if s.Elems() != from.Elems() || s.N < 1 || s.H < 1 || s.W < 1 || s.C < 1 {
+		return fmt.Errorf("reshape %v to %v", from, s)
+	}
+	return nil
+}
+
+// Rows reports whether rows [start, start+n) exist in the matrix s.
+func Rows(s backend.Shape, start, n int) error {
+	if err := Matrix(s, 0); err != nil {
+		return err
+	}
+	if start < 0 || n < 1 || start+n > s.W {
+		return fmt.Errorf("rows [%d, %d) of a %d-row matrix", start, start+n, s.W)
+	}
+	return nil
+}
+
+// Attention reports whether q (Lq x cols), k and v (both Lk x cols)
+// are attention operands whose columns are heads of headDim.
+func Attention(q, k, v backend.Shape, headDim int) error {
+	if err := Matrix(q, 0); err != nil {
+		return fmt.Errorf("attention queries: %w", err)
+	}
+	if headDim < 2 || headDim%2 != 0 || q.C%headDim != 0 {
+		return fmt.Errorf("attention: %d columns are not heads of %d", q.C, headDim)
+	}
+	if err := Matrix(k, q.C); err != nil {
+		return fmt.Errorf("attention keys: %w", err)
+	}
+	if k != v {
+		return fmt.Errorf("attention: keys %v and values %v differ", k, v)
+	}
+	return nil
+}
+
+// WindowAttention is CheckAttention for attention in the windows w
+// of the grid g, whose tokens are the rows of q, k and v.
+func WindowAttention(q, k, v backend.Shape, headDim int, g backend.Grid, w backend.Windows) error {
+	if err := Attention(q, k, v, headDim); err != nil {
+		return err
+	}
+	if q.W != g.Tokens() || k.W != g.Tokens() {
+		return fmt.Errorf("window attention: %d query and %d key rows for a grid of %d tokens", q.W, k.W, g.Tokens())
+	}
+	return w.Check(g)
+}
