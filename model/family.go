@@ -12,13 +12,17 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 )
 
 // Kind is the type of a parameter's values.
@@ -37,6 +41,9 @@ type Param struct {
 	// same with '_' for '-' ("sr_ratio") unless Field says otherwise.
 	Name  string
 	Field string
+	// Short is a one-letter command-line shorthand ("s" for -s), as the
+	// tools users know have it; "" for none.
+	Short string
 	Kind  Kind
 	// Default is the value when the request does not set one, of Kind's Go
 	// type (int, float64, string; a Shape's default is the zero Size).
@@ -217,14 +224,30 @@ func Families() []Family {
 // detects it, so that a family registered later (more specific) wins
 // over the default one.
 func Find(spec string) (Family, error) {
-	fs := Families()
-	for i := len(fs) - 1; i >= 0; i-- {
-		if fs[i].Detect(spec) {
-			return fs[i], nil
+	fams := Families()
+	for i := len(fams) - 1; i >= 0; i-- {
+		if fams[i].Detect(spec) {
+			return fams[i], nil
+		}
+	}
+	// Say what spec is instead: a pickle, a directory a family can
+	// explain, or nothing at all.
+	if st, err := os.Stat(spec); err == nil && st.Mode().IsRegular() {
+		if err := safetensors.CheckNotPickle(spec); err != nil {
+			return nil, fmt.Errorf("--model: %w", err)
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled model name (see `vsr models`)", spec)
+	}
+	for _, f := range fams {
+		if e, ok := f.(interface{ Explain(string) error }); ok {
+			if err := e.Explain(spec); err != nil {
+				return nil, fmt.Errorf("--model: %w", err)
+			}
 		}
 	}
 	var names []string
-	for _, f := range fs {
+	for _, f := range fams {
 		names = append(names, f.Name())
 	}
 	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))

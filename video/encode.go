@@ -59,6 +59,9 @@ type EncodeOptions struct {
 	// it to disk first. Outputs are otherwise synced before the rename, so
 	// that a crash never leaves a truncated file under the output's name.
 	Intermediate bool
+	// Options are more encoder options, ffmpeg's "-key value" as
+	// "key=value" (e.g. "x265-params=aq-mode=3"), given after vsr's own.
+	Options []string
 	// NoReplace makes Close fail with ErrExists, leaving the file alone,
 	// when the output path exists by the time the output is finished
 	// (checked and renamed in one atomic step).
@@ -172,6 +175,10 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	if o.Threads > 0 {
 		args = append(args, "-threads", strconv.Itoa(o.Threads))
 	}
+	for _, kv := range o.Options {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "-"+k, v)
+	}
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
 	args = append(args, "-max_muxing_queue_size", "4096", "-y", fileArg(tmp))
 
@@ -219,6 +226,14 @@ func normalizeEncodeOptions(o EncodeOptions) (EncodeOptions, error) {
 	}
 	if o.PixFmt == "" {
 		o.PixFmt = "yuv420p"
+	}
+	for _, kv := range o.Options {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "-") || strings.ContainsFunc(k, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':')
+		}) {
+			return o, fmt.Errorf("encoder option %q: want key=value, e.g. x265-params=aq-mode=3 or tune=film", kv)
+		}
 	}
 	if o.ExpectFrames < 0 {
 		return o, fmt.Errorf("ExpectFrames %d is negative: use 0 for no check", o.ExpectFrames)

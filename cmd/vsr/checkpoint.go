@@ -30,6 +30,9 @@ func newCheckpointInspect() *cobra.Command {
 			"Exits non-zero when the checkpoint has problems.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := swiftvr.CheckDir(args[0]); err != nil {
+				return err
+			}
 			r := swiftvr.Inspect(args[0])
 			if asJSON {
 				if err := printJSON(cmd, r); err != nil {

@@ -7,11 +7,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,14 +23,40 @@ import (
 var version = ""
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-		fmt.Fprintln(os.Stderr, "vsr: "+msg)
-		os.Exit(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value // the signal that stopped the run
+	go func() {
+		s := <-sigs
+		got.Store(s)
+		cancel()
+	}()
+	cmd, err := newRoot().ExecuteContextC(ctx)
+	signal.Stop(sigs)
+	if err == nil {
+		return
 	}
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	fmt.Fprintln(os.Stderr, "vsr: "+msg)
+	if cmd != nil {
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
+			json.NewEncoder(os.Stdout).Encode(map[string]string{"error": msg})
+		}
+	}
+	os.Exit(exitCode(got.Load()))
+}
+
+// exitCode is 1 for an error, or as shells report a process stopped by a
+// signal: 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
+func exitCode(sig any) int {
+	switch sig {
+	case os.Interrupt:
+		return 130
+	case syscall.SIGTERM:
+		return 143
+	}
+	return 1
 }
 
 func newRoot() *cobra.Command {

@@ -136,7 +136,7 @@ func TestLosslessOutput(t *testing.T) {
 	dir := t.TempDir()
 	in := genClip(t, dir, 2, true, "mkv")
 	out := filepath.Join(dir, "lossless.mkv")
-	if _, err := vsr(t, "restore", in, "-o", out, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--tile", "8"); err != nil {
+	if _, err := vsr(t, "restore", in, "-o", out, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none"); err != nil {
 		t.Fatal(err)
 	}
 	info := probe(t, out)
@@ -153,6 +153,20 @@ func TestLosslessOutput(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Error("ffv1/gbrp output differs from the model's frames")
+	}
+	// In tiles of the smallest size allowed, the same frames as whole.
+	wide := filepath.Join(dir, "wide.mp4")
+	sizedClip(t, wide, 80, 48, 2)
+	tiled := filepath.Join(dir, "tiled.mkv")
+	if _, err := vsr(t, "restore", wide, "-o", tiled, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--tile", "32"); err != nil {
+		t.Fatal(err)
+	}
+	want = make([]byte, 2*320*192*3)
+	if err := m.Upscale(context.Background(), decodeAll(t, probe(t, wide)), 2, 80, 48, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(decodeAll(t, probe(t, tiled)), want) {
+		t.Error("--tile 32 output differs from the model's whole frames")
 	}
 	x265 := filepath.Join(dir, "x265.mp4")
 	if _, err := vsr(t, "restore", in, "-o", x265, "--codec", "libx265", "--preset", "ultrafast", "--crf", "28", "--progress", "none"); err != nil {

@@ -13,16 +13,20 @@ import (
 // default and help.
 func addFamilyFlags(fl *pflag.FlagSet) {
 	for _, p := range familyParams() {
+		short := p.Short
+		if fl.ShorthandLookup(short) != nil {
+			short = "" // taken by a flag of the command
+		}
 		switch p.Kind {
 		case model.Int:
 			d, _ := p.Default.(int)
-			fl.Int(p.Name, d, p.Help)
+			fl.IntP(p.Name, short, d, p.Help)
 		case model.Float:
 			d, _ := p.Default.(float64)
-			fl.Float64(p.Name, d, p.Help)
+			fl.Float64P(p.Name, short, d, p.Help)
 		default:
 			d, _ := p.Default.(string)
-			fl.String(p.Name, d, p.Help)
+			fl.StringP(p.Name, short, d, p.Help)
 		}
 	}
 }

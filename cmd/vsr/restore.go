@@ -28,12 +28,18 @@ type restoreFlags struct {
 	segments int
 	threads  int
 	dtype    string
+
+	// restore only
+	input      string   // -i, the input as a flag
+	overwrite  bool     // -y
+	gpu        int      // -g N: --device cuda:N (-1: not given)
+	encoderOpt []string // --encoder-opt key=value
 }
 
 func newRestore() *cobra.Command {
 	var f restoreFlags
 	cmd := &cobra.Command{
-		Use:   "restore INPUT -o OUTPUT",
+		Use:   "restore {INPUT | -i INPUT} -o OUTPUT",
 		Short: "Restore and upscale a video",
 		Long: `Restore and upscale a video with a neural network.
 
@@ -42,17 +48,35 @@ written to a temporary file beside OUTPUT and renamed when complete, so a
 failed or interrupted run leaves nothing behind. The output directory must
 exist.`,
 		Example: `  vsr restore in.mp4 -o out.mp4
-  vsr restore in.mkv -o out.mkv --scale 2 --codec libx265 --crf 22
+  vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
   vsr restore in.mp4 -o out.mp4 --model ~/models/realesr-animevideov3-x4.param`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRestore(cmd, args[0], f)
+			switch {
+			case len(args) == 1 && f.input != "":
+				return usageError(cmd, "give the input once: as an argument or with -i, not both")
+			case len(args) == 1:
+				f.input = args[0]
+			case f.input == "":
+				return usageError(cmd, "no input: give a video file (as an argument or with -i)")
+			}
+			if f.gpu >= 0 {
+				if cmd.Flags().Changed("device") {
+					return usageError(cmd, "give -g (--gpu) or --device, not both")
+				}
+				f.device = fmt.Sprintf("cuda:%d", f.gpu)
+			}
+			return runRestore(cmd, f.input, f)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "output video file (required); its directory must exist")
-	fl.StringVar(&f.model, "model", "", "model: a bundled name (see `vsr models`), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
+	fl.StringVarP(&f.input, "input", "i", "", "input video (instead of the argument)")
+	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
+	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
+	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
+	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see `vsr models`), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
 	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
@@ -82,6 +106,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	if same, _ := samePath(input, f.output); same {
 		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
 	}
+	if st, err := os.Stat(f.output); err == nil && !st.IsDir() && !f.overwrite {
+		return fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or choose another path", f.output)
+	}
 	set, err := familyValues(cmd.Flags())
 	if err != nil {
 		return err
@@ -105,7 +132,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	res, err := ld.Run(ctx, app.Job{
 		Input: input, Output: f.output, Info: info, Params: set,
 		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments,
-		Encode:   encodeOptions(f),
+		Encode:   restoreEncode(f),
 		Progress: prog.update,
 	})
 	prog.finish(err == nil)
@@ -124,6 +151,19 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 
 func encodeOptions(f restoreFlags) video.EncodeOptions {
 	return video.EncodeOptions{Codec: f.codec, CRF: f.crf, Preset: f.preset, PixFmt: f.pixFmt, Threads: f.threads}
+}
+
+// restoreEncode is restore's encoder settings: an output that appears
+// while the job runs is not replaced without -y either.
+func restoreEncode(f restoreFlags) video.EncodeOptions {
+	e := encodeOptions(f)
+	e.Options, e.NoReplace = f.encoderOpt, !f.overwrite
+	return e
+}
+
+// usageError is an argument error with the command's usage line.
+func usageError(cmd *cobra.Command, msg string) error {
+	return fmt.Errorf("%s (usage: %s)", msg, cmd.UseLine())
 }
 
 // setup opens the device (with extra GPU settings, see app.OpenDevices)

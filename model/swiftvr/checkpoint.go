@@ -412,6 +412,31 @@ func IsCheckpointDir(dir string) bool {
 	return err == nil && st.IsDir()
 }
 
+// CheckDir explains why path is not a checkpoint directory (nil when it
+// looks like one): a PyTorch pickle, another file, or a directory without
+// reae.safetensors or transformer/.
+func CheckDir(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case !st.IsDir():
+		if err := safetensors.CheckNotPickle(path); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s is a file, not a SwiftVR checkpoint directory (which holds %s, %s and %s/)", path, ReAEFile, PromptFile, TransformerDir)
+	case IsCheckpointDir(path):
+		return nil
+	}
+	var missing []string
+	for _, f := range []string{ReAEFile, TransformerDir + "/"} {
+		if _, err := os.Stat(filepath.Join(path, f)); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	return fmt.Errorf("directory %s is not a SwiftVR checkpoint: it has no %s (a checkpoint holds %s, %s and %s/, as published)", path, strings.Join(missing, " and no "), ReAEFile, PromptFile, TransformerDir)
+}
+
 // Open opens and validates the checkpoint in dir: every expected tensor must
 // be present with the shape the other tensors and config.json imply and a
 // supported dtype. The first problem found is returned as a one-line error;

@@ -3,6 +3,7 @@ package swiftvr
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -16,6 +17,14 @@ type family struct{}
 
 func (family) Name() string            { return "swiftvr" }
 func (family) Detect(spec string) bool { return spec != "" && IsCheckpointDir(spec) }
+
+// Explain says why a directory is not a checkpoint (nil for other specs).
+func (family) Explain(spec string) error {
+	if st, err := os.Stat(spec); err == nil && st.IsDir() {
+		return CheckDir(spec)
+	}
+	return nil
+}
 
 // StorageType is bf16: the DiT overflows fp16.
 func (family) StorageType() string { return "bf16" }

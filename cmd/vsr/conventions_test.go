@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestConventions: the conventions of ffmpeg and realesrgan-ncnn-vulkan.
+// An existing output is kept unless -y; -i, -s, -t, -n, -y work as there;
+// --encoder-opt reaches the encoder.
+func TestConventions(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 3, false, "mp4")
+	out := filepath.Join(dir, "out.mp4")
+	if err := os.WriteFile(out, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := vsr(t, "restore", in, "-o", out, "--progress", "none", "--device", "cpu", "-s", "2")
+	if err == nil || !strings.Contains(err.Error(), "-y") {
+		t.Errorf("restore over an existing output: %v", err)
+	}
+	if got, _ := os.ReadFile(out); string(got) != "mine" {
+		t.Fatalf("the existing output was replaced without -y")
+	}
+	if _, err := vsr(t, "restore", "-i", in, "-o", out, "-y", "-s", "2", "-t", "32", "--progress", "none", "--device", "cpu",
+		"--encoder-opt", "tune=film", "--encoder-opt", "x264-params=keyint=2"); err != nil {
+		t.Fatalf("restore -i -y -s -t --encoder-opt: %v", err)
+	}
+	checkOutput(t, out, 3, 48, 32)
+	out3 := filepath.Join(dir, "out3.mp4")
+	if _, err := vsr(t, "restore", in, "-o", out3, "-n", "realesr-animevideov3-x3", "--progress", "none", "--device", "cpu"); err != nil {
+		t.Fatalf("restore -n: %v", err)
+	}
+	checkOutput(t, out3, 3, 72, 48)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", in, "-i", in, "-o", filepath.Join(dir, "a.mp4")}, "usage"},
+		{[]string{"restore", "-o", filepath.Join(dir, "a.mp4")}, "no input"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--device", "cpu", "--encoder-opt", "=1"}, "encoder option"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "-g", "0", "--device", "cpu"}, "-g"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--device", "cpu", "-t", "8"}, "at least 32"},
+	} {
+		if _, err := vsr(t, append(c.args, "--progress", "none")...); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("vsr %v: %v, want one line naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestExitCodes runs the built binary: Ctrl-C exits 130 and SIGTERM 143
+// (as shells report), leaving no output; --json prints the error as JSON.
+func TestExitCodes(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	in := filepath.Join(dir, "long.mp4")
+	sizedClip(t, in, 64, 48, 200)
+	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
+		out := filepath.Join(dir, "out.mp4")
+		cmd := exec.Command(bin, "restore", in, "-o", out, "--device", "cpu", "--progress", "plain")
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the first progress line: the restore is under way.
+		buf := make([]byte, 256)
+		stderr.Read(buf)
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != want {
+				t.Errorf("%v: exit %v, want %d", sig, err, want)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: vsr did not stop", sig)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: an output was left", sig)
+		}
+	}
+	out, err := exec.Command(bin, "restore", filepath.Join(dir, "missing.mp4"), "-o", filepath.Join(dir, "x.mp4"), "--json").Output()
+	var ee *exec.ExitError
+	var m map[string]string
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || json.Unmarshal(out, &m) != nil || !strings.Contains(m["error"], "missing.mp4") {
+		t.Errorf("--json on failure: %v, stdout %q", err, out)
+	}
+}
+
+// TestNotAModel: PyTorch pickles, plain directories and missing paths
+// given as --model or to checkpoint inspect are named for what they are.
+func TestNotAModel(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 2, false, "mp4")
+	pth := filepath.Join(dir, "RealESRGAN_x4plus.pth")
+	os.WriteFile(pth, []byte{0x80, 0x02, 'K', 0x01, '.'}, 0o644) // a pickle stream (protocol 2)
+	plain := filepath.Join(dir, "weights")
+	os.Mkdir(plain, 0o755)
+	os.WriteFile(filepath.Join(plain, "reae.safetensors"), []byte("x"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", pth}, "PyTorch pickle"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", plain}, "no transformer/"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", filepath.Join(dir, "nothing")}, "no such file"},
+		{[]string{"checkpoint", "inspect", pth}, "PyTorch pickle"},
+		{[]string{"checkpoint", "inspect", plain}, "not a SwiftVR checkpoint"},
+	} {
+		if _, err := vsr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("vsr %v: %v, want one line naming %q", c.args, err, c.want)
+		}
+	}
+}
