@@ -222,7 +222,11 @@ func gatherLibraries(r *Report) {
 }
 
 // String renders the report for people.
-func (r *Report) String() string {
+func (r *Report) String() string { return r.Text(true) }
+
+// Text is the report as text; without verbose, a missing library's line
+// leaves out the paths searched for it.
+func (r *Report) Text(verbose bool) string {
 	var b strings.Builder
 	switch {
 	case r.DriverVersion != "" && r.CUDAVersion != "":
@@ -260,7 +264,11 @@ func (r *Report) String() string {
 			}
 			fmt.Fprintln(tw)
 		} else {
-			fmt.Fprintf(tw, "  %s\tmissing\t%s\n", l.Name, l.Error)
+			msg := l.Error
+			if i, j := strings.Index(msg, " (searched: "), strings.LastIndex(msg, "); "); !verbose && i >= 0 && j > i {
+				msg = msg[:i] + msg[j+1:]
+			}
+			fmt.Fprintf(tw, "  %s\tmissing\t%s\n", l.Name, msg)
 		}
 	}
 	tw.Flush()

@@ -42,10 +42,17 @@ func linkNoReplace(tmp, out string) error {
 const selfFD = "/proc/self/fd/"
 
 // ChildPath returns p as a child process (ffmpeg) must name it: a path
-// under /proc/self/fd becomes /proc/PID/fd, which reaches the very file or
-// directory this process opened, whatever its name now points to; other
-// paths are returned as they are.
+// under /proc/self/fd (or /dev/fd, or /dev/stdin) becomes /proc/PID/fd,
+// which reaches the very file or directory this process has open, whatever
+// its name now points to (and not the child's own stdin); other paths are
+// returned as they are.
 func ChildPath(p string) string {
+	switch {
+	case p == "/dev/stdin":
+		p = selfFD + "0"
+	case strings.HasPrefix(p, "/dev/fd/"):
+		p = selfFD + strings.TrimPrefix(p, "/dev/fd/")
+	}
 	if rest, ok := strings.CutPrefix(p, selfFD); ok {
 		return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + rest
 	}

@@ -100,3 +100,18 @@ func TestDescriptorPaths(t *testing.T) {
 		t.Errorf("read %d frames through the descriptor, want the joined file's 4", info.Frames)
 	}
 }
+
+func TestChildPathStdin(t *testing.T) {
+	pid := strconv.Itoa(os.Getpid())
+	for in, want := range map[string]string{
+		"/dev/stdin":        "/proc/" + pid + "/fd/0",
+		"/dev/fd/5":         "/proc/" + pid + "/fd/5",
+		"/proc/self/fd/7/x": "/proc/" + pid + "/fd/7/x",
+		"/videos/in.mp4":    "/videos/in.mp4",
+		"/dev/stdin.mp4/..": "/dev/stdin.mp4/..",
+	} {
+		if got := ChildPath(in); got != want {
+			t.Errorf("ChildPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

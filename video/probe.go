@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -187,6 +188,8 @@ func checkInput(path string) error {
 		return fmt.Errorf("open input %q: %v", path, err)
 	case st.IsDir():
 		return fmt.Errorf("open input %q: is a directory, not a video file", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("input %q is a pipe or a device, not a file: vsr reads its input more than once (to probe it, then to decode it, in parallel parts); save it to a file first", path)
 	case st.Size() == 0:
 		return kindErrorf(ErrNotVideo, "%q is an empty file, not a video", path)
 	}
@@ -201,6 +204,26 @@ func checkInput(path string) error {
 	return nil
 }
 
+// looksLikeMP4 reports whether the file begins with an ISO media box (a
+// 32-bit size and a type such as ftyp, moov, mdat, free, wide, skip), as
+// every MP4 or MOV file, whole or cut short, does.
+func looksLikeMP4(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var h [8]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return false
+	}
+	switch string(h[4:8]) {
+	case "ftyp", "moov", "mdat", "free", "wide", "skip", "pnot", "uuid":
+		return true
+	}
+	return false
+}
+
 // notMedia builds the error for a file the tool could not open as media.
 func notMedia(path, tool string, r result) error {
 	msg := describe(r.tail, r.err)
@@ -208,6 +231,9 @@ func notMedia(path, tool string, r result) error {
 	msg = strings.TrimPrefix(msg, path+": ")
 	if errors.Is(r.err, ErrNoFFmpeg) {
 		return r.err
+	}
+	if r.tail.Contains("moov atom not found") && !looksLikeMP4(path) {
+		return kindErrorf(ErrNotVideo, "%q is not a video file: it does not begin as an MP4 file does (%s: moov atom not found)", path, tool)
 	}
 	if r.tail.Contains("moov atom not found") {
 		return kindErrorf(ErrTruncated, "%q is incomplete: its MP4 index is missing (%s: moov atom not found), as when a recording or download is interrupted", path, tool)

@@ -74,7 +74,7 @@ GPU's compute stream was busy (CUDA events), with NVML's utilization beside
 it. The first request warms up; the mean is over the others.`,
 		Example: `  vsr bench testdata/video/oa4_launch.webm --frames 361 --requests 5 --codec libx265 --preset ultrafast --crf 20
   vsr bench testdata/video/oa4_launch.webm --frames 361 --no-encode`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args[0], f) },
 	}
 	fl := cmd.Flags()

@@ -14,7 +14,7 @@ func newCheckpoint() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Inspect checkpoints, or write synthetic ones for tests and benchmarks",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 	}
 	cmd.AddCommand(newCheckpointInspect(), newCheckpointSynth())
 	return cmd
@@ -28,7 +28,7 @@ func newCheckpointInspect() *cobra.Command {
 		Long: "Check a checkpoint directory (SwiftVR: reae.safetensors, prompt_embedding.safetensors and transformer/)\n" +
 			"without loading its weights: every expected tensor, its shape and dtype, config.json.\n" +
 			"Exits non-zero when the checkpoint has problems.",
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := swiftvr.CheckDir(args[0]); err != nil {
 				return err
@@ -62,9 +62,10 @@ func newCheckpointSynth() *cobra.Command {
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
 		Long: "Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and\n" +
 			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n" +
-			"Presets: full (the published sizes: about 10 GB) and tiny (every layer, small widths).\n" +
+			"Presets: full (the published sizes: about 10 GB), block (one DiT block at the full width, a small\n" +
+			"ReAE and prompt: for kernel tests at real shapes) and tiny (every layer, small widths).\n" +
 			"DIR's parent must exist; DIR must not exist or be empty.",
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if family != swiftvr.Family {
 				return fmt.Errorf("unknown family %q (known: %s)", family, swiftvr.Family)

@@ -128,3 +128,50 @@ func TestNotAModel(t *testing.T) {
 		}
 	}
 }
+
+// TestMessages: what a new user's first mistakes get told.
+func TestMessages(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 2, false, "mp4")
+	text := filepath.Join(dir, "notes.mp4")
+	os.WriteFile(text, []byte("hello, this is a text file\n"), 0o644)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "o.mp4")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", text, "-o", out}, "does not begin as an MP4 file does"},
+		{[]string{"restore", fifo, "-o", out}, "pipe"},
+		{[]string{"restore", in, "-o", dir}, "is a directory: give a file name"},
+		{[]string{"restore", in, "-o", out, "--frames", "-1"}, "--frames -1"},
+		{[]string{"restore", in, in, "-o", out}, "usage: vsr restore"},
+		{[]string{"probe"}, "usage: vsr probe"},
+	} {
+		_, err := vsr(t, append(c.args, "--progress", "none")...)
+		if c.args[0] == "probe" {
+			_, err = vsr(t, c.args...)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("vsr %v: %v, want one line naming %q", c.args, err, c.want)
+		}
+	}
+	help, _ := vsr(t, "restore", "--help")
+	if !strings.Contains(help, "--model string") {
+		t.Errorf("restore --help: the --model placeholder is not \"string\"")
+	}
+	doc, err := vsr(t, "doctor")
+	if err != nil || !strings.Contains(doc, "video tools:") || !strings.Contains(doc, "ffmpeg") {
+		t.Errorf("doctor: %v\n%s", err, doc)
+	}
+	if strings.Contains(doc, "no NVIDIA GPU") && (!strings.Contains(doc, "vsr will use the CPU") || strings.Contains(doc, "searched:")) {
+		t.Errorf("doctor without a GPU:\n%s", doc)
+	}
+	if v, _ := vsr(t, "doctor", "--verbose"); strings.Contains(doc, "missing") && !strings.Contains(v, "searched:") {
+		t.Errorf("doctor --verbose leaves out the paths searched")
+	}
+}

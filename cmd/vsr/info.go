@@ -22,7 +22,7 @@ func newProbe() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe INPUT",
 		Short: "Show a video's size, frame rate, exact frame count and audio",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := video.Probe(cmd.Context(), args[0])
 			if err != nil {
@@ -55,7 +55,7 @@ func newModels() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models",
 		Short: "List the models bundled in the binary",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ms := compact.Bundled()
 			if asJSON {

@@ -104,9 +104,24 @@ func newVersion() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the vsr version",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), "vsr", versionString())
 		},
+	}
+}
+
+// Argument validators that name the usage line in their errors.
+var noArgs = withUsage(cobra.NoArgs)
+
+func exactArgs(n int) cobra.PositionalArgs { return withUsage(cobra.ExactArgs(n)) }
+func maxArgs(n int) cobra.PositionalArgs   { return withUsage(cobra.MaximumNArgs(n)) }
+
+func withUsage(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return usageError(cmd, err.Error())
+		}
+		return nil
 	}
 }

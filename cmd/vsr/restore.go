@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +53,7 @@ exist.`,
   vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
   vsr restore in.mp4 -o out.mp4 --model ~/models/realesr-animevideov3-x4.param`,
-		Args: cobra.MaximumNArgs(1),
+		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 1 && f.input != "":
@@ -76,7 +78,7 @@ exist.`,
 	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
 	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
 	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
-	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see `vsr models`), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
+	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see vsr models), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
 	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
@@ -100,13 +102,20 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	default:
 		return fmt.Errorf("--progress %q: want auto, plain or none", f.progress)
 	}
-	if f.frames < 0 || f.batch < 0 || f.batch > 256 || f.segments < 0 || f.segments > 64 {
-		return fmt.Errorf("--frames must be >= 0, --batch between 0 and 256, --segments between 0 and 64")
+	switch {
+	case f.frames < 0:
+		return fmt.Errorf("--frames %d: want 0 (all) or a positive count", f.frames)
+	case f.batch < 0 || f.batch > 256:
+		return fmt.Errorf("--batch %d: want 0 (automatic) to 256", f.batch)
+	case f.segments < 0 || f.segments > 64:
+		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
 	}
 	if same, _ := samePath(input, f.output); same {
 		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
 	}
-	if st, err := os.Stat(f.output); err == nil && !st.IsDir() && !f.overwrite {
+	if st, err := os.Stat(f.output); err == nil && st.IsDir() {
+		return fmt.Errorf("output %q is a directory: give a file name, such as %s", f.output, filepath.Join(f.output, strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))+"_x.mp4"))
+	} else if err == nil && !f.overwrite {
 		return fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or choose another path", f.output)
 	}
 	set, err := familyValues(cmd.Flags())

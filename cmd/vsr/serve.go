@@ -52,7 +52,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 		Example: `  vsr serve
   vsr serve --listen 127.0.0.1:8000 --data /srv/vsr --device cuda:0 --warmup
   VSR_TOKEN=secret vsr serve --listen 0.0.0.0:8000 --input-root /videos --output-root /results`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd, f)
 		},
