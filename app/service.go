@@ -276,14 +276,34 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 			return err
 		}
 	}
-	if ext := filepath.Ext(q.SaveResultPath); ext != "" {
-		if err := video.CheckContainer(ctx, ext); errors.Is(err, video.ErrNoFFmpeg) {
-			return err
-		} else if err != nil {
-			return fmt.Errorf("field \"save_result_path\": %w", err)
-		}
+	ext := filepath.Ext(q.SaveResultPath)
+	if ext == "" {
+		ext = ".mp4" // what the service adds
+	}
+	if err := video.CheckEncode(ctx, ext, s.encode(q)); errors.Is(err, video.ErrNoFFmpeg) {
+		return err
+	} else if err != nil {
+		return fmt.Errorf("fields save_result_path, codec, crf, preset, pix_fmt: %w", err)
 	}
 	return nil
+}
+
+// encode is a request's encoder settings: its own, else the server's.
+func (s *Service) encode(q *serve.Request) video.EncodeOptions {
+	e := s.base.Encode
+	if q.Codec != "" {
+		e.Codec = q.Codec
+	}
+	if q.CRF != nil {
+		e.CRF = *q.CRF
+	}
+	if q.Preset != "" {
+		e.Preset = q.Preset
+	}
+	if q.PixFmt != "" {
+		e.PixFmt = q.PixFmt
+	}
+	return e
 }
 
 // Run restores one task with the task's context (cancelling it stops the
@@ -296,18 +316,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	}
 	job := s.base
 	job.Input, job.Output, job.Params, job.MaxFrames, job.Progress = t.Input, t.Output, set, q.MaxFrames, progress
-	if q.Codec != "" {
-		job.Encode.Codec = q.Codec
-	}
-	if q.CRF != nil {
-		job.Encode.CRF = *q.CRF
-	}
-	if q.Preset != "" {
-		job.Encode.Preset = q.Preset
-	}
-	if q.PixFmt != "" {
-		job.Encode.PixFmt = q.PixFmt
-	}
+	job.Encode = s.encode(q)
 	if q.Batch > 0 {
 		job.Batch = q.Batch
 	}

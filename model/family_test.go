@@ -1,6 +1,8 @@
 package model_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,8 +56,13 @@ func TestFind(t *testing.T) {
 			t.Errorf("Find(%q): %v %v, want %s", spec, f, err, want)
 		}
 	}
-	if _, err := model.Find("/no/such/thing"); err == nil || !strings.Contains(err.Error(), "compact, swiftvr") {
-		t.Errorf("Find of an unknown spec: %v", err)
+	if _, err := model.Find("/no/such/thing"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Find of a missing path: %v", err)
+	}
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notes, []byte("notes"), 0o644)
+	if _, err := model.Find(notes); err == nil || !strings.Contains(err.Error(), "compact, swiftvr") {
+		t.Errorf("Find of a file of no family: %v", err)
 	}
 }
 

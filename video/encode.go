@@ -149,36 +149,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	}
 	args = append(args, "-map", "0:0")
 	args = append(args, audioArgs...)
-	args = append(args, "-c:v", o.Codec)
-	switch o.Codec {
-	case "libx264", "libx264rgb", "libx265", "libvpx", "libvpx-vp9", "libaom-av1", "libsvtav1":
-		if o.CRF >= 0 {
-			args = append(args, "-crf", strconv.Itoa(o.CRF))
-			if o.Codec == "libvpx-vp9" || o.Codec == "libaom-av1" {
-				args = append(args, "-b:v", "0")
-			}
-		}
-	}
-	switch o.Codec {
-	case "libx264", "libx264rgb", "libx265":
-		if o.Preset != "" {
-			args = append(args, "-preset", o.Preset)
-		}
-	}
-	if o.Codec == "libx265" {
-		args = append(args, "-x265-params", "log-level=error")
-		if e := strings.ToLower(ext); e == ".mp4" || e == ".mov" || e == ".m4v" {
-			args = append(args, "-tag:v", "hvc1") // what Apple players expect
-		}
-	}
-	args = append(args, "-pix_fmt", o.PixFmt)
-	if o.Threads > 0 {
-		args = append(args, "-threads", strconv.Itoa(o.Threads))
-	}
-	for _, kv := range o.Options {
-		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "-"+k, v)
-	}
+	args = append(args, videoArgs(o, ext)...)
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
 	args = append(args, "-max_muxing_queue_size", "4096", "-y", fileArg(tmp))
 
@@ -583,41 +554,124 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// containers caches, per ffmpeg executable and extension, whether ffmpeg
-// has a muxer for that extension.
-var containers sync.Map // [2]string{ffmpeg, ext} -> *containerCheck
+// encodeChecks caches CheckEncode's answers per ffmpeg and settings.
+var encodeChecks sync.Map // string -> *encodeCheck
 
-type containerCheck struct{ err error }
+type encodeCheck struct{ err error }
 
-// CheckContainer reports an error unless ffmpeg can choose a muxer from
-// the output extension ext (".mp4"), so that a request with an output
-// nothing can write is refused before any work. ffmpeg is asked once per
-// extension: it guesses the muxer from a name in a directory that cannot
-// exist (/dev/null/), before it would write anything.
-func CheckContainer(ctx context.Context, ext string) error {
+// CheckEncode encodes one black frame with opt's video settings into a
+// temporary file of extension ext, so that what ffmpeg would refuse (an
+// extension no muxer knows, a codec the container cannot hold, an unknown
+// preset, pixel format or encoder option) is reported before any work,
+// with ffmpeg's own message and what to use instead. Width, Height and FPS
+// may be left zero. Answers are cached per ffmpeg and settings.
+func CheckEncode(ctx context.Context, ext string, opt EncodeOptions) error {
 	name := strings.TrimPrefix(ext, ".")
 	if name == "" || len(name) > 16 || strings.ContainsFunc(name, func(c rune) bool {
 		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
 	}) {
 		return fmt.Errorf("output extension %q is not a container name: use .mp4, .mkv, .webm or .mov", ext)
 	}
+	opt.Width, opt.Height, opt.FPS, opt.InputPixFmt, opt.ExpectFrames = 64, 64, Rational{24, 1}, "", 0
+	o, err := normalizeEncodeOptions(opt)
+	if err != nil {
+		return err
+	}
 	t, err := resolveTools()
 	if err != nil {
 		return err
 	}
-	key := [2]string{t.ffmpeg, strings.ToLower(ext)}
-	if v, ok := containers.Load(key); ok {
-		return v.(*containerCheck).err
+	if err := checkEncoder(ctx, t.ffmpeg, o.Codec); err != nil {
+		return err
 	}
-	r := runTool(ctx, t.ffmpeg, "-hide_banner", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "nullsrc=s=16x16:d=0.04",
-		"-frames:v", "1", "-y", "/dev/null/x"+ext)
+	key := fmt.Sprintf("%s|%s|%s|%d|%s|%s|%q", t.ffmpeg, strings.ToLower(ext), o.Codec, o.CRF, o.Preset, o.PixFmt, o.Options)
+	if v, ok := encodeChecks.Load(key); ok {
+		return v.(*encodeCheck).err
+	}
+	f, err := os.CreateTemp("", "vsr-check-*"+ext)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	args := append([]string{}, baseArgs...)
+	args = append(args, "-f", "lavfi", "-i", "color=black:s=64x64:r=24", "-frames:v", "1")
+	args = append(args, videoArgs(o, ext)...)
+	r := runTool(ctx, t.ffmpeg, append(args, "-y", fileArg(f.Name()))...)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	err = nil
-	if strings.Contains(string(r.stderr), "output format") {
-		err = fmt.Errorf("ffmpeg has no container for the output extension %q: use .mp4, .mkv, .webm or .mov", ext)
+	if r.err != nil {
+		msg := describe(r.tail, r.err)
+		err = fmt.Errorf("ffmpeg cannot write %s into a %s file with pixel format %s%s (%s)%s", o.Codec, ext, o.PixFmt, optionsNote(o.Options), msg, encodeHint(ext, o.Codec, msg))
 	}
-	containers.Store(key, &containerCheck{err})
+	encodeChecks.Store(key, &encodeCheck{err})
 	return err
+}
+
+func optionsNote(opts []string) string {
+	if len(opts) == 0 {
+		return ""
+	}
+	return " and options " + strings.Join(opts, " ")
+}
+
+// encodeHint says what to do about CheckEncode's failure msg.
+func encodeHint(ext, codec, msg string) string {
+	l := strings.ToLower(msg)
+	switch {
+	case strings.Contains(l, "preset"):
+		return fmt.Sprintf(": --preset takes the presets of %s (ffmpeg -h encoder=%s), e.g. ultrafast ... veryslow for libx264 and libx265", codec, codec)
+	case strings.Contains(l, "pixel format"):
+		return fmt.Sprintf(": --pix-fmt takes the pixel formats of %s (ffmpeg -h encoder=%s), e.g. yuv420p", codec, codec)
+	case strings.Contains(l, "option not found"), strings.Contains(l, "unrecognized option"):
+		return ": an --encoder-opt is not an option of ffmpeg or of " + codec
+	case strings.Contains(l, "cannot load"), strings.Contains(l, "no device"), strings.Contains(l, "no capable devices"), strings.Contains(l, "nvenc"), strings.Contains(l, "vaapi"):
+		return ": " + codec + " needs hardware or libraries that are absent here; use libx264 or libx265"
+	}
+	switch strings.ToLower(ext) {
+	case ".webm":
+		return ": .webm takes libvpx-vp9, libvpx or libaom-av1; for " + codec + " use .mkv or .mp4"
+	case ".mp4", ".mov", ".m4v", ".mkv", ".avi", ".nut", ".ts":
+		return ": .mkv takes almost any codec (ffmpeg -h encoder=" + codec + " lists what " + codec + " takes)"
+	}
+	return ": use .mp4, .mkv, .webm or .mov"
+}
+
+// videoArgs are the output options of the video stream for o, into a file
+// of extension ext.
+func videoArgs(o EncodeOptions, ext string) []string {
+	var args []string
+	args = append(args, "-c:v", o.Codec)
+	switch o.Codec {
+	case "libx264", "libx264rgb", "libx265", "libvpx", "libvpx-vp9", "libaom-av1", "libsvtav1":
+		if o.CRF >= 0 {
+			args = append(args, "-crf", strconv.Itoa(o.CRF))
+			if o.Codec == "libvpx-vp9" || o.Codec == "libaom-av1" {
+				args = append(args, "-b:v", "0")
+			}
+		}
+	}
+	switch o.Codec {
+	case "libx264", "libx264rgb", "libx265":
+		if o.Preset != "" {
+			args = append(args, "-preset", o.Preset)
+		}
+	}
+	if o.Codec == "libx265" {
+		args = append(args, "-x265-params", "log-level=error")
+		if e := strings.ToLower(ext); e == ".mp4" || e == ".mov" || e == ".m4v" {
+			args = append(args, "-tag:v", "hvc1") // what Apple players expect
+		}
+	}
+	args = append(args, "-pix_fmt", o.PixFmt)
+	if o.Threads > 0 {
+		args = append(args, "-threads", strconv.Itoa(o.Threads))
+	}
+	for _, kv := range o.Options {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "-"+k, v)
+	}
+	return args
 }

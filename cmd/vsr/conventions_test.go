@@ -151,6 +151,12 @@ func TestMessages(t *testing.T) {
 		{[]string{"restore", in, "-o", out, "--frames", "-1"}, "--frames -1"},
 		{[]string{"restore", in, in, "-o", out}, "usage: vsr restore"},
 		{[]string{"probe"}, "usage: vsr probe"},
+		// Checked before any work, with ffmpeg's message and what to do.
+		{[]string{"restore", in, "-o", filepath.Join(dir, "x.webm")}, ".webm takes libvpx-vp9"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "x.gif")}, "use .mp4, .mkv"},
+		{[]string{"restore", in, "-o", out, "--preset", "bogus"}, "--preset takes the presets of libx264"},
+		{[]string{"restore", in, "-o", out, "--pix-fmt", "bogus"}, "--pix-fmt takes"},
+		{[]string{"restore", in, "-o", out, "--encoder-opt", "bogusopt=1"}, "--encoder-opt is not an option"},
 	} {
 		_, err := vsr(t, append(c.args, "--progress", "none")...)
 		if c.args[0] == "probe" {

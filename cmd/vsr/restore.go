@@ -123,6 +123,12 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
+	// What ffmpeg would refuse is refused before any work.
+	if ext := filepath.Ext(f.output); ext != "" {
+		if err := video.CheckEncode(ctx, ext, restoreEncode(f)); err != nil {
+			return err
+		}
+	}
 	// Probe before loading anything: a bad input is the commonest mistake.
 	info, err := video.Probe(ctx, input)
 	if err != nil {
