@@ -49,6 +49,9 @@ type Info struct {
 	// Duration is the container's duration in seconds (0 if unknown). It
 	// can be longer than Frames/FPS when the audio is longer than the video.
 	Duration float64 `json:"duration"`
+	// Streams lists every stream of the file in order: the video, audio,
+	// subtitle, data and attachment streams.
+	Streams []Stream `json:"streams"`
 	// PixFmt is the pixel format of the stream, e.g. "yuv420p".
 	PixFmt string `json:"pix_fmt"`
 	// VideoStream is the index of the video stream among all streams of the
@@ -64,6 +67,16 @@ type Info struct {
 
 // streamMeta and fileMeta are what the metadata pass learns, before frames
 // are counted.
+// Stream is one stream of a file.
+type Stream struct {
+	Index int    `json:"index"`
+	Kind  string `json:"kind"` // "video", "audio", "subtitle", "data", "attachment"
+	Codec string `json:"codec"`
+	// Cover is set for a video stream that is an attached picture (cover
+	// art), not the video.
+	Cover bool `json:"cover,omitempty"`
+}
+
 type streamMeta struct {
 	index       int
 	kind        string // "video", "audio", ...
@@ -147,6 +160,9 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		PixFmt:         vs.pixFmt,
 		VideoStream:    vs.index,
 		Rotation:       vs.rotation,
+	}
+	for _, s := range m.streams {
+		info.Streams = append(info.Streams, Stream{Index: s.index, Kind: s.kind, Codec: s.codec, Cover: s.attachedPic})
 	}
 	if fr, start, ok := decodedFrameRate(ctx, path, t.ffmpeg, vs.index); ok {
 		info.FPS, info.StartTime = fr, start

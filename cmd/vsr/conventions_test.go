@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -179,5 +181,42 @@ func TestMessages(t *testing.T) {
 	}
 	if v, _ := vsr(t, "doctor", "--verbose"); strings.Contains(doc, "missing") && !strings.Contains(v, "searched:") {
 		t.Errorf("doctor --verbose leaves out the paths searched")
+	}
+}
+
+// vsrStderr runs vsr in-process and returns what it wrote on stderr.
+func vsrStderr(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.ExecuteContext(context.Background())
+	return errb.String(), err
+}
+
+// TestStreamsAndNotes: probe lists every stream; restore says which
+// streams the output does not carry and which stale temporaries lie
+// beside the output.
+func TestStreamsAndNotes(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	srt := filepath.Join(dir, "subs.srt")
+	os.WriteFile(srt, []byte("1\n00:00:00,000 --> 00:00:01,000\nhello\n"), 0o644)
+	in := filepath.Join(dir, "in.mkv")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i", "sine=duration=1", "-i", srt,
+		"-frames:v", "3", "-map", "0:v", "-map", "1:a", "-map", "2:s", "-c:v", "libx264", "-c:a", "libvorbis", "-c:s", "srt", "-shortest", in)
+	out, err := vsr(t, "probe", in)
+	if err != nil || !strings.Contains(out, "stream #2") || !strings.Contains(out, "subtitle subrip") || !strings.Contains(out, "audio vorbis") {
+		t.Errorf("probe: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, ".old.vsr-123.mp4"), []byte("partial"), 0o644)
+	stderr, err := vsrStderr(t, "restore", in, "-o", filepath.Join(dir, "out.mkv"), "--device", "cpu", "-s", "2", "--progress", "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "not carried: #2 subtitle subrip") || !strings.Contains(stderr, ".old.vsr-123.mp4") {
+		t.Errorf("restore notes:\n%s", stderr)
 	}
 }

@@ -43,6 +43,13 @@ func newProbe() *cobra.Command {
 				audio = info.AudioCodec
 			}
 			fmt.Fprintf(w, "audio\t%s\n", audio)
+			for _, s := range info.Streams {
+				what := s.Kind + " " + s.Codec
+				if s.Cover {
+					what += " (cover art)"
+				}
+				fmt.Fprintf(w, "stream #%d\t%s\n", s.Index, what)
+			}
 			return w.Flush()
 		},
 	}

@@ -139,6 +139,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return err
 	}
 	defer closeAll(ld)
+	if f.progress != "none" {
+		notes(cmd, info, f.output)
+	}
 	total := info.Frames
 	if f.frames > 0 && f.frames < total {
 		total = f.frames
@@ -213,4 +216,24 @@ func samePath(a, b string) (bool, error) {
 		return false, err
 	}
 	return os.SameFile(sa, sb), nil
+}
+
+// notes says on stderr what the output will not carry (subtitles, data,
+// attachments, cover art) and which temporaries of interrupted runs lie
+// beside the output.
+func notes(cmd *cobra.Command, info *video.Info, output string) {
+	var dropped []string
+	for _, s := range info.Streams {
+		if s.Kind != "audio" && !(s.Kind == "video" && !s.Cover) {
+			dropped = append(dropped, fmt.Sprintf("#%d %s %s", s.Index, s.Kind, s.Codec))
+		}
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: the output carries the video and audio only; not carried: %s\n", strings.Join(dropped, ", "))
+	}
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(output), ".*.vsr-*"))
+	if len(stale) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d temporaries of interrupted vsr runs in %s (remove them if no vsr is running there): %s\n",
+			len(stale), filepath.Dir(output), strings.Join(stale, " "))
+	}
 }
