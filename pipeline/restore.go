@@ -288,7 +288,12 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if info.HasAudio {
 			audio = req.Input
 		}
-		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, NoReplace: enc.NoReplace})
+		counts := make([]int, len(parts))
+		for i, p := range parts {
+			counts[i] = p.count
+		}
+		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, NoReplace: enc.NoReplace,
+			Frames: counts, FPS: info.FPS})
 		if err != nil {
 			return nil, err
 		}

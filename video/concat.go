@@ -21,6 +21,12 @@ type ConcatOptions struct {
 	// NoReplace fails with ErrExists instead of replacing an existing
 	// file at the output path, as EncodeOptions.NoReplace.
 	NoReplace bool
+	// Frames and FPS, when set, give each part's exact frame count and
+	// the rate: each part then lasts exactly Frames[i]/FPS in the output,
+	// instead of the duration its container rounded (which drifted the
+	// joined video by up to a millisecond per part).
+	Frames []int
+	FPS    Rational
 }
 
 // Concat joins video files that share codec, size and frame rate (the
@@ -51,13 +57,17 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		return fmt.Errorf("concat %q: %v", outPath, err)
 	}
 	defer os.Remove(list.Name())
-	for _, p := range parts {
+	exact := len(opt.Frames) == len(parts) && opt.FPS.Valid()
+	for i, p := range parts {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			list.Close()
 			return err
 		}
 		fmt.Fprintf(list, "file '%s'\n", strings.ReplaceAll(ChildPath(abs), "'", `'\''`))
+		if exact {
+			fmt.Fprintf(list, "duration %.6f\n", float64(opt.Frames[i])*float64(opt.FPS.Den)/float64(opt.FPS.Num))
+		}
 	}
 	if err := list.Close(); err != nil {
 		return err

@@ -220,3 +220,26 @@ func TestStreamsAndNotes(t *testing.T) {
 		t.Errorf("restore notes:\n%s", stderr)
 	}
 }
+
+// TestSegmentsExactDuration: segments joined keep the exact duration
+// (50 frames at 24 fps: 2.083333 s, not 2.084310 s as the containers'
+// rounded durations once made it).
+func TestSegmentsExactDuration(t *testing.T) {
+	needFFmpeg(t)
+	if _, err := exec.LookPath("ffprobe"); err != nil {
+		t.Skip("no ffprobe")
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mp4")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=24", "-frames:v", "50", "-c:v", "libx264", in)
+	for _, ext := range []string{"mp4", "mov"} {
+		out := filepath.Join(dir, "out."+ext)
+		if _, err := vsr(t, "restore", in, "-o", out, "--segments", "3", "-s", "2", "--device", "cpu", "--progress", "none"); err != nil {
+			t.Fatal(err)
+		}
+		d, err := exec.Command("ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "stream=duration", "-of", "csv=p=0", out).Output()
+		if err != nil || strings.TrimSpace(string(d)) != "2.083333" {
+			t.Errorf("%s: video duration %q (%v), want 2.083333", ext, d, err)
+		}
+	}
+}
