@@ -34,7 +34,7 @@ func (family) Params() []model.Param {
 		{Name: "size", Kind: model.Shape,
 			Help: "output size WxH: compact, an exact 2, 3 or 4 multiple of the input (picks the scale); SwiftVR, any even size (wins over --sr-ratio)"},
 		{Name: "tile", Short: "t", Kind: model.Int, Default: 0,
-			Help: "compact: process frames in tiles of N input pixels (0 = automatic, bounded memory)"},
+			Help: "compact: process frames in tiles of N input pixels, at least 32 (0 = automatic, bounded memory)"},
 	}
 }
 
