@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -36,6 +38,7 @@ type restoreFlags struct {
 	overwrite  bool     // -y
 	gpu        int      // -g N: --device cuda:N (-1: not given)
 	encoderOpt []string // --encoder-opt key=value
+	format     string   // -f: the image format of a folder's outputs
 }
 
 func newRestore() *cobra.Command {
@@ -73,10 +76,11 @@ exist.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.output, "output", "o", "", "output video file (required); its directory must exist")
+	fl.StringVarP(&f.output, "output", "o", "", "output file (required): a video, or an image (.png, .jpg, .webp) for an image; a folder for a folder; its directory must exist")
 	fl.StringVarP(&f.input, "input", "i", "", "input video (instead of the argument)")
 	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
 	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
+	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was)")
 	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
 	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see vsr models), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
@@ -110,24 +114,33 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	case f.segments < 0 || f.segments > 64:
 		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
 	}
-	if same, _ := samePath(input, f.output); same {
-		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
-	}
-	if st, err := os.Stat(f.output); err == nil && st.IsDir() {
-		return fmt.Errorf("output %q is a directory: give a file name, such as %s", f.output, filepath.Join(f.output, strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))+"_x.mp4"))
-	} else if err == nil && !f.overwrite {
-		return fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or choose another path", f.output)
+	switch strings.TrimPrefix(strings.ToLower(f.format), ".") {
+	case "", "png", "jpg", "jpeg", "webp", "bmp", "tif", "tiff":
+	default:
+		return fmt.Errorf("-f (--format) %q: want png, jpg, webp, bmp or tif", f.format)
 	}
 	set, err := familyValues(cmd.Flags())
 	if err != nil {
 		return err
 	}
+	if st, err := os.Stat(input); err == nil && st.IsDir() {
+		return restoreFolder(cmd, input, f, set)
+	}
+	if f.format != "" {
+		return fmt.Errorf("-f (--format) applies to a folder of images; for one file, the output's extension says the format")
+	}
+	if same, _ := samePath(input, f.output); same {
+		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
+	}
+	if st, err := os.Stat(f.output); err == nil && st.IsDir() {
+		return fmt.Errorf("output %q is a directory: give a file name, such as %s (a folder goes to a folder)", f.output, filepath.Join(f.output, strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))+"_x"+filepath.Ext(input)))
+	} else if err == nil && !f.overwrite {
+		return fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or choose another path", f.output)
+	}
 	ctx := cmd.Context()
-	// What ffmpeg would refuse is refused before any work.
-	if ext := filepath.Ext(f.output); ext != "" {
-		if err := video.CheckEncode(ctx, ext, restoreEncode(f)); err != nil {
-			return err
-		}
+	enc, err := outputEncode(f, f.output)
+	if err != nil {
+		return err
 	}
 	// Probe before loading anything: a bad input is the commonest mistake.
 	info, err := video.Probe(ctx, input)
@@ -139,32 +152,174 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return err
 	}
 	defer closeAll(ld)
-	if f.progress != "none" {
-		notes(cmd, info, f.output)
-	}
-	total := info.Frames
-	if f.frames > 0 && f.frames < total {
-		total = f.frames
-	}
-	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
-	res, err := ld.Run(ctx, app.Job{
-		Input: input, Output: f.output, Info: info, Params: set,
-		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments,
-		Encode:   restoreEncode(f),
-		Progress: prog.update,
-	})
-	prog.finish(err == nil)
+	res, err := restoreOne(cmd, ld, info, f.output, enc, f, set)
 	if err != nil {
 		return err
 	}
 	if f.asJSON {
 		return printJSON(cmd, res)
 	}
+	return nil
+}
+
+// outputEncode is the encoder settings for output: restore's, or an
+// image's when output is an image; what ffmpeg would refuse is refused
+// here, before any work.
+func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
+	enc := restoreEncode(f)
+	ext := filepath.Ext(output)
+	if app.IsImage(ext) {
+		var err error
+		if enc, err = app.ImageEncode(ext, enc); err != nil {
+			return enc, err
+		}
+	}
+	if ext == "" {
+		return enc, nil // the encoder names the missing extension
+	}
+	return enc, video.CheckEncode(context.Background(), ext, enc)
+}
+
+// restoreOne restores the probed input into output with ld.
+func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output string, enc video.EncodeOptions, f restoreFlags, set model.Values) (*pipeline.Result, error) {
+	image := app.IsImage(filepath.Ext(output))
+	if app.IsImage(filepath.Ext(info.Path)) || image {
+		if err := app.CheckImageInput(info); err != nil {
+			return nil, err
+		}
+	}
+	if image && info.Frames != 1 && f.frames != 1 {
+		return nil, fmt.Errorf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or --frames 1 for the first frame", info.Path, info.Frames, output)
+	}
+	segments := f.segments
+	if image {
+		segments = 1
+	}
 	if f.progress != "none" {
+		notes(cmd, info, output)
+	}
+	total := info.Frames
+	if f.frames > 0 && f.frames < total {
+		total = f.frames
+	}
+	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
+	res, err := ld.Run(cmd.Context(), app.Job{
+		Input: info.Path, Output: output, Info: info, Params: set,
+		MaxFrames: f.frames, Batch: f.batch, Segments: segments,
+		Encode:   enc,
+		Progress: prog.update,
+	})
+	prog.finish(err == nil)
+	if err != nil {
+		return nil, err
+	}
+	if f.progress != "none" && !f.asJSON {
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d frames %dx%d in %.1f s (%.2f frames/s) on %s with %s\n",
 			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, ld.Dev.Name(), ld.Model.Name())
 	}
+	return res, nil
+}
+
+// videoExts are the video files a folder restore takes.
+var videoExts = map[string]bool{".mp4": true, ".mkv": true, ".webm": true, ".mov": true, ".m4v": true, ".avi": true, ".ts": true, ".flv": true, ".mpg": true, ".mpeg": true, ".ogv": true}
+
+// restoreFolder restores every image and video in dir into the folder
+// f.output (created if missing), keeping the names (an image takes the
+// extension of -f when given). Existing outputs follow -y. A file that
+// fails is reported and the others go on; the error at the end counts them.
+func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Values) error {
+	if st, err := os.Stat(f.output); err == nil && !st.IsDir() {
+		return fmt.Errorf("input %q is a folder, so the output must be a folder too, but %q is a file", dir, f.output)
+	}
+	if err := os.MkdirAll(f.output, 0o755); err != nil {
+		return fmt.Errorf("output folder %q: %v", f.output, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type item struct{ in, out string }
+	var items []item
+	for _, e := range ents {
+		name, ext := e.Name(), strings.ToLower(filepath.Ext(e.Name()))
+		if strings.HasPrefix(name, ".") || !e.Type().IsRegular() || !(app.IsImage(ext) || videoExts[ext]) {
+			continue
+		}
+		out := filepath.Join(f.output, name)
+		if app.IsImage(ext) && f.format != "" {
+			out = filepath.Join(f.output, strings.TrimSuffix(name, filepath.Ext(name))+"."+strings.TrimPrefix(strings.ToLower(f.format), "."))
+		}
+		items = append(items, item{filepath.Join(dir, name), out})
+	}
+	if len(items) == 0 {
+		return fmt.Errorf("folder %q holds no images (.png, .jpg, .webp, .bmp, .tif) or videos (.mp4, .mkv, .webm, .mov, ...)", dir)
+	}
+	from := map[string]string{}
+	for _, it := range items {
+		if o, dup := from[it.out]; dup {
+			return fmt.Errorf("%s and %s would both be written as %s: leave out -f, or rename one", filepath.Base(o), filepath.Base(it.in), it.out)
+		}
+		from[it.out] = it.in
+	}
+	ctx := cmd.Context()
+	var ld *app.Loaded
+	defer func() {
+		if ld != nil {
+			closeAll(ld)
+		}
+	}()
+	var results []*pipeline.Result
+	failed := 0
+	fail := func(it item, err error) {
+		failed++
+		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s: %s\n", it.in, oneLine(err.Error()))
+	}
+	for _, it := range items {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, err := os.Stat(it.out); err == nil && !f.overwrite {
+			fail(it, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", it.out))
+			continue
+		}
+		enc, err := outputEncode(f, it.out)
+		if err == nil && ld == nil {
+			ld, err = setup(f, set)
+			if err != nil {
+				return err
+			}
+		}
+		var info *video.Info
+		if err == nil {
+			info, err = video.Probe(ctx, it.in)
+		}
+		var res *pipeline.Result
+		if err == nil {
+			res, err = restoreOne(cmd, ld, info, it.out, enc, f, set)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			fail(it, err)
+			continue
+		}
+		results = append(results, res)
+	}
+	if f.asJSON {
+		if err := printJSON(cmd, results); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of the %d files in %s failed (each named above)", failed, len(items), dir)
+	}
 	return nil
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
 func encodeOptions(f restoreFlags) video.EncodeOptions {

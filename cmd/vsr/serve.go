@@ -80,7 +80,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	addFamilyFlags(fl) // model parameters: defaults of the requests that do not set them
+	addFamilyFlags(fl)                     // model parameters: defaults of the requests that do not set them
 	if s := fl.Lookup("scale"); s != nil { // unset, LightX2V's sr_ratio 2 is the default (see newServeRunner)
 		s.DefValue = "2"
 	}

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vsr-dev/vsr/video"
+)
+
+// imageFormats are the still-image outputs: the encoder and pixel format
+// each extension gets, and its encoder options.
+var imageFormats = map[string]struct {
+	codec, pixFmt string
+	opts          []string
+}{
+	".png":  {"png", "rgb24", nil},
+	".jpg":  {"mjpeg", "yuvj444p", []string{"q:v=2"}},
+	".jpeg": {"mjpeg", "yuvj444p", []string{"q:v=2"}},
+	".webp": {"libwebp", "yuv420p", []string{"quality=95"}},
+	".bmp":  {"bmp", "bgr24", nil},
+	".tif":  {"tiff", "rgb24", nil},
+	".tiff": {"tiff", "rgb24", nil},
+}
+
+// IsImage reports whether a file of extension ext is a still image vsr
+// writes (PNG, JPEG, WebP, BMP, TIFF).
+func IsImage(ext string) bool {
+	_, ok := imageFormats[strings.ToLower(ext)]
+	return ok
+}
+
+// ImageEncode returns the encoder settings for a still image of extension
+// ext: the image's own encoder and pixel format in place of the video
+// ones, one picture written in place (no frame number in the name).
+func ImageEncode(ext string, e video.EncodeOptions) (video.EncodeOptions, error) {
+	f, ok := imageFormats[strings.ToLower(ext)]
+	if !ok {
+		return e, fmt.Errorf("%q is not an image extension vsr writes (.png, .jpg, .webp, .bmp, .tif)", ext)
+	}
+	e.Codec, e.PixFmt, e.CRF, e.Preset = f.codec, f.pixFmt, -1, ""
+	e.Options = append(append([]string{"update=1"}, f.opts...), e.Options...)
+	return e, nil
+}
+
+// CheckImageInput refuses an image whose alpha channel the restore would
+// lose.
+func CheckImageInput(info *video.Info) error {
+	if pf := info.PixFmt; strings.Contains(pf, "a") && (strings.HasPrefix(pf, "rgba") || strings.HasPrefix(pf, "bgra") ||
+		strings.HasPrefix(pf, "argb") || strings.HasPrefix(pf, "abgr") || strings.HasPrefix(pf, "ya") || strings.HasPrefix(pf, "yuva") || strings.HasPrefix(pf, "gbrap")) {
+		return fmt.Errorf("%s has an alpha channel (%s) that vsr would drop: flatten it first (ffmpeg -i IN -vf format=rgb24 OUT.png), or restore a copy without it", info.Path, pf)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/model/compact"
+)
+
+// TestImages: an image in, an image out (PNG bitwise the model's output,
+// JPEG of the right size); alpha refused; a video into an image refused.
+func TestImages(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	png := filepath.Join(dir, "photo.png")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", png)
+	out := filepath.Join(dir, "photo_x2.png")
+	if _, err := vsr(t, "restore", png, "-o", out, "-s", "2", "--device", "cpu", "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	info := probe(t, out)
+	if !strings.Contains(info.Format, "png") || info.Codec != "png" || info.Width != 80 || info.Height != 60 || info.Frames != 1 {
+		t.Fatalf("PNG output %+v", info)
+	}
+	m, err := compact.LoadBundled(cpu.New(0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 80*60*3)
+	if err := m.Upscale(context.Background(), decodeAll(t, probe(t, png)), 1, 40, 30, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(decodeAll(t, info), want) {
+		t.Error("the PNG output is not the model's frame")
+	}
+	jpg := filepath.Join(dir, "photo.jpg")
+	if _, err := vsr(t, "restore", png, "-o", jpg, "-s", "3", "--device", "cpu", "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if i := probe(t, jpg); i.Codec != "mjpeg" || i.Width != 120 || i.Height != 90 {
+		t.Errorf("JPEG output %+v", i)
+	}
+	alpha := filepath.Join(dir, "alpha.png")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30,format=rgba", "-frames:v", "1", alpha)
+	clip := genClip(t, dir, 3, false, "mp4")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", alpha, "-o", filepath.Join(dir, "a.png")}, "alpha channel"},
+		{[]string{"restore", clip, "-o", filepath.Join(dir, "v.png")}, "is an image"},
+		{[]string{"restore", png, "-o", filepath.Join(dir, "x.png"), "-f", "png"}, "folder"},
+	} {
+		if _, err := vsr(t, append(c.args, "--device", "cpu", "--progress", "none")...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("vsr %v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestFolder: a folder of images and videos to a folder, names kept (or
+// the -f format), other files left alone, existing outputs per -y, and
+// two inputs that would write one output refused.
+func TestFolder(t *testing.T) {
+	needFFmpeg(t)
+	src := filepath.Join(t.TempDir(), "in")
+	os.Mkdir(src, 0o755)
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", filepath.Join(src, "a.png"))
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", filepath.Join(src, "b.jpg"))
+	genClip(t, src, 2, false, "mp4")
+	os.WriteFile(filepath.Join(src, "notes.txt"), []byte("x"), 0o644)
+	dst := filepath.Join(t.TempDir(), "out") // created by vsr
+	run := func(extra ...string) error {
+		_, err := vsr(t, append([]string{"restore", src, "-o", dst, "-s", "2", "--device", "cpu", "--progress", "none"}, extra...)...)
+		return err
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(dst); got != "a.png,b.jpg,gen2_false.mp4" {
+		t.Errorf("outputs %s", got)
+	}
+	if i := probe(t, filepath.Join(dst, "b.jpg")); i.Width != 80 || i.Height != 60 {
+		t.Errorf("b.jpg %+v", i)
+	}
+	if err := run(); err == nil || !strings.Contains(err.Error(), "3 of the 3 files") {
+		t.Errorf("again without -y: %v", err)
+	}
+	if err := run("-y"); err != nil {
+		t.Errorf("again with -y: %v", err)
+	}
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", filepath.Join(src, "a.jpg"))
+	if err := run("-f", "png", "-y"); err == nil || !strings.Contains(err.Error(), "would both be written") {
+		t.Errorf("a.png and a.jpg as png: %v", err)
+	}
+}
+
+func names(dir string) string {
+	ents, _ := os.ReadDir(dir)
+	var n []string
+	for _, e := range ents {
+		n = append(n, e.Name())
+	}
+	return strings.Join(n, ",")
+}
