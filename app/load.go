@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -108,6 +109,18 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 	if job.MaxFrames > 0 && job.MaxFrames < total {
 		total = job.MaxFrames
 	}
+	segments := job.Segments
+	if image := IsImage(filepath.Ext(job.Output)); image || IsImage(filepath.Ext(job.Input)) {
+		if err := CheckImageInput(info); err != nil {
+			return nil, err
+		}
+		if image && total != 1 {
+			return nil, fmt.Errorf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or restore the first frame only (--frames 1, max_frames 1)", job.Input, info.Frames, job.Output)
+		}
+		if image {
+			segments = 1
+		}
+	}
 	s, err := l.Session(ctx, info, total, job.Params)
 	if err != nil {
 		return nil, err
@@ -118,7 +131,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Output:    job.Output,
 		Engine:    s,
 		Batch:     BatchSize(job.Batch, l.Dev),
-		Segments:  SegmentCount(job.Segments, l.Dev, s),
+		Segments:  SegmentCount(segments, l.Dev, s),
 		MaxFrames: job.MaxFrames,
 		Info:      info,
 		Encode:    job.Encode,

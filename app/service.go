@@ -280,7 +280,11 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 	if ext == "" {
 		ext = ".mp4" // what the service adds
 	}
-	if err := video.CheckEncode(ctx, ext, s.encode(q)); errors.Is(err, video.ErrNoFFmpeg) {
+	enc, err := s.encode(q, ext)
+	if err != nil {
+		return err
+	}
+	if err := video.CheckEncode(ctx, ext, enc); errors.Is(err, video.ErrNoFFmpeg) {
 		return err
 	} else if err != nil {
 		return fmt.Errorf("fields save_result_path, codec, crf, preset, pix_fmt: %w", err)
@@ -288,8 +292,9 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 	return nil
 }
 
-// encode is a request's encoder settings: its own, else the server's.
-func (s *Service) encode(q *serve.Request) video.EncodeOptions {
+// encode is a request's encoder settings for an output of extension ext:
+// its own, else the server's; an image's for an image.
+func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, error) {
 	e := s.base.Encode
 	if q.Codec != "" {
 		e.Codec = q.Codec
@@ -303,7 +308,10 @@ func (s *Service) encode(q *serve.Request) video.EncodeOptions {
 	if q.PixFmt != "" {
 		e.PixFmt = q.PixFmt
 	}
-	return e
+	if IsImage(ext) {
+		return ImageEncode(ext, e)
+	}
+	return e, nil
 }
 
 // Run restores one task with the task's context (cancelling it stops the
@@ -316,7 +324,9 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	}
 	job := s.base
 	job.Input, job.Output, job.Params, job.MaxFrames, job.Progress = t.Input, t.Output, set, q.MaxFrames, progress
-	job.Encode = s.encode(q)
+	if job.Encode, err = s.encode(q, filepath.Ext(t.Output)); err != nil {
+		return err
+	}
 	if q.Batch > 0 {
 		job.Batch = q.Batch
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/model/compact"
@@ -106,4 +107,23 @@ func names(dir string) string {
 		n = append(n, e.Name())
 	}
 	return strings.Join(n, ",")
+}
+
+// TestServeImage: the service writes an image for an image
+// save_result_path, and refuses a video into one at run time.
+func TestServeImage(t *testing.T) {
+	needFFmpeg(t)
+	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, base: cpuRestore})
+	defer stop()
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", filepath.Join(svc.InputRoot(), "p.png"))
+	sizedClip(t, filepath.Join(svc.InputRoot(), "v.mp4"), 24, 16, 3)
+	id := a.submit(map[string]any{"video_path": "p.png", "sr_ratio": 2, "save_result_path": "p2.png"})
+	m := a.wait(id, "completed", time.Minute)
+	if i := probe(t, m["save_result_path"].(string)); i.Codec != "png" || i.Width != 80 {
+		t.Errorf("image task output %+v", i)
+	}
+	id = a.submit(map[string]any{"video_path": "v.mp4", "save_result_path": "v.png"})
+	if m := a.wait(id, "failed", time.Minute); !strings.Contains(m["error"].(string), "is an image") {
+		t.Errorf("video into an image: %v", m["error"])
+	}
 }

@@ -182,19 +182,6 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 
 // restoreOne restores the probed input into output with ld.
 func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output string, enc video.EncodeOptions, f restoreFlags, set model.Values) (*pipeline.Result, error) {
-	image := app.IsImage(filepath.Ext(output))
-	if app.IsImage(filepath.Ext(info.Path)) || image {
-		if err := app.CheckImageInput(info); err != nil {
-			return nil, err
-		}
-	}
-	if image && info.Frames != 1 && f.frames != 1 {
-		return nil, fmt.Errorf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or --frames 1 for the first frame", info.Path, info.Frames, output)
-	}
-	segments := f.segments
-	if image {
-		segments = 1
-	}
 	if f.progress != "none" {
 		notes(cmd, info, output)
 	}
@@ -205,7 +192,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
 	res, err := ld.Run(cmd.Context(), app.Job{
 		Input: info.Path, Output: output, Info: info, Params: set,
-		MaxFrames: f.frames, Batch: f.batch, Segments: segments,
+		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments,
 		Encode:   enc,
 		Progress: prog.update,
 	})
