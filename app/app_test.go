@@ -210,6 +210,7 @@ func TestStandInFamily(t *testing.T) {
 		`{"video_path": "in.mkv", "sr_ratio": 3}`:              "compact",
 		`{"video_path": "in.mkv", "params": {"level": "hi"}}`:  "level",
 		`{"video_path": "in.mkv", "params": {"colour": "on"}}`: "colour",
+		`{"video_path": "in.mkv", "segments": 1, "params": {"segments": 2}}`: "given twice",
 	} {
 		if code, m := post(body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {
 			t.Errorf("%s: %d %v, want 400 naming %q", body, code, m, want)

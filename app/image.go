@@ -2,6 +2,8 @@ package app
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vsr-dev/vsr/video"
@@ -42,11 +44,18 @@ func ImageEncode(ext string, e video.EncodeOptions) (video.EncodeOptions, error)
 	return e, nil
 }
 
+// isImageInput reports whether the probed input is a still image: read by
+// an image demuxer, or named as one (the service hands inputs over as
+// descriptors, without their names).
+func isImageInput(info *video.Info) bool {
+	return strings.HasSuffix(info.Format, "_pipe") || info.Format == "image2" || IsImage(filepath.Ext(info.Path))
+}
+
 // CheckImageInput refuses an image whose alpha channel the restore would
 // lose.
 func CheckImageInput(info *video.Info) error {
-	if pf := info.PixFmt; strings.Contains(pf, "a") && (strings.HasPrefix(pf, "rgba") || strings.HasPrefix(pf, "bgra") ||
-		strings.HasPrefix(pf, "argb") || strings.HasPrefix(pf, "abgr") || strings.HasPrefix(pf, "ya") || strings.HasPrefix(pf, "yuva") || strings.HasPrefix(pf, "gbrap")) {
+	pf := info.PixFmt
+	if slices.ContainsFunc([]string{"rgba", "bgra", "argb", "abgr", "ya", "yuva", "gbrap"}, func(p string) bool { return strings.HasPrefix(pf, p) }) {
 		return fmt.Errorf("%s has an alpha channel (%s) that vsr would drop: flatten it first (ffmpeg -i IN -vf format=rgb24 OUT.png), or restore a copy without it", info.Path, pf)
 	}
 	return nil

@@ -110,7 +110,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		total = job.MaxFrames
 	}
 	segments := job.Segments
-	if image := IsImage(filepath.Ext(job.Output)); image || IsImage(filepath.Ext(job.Input)) {
+	if image := IsImage(filepath.Ext(job.Output)); image || isImageInput(info) {
 		if err := CheckImageInput(info); err != nil {
 			return nil, err
 		}

@@ -170,7 +170,12 @@ func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
 	raw, _ := json.Marshal(q)
 	fields := map[string]any{}
 	json.Unmarshal(raw, &fields)
-	maps.Copy(fields, q.Params)
+	for k, v := range q.Params {
+		if _, twice := fields[k]; twice {
+			return nil, nil, fmt.Errorf("field %q is given twice, at the top level and in \"params\": give it once", k)
+		}
+		fields[k] = v
+	}
 	byField := map[string]model.Param{}
 	for _, p := range l.Family.Params() {
 		byField[p.FieldName()] = p

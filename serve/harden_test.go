@@ -2,7 +2,9 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -599,4 +602,65 @@ func TestLightX2VCompat(t *testing.T) {
 	if m["error_type"] != "RuntimeError" {
 		t.Errorf("failed status %v", m)
 	}
+}
+
+// TestFIFOSwapped: an input replaced by a FIFO after submit fails the task
+// at once instead of hanging the worker, and a result replaced by one is
+// not served (nor hangs the handler).
+func TestFIFOSwapped(t *testing.T) {
+	f := newFake(true)
+	e := newEnv(t, Config{}, f)
+	hold := holdWorker(e, f)
+	in := e.input("in.mp4")
+	id := e.submit(map[string]any{"video_path": "in.mp4"})
+	os.Remove(in)
+	if err := syscall.Mkfifo(in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.release <- struct{}{}
+	e.wait(hold, Completed)
+	if m := e.wait(id, Failed); !strings.Contains(m["error"].(string), "regular file") {
+		t.Errorf("status %v", m)
+	}
+	out := filepath.Join(e.svc.OutputRoot(), hold+".mp4")
+	os.Remove(out)
+	syscall.Mkfifo(out, 0o644)
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := e.do("GET", "/v1/tasks/"+hold+"/result", nil)
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		if code == 200 {
+			t.Errorf("a FIFO was served as the result")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GET /result on a FIFO hung")
+	}
+}
+
+// TestRequestLimits: an upload without an extension is stored under a
+// name the start-up sweep knows; over-long encoder names are refused.
+func TestRequestLimits(t *testing.T) {
+	e := newEnv(t, Config{}, newFake(false))
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("video", "clip")
+	fw.Write([]byte("video"))
+	mw.Close()
+	resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	st := e.wait(m["task_id"].(string), Completed)
+	if name := filepath.Base(st["video_path"].(string)); !uploadName.MatchString(name) {
+		t.Errorf("an upload without an extension was stored as %s", name)
+	}
+	e.input("a.mp4")
+	code, r, _ := e.do("POST", "/v1/tasks/video/", map[string]any{"video_path": "a.mp4", "preset": strings.Repeat("x", 100)})
+	wantError(t, "100-character preset", code, r, 400, "preset")
 }

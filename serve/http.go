@@ -184,6 +184,9 @@ func (s *Service) check(ctx context.Context, r *Request) error {
 		return fmt.Errorf("field \"task_id\": want 1 to 64 letters, digits, '-', '_' or '.'")
 	}
 	for name, v := range map[string]string{"codec": r.Codec, "preset": r.Preset, "pix_fmt": r.PixFmt} {
+		if len(v) > 64 {
+			return fmt.Errorf("field %q: %d characters; at most 64", name, len(v))
+		}
 		for _, c := range v {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 				return fmt.Errorf("field %q: %q is not a name", name, v)
@@ -230,7 +233,9 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	}
 	var err error
 	if upload != "" {
-		t.Input, t.Upload = filepath.Join(s.cfg.InputRoot, uploadPrefix+newID()+filepath.Ext(upload)), true
+		// The hidden name is ".upload-RANDOM[.ext]": keep only its extension.
+		ext := filepath.Ext(strings.TrimPrefix(filepath.Base(upload), "."))
+		t.Input, t.Upload = filepath.Join(s.cfg.InputRoot, uploadPrefix+newID()+ext), true
 		req.VideoPath = t.Input
 		t.Request.VideoPath = t.Input
 	} else if t.Input, err = resolveInput(s.cfg.InputRoot, req.VideoPath); err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // pathError is a path refused with an HTTP status (400 or 403).
@@ -152,7 +153,9 @@ func openIn(root, p string) (*os.File, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return r.Open(rel)
+	// Non-blocking: a FIFO put in place of a file must not hang the open
+	// (the caller then refuses what is not a regular file or directory).
+	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 // fdPath names an open file through its descriptor (Linux), so that a
@@ -172,7 +175,7 @@ func fdPath(f *os.File, name string) string {
 func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
 	in, err := openIn(s.cfg.InputRoot, t.Input)
 	if err != nil {
-		return nil, nil, fmt.Errorf("video_path %s cannot be opened inside the input root (%v): it was changed after the task was queued", t.Input, unwrapPath(err))
+		return nil, nil, fmt.Errorf("video_path %s cannot be opened inside the input root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Input, unwrapPath(err))
 	}
 	st, err := in.Stat()
 	if err == nil && !st.Mode().IsRegular() {
@@ -192,7 +195,7 @@ func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
 	}
 	if err != nil {
 		in.Close()
-		return nil, nil, fmt.Errorf("the directory of save_result_path %s cannot be opened inside the output root (%v): it was changed after the task was queued", t.Output, unwrapPath(err))
+		return nil, nil, fmt.Errorf("the directory of save_result_path %s cannot be opened inside the output root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Output, unwrapPath(err))
 	}
 	f := &taskFiles{in: in, dir: dir}
 	w := t.clone()

@@ -554,10 +554,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// encodeChecks caches CheckEncode's answers per ffmpeg and settings.
-var encodeChecks sync.Map // string -> *encodeCheck
-
-type encodeCheck struct{ err error }
+// encodeChecks remembers the settings CheckEncode found good, per ffmpeg.
+// Failures are not kept: one may pass later (a busy GPU encoder), and a
+// client could otherwise fill memory with bad names.
+var encodeChecks sync.Map // string -> struct{}
 
 // CheckEncode encodes one black frame with opt's video settings into a
 // temporary file of extension ext, so that what ffmpeg would refuse (an
@@ -585,8 +585,8 @@ func CheckEncode(ctx context.Context, ext string, opt EncodeOptions) error {
 		return err
 	}
 	key := fmt.Sprintf("%s|%s|%s|%d|%s|%s|%q", t.ffmpeg, strings.ToLower(ext), o.Codec, o.CRF, o.Preset, o.PixFmt, o.Options)
-	if v, ok := encodeChecks.Load(key); ok {
-		return v.(*encodeCheck).err
+	if _, ok := encodeChecks.Load(key); ok {
+		return nil
 	}
 	f, err := os.CreateTemp("", "vsr-check-*"+ext)
 	if err != nil {
@@ -601,13 +601,12 @@ func CheckEncode(ctx context.Context, ext string, opt EncodeOptions) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	err = nil
 	if r.err != nil {
 		msg := describe(r.tail, r.err)
-		err = fmt.Errorf("ffmpeg cannot write %s into a %s file with pixel format %s%s (%s)%s", o.Codec, ext, o.PixFmt, optionsNote(o.Options), msg, encodeHint(ext, o.Codec, msg))
+		return fmt.Errorf("ffmpeg cannot write %s into a %s file with pixel format %s%s (%s)%s", o.Codec, ext, o.PixFmt, optionsNote(o.Options), msg, encodeHint(ext, o.Codec, msg))
 	}
-	encodeChecks.Store(key, &encodeCheck{err})
-	return err
+	encodeChecks.Store(key, struct{}{})
+	return nil
 }
 
 func optionsNote(opts []string) string {

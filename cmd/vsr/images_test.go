@@ -126,4 +126,10 @@ func TestServeImage(t *testing.T) {
 	if m := a.wait(id, "failed", time.Minute); !strings.Contains(m["error"].(string), "is an image") {
 		t.Errorf("video into an image: %v", m["error"])
 	}
+	// The service hands inputs over as descriptors: alpha is still found.
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30,format=rgba", "-frames:v", "1", filepath.Join(svc.InputRoot(), "alpha.png"))
+	id = a.submit(map[string]any{"video_path": "alpha.png", "save_result_path": "alpha.mp4"})
+	if m := a.wait(id, "failed", time.Minute); !strings.Contains(m["error"].(string), "alpha channel") {
+		t.Errorf("an RGBA image: %v", m["error"])
+	}
 }

@@ -143,7 +143,11 @@ func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
 	if set && m.fixed != 0 && s != m.fixed {
 		return 0, fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%d", s, m.Name(), m.fixed)
 	}
-	if z, ok := p.Size("size"); ok && w > 0 {
+	z, sized := p.Set["size"].(model.Size)
+	if !sized && !set {
+		z, sized = m.def.Size("size") // the loader's size, when the request sets no scale
+	}
+	if sized && w > 0 {
 		zs, err := integerScale(w, h, z)
 		if err != nil {
 			return 0, err

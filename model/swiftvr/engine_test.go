@@ -8,6 +8,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/model"
 )
 
 // drive runs a Session the way the pipeline does (its planned batches in
@@ -278,5 +279,20 @@ func TestRequestSettings(t *testing.T) {
 	r.TGrowBefore, r.FrameBatch = false, 0
 	if !bytes.Equal(q.run(t, r, d), got) {
 		t.Error("the request's settings gave another output than the same settings on the ReAE")
+	}
+}
+
+// TestSizePrecedence: a server's default size applies to requests that set
+// neither a size nor a ratio.
+func TestSizePrecedence(t *testing.T) {
+	m := &resident{def: model.Params{Set: model.Values{"size": model.Size{W: 64, H: 32}}}}
+	if p := m.params(model.Params{Set: model.Values{"sr-ratio": 4.0}}); p.Set["size"] != nil {
+		t.Errorf("a request's sr_ratio lost to the server's size: %v", p.Set)
+	}
+	if p := m.params(model.Params{}); p.Set["size"] != (model.Size{W: 64, H: 32}) {
+		t.Errorf("a request without size or ratio did not get the server's size: %v", p.Set)
+	}
+	if p := m.params(model.Params{Set: model.Values{"size": model.Size{W: 32, H: 16}}}); p.Set["size"] != (model.Size{W: 32, H: 16}) {
+		t.Errorf("the request's size lost: %v", p.Set)
 	}
 }

@@ -128,10 +128,14 @@ func (m *resident) params(p model.Params) model.Params {
 			out.Set[name] = v
 		}
 	}
-	if z, ok := p.Size("size"); ok {
+	// A size the request sets wins; the loader's size applies only to a
+	// request that sets neither a size nor a ratio.
+	if z, ok := p.Set["size"].(model.Size); ok {
 		out.Set["size"] = z
-	} else if z, ok := m.def.Size("size"); ok {
-		out.Set["size"] = z
+	} else if _, ratio := p.Set["sr-ratio"]; !ratio {
+		if z, ok := m.def.Size("size"); ok {
+			out.Set["size"] = z
+		}
 	}
 	return out
 }
