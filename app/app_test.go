@@ -206,10 +206,10 @@ func TestStandInFamily(t *testing.T) {
 	}
 	wantLevel(t, src, frames(t, m["save_result_path"].(string)), 100)
 	for body, want := range map[string]string{
-		`{"video_path": "in.mkv", "clip_len": 8}`:              "swiftvr",
-		`{"video_path": "in.mkv", "sr_ratio": 3}`:              "compact",
-		`{"video_path": "in.mkv", "params": {"level": "hi"}}`:  "level",
-		`{"video_path": "in.mkv", "params": {"colour": "on"}}`: "colour",
+		`{"video_path": "in.mkv", "clip_len": 8}`:                            "swiftvr",
+		`{"video_path": "in.mkv", "sr_ratio": 3}`:                            "compact",
+		`{"video_path": "in.mkv", "params": {"level": "hi"}}`:                "level",
+		`{"video_path": "in.mkv", "params": {"colour": "on"}}`:               "colour",
 		`{"video_path": "in.mkv", "segments": 1, "params": {"segments": 2}}`: "given twice",
 	} {
 		if code, m := post(body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {
