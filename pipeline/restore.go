@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -186,6 +185,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	streams := make([]stream, nstream)
 	var sinks []Sink // the encoders, until streams own them
 	var segFiles []string
+	var segDir *video.Workdir // where the segments are, until joined
 	ok := false
 	defer func() {
 		if ok {
@@ -203,11 +203,19 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 				s.src.Close()
 			}
 		}
-		removeAll(segFiles)
+		if segDir != nil {
+			segDir.Remove()
+		}
 	}()
 
 	// Encoders first: they check the output directory before any work.
 	parts := segmentRanges(total, nseg)
+	if nseg > 1 && !req.Discard {
+		var err error
+		if segDir, err = video.NewWorkdir(req.Output); err != nil {
+			return nil, err
+		}
+	}
 	for i, p := range parts {
 		if req.Discard {
 			sinks = append(sinks, discard{})
@@ -217,7 +225,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		e.ExpectFrames = p.count
 		out := req.Output
 		if nseg > 1 { // audio is muxed in when the segments are joined
-			out = segmentPath(req.Output, i)
+			out = segDir.Path(fmt.Sprintf("seg%03d%s", i, filepath.Ext(req.Output)))
 			segFiles = append(segFiles, out)
 			e.Intermediate = true // the joined file is synced
 			e.NoReplace = false   // a hidden name of its own; the join checks the output
@@ -297,7 +305,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		removeAll(segFiles)
+		segDir.Remove()
 		done()
 	}
 	ok = true
@@ -323,19 +331,6 @@ func segmentRanges(total, n int) []part {
 		ps[i] = part{a, b - a}
 	}
 	return ps
-}
-
-// segmentPath names the temporary file of segment i beside the output; it
-// has the output's extension so the same muxer is used.
-func segmentPath(out string, i int) string {
-	dir, base := filepath.Split(out)
-	return filepath.Join(dir, fmt.Sprintf(".%s.vsr-seg%03d%s", base, i, filepath.Ext(out)))
-}
-
-func removeAll(files []string) {
-	for _, f := range files {
-		os.Remove(f)
-	}
 }
 
 // stream is one segment: its frames, decoder and encoder.

@@ -558,6 +558,8 @@ func TestRestart(t *testing.T) {
 	svc.st.Close()
 	os.WriteFile(filepath.Join(svc.OutputRoot(), ".x.vsr-123.mp4"), []byte("partial"), 0o644)
 	os.WriteFile(filepath.Join(svc.OutputRoot(), ".y.mp4.vsr-seg000.mp4"), []byte("partial"), 0o644)
+	os.MkdirAll(filepath.Join(svc.OutputRoot(), "sub", ".z.vsr-42", ".w.vsr-7"), 0o700) // encoders' private directories
+	os.WriteFile(filepath.Join(svc.OutputRoot(), "sub", ".z.vsr-42", "z.mp4"), []byte("partial"), 0o644)
 	svc.stop()
 	<-svc.workerDone
 
@@ -574,7 +576,7 @@ func TestRestart(t *testing.T) {
 	if got := strings.Join(f2.ran, ","); got != running+","+queued[0]+","+queued[1] {
 		t.Errorf("after restart ran %s", got)
 	}
-	for _, n := range []string{".x.vsr-123.mp4", ".y.mp4.vsr-seg000.mp4"} {
+	for _, n := range []string{".x.vsr-123.mp4", ".y.mp4.vsr-seg000.mp4", "sub/.z.vsr-42"} {
 		if _, err := os.Stat(filepath.Join(e.svc.OutputRoot(), n)); err == nil {
 			t.Errorf("temporary %s kept", n)
 		}

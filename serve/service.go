@@ -199,7 +199,8 @@ func New(cfg Config, r Runner) (*Service, error) {
 }
 
 // isTemporary reports whether name is a hidden temporary of vsr's encoders
-// (".STEM.vsr-*EXT", ".NAME.vsr-seg*") or of an upload (".upload-*").
+// (the private directories ".STEM.vsr-*", and the files of older
+// versions) or of an upload (".upload-*").
 func isTemporary(name string) bool {
 	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
 }
@@ -234,7 +235,14 @@ func removeTemporaries(root string, log *slog.Logger) {
 		if err != nil {
 			return nil
 		}
-		if d.Type().IsRegular() && isTemporary(d.Name()) {
+		switch {
+		case p == root || !isTemporary(d.Name()):
+		case d.IsDir(): // an encoder's private directory (video.Workdir)
+			if os.RemoveAll(p) == nil {
+				log.Info("removed temporaries of an interrupted task", "path", p)
+			}
+			return fs.SkipDir
+		case d.Type().IsRegular():
 			if os.Remove(p) == nil {
 				log.Info("removed temporary of an interrupted task", "path", p)
 			}

@@ -48,10 +48,11 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 			return fmt.Errorf("concat %q: reading audio: %w", outPath, err)
 		}
 	}
-	tmp, err := reserveTemp(outPath, ext)
+	wd, tmp, err := reserveTemp(outPath, ext)
 	if err != nil {
 		return err
 	}
+	defer wd.Remove()
 	list, err := os.CreateTemp("", "vsr-concat-*.txt")
 	if err != nil {
 		return fmt.Errorf("concat %q: %v", outPath, err)
@@ -85,18 +86,15 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	args = append(args, "-c:v", "copy", "-y", fileArg(tmp))
 	r := runTool(ctx, t.ffmpeg, args...)
 	if r.err != nil {
-		os.Remove(tmp)
 		if ctx.Err() != nil {
 			return fmt.Errorf("concat %q: %w", outPath, ctx.Err())
 		}
 		return fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
 	}
 	if err := checkFile(tmp, true); err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
 	}
 	if err := moveIntoPlace(tmp, outPath, opt.NoReplace); err != nil {
-		os.Remove(tmp)
 		if errors.Is(err, ErrExists) {
 			return fmt.Errorf("concat %q: %w (created while this output was made); the new output was discarded", outPath, ErrExists)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ type Encoder struct {
 	prog    *progress
 	outPath string
 	tmpPath string
+	wd      *Workdir // where tmpPath is
 	codec   string
 	size    int
 	expect  int
@@ -132,7 +134,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		}
 	}
 
-	tmp, err := reserveTemp(outPath, ext)
+	wd, tmp, err := reserveTemp(outPath, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +170,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	pr.Close() // the child has its copy
 	if err != nil {
 		in.Close()
-		os.Remove(tmp)
+		wd.Remove()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("encode %q: %w", outPath, cerr)
 		}
@@ -176,7 +178,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	}
 	return &Encoder{
 		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
-		outPath: outPath, tmpPath: tmp, codec: o.Codec,
+		outPath: outPath, tmpPath: tmp, wd: wd, codec: o.Codec,
 		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
 	}, nil
 }
@@ -226,36 +228,75 @@ func normalizeEncodeOptions(o EncodeOptions) (EncodeOptions, error) {
 	return o, nil
 }
 
-// reserveTemp checks the output location and returns the temporary path
-// ffmpeg is to write. The name is reserved by creating the file (which
-// also proves the directory writable), then the file is removed again so
-// that ffmpeg creates it with the usual permissions.
-func reserveTemp(outPath, ext string) (string, error) {
-	dir := filepath.Dir(outPath)
+// Workdir is a private directory (mode 0700) beside an output, where its
+// temporaries are written: another user cannot put a link in place of a
+// temporary's name, and on Linux the directory is named through a
+// descriptor held open, so that a swap of its own name does not redirect
+// the writes either. Remove deletes it with what is left in it.
+type Workdir struct {
+	name string   // as created
+	f    *os.File // held open while in use
+	path string   // how the files in it are named: /proc/self/fd/N on Linux
+}
+
+// NewWorkdir checks the output location (its directory exists and is
+// writable; the output is not a directory) and makes a Workdir beside it,
+// named ".STEM.vsr-*".
+func NewWorkdir(outPath string) (*Workdir, error) {
+	dir, ext := filepath.Dir(outPath), filepath.Ext(outPath)
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("output directory %q does not exist: create it first", dir)
+		return nil, fmt.Errorf("output directory %q does not exist: create it first", dir)
 	case err != nil:
-		return "", fmt.Errorf("output directory %q: %v", dir, err)
+		return nil, fmt.Errorf("output directory %q: %v", dir, err)
 	case !st.IsDir():
-		return "", fmt.Errorf("output directory %q is not a directory: choose another output path", dir)
+		return nil, fmt.Errorf("output directory %q is not a directory: choose another output path", dir)
 	}
 	if st, err := os.Stat(outPath); err == nil && st.IsDir() {
-		return "", fmt.Errorf("output %q is a directory: give a file name such as %s", outPath, filepath.Join(outPath, "out"+ext))
+		return nil, fmt.Errorf("output %q is a directory: give a file name such as %s", outPath, filepath.Join(outPath, "out"+ext))
 	}
 	stem := strings.TrimSuffix(filepath.Base(outPath), ext)
-	f, err := os.CreateTemp(dir, "."+stem+".vsr-*"+ext)
+	name, err := os.MkdirTemp(dir, "."+stem+".vsr-*")
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			return "", fmt.Errorf("output directory %q is not writable: fix its permissions or choose another directory", dir)
+			return nil, fmt.Errorf("output directory %q is not writable: fix its permissions or choose another directory", dir)
 		}
-		return "", fmt.Errorf("output directory %q is not writable (%v): choose another directory", dir, err)
+		return nil, fmt.Errorf("output directory %q is not writable (%v): choose another directory", dir, err)
 	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
-	return name, nil
+	f, err := os.Open(name)
+	if err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("output directory %q: %v", dir, err)
+	}
+	w := &Workdir{name: name, f: f, path: name}
+	if runtime.GOOS == "linux" {
+		w.path = selfFD + strconv.Itoa(int(f.Fd()))
+	}
+	return w, nil
+}
+
+// Path names the file name inside the Workdir.
+func (w *Workdir) Path(name string) string { return filepath.Join(w.path, name) }
+
+// Remove deletes the Workdir and what is in it. It may be called more
+// than once.
+func (w *Workdir) Remove() {
+	if w.f != nil {
+		os.RemoveAll(w.name)
+		w.f.Close()
+		w.f = nil
+	}
+}
+
+// reserveTemp makes the Workdir of an output and names the temporary file
+// ffmpeg is to write in it: the output's name, so the same muxer is used.
+func reserveTemp(outPath, ext string) (*Workdir, string, error) {
+	w, err := NewWorkdir(outPath)
+	if err != nil {
+		return nil, "", err
+	}
+	return w, w.Path(filepath.Base(outPath)), nil
 }
 
 // FrameSize is the number of bytes Write expects per frame: Width*Height*3
@@ -265,7 +306,8 @@ func (e *Encoder) FrameSize() int { return e.size }
 // Written is the number of frames written so far.
 func (e *Encoder) Written() int { return e.written }
 
-// TempPath is the hidden file ffmpeg writes to until Close renames it.
+// TempPath is the file ffmpeg writes to, in a private directory beside the
+// output, until Close renames it into place.
 func (e *Encoder) TempPath() string { return e.tmpPath }
 
 // Write sends one frame of exactly FrameSize bytes to ffmpeg. If ffmpeg has
@@ -329,6 +371,7 @@ func (e *Encoder) Close() error {
 		}
 		return e.fail(fmt.Errorf("encode %q: cannot move the finished file into place: %v", e.outPath, err))
 	}
+	e.wd.Remove()
 	e.closed = true
 	return nil
 }
@@ -344,7 +387,7 @@ func (e *Encoder) Abort() {
 	if e.err == nil {
 		e.err = fmt.Errorf("encode %q: aborted", e.outPath)
 	}
-	os.Remove(e.tmpPath)
+	e.wd.Remove()
 	e.closed = true
 }
 
@@ -368,7 +411,7 @@ func (e *Encoder) reap() error {
 // fail records err, removes the temporary file and returns err.
 func (e *Encoder) fail(err error) error {
 	e.kill()
-	os.Remove(e.tmpPath)
+	e.wd.Remove()
 	e.err = err
 	e.closed = true
 	return err

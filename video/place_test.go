@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -113,5 +114,41 @@ func TestChildPathStdin(t *testing.T) {
 		if got := ChildPath(in); got != want {
 			t.Errorf("ChildPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestWorkdir: an output's temporaries go to a private directory named
+// through its descriptor: other users cannot plant links in it, and a
+// link swapped in for its name does not redirect the writes.
+func TestWorkdir(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("descriptor paths are Linux's")
+	}
+	dir := t.TempDir()
+	w, err := NewWorkdir(filepath.Join(dir, "out.mp4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(w.name)
+	if err != nil || st.Mode().Perm() != 0o700 || !strings.HasPrefix(filepath.Base(w.name), ".out.vsr-") {
+		t.Fatalf("workdir %s: %v %v", w.name, st.Mode(), err)
+	}
+	outside := t.TempDir()
+	moved := filepath.Join(dir, "moved")
+	os.Rename(w.name, moved)
+	os.Symlink(outside, w.name)
+	if err := os.WriteFile(w.Path("tmp.mp4"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "tmp.mp4")); err == nil {
+		t.Error("a link swapped in for the workdir's name redirected the write")
+	}
+	if _, err := os.Stat(filepath.Join(moved, "tmp.mp4")); err != nil {
+		t.Errorf("the write did not reach the workdir: %v", err)
+	}
+	w.Remove()
+	w.Remove()
+	if _, err := os.Stat(filepath.Join(outside)); err != nil {
+		t.Errorf("Remove followed the link: %v", err)
 	}
 }
