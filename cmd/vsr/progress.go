@@ -30,17 +30,11 @@ func newProgress(mode string, total int, w io.Writer) *progress {
 	}
 	f, isFile := w.(*os.File)
 	if mode == "auto" && isFile && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("restoring"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("frames"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionFullWidth(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-		)
+		width, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			width = 80
+		}
+		p.bar = progressbar.NewOptions(total, barOptions(w, width)...)
 		return p
 	}
 	p.plain = true
@@ -78,4 +72,26 @@ func (p *progress) finish(ok bool) {
 		_ = p.bar.Exit()
 		fmt.Fprintln(p.w)
 	}
+}
+
+// barOptions lay the bar out for a terminal of width columns: in a narrow
+// one the description and the rate are left out and the bar shrinks, so
+// that the line never wraps (a wrapped line is redrawn on a new line at
+// every update).
+func barOptions(w io.Writer, width int) []progressbar.Option {
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+	}
+	switch {
+	case width >= 100:
+		return append(opts, progressbar.OptionSetPredictTime(true), progressbar.OptionSetDescription("restoring"),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("frames"), progressbar.OptionFullWidth())
+	case width >= 50: // percent, count and times take about 36 columns
+		return append(opts, progressbar.OptionSetPredictTime(true), progressbar.OptionSetWidth(width-40))
+	}
+	// percent and count alone take about 22 columns
+	return append(opts, progressbar.OptionSetPredictTime(false), progressbar.OptionSetWidth(max(width-26, 3)))
 }
