@@ -6,11 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // pathError is a path refused with an HTTP status (400 or 403).
@@ -158,16 +158,6 @@ func openIn(root, p string) (*os.File, error) {
 	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
-// fdPath names an open file through its descriptor (Linux), so that a
-// later open of the path, by vsr or an ffmpeg child, reaches that file and
-// not whatever its name points to now. Elsewhere it is the name.
-func fdPath(f *os.File, name string) string {
-	if runtime.GOOS != "linux" {
-		return name
-	}
-	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
-}
-
 // openTask opens t's input and its output's directory inside the roots,
 // as they are when the task runs (a link changed since the task was
 // queued cannot lead out of a root), and returns the runner's copy of t,
@@ -199,18 +189,15 @@ func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
 	}
 	f := &taskFiles{in: in, dir: dir}
 	w := t.clone()
-	w.Input = fdPath(in, t.Input)
-	dirPath := fdPath(dir, dirName)
+	w.Input = video.FDPath(in, t.Input)
+	dirPath := video.FDPath(dir, dirName)
 	w.Output = filepath.Join(dirPath, filepath.Base(t.Output))
 	// Messages name the files as the client does: the descriptor paths,
 	// as vsr and its ffmpeg children see them, become the names again.
 	type pair struct{ fd, name string }
 	var ps []pair
 	if w.Input != t.Input {
-		for _, pid := range []string{"self", strconv.Itoa(os.Getpid())} {
-			ps = append(ps, pair{strings.Replace(dirPath, "self", pid, 1), dirName},
-				pair{strings.Replace(w.Input, "self", pid, 1), t.Input})
-		}
+		ps = []pair{{dirPath, dirName}, {w.Input, t.Input}, {video.ChildPath(dirPath), dirName}, {video.ChildPath(w.Input), t.Input}}
 	}
 	// Longest first: the path of fd 12 is a prefix of that of fd 123.
 	slices.SortFunc(ps, func(a, b pair) int { return len(b.fd) - len(a.fd) })

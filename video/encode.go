@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,11 +268,7 @@ func NewWorkdir(outPath string) (*Workdir, error) {
 		os.Remove(name)
 		return nil, fmt.Errorf("output directory %q: %v", dir, err)
 	}
-	w := &Workdir{name: name, f: f, path: name}
-	if runtime.GOOS == "linux" {
-		w.path = selfFD + strconv.Itoa(int(f.Fd()))
-	}
-	return w, nil
+	return &Workdir{name: name, f: f, path: FDPath(f, name)}, nil
 }
 
 // Path names the file name inside the Workdir.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -40,6 +41,17 @@ func linkNoReplace(tmp, out string) error {
 // caller). A child process has its own /proc/self, so ChildPath names the
 // same open file through this process's id instead.
 const selfFD = "/proc/self/fd/"
+
+// FDPath names the open file f through its descriptor on Linux
+// (/proc/self/fd/N), so that a later open of the path, by this process or
+// (through ChildPath) an ffmpeg child, reaches that very file or directory
+// and not whatever its name points to by then. Elsewhere it is name.
+func FDPath(f *os.File, name string) string {
+	if runtime.GOOS != "linux" {
+		return name
+	}
+	return selfFD + strconv.Itoa(int(f.Fd()))
+}
 
 // ChildPath returns p as a child process (ffmpeg) must name it: a path
 // under /proc/self/fd (or /dev/fd, or /dev/stdin) becomes /proc/PID/fd,

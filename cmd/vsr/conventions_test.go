@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -184,18 +182,6 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-// vsrStderr runs vsr in-process and returns what it wrote on stderr.
-func vsrStderr(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	root := newRoot()
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	err := root.ExecuteContext(context.Background())
-	return errb.String(), err
-}
-
 // TestStreamsAndNotes: probe lists every stream; restore says which
 // streams the output does not carry and which stale temporaries lie
 // beside the output.
@@ -212,7 +198,7 @@ func TestStreamsAndNotes(t *testing.T) {
 		t.Errorf("probe: %v\n%s", err, out)
 	}
 	os.WriteFile(filepath.Join(dir, ".old.vsr-123.mp4"), []byte("partial"), 0o644)
-	stderr, err := vsrStderr(t, "restore", in, "-o", filepath.Join(dir, "out.mkv"), "--device", "cpu", "-s", "2", "--progress", "plain")
+	_, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "out.mkv"), "--device", "cpu", "-s", "2", "--progress", "plain")
 	if err != nil {
 		t.Fatal(err)
 	}

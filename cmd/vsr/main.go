@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -37,7 +36,7 @@ func main() {
 	if err == nil {
 		return
 	}
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	msg := oneLine(err.Error())
 	fmt.Fprintln(os.Stderr, "vsr: "+msg)
 	if cmd != nil {
 		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {

@@ -28,13 +28,19 @@ func needFFmpeg(t *testing.T) {
 // vsr runs the CLI in-process and returns stdout and the error.
 func vsr(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := vsrOutputs(args...)
+	return out, err
+}
+
+// vsrOutputs runs vsr in this process and returns its stdout and stderr.
+func vsrOutputs(args ...string) (stdout, stderr string, err error) {
 	var out, errb bytes.Buffer
 	root := newRoot()
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), err
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
 }
 
 // ffmpeg runs ffmpeg with args and fails the test on error.
