@@ -93,6 +93,8 @@ type Job struct {
 	Encode                     video.EncodeOptions
 	// Progress, if set, is called with the frames done so far.
 	Progress func(done, total int)
+	// Warn, if set, is told what the model's session warns about.
+	Warn func(string)
 }
 
 // Run restores job on l: a session of the model for the video, then the
@@ -126,6 +128,11 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		return nil, err
 	}
 	defer s.Close()
+	if w, ok := s.(model.Warner); ok && job.Warn != nil {
+		for _, m := range w.Warnings() {
+			job.Warn(m)
+		}
+	}
 	return pipeline.Restore(ctx, pipeline.Request{
 		Input:     job.Input,
 		Output:    job.Output,

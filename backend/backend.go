@@ -164,6 +164,13 @@ type Backend interface {
 	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Window) (Tensor, error)
 	// Binary combines two tensors of the same shape elementwise.
 	Binary(op BinaryOp, a, b Tensor) (Tensor, error)
+	// AddScaled computes ca*a + cb*b elementwise for tensors of the same
+	// shape (ncnn's Eltwise sum with coefficients).
+	AddScaled(a Tensor, ca float32, b Tensor, cb float32) (Tensor, error)
+	// CopyChannels copies src into channels [at, at+C) of dst, a tensor of
+	// the same N, H and W with at least at+C channels: concatenation along
+	// channels is Empty and a CopyChannels per part.
+	CopyChannels(dst Tensor, at int, src Tensor) error
 
 	// PixelUnshuffle rearranges (N H W C) to (N H/r W/r C*r*r), the inverse
 	// of PixelShuffle in PyTorch's channel order.

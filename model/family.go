@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,6 +196,12 @@ type Session interface {
 	Close()
 }
 
+// Warner is implemented by sessions that have something to say about the
+// settings they were given (the run goes on).
+type Warner interface {
+	Warnings() []string
+}
+
 var (
 	mu       sync.Mutex
 	families []Family
@@ -237,7 +244,7 @@ func Find(spec string) (Family, error) {
 			return nil, fmt.Errorf("--model: %w", err)
 		}
 	} else if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled model name (see `vsr models`)", spec)
+		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled or fetchable model name (see `vsr models`)", spec)
 	}
 	for _, f := range fams {
 		if e, ok := f.(interface{ Explain(string) error }); ok {
@@ -250,7 +257,8 @@ func Find(spec string) (Family, error) {
 	for _, f := range fams {
 		names = append(names, f.Name())
 	}
-	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))
+	sort.Strings(names)
+	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled or fetchable name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))
 }
 
 // Owner returns the families other than f that have a parameter name,

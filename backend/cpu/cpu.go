@@ -444,6 +444,52 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 	return out, nil
 }
 
+// AddScaled computes ca*a + cb*b elementwise.
+func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb float32) (backend.Tensor, error) {
+	x, err := b.tensor(at)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.tensor(bt)
+	if err != nil {
+		return nil, err
+	}
+	if x.shape != y.shape {
+		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+	}
+	out := b.alloc(x.shape)
+	rowLen := x.shape.W * x.shape.C
+	b.parallel(x.shape.N*x.shape.H, func(r int) {
+		o := out.Data[r*rowLen : (r+1)*rowLen]
+		p := x.Data[r*rowLen : (r+1)*rowLen]
+		q := y.Data[r*rowLen : (r+1)*rowLen]
+		for i := range o {
+			o[i] = ca*p[i] + cb*q[i]
+		}
+	})
+	return out, nil
+}
+
+// CopyChannels copies src into channels [at, at+src.C) of dst.
+func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor) error {
+	dst, err := b.tensor(dstt)
+	if err != nil {
+		return err
+	}
+	src, err := b.tensor(srct)
+	if err != nil {
+		return err
+	}
+	if err := check.Channels(dst.shape, at, src.shape); err != nil {
+		return err
+	}
+	c, dc := src.shape.C, dst.shape.C
+	for i := range src.shape.N * src.shape.H * src.shape.W {
+		copy(dst.Data[i*dc+at:][:c], src.Data[i*c:][:c])
+	}
+	return nil
+}
+
 // FromRGB8 converts packed RGB24 frames to floats in [0,1].
 func (b *Backend) FromRGB8(rgb []byte, n, h, w int) (backend.Tensor, error) {
 	s := backend.Shape{N: n, H: h, W: w, C: 3}

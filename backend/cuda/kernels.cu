@@ -132,6 +132,10 @@ extern "C" __global__ void bias_act8_##T(const uint4* in, uint4* out, const floa
         out[i] = v;                                                                                 \
     }                                                                                               \
 }                                                                                                   \
+/* axpby: out = ca * a + cb * b. */                                                                 \
+extern "C" __global__ void axpby_##T(const u16* a, const u16* b, u16* out, long long n, float ca, float cb) { \
+    GRID_STRIDE(i, n) out[i] = ST(ca * LD(a[i]) + cb * LD(b[i]));                                   \
+}                                                                                                   \
 /* binary: out = a op b; op 0 add, 1 sub, 2 mul. */                                                \
 extern "C" __global__ void binary_##T(const u16* a, const u16* b, u16* out, long long n, int op) { \
     GRID_STRIDE(i, n) {                                                                             \
@@ -409,3 +413,12 @@ extern "C" __global__ void pixel_shuffle_px(const u16* __restrict__ in, u16* __r
 
 KERNELS(f16, ld_f16, st_f16)
 KERNELS(bf16, ld_bf16, st_bf16)
+
+/* copy_channels: px pixels of c channels from src into channels [at, at+c) of dst's dc-channel
+   pixels; copy_channels8 moves 8 channels per thread (c, dc and at multiples of 8, 16-byte aligned). */
+extern "C" __global__ void copy_channels(const u16* __restrict__ src, u16* __restrict__ dst, long long px, int c, int dc, int at) {
+    GRID_STRIDE(i, px * c) dst[i / c * dc + at + i % c] = src[i];
+}
+extern "C" __global__ void copy_channels8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long px, int c8, int dc8, int at8) {
+    GRID_STRIDE(i, px * c8) dst[i / c8 * dc8 + at8 + i % c8] = src[i];
+}

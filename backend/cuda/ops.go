@@ -406,6 +406,48 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 	return b.finish(y, b.launch("binary", true, n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)))
 }
 
+// AddScaled computes ca*a + cb*b elementwise.
+func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb float32) (backend.Tensor, error) {
+	x, err := b.tensor(at)
+	if err != nil {
+		return nil, err
+	}
+	z, err := b.tensor(bt)
+	if err != nil {
+		return nil, err
+	}
+	if x.shape != z.shape {
+		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, z.shape)
+	}
+	y, err := b.alloc(x.shape)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(x.shape.Elems())
+	return b.finish(y, b.launch("axpby", true, n, x.ptr(), z.ptr(), y.ptr(), n, ca, cb))
+}
+
+// CopyChannels copies src into channels [at, at+src.C) of dst.
+func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor) error {
+	dst, err := b.tensor(dstt)
+	if err != nil {
+		return err
+	}
+	src, err := b.tensor(srct)
+	if err != nil {
+		return err
+	}
+	if err := check.Channels(dst.shape, at, src.shape); err != nil {
+		return err
+	}
+	s := src.shape
+	px := int64(s.N * s.H * s.W)
+	if b.vec8(s.C, s.Elems(), src.ptr(), dst.ptr()) && dst.shape.C%8 == 0 && at%8 == 0 {
+		return b.launch("copy_channels8", false, px*int64(s.C/8), src.ptr(), dst.ptr(), px, int32(s.C/8), int32(dst.shape.C/8), int32(at/8))
+	}
+	return b.launch("copy_channels", false, px*int64(s.C), src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
+}
+
 // taps is a resize axis uploaded to the device.
 type taps struct {
 	n   int

@@ -229,3 +229,40 @@ func TestSegmentsExactDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestModelsCommand: vsr models lists the fetchable models with where they
+// go, says what an ncnn .param needs, and a fetchable model that is not
+// there is named with the command that fetches it; --tile that is mostly
+// halo is warned about.
+func TestModelsCommand(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	t.Setenv("VSR_MODELS", filepath.Join(dir, "models"))
+	out, err := vsr(t, "models")
+	if err != nil || !strings.Contains(out, "realesrgan-x4plus") || !strings.Contains(out, "vsr models fetch realesrgan-x4plus") || !strings.Contains(out, filepath.Join(dir, "models")) {
+		t.Errorf("vsr models: %v\n%s", err, out)
+	}
+	out, err = vsr(t, "models", "../../testdata/compact/dense-8.param")
+	if err != nil || !strings.Contains(out, "Concat") || !strings.Contains(out, "vsr runs it") || !strings.Contains(out, "scale        x2") {
+		t.Errorf("vsr models dense-8.param: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.param")
+	os.WriteFile(bad, []byte("7767517\n2 2\nInput in 0 1 data\nSigmoid s 1 1 data out\n"), 0o644)
+	if out, err = vsr(t, "models", bad); err != nil || !strings.Contains(out, "vsr cannot run it: no Sigmoid") {
+		t.Errorf("vsr models bad.param: %v\n%s", err, out)
+	}
+	in := genClip(t, dir, 2, false, "mp4")
+	_, err = vsr(t, "restore", in, "-o", filepath.Join(dir, "a.mp4"), "-n", "realesrgan-x4plus")
+	if err == nil || !strings.Contains(err.Error(), "vsr models fetch realesrgan-x4plus") {
+		t.Errorf("restore with a model not fetched: %v", err)
+	}
+	if _, err := vsr(t, "models", "fetch", "nope"); err == nil || !strings.Contains(err.Error(), "realesrgan-x4plus") {
+		t.Errorf("fetch of an unknown model: %v", err)
+	}
+	big := filepath.Join(dir, "big.mp4")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=160x96:rate=10:duration=0.2", "-pix_fmt", "yuv420p", big)
+	_, stderr, err := vsrOutputs("restore", big, "-o", filepath.Join(dir, "t.mp4"), "--tile", "32", "--frames", "1", "--scale", "2", "--progress", "none")
+	if err != nil || !strings.Contains(stderr, "warning: --tile 32") {
+		t.Errorf("--tile 32 on a 160x96 clip: %v, stderr %q", err, stderr)
+	}
+}

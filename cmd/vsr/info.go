@@ -2,11 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/model/compact"
 	"github.com/vsr-dev/vsr/video"
 )
@@ -60,27 +67,138 @@ func newProbe() *cobra.Command {
 func newModels() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "models",
-		Short: "List the models bundled in the binary",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms := compact.Bundled()
+		Use:   "models [PATH.param]",
+		Short: "List the bundled and fetchable models, or say what an ncnn .param needs",
+		Long: `With no argument: the models bundled in the binary, and those vsr downloads
+on request (vsr models fetch NAME) into the models folder ($VSR_MODELS, by
+default ~/.cache/vsr/models), with whether they are there.
+
+With an ncnn PATH.param: its layers, which of them vsr does not run, the
+weights it needs, and, when the .bin is beside it, its scale, the halo a tile
+reads and its cost per 640x360 frame.`,
+		Example: `  vsr models
+  vsr models fetch realesrgan-x4plus
+  vsr models ~/models/realesr-general-x4v3.param`,
+		Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return inspectParam(cmd, args[0], asJSON)
+			}
+			dir, err := compact.ModelsDir()
+			if err != nil {
+				return err
+			}
+			type fetchable struct {
+				compact.Fetchable
+				Installed bool   `json:"installed"`
+				Path      string `json:"path"`
+			}
+			var fs []fetchable
+			for _, f := range compact.FetchableModels() {
+				fs = append(fs, fetchable{f, f.Installed(dir) == nil, f.Param(dir)})
+			}
 			if asJSON {
-				return printJSON(cmd, ms)
+				return printJSON(cmd, map[string]any{"bundled": compact.Bundled(), "fetchable": fs, "models_dir": dir})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSCALE\tDESCRIPTION")
-			for _, m := range ms {
+			for _, m := range compact.Bundled() {
 				def := ""
 				if m.Scale == 4 {
 					def = " (default)"
 				}
-				fmt.Fprintf(w, "%s\tx%d\t%s%s\n", m.Name, m.Scale, m.Description, def)
+				fmt.Fprintf(w, "%s\tx%d\t%s; bundled%s\n", m.Name, m.Scale, m.Description, def)
 			}
-			fmt.Fprintln(w, "\nOther ncnn models: vsr restore --model PATH.param (the .bin beside it is read).")
+			for _, f := range fs {
+				state := fmt.Sprintf("not fetched: vsr models fetch %s (%d MB download)", f.Name, f.Bytes>>20)
+				if f.Installed {
+					state = "fetched"
+				}
+				fmt.Fprintf(w, "%s\tx%d\t%s; %s\n", f.Name, f.Scale, f.Description, state)
+			}
+			fmt.Fprintf(w, "\nFetched models live in %s ($VSR_MODELS).\n", dir)
+			fmt.Fprintln(w, "Other ncnn models: vsr restore --model PATH.param (the .bin beside it is read); vsr models PATH.param says what one needs.")
 			return w.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	cmd.AddCommand(newModelsFetch())
 	return cmd
+}
+
+func newModelsFetch() *cobra.Command {
+	return &cobra.Command{
+		Use:   "fetch NAME...",
+		Short: "Download models into the models folder, checking their SHA-256",
+		Example: `  vsr models fetch realesrgan-x4plus
+  VSR_MODELS=/srv/models vsr models fetch realesrgan-x4plus realesrgan-x4fast`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := compact.ModelsDir()
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				f, ok := compact.FindFetchable(name)
+				if !ok {
+					var names []string
+					for _, f := range compact.FetchableModels() {
+						names = append(names, f.Name)
+					}
+					return fmt.Errorf("no fetchable model %q (vsr fetches: %s)", name, strings.Join(names, ", "))
+				}
+				if f.Installed(dir) == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s is already in %s\n", name, dir)
+					continue
+				}
+				last := int64(-1)
+				err := f.Fetch(cmd.Context(), dir, func(done, total int64) {
+					if pct := done * 10 / max(total, 1); pct != last {
+						last = pct
+						fmt.Fprintf(cmd.ErrOrStderr(), "downloading %s: %d%% of %d MB\n", name, pct*10, total>>20)
+					}
+				})
+				if err != nil {
+					return fmt.Errorf("fetch %s: %w", name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "fetched %s into %s (SHA-256 checked)\n", name, dir)
+			}
+			return nil
+		},
+	}
+}
+
+// inspectParam says what the ncnn graph at path needs.
+func inspectParam(cmd *cobra.Command, path string, asJSON bool) error {
+	param, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(strings.TrimSuffix(path, ".param") + ".bin")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	gi, err := compact.Inspect(cpu.New(1), param, bin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if asJSON {
+		return printJSON(cmd, gi)
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, k := range slices.Sorted(maps.Keys(gi.Layers)) {
+		fmt.Fprintf(w, "%s\t%d\n", k, gi.Layers[k])
+	}
+	fmt.Fprintf(w, "weights\t%d values\n", gi.Weights)
+	switch {
+	case len(gi.Unsupported) > 0:
+		fmt.Fprintf(w, "verdict\tvsr cannot run it: no %s (vsr runs %s)\n", strings.Join(gi.Unsupported, ", "), compact.Supported)
+	case bin == nil:
+		fmt.Fprintf(w, "verdict\tevery layer is supported; put the .bin beside the .param to load it\n")
+	case gi.Problem != "":
+		fmt.Fprintf(w, "verdict\tvsr cannot load it: %s\n", gi.Problem)
+	default:
+		fmt.Fprintf(w, "scale\tx%g\nhalo\t%d pixels (tiles smaller than about %d pixels mostly recompute it)\ncost\t%.2f TFLOP per 640x360 frame\nverdict\tvsr runs it: vsr restore IN -o OUT --model %s\n", gi.Scale, gi.Halo, 4*gi.Halo, gi.TFLOP, path)
+	}
+	return w.Flush()
 }

@@ -195,6 +195,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments,
 		Encode:   enc,
 		Progress: prog.update,
+		Warn:     func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },
 	})
 	prog.finish(err == nil)
 	if err != nil {

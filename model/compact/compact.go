@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Interp, BinaryOp"
+const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Interp, BinaryOp, Concat, Eltwise"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -63,16 +63,20 @@ const (
 	opResize
 	opBinary
 	opShuffleAdd // PixelShuffle(in[0]) + Nearest(in[1]), on a ShuffleAdder backend
+	opConcat     // along channels
+	opEltwise    // sum (with coefficients) or product of its inputs
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
-// away at load time, so a blob may feed several ops.
+// away at load time, so a blob may feed several ops. A convolution with a
+// second input adds it before its activation (a folded Eltwise sum).
 type op struct {
 	layer *ncnn.Layer
 	kind  opKind
 	in    []int
 	out   int
 
+	raw   *rawConv // until the weights are prepared
 	w     backend.Weights
 	conv  backend.ConvParams
 	act   backend.Activation
@@ -82,6 +86,7 @@ type op struct {
 	hs    float32 // resize scales as written in the graph
 	ws    float32
 	binop backend.BinaryOp
+	coef  []float32 // Eltwise sum coefficients, nil for all ones
 }
 
 // Model is an ncnn graph bound to a backend.
@@ -209,6 +214,10 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = resizeOp(o)
 		case "BinaryOp":
 			err = binaryOp(o)
+		case "Concat":
+			err = concatOp(o)
+		case "Eltwise":
+			err = eltwiseOp(o)
 		default:
 			return fmt.Errorf("%s: unsupported op %q (vsr supports %s)", l, l.Type, Supported)
 		}
@@ -216,8 +225,14 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			return fmt.Errorf("%s: %w", l, err)
 		}
 		nin := 1
-		if o.kind == opBinary {
+		switch o.kind {
+		case opBinary:
 			nin = 2
+		case opConcat, opEltwise:
+			nin = max(len(l.Bottoms), 1)
+			if o.kind == opEltwise {
+				nin = max(nin, 2)
+			}
 		}
 		if err := arity(l, nin, 1); err != nil {
 			return err
@@ -264,8 +279,7 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 		}
 	}
 	m.planTiles()
-	m.fuse()
-	return nil
+	return m.fuse()
 }
 
 // propagateScale records the output blob's scale and checks what the op
@@ -285,13 +299,22 @@ func (m *Model) propagateScale(o *op) error {
 			return fmt.Errorf("%s: scale %gx%g is not a simple fraction", o.layer, o.ws, o.hs)
 		}
 		sh, sw = sh.mul(rh), sw.mul(rw)
-	case opBinary:
-		b := o.in[1]
-		if m.scaleH[b] != sh || m.scaleW[b] != sw {
-			return fmt.Errorf("%s: its inputs have different sizes", o.layer)
+	case opBinary, opConcat, opEltwise:
+		total := 0
+		for _, b := range o.in {
+			if m.scaleH[b] != sh || m.scaleW[b] != sw {
+				return fmt.Errorf("%s: its inputs have different sizes", o.layer)
+			}
+			if o.kind == opEltwise && m.chans[b] != c {
+				return fmt.Errorf("%s: its inputs have %d and %d channels", o.layer, c, m.chans[b])
+			}
+			total += m.chans[b]
+		}
+		if o.kind == opConcat {
+			c = total
 		}
 	case opConv:
-		c = o.w.Out()
+		c = o.raw.out
 		if !samePadded(o.conv) {
 			m.tileOK, m.why = false, fmt.Sprintf("%s changes the image size", o.layer)
 		}
@@ -304,28 +327,80 @@ func (m *Model) propagateScale(o *op) error {
 func lcm(a, b int) int { return a / gcd(a, b) * b }
 
 // fuse folds a PReLU/ReLU that is the only reader of a convolution's output
-// into the convolution, and, on backends that have the kernel, a pixel
-// shuffle plus nearest-upsampled skip connection into one op.
-func (m *Model) fuse() {
+// into the convolution, and an Eltwise sum a*conv(x) + y into the
+// convolution (its weights scaled by a, y added before the activation).
+// It then prepares the weights, and, on backends that have the kernel,
+// fuses a pixel shuffle plus nearest-upsampled skip connection into one
+// op.
+func (m *Model) fuse() error {
 	var out []*op
 	producer := map[int]*op{}
+	pos := map[int]int{m.input: -1} // where each blob is computed in out
 	for _, o := range m.ops {
 		if o.kind == opAct && len(out) > 0 {
 			prev := out[len(out)-1]
 			if prev.kind == opConv && prev.act.Kind == backend.ActNone && prev.out == o.in[0] && m.uses[prev.out] == 1 {
 				prev.act = o.act
 				prev.out = o.out
-				producer[o.out] = prev
+				producer[o.out], pos[o.out] = prev, len(out)-1
 				continue
 			}
 		}
+		if c := m.foldSum(o, producer, pos); c != nil {
+			producer[o.out], pos[o.out] = c, pos[c.out]
+			c.out = o.out
+			continue
+		}
 		out = append(out, o)
-		producer[o.out] = o
+		producer[o.out], pos[o.out] = o, len(out)-1
+	}
+	for _, o := range out {
+		if o.raw != nil {
+			r := o.raw
+			w, err := m.b.PrepareConv(r.out, r.in, r.kh, r.kw, r.w, r.bias)
+			if err != nil {
+				return fmt.Errorf("%s: %w", o.layer, err)
+			}
+			o.w, o.raw = w, nil
+		}
 	}
 	if _, ok := m.b.(backend.ShuffleAdder); ok && !m.opt.SeparateTail {
 		out = m.fuseShuffleAdd(out, producer)
 	}
 	m.ops = out
+	return nil
+}
+
+// foldSum returns the convolution an Eltwise sum o folds into, having
+// rewritten it: a*conv(x) + 1*y becomes conv'(x) + y with conv' = a*conv,
+// when conv has no activation, o is its only reader, and y is computed
+// before it.
+func (m *Model) foldSum(o *op, producer map[int]*op, pos map[int]int) *op {
+	if o.kind != opEltwise || o.binop != backend.OpAdd || len(o.in) != 2 {
+		return nil
+	}
+	coef := func(k int) float32 {
+		if o.coef == nil {
+			return 1
+		}
+		return o.coef[k]
+	}
+	for k := 0; k < 2; k++ {
+		c, res := producer[o.in[k]], o.in[1-k]
+		if c == nil || c.kind != opConv || len(c.in) != 1 || c.act.Kind != backend.ActNone ||
+			m.uses[c.out] != 1 || coef(1-k) != 1 || res == c.out {
+			continue
+		}
+		if p, ok := pos[res]; !ok || p >= pos[c.out] {
+			continue
+		}
+		if a := coef(k); a != 1 {
+			c.raw.scale(a)
+		}
+		c.in = append(c.in, res)
+		return c
+	}
+	return nil
 }
 
 // fuseShuffleAdd rewrites add(shuffle(x, r), nearest(base, r)) into one
@@ -366,7 +441,10 @@ func (m *Model) planTiles() {
 		reach := 0
 		switch o.kind {
 		case opConv:
-			reach = max(o.conv.PadT, o.conv.PadB, o.conv.PadL, o.conv.PadR, o.conv.DilH*(o.conv.KH-1), o.conv.DilW*(o.conv.KW-1))
+			// Tiled models have centred, size-keeping convolutions
+			// (samePadded): each reads its padding's width of
+			// neighbours on each side.
+			reach = max(o.conv.PadT, o.conv.PadB, o.conv.PadL, o.conv.PadR)
 		case opResize:
 			reach = map[backend.ResizeMode]int{backend.Nearest: 1, backend.Bilinear: 2, backend.Bicubic: 3}[o.mode]
 		}
@@ -428,9 +506,11 @@ func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
 			ih, iw = ih*o.r, iw*o.r
 		case opResize:
 			ih, iw = int(float32(ih)*o.hs), int(float32(iw)*o.ws)
-		case opBinary:
-			if fh[o.in[1]] != ih || fw[o.in[1]] != iw {
-				return nil, nil, fmt.Errorf("%s: inputs of %dx%d and %dx%d", o.layer, iw, ih, fw[o.in[1]], fh[o.in[1]])
+		case opBinary, opConcat, opEltwise:
+			for _, b := range o.in[1:] {
+				if fh[b] != ih || fw[b] != iw {
+					return nil, nil, fmt.Errorf("%s: inputs of %dx%d and %dx%d", o.layer, iw, ih, fw[b], fh[b])
+				}
 			}
 		}
 		if ih <= 0 || iw <= 0 {

@@ -2,7 +2,9 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +23,11 @@ type family struct{}
 func (family) Name() string        { return "compact" }
 func (family) StorageType() string { return "" }
 
-// Detect takes the default model (""), the bundled names and ncnn .param
-// files.
+// Detect takes the default model (""), the bundled names, the names of
+// the models vsr fetches, and ncnn .param files.
 func (family) Detect(spec string) bool {
-	return IsBundledName(spec) || strings.HasSuffix(spec, ".param")
+	_, known := FindFetchable(spec)
+	return IsBundledName(spec) || known || strings.HasSuffix(spec, ".param")
 }
 
 func (family) Params() []model.Param {
@@ -59,6 +62,20 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 		}
 		return m, nil
 	}
+	name := filepath.Base(strings.TrimSuffix(spec, ".param"))
+	if f, ok := FindFetchable(spec); ok {
+		dir, err := ModelsDir()
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Installed(dir); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("model %s is not in %s: run `vsr models fetch %s` (downloads %d MB and checks it), or set VSR_MODELS to the folder that holds %s.param and .bin", spec, dir, spec, f.Bytes>>20, spec)
+			}
+			return nil, err
+		}
+		spec = f.Param(dir)
+	}
 	param, err := os.ReadFile(spec)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
@@ -67,7 +84,7 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 	if err != nil {
 		return nil, fmt.Errorf("read model weights (expected beside the .param): %w", err)
 	}
-	g, err := LoadFiles(dev, filepath.Base(strings.TrimSuffix(spec, ".param")), param, bin)
+	g, err := LoadFiles(dev, name, param, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +97,24 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 }
 
 // session is one video on a graph.
-type session struct{ Engine }
+type session struct {
+	Engine
+	warn []string
+}
 
 func (session) Close() {}
+
+// Warnings says when the tiles asked for mostly compute their halo.
+func (s session) Warnings() []string { return s.warn }
+
+// newSession is a session of g for frames of w x h with the tile asked for.
+func newSession(g *Model, w, h int, p model.Params) session {
+	s := session{Engine: Engine{M: g, Tile: p.Int("tile")}}
+	if c := g.TileCost(w, h, s.Tile); c > 2 {
+		s.warn = append(s.warn, fmt.Sprintf("--tile %d: with model %s's halo of %d pixels, tiles compute %.1f times the frame's pixels; use --tile 0 (automatic) or a tile of at least %d", s.Tile, g.Name, g.Halo(), c, 4*g.Halo()))
+	}
+	return s
+}
 
 // bundledModel is the bundled model at each scale asked for, each graph
 // loaded at first use and kept.
@@ -215,7 +247,7 @@ func (m *bundledModel) NewSession(_ context.Context, v model.Video, p model.Para
 	if err != nil {
 		return nil, err
 	}
-	return session{Engine{M: g, Tile: p.Int("tile")}}, nil
+	return newSession(g, v.Width, v.Height, p), nil
 }
 
 func (m *bundledModel) Close() {
@@ -261,7 +293,7 @@ func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params
 			return nil, fmt.Errorf("size %dx%d: model %s makes %dx%d from the %dx%d input", z.W, z.H, m.g.Name, ow, oh, v.Width, v.Height)
 		}
 	}
-	return session{Engine{M: m.g, Tile: p.Int("tile")}}, nil
+	return newSession(m.g, v.Width, v.Height, p), nil
 }
 
 func (m *graphModel) Close() { m.g.Close() }

@@ -82,6 +82,7 @@ func (m *Model) convOp(o *op, wr *ncnn.WeightReader) error {
 			return err
 		}
 	}
+	o.raw = &rawConv{out: out, in: in, kh: kh, kw: kw, w: w, bias: bias}
 	switch a := l.Int(9, 0); a {
 	case 0:
 	case 1:
@@ -95,8 +96,24 @@ func (m *Model) convOp(o *op, wr *ncnn.WeightReader) error {
 		return fmt.Errorf("fused activation type %d is not supported (only none, ReLU, leaky ReLU)", a)
 	}
 	o.kind, o.conv = opConv, p
-	o.w, err = m.b.PrepareConv(out, in, kh, kw, w, bias)
-	return err
+	return nil
+}
+
+// rawConv is a convolution's weights as read, kept until fusion is done
+// (it may scale them) and they are prepared for the backend.
+type rawConv struct {
+	out, in, kh, kw int
+	w, bias         []float32
+}
+
+// scale multiplies the weights and bias by c.
+func (r *rawConv) scale(c float32) {
+	for i := range r.w {
+		r.w[i] *= c
+	}
+	for i := range r.bias {
+		r.bias[i] *= c
+	}
 }
 
 // preluOp reads a PReLU layer: 0=num_slope, then the slopes as raw floats.
@@ -156,6 +173,41 @@ func resizeOp(o *op) error {
 	o.hs, o.ws = l.Float(1, 1), l.Float(2, 1)
 	if !(o.hs > 0 && o.hs <= 16 && o.ws > 0 && o.ws <= 16) {
 		return fmt.Errorf("bad scale %gx%g", o.ws, o.hs)
+	}
+	return nil
+}
+
+// concatOp reads a Concat layer: 0=axis (0, or -3, is channels for the
+// 3-D blobs of an image model).
+func concatOp(o *op) error {
+	if a := o.layer.Int(0, 0); a != 0 && a != -3 {
+		return fmt.Errorf("concatenation along axis %d is not supported (only channels, axis 0)", a)
+	}
+	o.kind = opConcat
+	return nil
+}
+
+// eltwiseOp reads an Eltwise layer: 0=op_type (0 product, 1 sum, 2 max)
+// 1=coefficients (an array, for sums).
+func eltwiseOp(o *op) error {
+	l := o.layer
+	switch t := l.Int(0, 0); t {
+	case 0:
+		o.binop = backend.OpMul
+	case 1:
+		o.binop = backend.OpAdd
+	default:
+		return fmt.Errorf("unsupported op_type %d (product and sum are supported)", t)
+	}
+	o.kind = opEltwise
+	if p, ok := l.Params[1]; ok && len(p.Floats) > 0 {
+		if o.binop != backend.OpAdd {
+			return fmt.Errorf("coefficients are only supported for sums")
+		}
+		if len(p.Floats) != len(l.Bottoms) {
+			return fmt.Errorf("%d coefficients for %d inputs", len(p.Floats), len(l.Bottoms))
+		}
+		o.coef = p.Floats
 	}
 	return nil
 }

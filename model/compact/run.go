@@ -42,7 +42,11 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 		var err error
 		switch o.kind {
 		case opConv:
-			y, err = m.b.Conv2D(in, o.w, o.conv, o.act)
+			if len(o.in) > 1 {
+				y, err = m.b.Conv2DAdd(in, o.w, o.conv, o.act, vals[o.in[1]])
+			} else {
+				y, err = m.b.Conv2D(in, o.w, o.conv, o.act)
+			}
 		case opAct:
 			y, err = m.b.Activate(in, o.act)
 		case opShuffle:
@@ -51,6 +55,10 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.Binary(o.binop, in, vals[o.in[1]])
 		case opShuffleAdd:
 			y, err = m.b.(backend.ShuffleAdder).ShuffleAddNearest(in, vals[o.in[1]], o.r, o.order)
+		case opConcat:
+			y, err = m.concat(o, vals)
+		case opEltwise:
+			y, err = m.eltwise(o, vals)
 		case opResize:
 			i, out := o.in[0], o.out
 			sy0, _ := span(m.scaleH[i], rg.y0, rg.y1, rg.h, fh[i])
@@ -77,6 +85,57 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 	return out, nil
 }
 
+// concat stacks o's inputs along channels.
+func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
+	s := vals[o.in[0]].Shape()
+	s.C = m.chans[o.out]
+	y, err := m.b.Empty(s)
+	if err != nil {
+		return nil, err
+	}
+	at := 0
+	for _, i := range o.in {
+		if err := m.b.CopyChannels(y, at, vals[i]); err != nil {
+			y.Free()
+			return nil, err
+		}
+		at += m.chans[i]
+	}
+	return y, nil
+}
+
+// eltwise computes the sum with coefficients, or the product, of o's
+// inputs.
+func (m *Model) eltwise(o *op, vals []backend.Tensor) (backend.Tensor, error) {
+	coef := func(k int) float32 {
+		if o.coef == nil {
+			return 1
+		}
+		return o.coef[k]
+	}
+	y := vals[o.in[0]]
+	for k := 1; k < len(o.in); k++ {
+		var next backend.Tensor
+		var err error
+		switch {
+		case o.binop == backend.OpMul:
+			next, err = m.b.Binary(backend.OpMul, y, vals[o.in[k]])
+		case k == 1:
+			next, err = m.b.AddScaled(y, coef(0), vals[o.in[k]], coef(k))
+		default:
+			next, err = m.b.AddScaled(y, 1, vals[o.in[k]], coef(k))
+		}
+		if k > 1 {
+			y.Free()
+		}
+		if err != nil {
+			return nil, err
+		}
+		y = next
+	}
+	return y, nil
+}
+
 // AutoTile picks a tile size (in input pixels) that keeps the working set
 // of a frame of w x h under about budget bytes, or 0 when the whole frame
 // fits or the model cannot be tiled.
@@ -93,9 +152,36 @@ func (m *Model) AutoTile(w, h int, budget int64) int {
 	if float64(w*h)*perPx*live <= float64(budget) {
 		return 0
 	}
+	// Tiles much smaller than their halo mostly compute the halo: a deep
+	// model (realesrgan-x4plus's halo is 351 pixels) gets tiles of at
+	// least twice its halo, or the whole frame.
 	t := int(math.Sqrt(float64(budget)/(perPx*live))) - 2*m.halo
-	t = max(t, 64) / m.align * m.align
+	t = max(t, 64, 2*m.halo) / m.align * m.align
+	if t >= w && t >= h {
+		return 0
+	}
 	return max(t, m.align)
+}
+
+// Halo is the context in input pixels a tile reads beyond its edges.
+func (m *Model) Halo() int { return m.halo }
+
+// TileCost is how many times the pixels of a w x h frame the model
+// computes in tiles of tile pixels, halos included (1 without tiles).
+func (m *Model) TileCost(w, h, tile int) float64 {
+	if tile <= 0 || !m.tileOK || (tile >= w && tile >= h) {
+		return 1
+	}
+	tile = max(tile/m.align*m.align, m.align)
+	area := 0
+	for ty := 0; ty < h; ty += tile {
+		for tx := 0; tx < w; tx += tile {
+			rh := min(ty+tile+m.halo, h) - max(ty-m.halo, 0)
+			rw := min(tx+tile+m.halo, w) - max(tx-m.halo, 0)
+			area += rh * rw
+		}
+	}
+	return float64(area) / float64(w*h)
 }
 
 // Upscale runs n packed RGB24 frames of w x h through the model and writes

@@ -38,6 +38,14 @@ func ConvOutput(s backend.Shape, p backend.ConvParams, in, kh, kw int) (oh, ow i
 	return oh, ow, nil
 }
 
+// Channels checks that src fits channels [at, at+src.C) of dst.
+func Channels(dst backend.Shape, at int, src backend.Shape) error {
+	if src.N != dst.N || src.H != dst.H || src.W != dst.W || at < 0 || at+src.C > dst.C {
+		return fmt.Errorf("channels: a %v tensor does not fit channels from %d of a %v one", src, at, dst)
+	}
+	return nil
+}
+
 // ResizeWindows checks a Resize of an s-shaped tensor to oh x ow and
 // returns its windows with zero ones filled in as whole images.
 func ResizeWindows(s backend.Shape, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Window, backend.Window, error) {

@@ -1,0 +1,33 @@
+#!/bin/bash
+# realesrgan-x4plus on the H200: golden outputs from PyTorch, the GPU tests,
+# and the benchmarks beside the bundled compact model. Run from a folder
+# holding vsr, backend_cuda.test, the static ffmpeg's package/, models/
+# (realesrgan-x4plus and x4fast) and, optionally, upscayl-bin.
+set -u
+cd "$(dirname "$0")"
+export PATH=$PWD/package:$PATH VSR_MODELS=$PWD/models
+clip=../testdata/video/oa4_launch.webm
+py=python3
+$py -c 'import torch' 2>/dev/null || py=/opt/torch/.venv/bin/python3
+if [ -n "${GOLDEN:-}" ]; then echo "== golden"; $py -c 'import torch; print(torch.__version__)'
+  $py ../scripts/golden_x4plus.py models ../testdata/compact && cp ../testdata/compact/*.x4plus.f32 "$OUT/"; fi
+echo "== GPU tests"
+(cd ../backend/cuda && ../../.devbin/backend_cuda.test -test.run 'DenseAgainstCPU|ModelAgainstCPU' -test.v 2>&1 ) | grep -E '^(---|ok|FAIL|PASS)|dense_test|cuda_test|panic' | head -60
+echo "== kernel benchmark"
+./backend_cuda.test -test.run XXX -test.bench X4plus -test.benchtime 4x 2>&1 | grep -E 'Benchmark|ok|FAIL'
+echo "== vsr bench"
+b() { echo "-- $*"; ./vsr bench $clip --device cuda --json "$@" 2>&1 | tr -d ' \n' | grep -o '"batch":[0-9]*\|"mean":{[^}]*}' | tr '\n' ' '; echo; }
+b --frames 361 --requests 5 --no-encode
+b --frames 361 --requests 3 --no-encode --model realesrgan-x4plus
+b --frames 361 --requests 3 --no-encode --model realesrgan-x4plus --dtype bf16
+b --frames 361 --requests 3 --no-encode --model realesrgan-x4plus --batch 4
+b --frames 361 --requests 3 --model realesrgan-x4plus --codec libx265 --preset ultrafast --crf 20
+
+./vsr bench $clip --device cuda --frames 96 --requests 2 --no-encode --model realesrgan-x4plus 2>&1 | tail -12
+if [ -x upscayl-bin ]; then
+  echo "== realesrgan-ncnn-vulkan (Upscayl build)"
+  mkdir -p png out; ffmpeg -v error -i $clip -frames:v 24 png/f%03d.png
+  ldd ./upscayl-bin | grep -E 'not found|vulkan'
+  /usr/bin/time -f '%e s wall' ./upscayl-bin -i png -o out -m models -n realesrgan-x4plus -s 4 -f png 2>&1 | tail -3
+  ls out | wc -l
+fi
