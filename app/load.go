@@ -95,6 +95,9 @@ type Job struct {
 	Progress func(done, total int)
 	// Warn, if set, is told what the model's session warns about.
 	Warn func(string)
+	// CFR spaces a variable-frame-rate input's frames evenly over its
+	// duration instead of keeping their times (pipeline.Request.CFR).
+	CFR bool
 }
 
 // Run restores job on l: a session of the model for the video, then the
@@ -143,5 +146,6 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Info:      info,
 		Encode:    job.Encode,
 		Progress:  job.Progress,
+		CFR:       job.CFR,
 	})
 }

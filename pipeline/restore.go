@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -98,6 +99,23 @@ type Request struct {
 	// OnBatch, if set, is called from a writer goroutine after each batch's
 	// results are ready, with the batch (for engine-specific timing).
 	OnBatch func(b backend.Batch, frames int)
+	// CFR, for a variable-frame-rate input (video.Info.VFR), spaces the
+	// output's frames evenly over the input's duration instead of keeping
+	// each frame's own time.
+	CFR bool
+}
+
+// timing returns the output's frame rate and, when the output keeps
+// variable frame times, the first total+1 of them.
+func timing(info *video.Info, total int, cfr bool) (video.Rational, []float64) {
+	if !info.VFR || len(info.Times) != info.Frames+1 {
+		return info.FPS, nil
+	}
+	if cfr {
+		us := int(math.Round(info.Span(total) * 1e6))
+		return video.Rational{Num: total * 1000000, Den: max(us, 1)}.Reduced(), nil
+	}
+	return info.FPS, info.Times[:total+1]
 }
 
 // Result summarises a finished job.
@@ -148,8 +166,12 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	if ow <= 0 || oh <= 0 {
 		return nil, fmt.Errorf("%s: a %dx%d video is too small for this model", req.Input, w, h)
 	}
+	fps, times := timing(info, total, req.CFR)
 	nseg := min(max(req.Segments, 1), total) // encoders
-	nstream := nseg                          // decoders and batch queues
+	if times != nil {
+		nseg = 1 // one encoder keeps the frames' times, as they are
+	}
+	nstream := nseg // decoders and batch queues
 	var plan []int
 	if p, ok := req.Engine.(Planner); ok {
 		var err error
@@ -173,10 +195,10 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	} else {
 		enc.InputPixFmt = "rgb24"
 	}
-	enc.Width, enc.Height, enc.FPS = ow, oh, info.FPS
+	enc.Width, enc.Height, enc.FPS, enc.Times = ow, oh, fps, times
 	audioDur := 0.0 // an excerpt carries the audio of its own span only
 	if total < info.Frames {
-		audioDur = float64(total) * float64(info.FPS.Den) / float64(info.FPS.Num)
+		audioDur = info.Span(total)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -301,7 +323,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			counts[i] = p.count
 		}
 		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, NoReplace: enc.NoReplace,
-			Frames: counts, FPS: info.FPS})
+			Frames: counts, FPS: fps})
 		if err != nil {
 			return nil, err
 		}

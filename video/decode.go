@@ -89,6 +89,9 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 			// the target and drops the frames before it, so the first frame
 			// out is frame StartFrame (aimed half a frame early).
 			t := info.StartTime + (float64(opt.StartFrame)-0.5)/info.FPS.Float()
+			if n := opt.StartFrame; len(info.Times) > n { // the frames' own times
+				t = info.StartTime + (info.Times[n-1]+info.Times[n])/2
+			}
 			args = append(args, "-ss", strconv.FormatFloat(t, 'f', 6, 64))
 		} else {
 			filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
@@ -149,9 +152,10 @@ func (d *Decoder) Read(dst []byte) error {
 	n, err := io.ReadFull(d.out, dst[:d.size])
 	if err == nil {
 		d.read++
-		if d.tail.Count() > 0 {
+		if d.tail.Count() > 0 && !d.info.Truncated {
 			// Decoding errors: the frames are damaged. Stop now rather
-			// than after the whole video.
+			// than after the whole video. (A truncated file's decodable
+			// part ends in them.)
 			d.kill()
 			return d.fail(kindErrorf(ErrCorrupt, "decode %q: ffmpeg reported errors near frame %d (ffmpeg: %s)", d.info.Path, d.read, d.tail.Last()))
 		}
@@ -188,7 +192,7 @@ func (d *Decoder) finish() error {
 	if cerr := d.ctx.Err(); cerr != nil {
 		return d.fail(fmt.Errorf("decode %q: %w", d.info.Path, cerr))
 	}
-	if werr != nil || d.tail.Count() > 0 {
+	if (werr != nil || d.tail.Count() > 0) && !(d.info.Truncated && d.read == d.expect) {
 		return d.fail(kindErrorf(ErrCorrupt, "decode %q: ffmpeg failed after %d frames (ffmpeg: %s)", d.info.Path, d.read, describe(d.tail, werr)))
 	}
 	return io.EOF
@@ -233,6 +237,9 @@ func (d *Decoder) Close() error {
 // rate, so that frame n starts at n/fps. Otherwise decoders skip frames by
 // counting them from the start.
 func seekable(info *Info) bool {
+	if len(info.Times) == info.Frames+1 {
+		return true // each frame's time is known
+	}
 	if !info.FPS.Valid() || info.Duration <= 0 || info.Frames <= 0 {
 		return false
 	}

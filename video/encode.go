@@ -21,8 +21,13 @@ type EncodeOptions struct {
 	// Width and Height are the size of the frames given to Write.
 	Width, Height int
 	// FPS is the exact frame rate of the output; every frame written lasts
-	// 1/FPS and none is dropped or duplicated.
+	// 1/FPS and none is dropped or duplicated, unless Times is set.
 	FPS Rational
+	// Times, when set, are the frames' own times in seconds from the
+	// first (one per frame written, then the end of the last): the output
+	// keeps them (a variable frame rate) instead of spacing frames 1/FPS
+	// apart. The frames go to ffmpeg as raw Matroska, with timestamps.
+	Times []float64
 	// InputPixFmt is the pixel format of the frames given to Write:
 	// "rgb24" (the default) or another format FrameSize knows, such as
 	// "yuv420p".
@@ -90,6 +95,8 @@ type Encoder struct {
 	waitErr error
 	closed  bool  // Close or Abort ran; the temp file is gone or renamed
 	err     error // first failure; returned by later calls
+	mkv     *mkvWriter
+	times   []float64 // EncodeOptions.Times
 }
 
 // NewEncoder checks opt and the output location, then starts ffmpeg reading
@@ -139,9 +146,13 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	}
 
 	args := append([]string{}, baseArgs...)
-	args = append(args, "-progress", "pipe:1",
-		"-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
-		"-framerate", o.FPS.String(), "-i", "pipe:0")
+	args = append(args, "-progress", "pipe:1")
+	if o.Times != nil {
+		args = append(args, "-f", "matroska", "-i", "pipe:0")
+	} else {
+		args = append(args, "-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
+			"-framerate", o.FPS.String(), "-i", "pipe:0")
+	}
 	if len(audioArgs) > 0 {
 		if o.AudioDuration > 0 {
 			args = append(args, "-t", strconv.FormatFloat(o.AudioDuration, 'f', 6, 64))
@@ -152,6 +163,14 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	args = append(args, audioArgs...)
 	args = append(args, videoArgs(o, ext)...)
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
+	if o.Times != nil {
+		// The encoder's clock: microseconds, as the frames' timestamps
+		// (its default, 1/FPS, would round them to the nominal rate).
+		args = append(args, "-enc_time_base:v", "1:1000000")
+		if e := strings.ToLower(ext); e == ".mp4" || e == ".mov" || e == ".m4v" {
+			args = append(args, "-video_track_timescale", "1000000")
+		}
+	}
 	args = append(args, "-max_muxing_queue_size", "4096", "-y", fileArg(tmp))
 
 	cmd := command(ctx, t.ffmpeg, args...)
@@ -175,11 +194,19 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		}
 		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, t.ffmpeg, err)
 	}
-	return &Encoder{
+	e := &Encoder{
 		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
 		outPath: outPath, tmpPath: tmp, wd: wd, codec: o.Codec,
 		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
-	}, nil
+	}
+	if o.Times != nil {
+		e.times = o.Times
+		if e.mkv, err = newMKVWriter(in, o.InputPixFmt, o.Width, o.Height); err != nil {
+			e.Abort()
+			return nil, fmt.Errorf("encode %q: %w", outPath, err)
+		}
+	}
+	return e, nil
 }
 
 func normalizeEncodeOptions(o EncodeOptions) (EncodeOptions, error) {
@@ -318,7 +345,16 @@ func (e *Encoder) Write(frame []byte) error {
 	if len(frame) != e.size {
 		return fmt.Errorf("encode %q: frame of %d bytes, want %d (FrameSize)", e.outPath, len(frame), e.size)
 	}
-	if _, err := e.in.Write(frame); err != nil {
+	var err error
+	if e.mkv != nil {
+		if e.written >= len(e.times) {
+			return e.failf("frame %d has no timestamp (%d given)", e.written, len(e.times))
+		}
+		err = e.mkv.WriteFrame(micros(e.times[e.written]), frame)
+	} else {
+		_, err = e.in.Write(frame)
+	}
+	if err != nil {
 		// ffmpeg stopped reading: it exited or is exiting.
 		e.in.Close()
 		e.reap()

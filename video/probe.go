@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,6 +64,26 @@ type Info struct {
 	// StartTime is the time of the first video frame in seconds, on the
 	// clock ffmpeg's -ss uses (the file's start is 0).
 	StartTime float64 `json:"start_time"`
+	// Truncated is set on the Info Probe returns with an ErrTruncated
+	// error: Frames is then the count of the decodable part, which a
+	// Decoder delivers (up to that many frames) despite the damage after it.
+	Truncated bool `json:"truncated,omitempty"`
+	// VFR reports a variable frame rate: the frames' timestamps stray from
+	// FPS's even spacing by more than half a frame somewhere.
+	VFR bool `json:"vfr"`
+	// Times are each frame's presentation time in seconds from the first
+	// frame, then the end of the last frame (Frames+1 values); nil when
+	// the stream's packets and decoded frames do not match one to one.
+	Times []float64 `json:"-"`
+}
+
+// Span returns the duration of the first n frames: from Times when known,
+// else n/FPS.
+func (i *Info) Span(n int) float64 {
+	if len(i.Times) == i.Frames+1 && n >= 0 && n <= i.Frames {
+		return i.Times[n]
+	}
+	return float64(n) * float64(i.FPS.Den) / float64(i.FPS.Num)
 }
 
 // streamMeta and fileMeta are what the metadata pass learns, before frames
@@ -126,6 +147,8 @@ func (m *fileMeta) audio() []streamMeta {
 // (ErrNotVideo); a missing file (fs.ErrNotExist). An MP4 whose edit list
 // hides some of its frames (as when cut without re-encoding) is not an
 // error: Frames counts the frames shown, DeclaredFrames the frames stored.
+// With ErrTruncated, Probe also returns the Info of the decodable part
+// (Truncated set), so that a caller can salvage those frames.
 // Decoding takes a small fraction of the time that upscaling the same video
 // does, but it is not instant for long videos.
 func Probe(ctx context.Context, path string) (*Info, error) {
@@ -184,11 +207,89 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		return nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the frame rate of its video stream: re-encode it with ffmpeg and -r first", path, m.tool)
 	}
 	n, err := countFrames(ctx, path, t, info)
+	if errors.Is(err, ErrTruncated) && n > 0 {
+		info.Frames, info.Truncated = n, true
+		return info, err
+	}
 	if err != nil {
 		return nil, err
 	}
 	info.Frames = n
+	if n > 1 {
+		info.Times = frameTimes(ctx, path, t, info)
+		info.VFR = variable(info.Times, info.FPS)
+	}
 	return info, nil
+}
+
+// frameTimes reads the video packets' timestamps (ffmpeg's framecrc muxer,
+// no decoding) and returns the frames' times from the first, then the end
+// of the last, or nil when the packets are not the Frames frames one to one
+// or a timestamp is missing.
+func frameTimes(ctx context.Context, path string, t tools, info *Info) []float64 {
+	args := append(append([]string{}, baseArgs...), "-i", fileArg(path),
+		"-map", "0:"+strconv.Itoa(info.VideoStream), "-c", "copy", "-f", "framecrc", "-")
+	r := runTool(ctx, t.ffmpeg, args...)
+	if r.err != nil {
+		return nil
+	}
+	var tb Rational
+	var pts []int64
+	last, top := int64(0), int64(math.MinInt64) // the duration of the packet shown last, its time
+	for _, line := range strings.Split(string(r.stdout), "\n") {
+		if v, ok := strings.CutPrefix(line, "#tb 0: "); ok {
+			if _, err := fmt.Sscanf(v, "%d/%d", &tb.Num, &tb.Den); err != nil {
+				return nil
+			}
+			continue
+		}
+		f := strings.Split(line, ",") // stream, dts, pts, duration, size, crc[, flags...]
+		if len(f) < 6 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		p, err1 := strconv.ParseInt(strings.TrimSpace(f[2]), 10, 64)
+		d, err2 := strconv.ParseInt(strings.TrimSpace(f[3]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil
+		}
+		if p > top {
+			last, top = d, p
+		}
+		pts = append(pts, p)
+	}
+	if len(pts) != info.Frames || !tb.Valid() {
+		return nil
+	}
+	slices.Sort(pts)
+	sec := func(v int64) float64 { return float64(v-pts[0]) * float64(tb.Num) / float64(tb.Den) }
+	times := make([]float64, len(pts)+1)
+	for i, p := range pts {
+		if i > 0 && p == pts[i-1] {
+			return nil // two frames at one time: not timestamps to keep
+		}
+		times[i] = sec(p)
+	}
+	end := pts[len(pts)-1] + last
+	if last <= 0 { // no duration stated: the mean spacing
+		end = pts[len(pts)-1] + (pts[len(pts)-1]-pts[0])/int64(len(pts)-1)
+	}
+	times[len(pts)] = sec(end)
+	return times
+}
+
+// variable reports whether times stray from an even spacing at fps by more
+// than half a frame.
+func variable(times []float64, fps Rational) bool {
+	if len(times) < 2 || !fps.Valid() {
+		return false
+	}
+	step := float64(fps.Den) / float64(fps.Num)
+	for i, t := range times[:len(times)-1] {
+		if math.Abs(t-float64(i)*step) > step/2 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkInput turns the common reasons a path cannot be read into one-line
@@ -583,7 +684,7 @@ func countFrames(ctx context.Context, path string, t tools, info *Info) (int, er
 		}
 		switch {
 		case cut || (p >= 0 && p < declared):
-			return 0, kindErrorf(ErrTruncated, "%q is truncated: the container says %d frames but only %d could be decoded%s", path, declared, n, why)
+			return n, kindErrorf(ErrTruncated, "%q is truncated: the container says %d frames but only %d could be decoded%s; --frames %d restores those", path, declared, n, why, n)
 		case failed:
 			return 0, kindErrorf(ErrCorrupt, "%q is corrupt: the container says %d frames but only %d could be decoded%s", path, declared, n, why)
 		}
@@ -593,7 +694,10 @@ func countFrames(ctx context.Context, path string, t tools, info *Info) (int, er
 	}
 	switch {
 	case cut:
-		return 0, kindErrorf(ErrTruncated, "%q is truncated: its data ends early and only %d frames could be decoded%s", path, n, why)
+		if n == 0 {
+			return 0, kindErrorf(ErrTruncated, "%q is truncated: its data ends before any frame could be decoded%s", path, why)
+		}
+		return n, kindErrorf(ErrTruncated, "%q is truncated: its data ends early and only %d frames could be decoded%s; --frames %d restores those", path, n, why, n)
 	case n == 0 && !failed:
 		return 0, kindErrorf(ErrNoFrames, "%q has no video frames", path)
 	case n == 0:

@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -264,5 +267,148 @@ func TestModelsCommand(t *testing.T) {
 	_, stderr, err := vsrOutputs("restore", big, "-o", filepath.Join(dir, "t.mp4"), "--tile", "32", "--frames", "1", "--scale", "2", "--progress", "none")
 	if err != nil || !strings.Contains(stderr, "warning: --tile 32") {
 		t.Errorf("--tile 32 on a 160x96 clip: %v, stderr %q", err, stderr)
+	}
+}
+
+// frameTimes returns the presentation times of a file's video frames in
+// seconds, sorted, as ffmpeg's framecrc muxer reports its packets.
+func frameTimes(t *testing.T, path string) []float64 {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-c", "copy", "-f", "framecrc", "-").Output()
+	if err != nil {
+		t.Fatalf("framecrc %s: %v", path, err)
+	}
+	var num, den float64
+	var times []float64
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "#tb 0: "); ok {
+			fmt.Sscanf(v, "%g/%g", &num, &den)
+		}
+		if f := strings.Split(line, ","); len(f) >= 6 && !strings.HasPrefix(line, "#") {
+			var p float64
+			fmt.Sscan(strings.TrimSpace(f[2]), &p)
+			times = append(times, p*num/den)
+		}
+	}
+	sort.Float64s(times)
+	return times
+}
+
+// TestVariableFrameRate: a clip whose frames are not evenly spaced (20
+// frames, a 0.6 s gap after the tenth) keeps each frame's time by default
+// (MP4 and Matroska, whole and an excerpt, with --segments), or is spaced
+// evenly over the same duration with --vfr cfr; vsr probe says it is VFR.
+func TestVariableFrameRate(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	var want []float64
+	for i := 0; i < 20; i++ {
+		s := float64(i) / 10
+		if i >= 10 {
+			s += 0.5
+		}
+		want = append(want, s)
+	}
+	for _, ext := range []string{"mp4", "mkv"} {
+		in := filepath.Join(dir, "vfr."+ext)
+		args := []string{"-f", "lavfi", "-i", "testsrc2=size=32x24:rate=10:duration=2", "-f", "lavfi", "-i", "sine=duration=2.5",
+			"-vf", "setpts=N/10/TB+if(gte(N\\,10)\\,0.5/TB\\,0)", "-vsync", "vfr", "-pix_fmt", "yuv420p", "-shortest"}
+		if ext == "mp4" {
+			args = append(args, "-video_track_timescale", "1000")
+		}
+		ffmpeg(t, append(args, in)...)
+		out, err := vsr(t, "probe", in, "--json")
+		if err != nil || !strings.Contains(out, `"vfr": true`) {
+			t.Fatalf("probe %s: %v\n%s", in, err, out)
+		}
+		for _, c := range []struct {
+			name   string
+			args   []string
+			frames int
+		}{
+			{"keep", nil, 20},
+			{"keep-segments", []string{"--segments", "3"}, 20},
+			{"excerpt", []string{"--frames", "12"}, 12},
+		} {
+			o := filepath.Join(dir, c.name+"."+ext)
+			if _, err := vsr(t, append([]string{"restore", in, "-o", o, "-s", "2", "--progress", "none"}, c.args...)...); err != nil {
+				t.Fatalf("%s %s: %v", ext, c.name, err)
+			}
+			got := frameTimes(t, o)
+			if len(got) != c.frames {
+				t.Fatalf("%s %s: %d frames, want %d", ext, c.name, len(got), c.frames)
+			}
+			for i := range got {
+				if math.Abs(got[i]-got[0]-want[i]) > 0.0015 {
+					t.Errorf("%s %s: frame %d at %.4f s, want %.4f s", ext, c.name, i, got[i]-got[0], want[i])
+					break
+				}
+			}
+		}
+		o := filepath.Join(dir, "cfr."+ext)
+		if _, err := vsr(t, "restore", in, "-o", o, "-s", "2", "--progress", "none", "--vfr", "cfr", "--segments", "3", "--crf", "0"); err != nil {
+			t.Fatal(err)
+		}
+		got := frameTimes(t, o)
+		if len(got) != 20 || math.Abs(got[19]-got[0]-19*0.125) > 0.0015 || math.Abs(got[1]-got[0]-0.125) > 0.0015 {
+			t.Errorf("%s --vfr cfr: frame times %v, want 20 frames 0.125 s apart (2.5 s / 20)", ext, got)
+		}
+		// The segments start at the right frames: losslessly encoded
+		// (libx264 CRF 0), 3 segments decode to 1 segment's frames.
+		one := filepath.Join(dir, "cfr1."+ext)
+		if _, err := vsr(t, "restore", in, "-o", one, "-s", "2", "--progress", "none", "--vfr", "cfr", "--segments", "1", "--crf", "0"); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := videoMD5(t, o), videoMD5(t, one); a != b {
+			t.Errorf("%s --vfr cfr: 3 segments give frames other than 1 segment", ext)
+		}
+	}
+	if _, err := vsr(t, "restore", "x.mp4", "-o", "y.mp4", "--vfr", "drop"); err == nil || !strings.Contains(err.Error(), "--vfr") {
+		t.Errorf("--vfr drop: %v", err)
+	}
+}
+
+// videoMD5 is the MD5 of a file's decoded video frames.
+func videoMD5(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "md5", "-").Output()
+	if err != nil {
+		t.Fatalf("md5 %s: %v", path, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestTruncatedSalvage: a truncated video is refused with the count of
+// its decodable frames, and --frames up to that count restores them.
+func TestTruncatedSalvage(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	for _, ext := range []string{"mp4", "mkv"} {
+		whole := filepath.Join(dir, "whole."+ext)
+		ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=96x64:rate=24:duration=2", "-pix_fmt", "yuv420p", "-g", "6", "-movflags", "+faststart", whole)
+		data, err := os.ReadFile(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := filepath.Join(dir, "cut."+ext)
+		os.WriteFile(in, data[:len(data)*6/10], 0o644)
+		_, err = vsr(t, "restore", in, "-o", filepath.Join(dir, "a.mp4"), "-s", "2")
+		var n int
+		if err == nil || !strings.Contains(err.Error(), "truncated") {
+			t.Fatalf("%s: %v, want a truncation error", ext, err)
+		}
+		if _, serr := fmt.Sscanf(err.Error()[strings.LastIndex(err.Error(), "--frames "):], "--frames %d restores those", &n); serr != nil || n < 5 || n >= 48 {
+			t.Fatalf("%s: %v: no --frames count in the message (%d)", ext, err, n)
+		}
+		out := filepath.Join(dir, "salvaged-"+ext+".mp4")
+		if _, err := vsr(t, "restore", in, "-o", out, "-s", "2", "--frames", fmt.Sprint(n), "--progress", "none"); err != nil {
+			t.Fatalf("%s --frames %d: %v", ext, n, err)
+		}
+		if got := len(frameTimes(t, out)); got != n {
+			t.Errorf("%s: salvaged %d frames, want %d", ext, got, n)
+		}
+		if _, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "b.mp4"), "-s", "2", "--frames", fmt.Sprint(n+1)); err == nil {
+			t.Errorf("%s --frames %d (one past the decodable part) succeeded", ext, n+1)
+		}
 	}
 }

@@ -42,7 +42,11 @@ func newProbe() *cobra.Command {
 			fmt.Fprintf(w, "file\t%s\n", info.Path)
 			fmt.Fprintf(w, "format\t%s\n", info.Format)
 			fmt.Fprintf(w, "video\t%s %dx%d %s\n", info.Codec, info.Width, info.Height, info.PixFmt)
-			fmt.Fprintf(w, "fps\t%s (%.3f)\n", info.FPS, info.FPS.Float())
+			if info.VFR {
+				fmt.Fprintf(w, "fps\tvariable: %d frames over %.3f s (nominal %s); restore keeps each frame's time (--vfr keep)\n", info.Frames, info.Span(info.Frames), info.FPS)
+			} else {
+				fmt.Fprintf(w, "fps\t%s (%.3f)\n", info.FPS, info.FPS.Float())
+			}
 			fmt.Fprintf(w, "frames\t%d\n", info.Frames)
 			fmt.Fprintf(w, "duration\t%.3f s\n", info.Duration)
 			audio := "none"

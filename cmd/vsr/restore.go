@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ type restoreFlags struct {
 	gpu        int      // -g N: --device cuda:N (-1: not given)
 	encoderOpt []string // --encoder-opt key=value
 	format     string   // -f: the image format of a folder's outputs
+	vfr        string   // keep or cfr
 }
 
 func newRestore() *cobra.Command {
@@ -95,6 +97,7 @@ exist.`,
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for SwiftVR; else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
+	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
 	addFamilyFlags(fl)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
@@ -113,6 +116,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return fmt.Errorf("--batch %d: want 0 (automatic) to 256", f.batch)
 	case f.segments < 0 || f.segments > 64:
 		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
+	}
+	if f.vfr != "keep" && f.vfr != "cfr" {
+		return fmt.Errorf("--vfr %q: want keep (each frame's own time) or cfr (evenly spaced over the same duration)", f.vfr)
 	}
 	switch strings.TrimPrefix(strings.ToLower(f.format), ".") {
 	case "", "png", "jpg", "jpeg", "webp", "bmp", "tif", "tiff":
@@ -144,7 +150,10 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	}
 	// Probe before loading anything: a bad input is the commonest mistake.
 	info, err := video.Probe(ctx, input)
-	if err != nil {
+	if errors.Is(err, video.ErrTruncated) && info != nil && f.frames > 0 && f.frames <= info.Frames {
+		// Salvage: the frames asked for are all in the decodable part.
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is truncated; restoring %d of its %d decodable frames\n", input, f.frames, info.Frames)
+	} else if err != nil {
 		return err
 	}
 	ld, err := setup(f, set)
@@ -192,7 +201,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
 	res, err := ld.Run(cmd.Context(), app.Job{
 		Input: info.Path, Output: output, Info: info, Params: set,
-		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments,
+		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments, CFR: f.vfr == "cfr",
 		Encode:   enc,
 		Progress: prog.update,
 		Warn:     func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },

@@ -1,0 +1,58 @@
+package video
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMKVWriter: ffmpeg reads the raw Matroska stream back with each
+// frame's timestamp and bytes, in both pixel formats.
+func TestMKVWriter(t *testing.T) {
+	ff, err := FFmpeg()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, pix := range []string{"yuv420p", "rgb24"} {
+		var buf bytes.Buffer
+		m, err := newMKVWriter(&buf, pix, 6, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, _ := FrameSize(pix, 6, 4)
+		stamps := []int64{0, 40000, 250000, 290000, 1000000}
+		var frames []byte
+		for i, us := range stamps {
+			f := bytes.Repeat([]byte{byte(10 * i)}, size)
+			frames = append(frames, f...)
+			if err := m.WriteFrame(us, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "x.mkv")
+		os.WriteFile(path, buf.Bytes(), 0o644)
+		out, err := exec.Command(ff, "-v", "error", "-i", path, "-c", "copy", "-f", "framecrc", "-").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", pix, err, out)
+		}
+		var pts []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Split(line, ","); len(f) == 6 && !strings.HasPrefix(line, "#") {
+				pts = append(pts, strings.TrimSpace(f[2]))
+			}
+		}
+		if got := strings.Join(pts, " "); got != "0 40000 250000 290000 1000000" || !strings.Contains(string(out), "#tb 0: 1/1000000") {
+			t.Errorf("%s: ffmpeg read timestamps %q (us), want 0 40000 250000 290000 1000000\n%s", pix, got, out)
+		}
+		raw, err := exec.Command(ff, "-v", "error", "-i", path, "-vsync", "passthrough", "-f", "rawvideo", "-pix_fmt", pix, "-").Output()
+		if err != nil || !bytes.Equal(raw, frames) {
+			t.Errorf("%s: frames read back differ (%v, %d bytes of %d)", pix, err, len(raw), len(frames))
+		}
+	}
+	if _, err := newMKVWriter(&bytes.Buffer{}, "gbrp", 2, 2); err == nil {
+		t.Error("gbrp frames accepted")
+	}
+}
