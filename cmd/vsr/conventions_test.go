@@ -412,3 +412,31 @@ func TestTruncatedSalvage(t *testing.T) {
 		}
 	}
 }
+
+// TestSizeResize: --size that is no whole multiple of the input is the
+// model's output resized after super-resolution (yuv420p and RGB outputs,
+// an image), from the smallest bundled scale that reaches it.
+func TestSizeResize(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 3, false, "mp4") // 24x16
+	for _, c := range []struct {
+		out, size string
+		args      []string
+	}{
+		{"a.mp4", "40x28", nil},
+		{"b.mkv", "90x60", []string{"--codec", "ffv1", "--pix-fmt", "gbrp"}},
+		{"c.png", "50x30", []string{"--frames", "1"}},
+	} {
+		o := filepath.Join(dir, c.out)
+		if _, err := vsr(t, append([]string{"restore", in, "-o", o, "--size", c.size, "--progress", "none"}, c.args...)...); err != nil {
+			t.Fatalf("--size %s: %v", c.size, err)
+		}
+		out, err := vsr(t, "probe", o, "--json")
+		var w, h int
+		fmt.Sscanf(c.size, "%dx%d", &w, &h)
+		if err != nil || !strings.Contains(out, fmt.Sprintf(`"width": %d`, w)) || !strings.Contains(out, fmt.Sprintf(`"height": %d`, h)) {
+			t.Errorf("--size %s: %v\n%s", c.size, err, out)
+		}
+	}
+}

@@ -183,10 +183,14 @@ func TestServeCancelReal(t *testing.T) {
 	}
 	m = a.wait(after, serve.Completed, 30*time.Second)
 	checkOutput(t, m["save_result_path"].(string), 4, 72, 48)
-	// A size the model cannot make fails the task with a message saying why.
-	odd := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{20, 30}})
+	// A size that is no multiple of the input is the x2 output resized;
+	// an odd one fails the task with a message saying why.
+	resized := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{20, 30}})
+	m = a.wait(resized, serve.Completed, 30*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 4, 30, 20)
+	odd := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{21, 31}})
 	m = a.wait(odd, serve.Failed, 30*time.Second)
-	if !strings.Contains(m["error"].(string), "2, 3 or 4 times") {
+	if !strings.Contains(m["error"].(string), "even") {
 		t.Errorf("size error %v", m["error"])
 	}
 	code, m = a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "short.mp4", "sr_ratio": 2.5})

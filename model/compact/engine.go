@@ -19,13 +19,32 @@ type Engine struct {
 	Tile int
 	// Budget bounds the working set of one frame in bytes when Tile is 0.
 	Budget int64
+	// Width and Height, when set, are the output size: the model's output
+	// is resized to it (bicubic) after super-resolution.
+	Width, Height int
 }
 
 // DefaultBudget is the per-frame working-set bound used when none is set.
 const DefaultBudget = 1 << 30
 
 // OutputSize returns the output size for an input of w x h.
-func (r Engine) OutputSize(w, h int) (int, int) { return r.M.OutputSize(w, h) }
+func (r Engine) OutputSize(w, h int) (int, int) {
+	if r.Width > 0 && r.Height > 0 {
+		return r.Width, r.Height
+	}
+	return r.M.OutputSize(w, h)
+}
+
+// resized returns the model's output y resized to the engine's size, or y.
+func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
+	s := y.Shape()
+	if r.Width <= 0 || r.Height <= 0 || (s.W == r.Width && s.H == r.Height) {
+		return y, nil
+	}
+	z, err := r.M.b.Resize(y, backend.Bicubic, r.Height, r.Width, backend.Window{}, backend.Window{})
+	y.Free()
+	return z, err
+}
 
 // Device returns the backend's device name.
 func (r Engine) Device() string { return r.M.b.Name() }
@@ -33,7 +52,7 @@ func (r Engine) Device() string { return r.M.b.Name() }
 // NewBatch allocates staging for up to n frames of w x h whose results
 // come out in format f.
 func (r Engine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
-	ow, oh := r.M.OutputSize(w, h)
+	ow, oh := r.OutputSize(w, h)
 	if ow <= 0 {
 		return nil, fmt.Errorf("a %dx%d frame is too small for model %s", w, h, r.M.Name)
 	}
@@ -47,9 +66,13 @@ func (r Engine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, err
 		}
 		return &deviceBatch{Slot: slot, f: f, w: w, h: h}, nil
 	}
-	hb := &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(ow, oh)), f: f, w: w, h: h, ow: ow, oh: oh}
-	if f != backend.RGB24 {
-		hb.rgb = make([]byte, n*ow*oh*3)
+	mw, mh := r.M.OutputSize(w, h)
+	hb := &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(ow, oh)), f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
+	if f != backend.RGB24 || mw != ow || mh != oh {
+		hb.rgb = make([]byte, n*mw*mh*3)
+	}
+	if f != backend.RGB24 && (mw != ow || mh != oh) {
+		hb.rs = make([]byte, n*ow*oh*3)
 	}
 	return hb, nil
 }
@@ -65,6 +88,9 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 		}
 		y, err := r.M.Forward(x)
 		x.Free()
+		if err == nil {
+			y, err = r.resized(y)
+		}
 		if err != nil {
 			return err
 		}
@@ -84,8 +110,18 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 		if b.rgb != nil {
 			rgb = b.rgb
 		}
-		if err := r.M.Upscale(ctx, b.in[:k*b.w*b.h*3], k, b.w, b.h, rgb[:k*b.ow*b.oh*3], tile); err != nil {
+		if err := r.M.Upscale(ctx, b.in[:k*b.w*b.h*3], k, b.w, b.h, rgb[:k*b.mw*b.mh*3], tile); err != nil {
 			return err
+		}
+		if b.mw != b.ow || b.mh != b.oh {
+			dst := b.out
+			if b.rs != nil {
+				dst = b.rs
+			}
+			if err := r.resizeHost(rgb[:k*b.mw*b.mh*3], k, b.mw, b.mh, dst[:k*b.ow*b.oh*3]); err != nil {
+				return err
+			}
+			rgb = dst
 		}
 		if b.f == backend.YUV420P {
 			backend.RGBToYUV420(b.out, rgb, k, b.ow, b.oh)
@@ -105,6 +141,23 @@ type hostBatch struct {
 	in, out, rgb []byte
 	f            backend.PixelFormat
 	w, h, ow, oh int
+	mw, mh       int    // the model's output size, before any resize
+	rs           []byte // the resized RGB frames, when out holds another format
+}
+
+// resizeHost resizes n RGB24 frames of w x h to the engine's size in out,
+// on the model's (host) backend.
+func (r Engine) resizeHost(rgb []byte, n, w, h int, out []byte) error {
+	x, err := r.M.b.FromRGB8(rgb, n, h, w)
+	if err != nil {
+		return err
+	}
+	y, err := r.resized(x)
+	if err != nil {
+		return err
+	}
+	defer y.Free()
+	return r.M.b.ToRGB8(y, out)
 }
 
 func (b *hostBatch) In() []byte  { return b.in }

@@ -35,7 +35,7 @@ func (family) Params() []model.Param {
 		{Name: "scale", Field: "sr_ratio", Short: "s", Kind: model.Int, Default: 4,
 			Help: "compact: upscaling factor; 2, 3 or 4 picks the bundled model's graph, an ncnn model takes only its own"},
 		{Name: "size", Kind: model.Shape,
-			Help: "output size WxH: compact, an exact 2, 3 or 4 multiple of the input (picks the scale); SwiftVR, any even size (wins over --sr-ratio)"},
+			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"},
 		{Name: "tile", Short: "t", Kind: model.Int, Default: 0,
 			Help: "compact: process frames in tiles of N input pixels, at least 32 (0 = automatic, bounded memory)"},
 	}
@@ -175,19 +175,8 @@ func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
 	if set && m.fixed != 0 && s != m.fixed {
 		return 0, fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%d", s, m.Name(), m.fixed)
 	}
-	z, sized := p.Set["size"].(model.Size)
-	if !sized && !set {
-		z, sized = m.def.Size("size") // the loader's size, when the request sets no scale
-	}
-	if sized && w > 0 {
-		zs, err := integerScale(w, h, z)
-		if err != nil {
-			return 0, err
-		}
-		if (set || m.fixed != 0) && zs != max(s, m.fixed) {
-			return 0, fmt.Errorf("size %dx%d is x%d of the %dx%d input, but the scale is %d", z.W, z.H, zs, w, h, max(s, m.fixed))
-		}
-		return zs, nil
+	if z, sized := outSize(m.def, p); sized && w > 0 && !set && m.fixed == 0 {
+		return sizeScale(w, h, z), nil
 	}
 	switch {
 	case set:
@@ -247,7 +236,7 @@ func (m *bundledModel) NewSession(_ context.Context, v model.Video, p model.Para
 	if err != nil {
 		return nil, err
 	}
-	return newSession(g, v.Width, v.Height, p), nil
+	return withSize(newSession(g, v.Width, v.Height, p), m.def, p, v.Width, v.Height), nil
 }
 
 func (m *bundledModel) Close() {
@@ -287,13 +276,7 @@ func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params
 	if err := m.Check(p); err != nil {
 		return nil, err
 	}
-	if z, ok := p.Size("size"); ok {
-		if s, err := integerScale(v.Width, v.Height, z); err != nil || float64(s) != m.g.Scale() {
-			ow, oh := m.g.OutputSize(v.Width, v.Height)
-			return nil, fmt.Errorf("size %dx%d: model %s makes %dx%d from the %dx%d input", z.W, z.H, m.g.Name, ow, oh, v.Width, v.Height)
-		}
-	}
-	return newSession(m.g, v.Width, v.Height, p), nil
+	return withSize(newSession(m.g, v.Width, v.Height, p), model.Params{}, p, v.Width, v.Height), nil
 }
 
 func (m *graphModel) Close() { m.g.Close() }
@@ -309,12 +292,36 @@ func checkTile(p model.Params) error {
 	return nil
 }
 
-// integerScale returns s in 2..4 when z is s times w x h.
-func integerScale(w, h int, z model.Size) (int, error) {
-	for s := 2; s <= 4; s++ {
-		if z.W == w*s && z.H == h*s {
-			return s, nil
+// outSize is the output size a request asks for: its own, or, when it
+// sets neither size nor scale, the loader's.
+func outSize(def, p model.Params) (model.Size, bool) {
+	if z, ok := p.Set["size"].(model.Size); ok {
+		return z, true
+	}
+	if _, set := p.Set["scale"]; !set {
+		return def.Size("size")
+	}
+	return model.Size{}, false
+}
+
+// sizeScale is the bundled graph for an output of z from w x h: the
+// smallest scale that reaches it (x4 beyond), resized to z after.
+func sizeScale(w, h int, z model.Size) int {
+	for s := 2; s < 4; s++ {
+		if w*s >= z.W && h*s >= z.H {
+			return s
 		}
 	}
-	return 0, fmt.Errorf("size %dx%d is not 2, 3 or 4 times the %dx%d input; the model scales by whole factors", z.W, z.H, w, h)
+	return 4
+}
+
+// withSize sets the session's output size when the request asks for one
+// other than the graph's.
+func withSize(s session, def, p model.Params, w, h int) session {
+	if z, ok := outSize(def, p); ok {
+		if ow, oh := s.M.OutputSize(w, h); ow != z.W || oh != z.H {
+			s.Width, s.Height = z.W, z.H
+		}
+	}
+	return s
 }

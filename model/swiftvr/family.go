@@ -34,7 +34,7 @@ func (family) Params() []model.Param {
 		{Name: "sr-ratio", Kind: model.Float, Default: 2.0,
 			Help: "SwiftVR: output size = input size (cropped to a multiple of 8) times this, rounded down to even"},
 		{Name: "size", Kind: model.Shape,
-			Help: "output size WxH: compact, an exact 2, 3 or 4 multiple of the input (picks the scale); SwiftVR, any even size (wins over --sr-ratio)"},
+			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"},
 		{Name: "clip-len", Kind: model.Int, Default: 24,
 			Help: "SwiftVR: frames per streaming chunk (a multiple of 4)"},
 		{Name: "reae-frame-batch", Kind: model.Int, Default: 1,
