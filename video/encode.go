@@ -587,6 +587,12 @@ var audioReencode = map[string][]string{
 // audioPlan probes src and returns the -map and -c:a options that carry its
 // audio streams into a file with extension ext (nil when it has none).
 func audioPlan(ctx context.Context, t tools, src, ext string) ([]string, error) {
+	switch ext {
+	case ".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff":
+		// An image has no sound (ffmpeg 4.1's image muxer would write the
+		// audio packets as images).
+		return nil, nil
+	}
 	if err := checkInput(src); err != nil {
 		return nil, err
 	}

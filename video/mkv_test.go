@@ -56,3 +56,17 @@ func TestMKVWriter(t *testing.T) {
 		t.Error("gbrp frames accepted")
 	}
 }
+
+// TestNoAudioInImages: an image output takes no audio from a source that
+// has some (ffmpeg 4.1's image muxer wrote the audio packets as the
+// image), while a video output does.
+func TestNoAudioInImages(t *testing.T) {
+	src := clipPath(t, clips[1]) // with Opus audio
+	tl := noFFprobe(t)
+	for ext, want := range map[string]bool{".png": false, ".jpg": false, ".mkv": true} {
+		args, err := audioPlan(testCtx(t), tl, src, ext)
+		if err != nil || (len(args) > 0) != want {
+			t.Errorf("%s: audio args %v (%v), want audio %v", ext, args, err, want)
+		}
+	}
+}
