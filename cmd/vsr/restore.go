@@ -271,24 +271,73 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		failed++
 		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s: %s\n", it.in, oneLine(err.Error()))
 	}
+	load := func() error {
+		if ld == nil {
+			var err error
+			ld, err = setup(f, set)
+			return err
+		}
+		return nil
+	}
+	// prepare checks an item's output and probes its input.
+	prepare := func(it item) (video.EncodeOptions, *video.Info, error) {
+		if _, err := os.Stat(it.out); err == nil && !f.overwrite {
+			return video.EncodeOptions{}, nil, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", it.out)
+		}
+		enc, err := outputEncode(f, it.out)
+		if err != nil {
+			return enc, nil, err
+		}
+		info, err := video.Probe(ctx, it.in)
+		return enc, info, err
+	}
+	// Images first, all together: the model takes those of one size in
+	// batches.
+	var imgs []app.Image
+	var imgItems []item
 	for _, it := range items {
+		if !app.IsImage(filepath.Ext(it.in)) {
+			continue
+		}
+		enc, info, err := prepare(it)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			fail(it, err)
+			continue
+		}
+		imgs = append(imgs, app.Image{Info: info, Output: it.out, Encode: enc})
+		imgItems = append(imgItems, it)
+	}
+	if len(imgs) > 0 {
+		if err := load(); err != nil {
+			return err
+		}
+		prog := newProgress(f.progress, len(imgs), cmd.ErrOrStderr())
+		errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
+		prog.finish(ctx.Err() == nil)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if _, err := os.Stat(it.out); err == nil && !f.overwrite {
-			fail(it, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", it.out))
+		for i, err := range errs {
+			if err != nil {
+				fail(imgItems[i], err)
+				continue
+			}
+			results = append(results, &pipeline.Result{Frames: 1, Output: imgs[i].Output})
+		}
+	}
+	for _, it := range items {
+		if app.IsImage(filepath.Ext(it.in)) {
 			continue
 		}
-		enc, err := outputEncode(f, it.out)
-		if err == nil && ld == nil {
-			ld, err = setup(f, set)
-			if err != nil {
-				return err
-			}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		var info *video.Info
+		enc, info, err := prepare(it)
 		if err == nil {
-			info, err = video.Probe(ctx, it.in)
+			err = load()
 		}
 		var res *pipeline.Result
 		if err == nil {
