@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/model/cdavsr"
 	"github.com/vsr-dev/vsr/model/swiftvr"
 )
 
@@ -22,14 +25,20 @@ func newCheckpoint() *cobra.Command {
 
 func newCheckpointInspect() *cobra.Command {
 	var asJSON bool
+	var size string
 	cmd := &cobra.Command{
 		Use:   "inspect PATH",
-		Short: "Check a checkpoint directory and list its files, tensors, sizes and every problem",
-		Long: "Check a checkpoint directory (SwiftVR: reae.safetensors, prompt_embedding.safetensors and transformer/)\n" +
-			"without loading its weights: every expected tensor, its shape and dtype, config.json.\n" +
-			"Exits non-zero when the checkpoint has problems.",
+		Short: "Check a checkpoint and list its tensors, sizes and every problem",
+		Long: "Check a checkpoint without loading its weights: a SwiftVR directory (reae.safetensors,\n" +
+			"prompt_embedding.safetensors and transformer/: every expected tensor, its shape and dtype,\n" +
+			"config.json) or a CDA-VSR .safetensors file (its contract: metadata, one weight set, the 179\n" +
+			"names, shapes and dtypes, the scale, the gate; --size WxH gives the state's memory).\n" +
+			"A PyTorch pickle or zip is named as such. Exits non-zero when the checkpoint has problems.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
+				return inspectCDAVSR(cmd, args[0], size, asJSON)
+			}
 			if err := swiftvr.CheckDir(args[0]); err != nil {
 				return err
 			}
@@ -51,24 +60,69 @@ func newCheckpointInspect() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&size, "size", "", "CDA-VSR: input size WxH at which to report the state's memory")
 	return cmd
 }
 
+// inspectCDAVSR reports a single-file checkpoint against CDA-VSR's
+// contract.
+func inspectCDAVSR(cmd *cobra.Command, path, size string, asJSON bool) error {
+	var w, h int
+	if size != "" {
+		if _, err := fmt.Sscanf(size, "%dx%d", &w, &h); err != nil || w <= 0 || h <= 0 {
+			return fmt.Errorf("--size %q: want WxH, e.g. 640x360", size)
+		}
+	}
+	c, err := cdavsr.Inspect(path, w, h)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := printJSON(cmd, c); err != nil {
+			return err
+		}
+	} else {
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "family      cdavsr\nprefix      %q\ntensors     %d of 179\nscale       %d\ngate        %s\nparameters  %d\n", c.Prefix, c.Tensors, c.Scale, c.Gate, c.Parameters)
+		if c.StateBytes > 0 {
+			fmt.Fprintf(out, "state       %d bytes at %dx%d (two float32 buffers of 128 channels)\n", c.StateBytes, w, h)
+		}
+		for _, p := range c.Problems {
+			fmt.Fprintf(out, "problem     %s\n", p)
+		}
+	}
+	if n := len(c.Problems); n == 1 {
+		return fmt.Errorf("checkpoint %s has a problem: %s", path, c.Problems[0])
+	} else if n > 1 {
+		return fmt.Errorf("checkpoint %s has %d problems (listed above)", path, n)
+	}
+	return nil
+}
+
 func newCheckpointSynth() *cobra.Command {
-	var family, preset, out string
+	var family, preset, out, gate, prefix string
 	var seed uint64
+	var scale int
 	cmd := &cobra.Command{
-		Use:   "synth --family swiftvr --preset tiny|block|full -o DIR",
+		Use:   "synth --family swiftvr|cdavsr ... -o PATH",
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
 		Long: "Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and\n" +
 			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n" +
 			"Presets: full (the published sizes: about 10 GB), block (one DiT block at the full width, a small\n" +
 			"ReAE and prompt: for kernel tests at real shapes) and tiny (every layer, small widths).\n" +
-			"DIR's parent must exist; DIR must not exist or be empty.",
+			"DIR's parent must exist; DIR must not exist or be empty.\n" +
+			"CDA-VSR (--family cdavsr): one .safetensors file with the 179 tensors of the contract at\n" +
+			"--scale 2, 3 or 4, the metadata cda_vsr.residual_unit=luma-range, the gate (--gate sigmoid\n" +
+			"sets cda_vsr.gate) and every name under --prefix (e.g. params_ema.).",
+		Example: `  vsr checkpoint synth --family swiftvr --preset tiny -o /tmp/swiftvr-tiny
+  vsr checkpoint synth --family cdavsr --scale 4 -o /tmp/cdavsr.safetensors --seed 1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if family == "cdavsr" {
+				return synthCDAVSR(cmd, out, scale, gate, prefix, seed)
+			}
 			if family != swiftvr.Family {
-				return fmt.Errorf("unknown family %q (known: %s)", family, swiftvr.Family)
+				return fmt.Errorf("unknown family %q (known: %s, cdavsr)", family, swiftvr.Family)
 			}
 			if out == "" {
 				return fmt.Errorf("no output directory: pass -o DIR")
@@ -91,10 +145,38 @@ func newCheckpointSynth() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&family, "family", swiftvr.Family, "model family (swiftvr)")
-	cmd.Flags().StringVar(&preset, "preset", "tiny", "size preset: "+strings.Join(swiftvr.Presets(), " or "))
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (created; its parent must exist)")
+	cmd.Flags().StringVar(&family, "family", swiftvr.Family, "model family (swiftvr or cdavsr)")
+	cmd.Flags().StringVar(&preset, "preset", "tiny", "SwiftVR size preset: "+strings.Join(swiftvr.Presets(), " or "))
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (SwiftVR; created, its parent must exist) or file (CDA-VSR)")
+	cmd.Flags().IntVar(&scale, "scale", 4, "CDA-VSR: upscaling factor, 2, 3 or 4")
+	cmd.Flags().StringVar(&gate, "gate", "", "CDA-VSR: sigmoid for aligned*sigmoid(w); empty for aligned*(1+w)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// synthCDAVSR writes a synthetic CDA-VSR checkpoint.
+func synthCDAVSR(cmd *cobra.Command, out string, scale int, gate, prefix string, seed uint64) error {
+	if scale < 2 || scale > 4 {
+		return fmt.Errorf("--scale %d: want 2, 3 or 4", scale)
+	}
+	if gate != "" && gate != cdavsr.GateSigmoid {
+		return fmt.Errorf("--gate %q: want sigmoid, or nothing for aligned*(1+w)", gate)
+	}
+	ts := cdavsr.Synthesize(scale, seed)
+	params := 0
+	for i := range ts {
+		ts[i].Name = prefix + ts[i].Name
+		params += len(ts[i].Data) / 4
+	}
+	meta := map[string]string{cdavsr.MetaResidualUnit: cdavsr.ResidualUnit}
+	if gate != "" {
+		meta[cdavsr.MetaGate] = gate
+	}
+	if err := safetensors.Write(out, ts, meta); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote cdavsr x%d checkpoint to %s: %d tensors, %d parameters, seed %d\n", scale, out, len(ts), params, seed)
+	return nil
 }

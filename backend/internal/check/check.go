@@ -304,3 +304,11 @@ func WindowAttention(q, k, v backend.Shape, headDim int, g backend.Grid, w backe
 	}
 	return w.Check(g)
 }
+
+// Motion checks a motion field or per-pixel map m of c channels against x.
+func Motion(x, m backend.Shape, c int, what string) error {
+	if m.N != x.N || m.H != x.H || m.W != x.W || m.C != c {
+		return fmt.Errorf("%s of shape %v for a %v tensor: want [%d %d %d %d]", what, m, x, x.N, x.H, x.W, c)
+	}
+	return nil
+}

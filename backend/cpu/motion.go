@@ -1,0 +1,152 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
+)
+
+// nearestCoord is PyTorch's float32 path for one coordinate c of an axis
+// of n pixels: normalise (2c/(n-1) - 1), un-normalise with
+// align_corners=True ((g+1)/2*(n-1)), clamp to the border, round half to
+// even.
+func nearestCoord(c float32, n int) int {
+	if n == 1 {
+		return 0
+	}
+	m := float32(n - 1)
+	// Each step rounds to float32, as PyTorch's (the conversions keep the
+	// compiler from fusing a multiply and an add).
+	g := float32(float32(2*c)/m) - 1
+	u := float32(float32(g+1)/2) * m
+	u = min(max(u, 0), m)
+	return int(math.RoundToEven(float64(u)))
+}
+
+// WarpNearest samples x at p + mv(p) (see backend.Motion).
+func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	mv, err := b.tensor(mvt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if err := check.Motion(s, mv.shape, 2, "warp: motion field"); err != nil {
+		return nil, err
+	}
+	out := b.alloc(s)
+	b.parallel(s.N*s.H, func(r int) {
+		n, y := r/s.H, r%s.H
+		for px := 0; px < s.W; px++ {
+			i := (n*s.H+y)*s.W + px
+			sx := nearestCoord(float32(px)+mv.Data[2*i], s.W)
+			sy := nearestCoord(float32(y)+mv.Data[2*i+1], s.H)
+			copy(out.Data[i*s.C:(i+1)*s.C], x.Data[((n*s.H+sy)*s.W+sx)*s.C:][:s.C])
+		}
+	})
+	return out, nil
+}
+
+// DeformSample is the modulated deformable sampling (see backend.Motion),
+// in mmcv's dmcn_im2col_bilinear arithmetic.
+func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit float32) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	o, err := b.tensor(ot)
+	if err != nil {
+		return nil, err
+	}
+	mv, err := b.tensor(mvt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if groups <= 0 || s.C%groups != 0 {
+		return nil, fmt.Errorf("deform: %d channels in %d groups", s.C, groups)
+	}
+	if err := check.Motion(s, o.shape, 3*groups, "deform: offsets and masks"); err != nil {
+		return nil, err
+	}
+	if err := check.Motion(s, mv.shape, 2, "deform: motion field"); err != nil {
+		return nil, err
+	}
+	out := b.alloc(s)
+	cg := s.C / groups
+	b.parallel(s.N*s.H, func(r int) {
+		n, y := r/s.H, r%s.H
+		img := x.Data[n*s.H*s.W*s.C:][:s.H*s.W*s.C]
+		for px := 0; px < s.W; px++ {
+			i := (n*s.H+y)*s.W + px
+			oi := o.Data[i*3*groups:][:3*groups]
+			dst := out.Data[i*s.C:][:s.C]
+			for g := 0; g < groups; g++ {
+				dy := limit*float32(math.Tanh(float64(oi[2*g]))) + mv.Data[2*i+1]
+				dx := limit*float32(math.Tanh(float64(oi[2*g+1]))) + mv.Data[2*i]
+				mask := float32(1 / (1 + math.Exp(-float64(oi[2*groups+g]))))
+				bilinear(dst[g*cg:(g+1)*cg], img, s, g*cg, float32(y)+dy, float32(px)+dx, mask)
+			}
+		}
+	})
+	return out, nil
+}
+
+// bilinear writes mask times img's channels [c0, c0+len(dst)) sampled at
+// (h, w), with mmcv's zero outside the image.
+func bilinear(dst, img []float32, s backend.Shape, c0 int, h, w, mask float32) {
+	if !(h > -1 && w > -1 && h < float32(s.H) && w < float32(s.W)) {
+		clear(dst)
+		return
+	}
+	hl, wl := float32(math.Floor(float64(h))), float32(math.Floor(float64(w)))
+	lh, lw := h-hl, w-wl
+	hh, hw := 1-lh, 1-lw
+	y0, x0 := int(hl), int(wl)
+	w1, w2, w3, w4 := hh*hw, hh*lw, lh*hw, lh*lw
+	at := func(y, x, c int) float32 {
+		if y < 0 || x < 0 || y >= s.H || x >= s.W {
+			return 0
+		}
+		return img[(y*s.W+x)*s.C+c]
+	}
+	for k := range dst {
+		c := c0 + k
+		v := w1*at(y0, x0, c) + w2*at(y0, x0+1, c) + w3*at(y0+1, x0, c) + w4*at(y0+1, x0+1, c)
+		dst[k] = mask * v
+	}
+}
+
+// Gate scales x by (1 + w) or sigmoid(w) (see backend.Motion).
+func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	w, err := b.tensor(wt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if err := check.Motion(s, w.shape, 1, "gate: map"); err != nil {
+		return nil, err
+	}
+	out := b.alloc(s)
+	b.parallel(s.N*s.H, func(r int) {
+		for px := r * s.W; px < (r+1)*s.W; px++ {
+			g := 1 + w.Data[px]
+			if sigmoid {
+				g = float32(1 / (1 + math.Exp(-float64(w.Data[px]))))
+			}
+			for c := px * s.C; c < (px+1)*s.C; c++ {
+				out.Data[c] = x.Data[c] * g
+			}
+		}
+	})
+	return out, nil
+}
