@@ -10,6 +10,7 @@ import (
 	_ "github.com/vsr-dev/vsr/backend/cpu"  // the "cpu" device
 	_ "github.com/vsr-dev/vsr/backend/cuda" // the "cuda" devices
 
+	_ "github.com/vsr-dev/vsr/model/cdavsr"  // CDA-VSR checkpoints
 	_ "github.com/vsr-dev/vsr/model/compact" // realesr-animevideov3 and ncnn graphs
 	_ "github.com/vsr-dev/vsr/model/swiftvr" // SwiftVR checkpoints
 )

@@ -75,7 +75,7 @@ func (l *Loaded) Session(ctx context.Context, info *video.Info, total int, set m
 	if err := foreign(l.Family, set); err != nil {
 		return nil, err
 	}
-	return l.Model.NewSession(ctx, model.Video{Width: info.Width, Height: info.Height, Frames: total},
+	return l.Model.NewSession(ctx, model.Video{Width: info.Width, Height: info.Height, Frames: total, Keys: info.Keys},
 		model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
 }
 

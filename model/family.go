@@ -150,6 +150,8 @@ type Video struct {
 	Width, Height int
 	// Frames is how many frames the session will be given.
 	Frames int
+	// Keys marks the key frames in display order (nil when unknown).
+	Keys []bool
 }
 
 // Family is one kind of model: how to recognise it, what it needs and what

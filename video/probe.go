@@ -75,6 +75,9 @@ type Info struct {
 	// frame, then the end of the last frame (Frames+1 values); nil when
 	// the stream's packets and decoded frames do not match one to one.
 	Times []float64 `json:"-"`
+	// Keys marks the key frames in display order (from the packets' flags;
+	// nil when Times is).
+	Keys []bool `json:"-"`
 }
 
 // Span returns the duration of the first n frames: from Times when known,
@@ -216,30 +219,32 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 	}
 	info.Frames = n
 	if n > 1 {
-		info.Times = frameTimes(ctx, path, t, info)
+		info.Times, info.Keys = frameTimes(ctx, path, t, info)
 		info.VFR = variable(info.Times, info.FPS)
 	}
 	return info, nil
 }
 
-// frameTimes reads the video packets' timestamps (ffmpeg's framecrc muxer,
-// no decoding) and returns the frames' times from the first, then the end
-// of the last, or nil when the packets are not the Frames frames one to one
-// or a timestamp is missing.
-func frameTimes(ctx context.Context, path string, t tools, info *Info) []float64 {
+// frameTimes reads the video packets' timestamps and key flags (ffmpeg's
+// framecrc muxer, no decoding) and returns the frames' times from the
+// first, then the end of the last, and which frames are key frames, in
+// display order; nil when the packets are not the Frames frames one to
+// one or a timestamp is missing.
+func frameTimes(ctx context.Context, path string, t tools, info *Info) ([]float64, []bool) {
 	args := append(append([]string{}, baseArgs...), "-i", fileArg(path),
 		"-map", "0:"+strconv.Itoa(info.VideoStream), "-c", "copy", "-f", "framecrc", "-")
 	r := runTool(ctx, t.ffmpeg, args...)
 	if r.err != nil {
-		return nil
+		return nil, nil
 	}
 	var tb Rational
 	var pts []int64
+	key := map[int64]bool{}
 	last, top := int64(0), int64(math.MinInt64) // the duration of the packet shown last, its time
 	for _, line := range strings.Split(string(r.stdout), "\n") {
 		if v, ok := strings.CutPrefix(line, "#tb 0: "); ok {
 			if _, err := fmt.Sscanf(v, "%d/%d", &tb.Num, &tb.Den); err != nil {
-				return nil
+				return nil, nil
 			}
 			continue
 		}
@@ -250,22 +255,28 @@ func frameTimes(ctx context.Context, path string, t tools, info *Info) []float64
 		p, err1 := strconv.ParseInt(strings.TrimSpace(f[2]), 10, 64)
 		d, err2 := strconv.ParseInt(strings.TrimSpace(f[3]), 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil
+			return nil, nil
 		}
 		if p > top {
 			last, top = d, p
 		}
+		// framecrc writes the flags only when they are not just "key".
+		flags := int64(1)
+		if len(f) > 6 {
+			fmt.Sscanf(strings.TrimSpace(f[6]), "F=0x%x", &flags)
+		}
+		key[p] = flags&1 != 0
 		pts = append(pts, p)
 	}
 	if len(pts) != info.Frames || !tb.Valid() {
-		return nil
+		return nil, nil
 	}
 	slices.Sort(pts)
 	sec := func(v int64) float64 { return float64(v-pts[0]) * float64(tb.Num) / float64(tb.Den) }
 	times := make([]float64, len(pts)+1)
 	for i, p := range pts {
 		if i > 0 && p == pts[i-1] {
-			return nil // two frames at one time: not timestamps to keep
+			return nil, nil // two frames at one time: not timestamps to keep
 		}
 		times[i] = sec(p)
 	}
@@ -274,7 +285,11 @@ func frameTimes(ctx context.Context, path string, t tools, info *Info) []float64
 		end = pts[len(pts)-1] + (pts[len(pts)-1]-pts[0])/int64(len(pts)-1)
 	}
 	times[len(pts)] = sec(end)
-	return times
+	keys := make([]bool, len(pts))
+	for i, p := range pts {
+		keys[i] = key[p]
+	}
+	return times, keys
 }
 
 // variable reports whether times stray from an even spacing at fps by more

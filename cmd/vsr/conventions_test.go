@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -438,5 +439,38 @@ func TestSizeResize(t *testing.T) {
 		if err != nil || !strings.Contains(out, fmt.Sprintf(`"width": %d`, w)) || !strings.Contains(out, fmt.Sprintf(`"height": %d`, h)) {
 			t.Errorf("--size %s: %v\n%s", c.size, err, out)
 		}
+	}
+}
+
+// TestCDAVSR: a synthetic CDA-VSR checkpoint is written, inspected (text
+// and JSON) and restores a clip with audio frame by frame; a damaged
+// contract is refused with its problem.
+func TestCDAVSR(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "cda.safetensors")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "cdavsr", "--scale", "2", "--prefix", "params_ema.", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	out, err := vsr(t, "checkpoint", "inspect", ck, "--json", "--size", "24x16")
+	var c map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &c) != nil || c["family"] != "cdavsr" || c["tensors"] != float64(179) ||
+		c["scale"] != float64(2) || c["prefix"] != "params_ema." || c["state_bytes"] != float64(2*128*4*24*16) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+	in := genClip(t, dir, 5, true, "mp4")
+	o := filepath.Join(dir, "out.mkv")
+	if _, err := vsr(t, "restore", in, "-o", o, "--model", ck, "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = vsr(t, "probe", o, "--json")
+	if err != nil || !strings.Contains(out, `"frames": 5`) || !strings.Contains(out, `"width": 48`) || !strings.Contains(out, `"has_audio": true`) {
+		t.Errorf("output: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.safetensors")
+	data, _ := os.ReadFile(ck)
+	os.WriteFile(bad, bytes.Replace(data, []byte("luma-range"), []byte("luma-rangX"), 1), 0o644)
+	if _, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "b.mkv"), "--model", bad); err == nil || !strings.Contains(err.Error(), `cda_vsr.residual_unit is "luma-rangX"`) {
+		t.Errorf("damaged metadata: %v", err)
 	}
 }

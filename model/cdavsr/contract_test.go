@@ -101,7 +101,9 @@ func TestContract(t *testing.T) {
 		{"other unit", map[string]string{MetaResidualUnit: "255"}, nil, `metadata cda_vsr.residual_unit is "255"; the contract accepts only "luma-range"`},
 		{"other gate", map[string]string{MetaResidualUnit: ResidualUnit, MetaGate: "tanh"}, nil, `metadata cda_vsr.gate is "tanh"; accepted: "sigmoid", or no key for aligned*(1+w)`},
 		{"two sets", okMeta, both, `2 weight sets (prefixes "params.", "params_ema."); the contract takes exactly one`},
-		{"no set", okMeta, func([]safetensors.WriteTensor) []safetensors.WriteTensor { return []safetensors.WriteTensor{add("x")(nil)[0]} }, "no weight set: none of the 1 tensors has a CDA-VSR name"},
+		{"no set", okMeta, func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+			return []safetensors.WriteTensor{add("x")(nil)[0]}
+		}, "no weight set: none of the 1 tensors has a CDA-VSR name"},
 		{"bad scale", okMeta, reshape("upconv1.weight", []int{47, 64, 3, 3}), "upconv1.weight has shape [47 64 3 3]; expected [3*s*s 64 3 3] with s a positive integer"},
 		{"f16", okMeta, f16, "conv_h.bias is F16; the contract takes float32"},
 		{"shape", okMeta, reshape("convs.0.weight", []int{64, 191, 3, 3}), "convs.0.weight has shape [64 191 3 3]; expected [64 192 3 3]"},
