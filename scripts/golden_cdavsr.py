@@ -44,6 +44,7 @@ class CDAVSR:
         self.w = w
         self.s = int(round((w["upconv1.weight"].shape[0] / 3) ** 0.5))
         self.sigmoid_gate = meta.get("cda_vsr.gate") == "sigmoid"
+        self.dtype = w["conv_first.weight"].dtype
 
     def conv(self, x, name, pad=None):
         wt = self.w[name + ".weight"]
@@ -58,7 +59,7 @@ class CDAVSR:
 
     def grid(self, px, py, W, H):
         # pixel coordinates -> grid_sample's [-1, 1] (align_corners=True), in float32
-        return torch.stack((2.0 * px / (W - 1) - 1.0, 2.0 * py / (H - 1) - 1.0), dim=-1)
+        return torch.stack((2.0 * px / (W - 1) - 1.0, 2.0 * py / (H - 1) - 1.0), dim=-1).to(self.dtype)
 
     def step(self, x, state, mv, res, i_path):
         N, _, H, W = x.shape
@@ -67,7 +68,8 @@ class CDAVSR:
         if i_path:
             rec = self.resblocks(feat, "reconstruction_I", 24)
         else:
-            ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing="ij")
+            ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float32, device=x.device),
+                                    torch.arange(W, dtype=torch.float32, device=x.device), indexing="ij")
             mvx, mvy = mv[:, 0], mv[:, 1]
             g = self.grid(xs + mvx, ys + mvy, W, H)
             warped = F.grid_sample(state, g, mode="nearest", padding_mode="border", align_corners=True)

@@ -422,3 +422,69 @@ extern "C" __global__ void copy_channels(const u16* __restrict__ src, u16* __res
 extern "C" __global__ void copy_channels8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long px, int c8, int dc8, int at8) {
     GRID_STRIDE(i, px * c8) dst[i / c8 * dc8 + at8 + i % c8] = src[i];
 }
+
+/* Motion ops (CDA-VSR), in the CPU backend's float32 arithmetic (backend/cpu/motion.go).
+   nearest_coord: PyTorch's normalise / un-normalise (align_corners=True) round trip of coordinate c
+   on an axis of n pixels, each step rounded (no fused multiply-add), border clamp, ties to even. */
+__device__ __forceinline__ int nearest_coord(float c, int n) {
+    if (n == 1) return 0;
+    float m = (float)(n - 1);
+    float g = __fadd_rn(__fdiv_rn(__fmul_rn(2.0f, c), m), -1.0f);
+    float u = __fmul_rn(__fdiv_rn(__fadd_rn(g, 1.0f), 2.0f), m);
+    u = fminf(fmaxf(u, 0.0f), m);
+    return (int)rintf(u);
+}
+
+#define MOTION_KERNELS(T, LD, ST)                                                                   \
+/* warp_nearest: out[p] = x[p + mv(p)], mv (x then y) per pixel. */                                 \
+extern "C" __global__ void warp_nearest_##T(const u16* __restrict__ x, const u16* __restrict__ mv,   \
+                                            u16* __restrict__ out, int n, int h, int w, int c) {   \
+    GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
+        int ch = i % c; long long p = i / c;                                                        \
+        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
+        int sx = nearest_coord(__fadd_rn((float)px, LD(mv[2 * p])), w);                             \
+        int sy = nearest_coord(__fadd_rn((float)py, LD(mv[2 * p + 1])), h);                         \
+        out[i] = x[((f * h + sy) * w + sx) * c + ch];                                               \
+    }                                                                                               \
+}                                                                                                   \
+/* deform_sample: mmcv's modulated bilinear sampling of a 1x1 DCNv2 with offsets limit*tanh(o) + mv \
+   and masks sigmoid(o[2G + g]); zero outside the image. */                                         \
+extern "C" __global__ void deform_sample_##T(const u16* __restrict__ x, const u16* __restrict__ o,  \
+        const u16* __restrict__ mv, u16* __restrict__ out, int n, int h, int w, int c, int groups,  \
+        float limit) {                                                                              \
+    int cg = c / groups;                                                                            \
+    GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
+        int ch = i % c; long long p = i / c; int g = ch / cg;                                       \
+        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
+        const u16* op = o + p * 3 * groups;                                                         \
+        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LD(mv[2 * p + 1]));            \
+        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LD(mv[2 * p]));            \
+        float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
+        float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
+        float v = 0.0f;                                                                             \
+        if (hy > -1.0f && wx > -1.0f && hy < (float)h && wx < (float)w) {                           \
+            float hl = floorf(hy), wl = floorf(wx);                                                 \
+            float lh = hy - hl, lw = wx - wl, hh = 1.0f - lh, hw = 1.0f - lw;                       \
+            int y0 = (int)hl, x0 = (int)wl;                                                         \
+            const u16* img = x + f * h * w * c + ch;                                                \
+            float v1 = (y0 >= 0 && x0 >= 0) ? LD(img[((long long)y0 * w + x0) * c]) : 0.0f;         \
+            float v2 = (y0 >= 0 && x0 + 1 <= w - 1) ? LD(img[((long long)y0 * w + x0 + 1) * c]) : 0.0f; \
+            float v3 = (y0 + 1 <= h - 1 && x0 >= 0) ? LD(img[((long long)(y0 + 1) * w + x0) * c]) : 0.0f; \
+            float v4 = (y0 + 1 <= h - 1 && x0 + 1 <= w - 1) ? LD(img[((long long)(y0 + 1) * w + x0 + 1) * c]) : 0.0f; \
+            v = hh * hw * v1 + hh * lw * v2 + lh * hw * v3 + lh * lw * v4;                          \
+        }                                                                                           \
+        out[i] = ST(mask * v);                                                                      \
+    }                                                                                               \
+}                                                                                                   \
+/* gate: out = x * (1 + w), or x * sigmoid(w), w one value per pixel. */                            \
+extern "C" __global__ void gate_##T(const u16* __restrict__ x, const u16* __restrict__ wm,          \
+                                    u16* __restrict__ out, long long px, int c, int sig) {         \
+    GRID_STRIDE(i, px * c) {                                                                        \
+        float wv = LD(wm[i / c]);                                                                   \
+        float g = sig ? 1.0f / (1.0f + expf(-wv)) : 1.0f + wv;                                      \
+        out[i] = ST(LD(x[i]) * g);                                                                  \
+    }                                                                                               \
+}
+
+MOTION_KERNELS(f16, ld_f16, st_f16)
+MOTION_KERNELS(bf16, ld_bf16, st_bf16)

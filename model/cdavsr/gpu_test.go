@@ -1,0 +1,189 @@
+package cdavsr
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/backend/cuda"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+func gpu(t testing.TB, dt cuda.DType) *cuda.Backend {
+	t.Helper()
+	if err := cu.Init(); err != nil {
+		t.Skip("no CUDA driver: ", err)
+	}
+	if n, err := cu.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no NVIDIA GPU")
+	}
+	g, err := cuda.Open("cuda:0", dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// psnr of got against want, both in [0,1] scale.
+func psnr(got, want []float32) float64 {
+	var se float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		se += d * d
+	}
+	return 10 * math.Log10(float64(len(got))/se)
+}
+
+// TestGoldenGPU runs the golden sequence on the GPU in fp16 and bf16 and
+// compares with PyTorch's float32 outputs; the motion ops alone are checked
+// against the CPU backend on random inputs.
+func TestGoldenGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ck := synthFile(t, t.TempDir(), 4, nil, "")
+	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
+		g := gpu(t, dt)
+		net, err := Load(g, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs := runSequence(t, g, net)
+		net.Close()
+		bound := 5e-3
+		if dt == cuda.BF16 {
+			bound = 3e-2
+		}
+		for k, got := range outs {
+			want := readF32(t, filepath.Join(gdir, fmt.Sprintf("out%d.f32", k)))
+			e := relErr(got, want)
+			if !(e < bound) {
+				t.Errorf("%v step %d: relative error %.3g against PyTorch float32, want < %g", dt, k, e, bound)
+			}
+			t.Logf("%v step %d: relative error %.3g, PSNR %.1f dB against PyTorch float32", dt, k, e, psnr(got, want))
+		}
+	}
+	// The motion ops against the CPU backend.
+	c := cpu.New(0)
+	g := gpu(t, cuda.F16)
+	r := rand.New(rand.NewPCG(3, 4))
+	rnd := func(n int, lo, hi float32, quarter bool) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = lo + (hi-lo)*r.Float32()
+			if quarter {
+				v[i] = float32(math.Round(float64(v[i]*4))) / 4
+			}
+		}
+		return v
+	}
+	s := backend.Shape{N: 1, H: 13, W: 21, C: 128}
+	xv, mvv, ov, wv := rnd(s.Elems(), -1, 1, false), rnd(s.N*s.H*s.W*2, -30, 30, true), rnd(s.N*s.H*s.W*12, -2, 2, false), rnd(s.N*s.H*s.W, -1, 1, false)
+	both := func(name string, f func(b backend.Backend, x, mv, o, w backend.Tensor) (backend.Tensor, error)) {
+		var res [2][]float32
+		for i, b := range []backend.Backend{c, g} {
+			x, _ := b.Upload(s, xv)
+			mv, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 2}, mvv)
+			o, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 12}, ov)
+			w, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
+			y, err := f(b, x, mv, o, w)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			res[i], _ = b.Download(y)
+		}
+		if e := relErr(res[1], res[0]); !(e < 3e-3) {
+			t.Errorf("%s: GPU fp16 against CPU: relative error %.3g", name, e)
+		}
+	}
+	both("warp", func(b backend.Backend, x, mv, _, _ backend.Tensor) (backend.Tensor, error) {
+		return b.(backend.Motion).WarpNearest(x, mv)
+	})
+	both("deform", func(b backend.Backend, x, mv, o, _ backend.Tensor) (backend.Tensor, error) {
+		return b.(backend.Motion).DeformSample(x, o, mv, Groups, OffsetLimit)
+	})
+	both("gate", func(b backend.Backend, x, _, _, w backend.Tensor) (backend.Tensor, error) {
+		return b.(backend.Motion).Gate(x, w, false)
+	})
+	both("gate sigmoid", func(b backend.Backend, x, _, _, w backend.Tensor) (backend.Tensor, error) {
+		return b.(backend.Motion).Gate(x, w, true)
+	})
+}
+
+// BenchmarkStepGPU times the network's P step (and I step) at 320x180 and
+// 640x360 on the GPU, side data excluded: the median of 20 steps after 5,
+// each step synchronised.
+func BenchmarkStepGPU(bb *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ck := synthFile(bb, bb.TempDir(), 4, nil, "")
+	for _, size := range [][2]int{{320, 180}, {640, 360}} {
+		for _, dt := range []cuda.DType{cuda.F16} {
+			bb.Run(fmt.Sprintf("%dx%d/%v", size[0], size[1], dt), func(bb *testing.B) {
+				g := gpu(bb, dt)
+				net, err := Load(g, ck)
+				if err != nil {
+					bb.Fatal(err)
+				}
+				defer net.Close()
+				w, h := size[0], size[1]
+				in, err := net.Open(w, h)
+				if err != nil {
+					bb.Fatal(err)
+				}
+				defer in.Close()
+				r := rand.New(rand.NewPCG(1, 1))
+				fill := func(n int, a float32) []float32 {
+					v := make([]float32, n)
+					for i := range v {
+						v[i] = a * r.Float32()
+					}
+					return v
+				}
+				x, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
+				mv, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 2}, fill(w*h*2, 3))
+				res, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 1}, fill(w*h, 0.05))
+				timeStep := func(reset bool) time.Duration {
+					st := time.Now()
+					y, err := in.Step(x, mv, res, reset)
+					if err != nil {
+						bb.Fatal(err)
+					}
+					y.Free()
+					if err := g.Synchronize(); err != nil {
+						bb.Fatal(err)
+					}
+					return time.Since(st)
+				}
+				median := func(reset bool) float64 {
+					var ds []float64
+					for i := 0; i < 25; i++ {
+						d := timeStep(reset)
+						if i >= 5 {
+							ds = append(ds, d.Seconds()*1e3)
+						}
+					}
+					for i := range ds {
+						for j := i + 1; j < len(ds); j++ {
+							if ds[j] < ds[i] {
+								ds[i], ds[j] = ds[j], ds[i]
+							}
+						}
+					}
+					return ds[len(ds)/2]
+				}
+				timeStep(true)
+				p := median(false)
+				i := median(true)
+				bb.ReportMetric(p, "ms/P-step")
+				bb.ReportMetric(i, "ms/I-step")
+			})
+		}
+	}
+}
