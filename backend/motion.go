@@ -23,4 +23,14 @@ type Motion interface {
 	// Gate scales x (N H W C) by a one-channel map w (N H W 1): x*(1+w), or
 	// x*sigmoid(w) when sigmoid is set.
 	Gate(x, w Tensor, sigmoid bool) (Tensor, error)
+	// MatchBlocks estimates the motion of cur from prev (N H W 1 planes)
+	// by block matching, as a codec's motion search: for each block x block
+	// block of cur, the whole-pixel displacement within rng pixels with the
+	// smallest sum of absolute differences over the block widened by half
+	// a block on each side (within the image), the zero vector winning ties
+	// and then the first in raster order; then refined to half and to
+	// quarter pixels among the 8 neighbours, on prev sampled bilinearly with
+	// clamped coordinates. mv (N H W 2) gives every pixel its block's vector
+	// (p came from p + mv), res (N H W 1) is (cur(p) - prev(p + mv)) * scale.
+	MatchBlocks(cur, prev Tensor, block, rng int, scale float32) (mv, res Tensor, err error)
 }

@@ -150,3 +150,117 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 	})
 	return out, nil
 }
+
+// MatchBlocks is block matching with quarter-pel refinement (see
+// backend.Motion).
+func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, block, rng int, scale float32) (backend.Tensor, backend.Tensor, error) {
+	cur, err := b.tensor(curt)
+	if err != nil {
+		return nil, nil, err
+	}
+	prev, err := b.tensor(prevt)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := cur.shape
+	if err := check.Motion(s, prev.shape, 1, "match: previous plane"); err != nil {
+		return nil, nil, err
+	}
+	if s.C != 1 || block < 1 || block > 64 || rng < 0 || rng > 64 {
+		return nil, nil, fmt.Errorf("match: %d-channel planes, block %d, range %d (want 1 channel, block 1-64, range 0-64)", s.C, block, rng)
+	}
+	mv := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2})
+	res := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 1})
+	bw, bh := (s.W+block-1)/block, (s.H+block-1)/block
+	plane := s.H * s.W
+	b.parallel(s.N*bh, func(r int) {
+		n, by := r/bh, r%bh
+		m := matcher{w: s.W, h: s.H, block: block, rng: rng, scale: scale,
+			cur: cur.Data[n*plane:][:plane], prev: prev.Data[n*plane:][:plane],
+			mv: mv.Data[2*n*plane:][:2*plane], res: res.Data[n*plane:][:plane]}
+		for bx := 0; bx < bw; bx++ {
+			m.match(bx*block, by*block, min(block, s.W-bx*block), min(block, s.H-by*block))
+		}
+	})
+	return mv, res, nil
+}
+
+// matcher is one plane's block matching.
+type matcher struct {
+	w, h, block, rng int
+	scale            float32
+	cur, prev        []float32
+	mv, res          []float32
+}
+
+// sample is the bilinear value of prev at (x, y), coordinates clamped.
+func (m *matcher) sample(x, y float32) float32 {
+	x = min(max(x, 0), float32(m.w-1))
+	y = min(max(y, 0), float32(m.h-1))
+	x0, y0 := int(x), int(y)
+	x1, y1 := min(x0+1, m.w-1), min(y0+1, m.h-1)
+	fx, fy := x-float32(x0), y-float32(y0)
+	p := m.prev
+	a := p[y0*m.w+x0] + fx*(p[y0*m.w+x1]-p[y0*m.w+x0])
+	c := p[y1*m.w+x0] + fx*(p[y1*m.w+x1]-p[y1*m.w+x0])
+	return a + fy*(c-a)
+}
+
+// match finds the vector of the block at (bx0, by0) of bw x bh pixels.
+func (m *matcher) match(bx0, by0, bw, bh int) {
+	w, h := m.w, m.h
+	margin := m.block / 2
+	x0, y0 := max(bx0-margin, 0), max(by0-margin, 0)
+	x1, y1 := min(bx0+bw+margin, w), min(by0+bh+margin, h)
+	sad := func(dx, dy int, limit float32) float32 {
+		var s float32
+		for y := y0; y < y1; y++ {
+			sy := min(max(y+dy, 0), h-1)
+			for x := x0; x < x1; x++ {
+				sx := min(max(x+dx, 0), w-1)
+				s += float32(math.Abs(float64(m.cur[y*w+x] - m.prev[sy*w+sx])))
+			}
+			if s >= limit {
+				return s
+			}
+		}
+		return s
+	}
+	best := sad(0, 0, float32(math.Inf(1)))
+	vx, vy := float32(0), float32(0)
+	for dy := -m.rng; dy <= m.rng; dy++ {
+		for dx := -m.rng; dx <= m.rng; dx++ {
+			if dx == 0 && dy == 0 {
+				continue
+			}
+			if s := sad(dx, dy, best); s < best {
+				best, vx, vy = s, float32(dx), float32(dy)
+			}
+		}
+	}
+	fsad := func(tx, ty float32) float32 {
+		var s float32
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				s += float32(math.Abs(float64(m.cur[y*w+x] - m.sample(float32(x)+tx, float32(y)+ty))))
+			}
+		}
+		return s
+	}
+	for _, step := range []float32{0.5, 0.25} {
+		cx, cy := vx, vy
+		for _, d := range [8][2]float32{{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}} {
+			tx, ty := cx+step*d[0], cy+step*d[1]
+			if s := fsad(tx, ty); s < best {
+				best, vx, vy = s, tx, ty
+			}
+		}
+	}
+	for y := by0; y < by0+bh; y++ {
+		for x := bx0; x < bx0+bw; x++ {
+			i := y*w + x
+			m.mv[2*i], m.mv[2*i+1] = vx, vy
+			m.res[i] = (m.cur[i] - m.sample(float32(x)+vx, float32(y)+vy)) * m.scale
+		}
+	}
+}

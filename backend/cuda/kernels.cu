@@ -488,3 +488,116 @@ extern "C" __global__ void gate_##T(const u16* __restrict__ x, const u16* __rest
 
 MOTION_KERNELS(f16, ld_f16, st_f16)
 MOTION_KERNELS(bf16, ld_bf16, st_bf16)
+
+/* match_blocks: block matching with quarter-pel refinement, one CTA (256 threads) per block, in the
+   CPU backend's order of decisions (MatchBlocks in backend/cpu/motion.go): whole-pixel candidates
+   split over the threads, the smallest SAD over the widened block (ties: zero vector, then raster
+   order), then the 8 half-pel and the 8 quarter-pel neighbours in order. cur's window is staged in
+   shared memory (block <= 16, so a window of at most 32 x 32); prev is read through the cache. */
+#define MB_THREADS 256
+__device__ __forceinline__ float mb_sample(const float* p, int w, int h, float x, float y) {
+    x = fminf(fmaxf(x, 0.0f), (float)(w - 1));
+    y = fminf(fmaxf(y, 0.0f), (float)(h - 1));
+    int x0 = (int)x, y0 = (int)y, x1 = min(x0 + 1, w - 1), y1 = min(y0 + 1, h - 1);
+    float fx = x - x0, fy = y - y0;
+    float a = p[y0 * w + x0] + fx * (p[y0 * w + x1] - p[y0 * w + x0]);
+    float c = p[y1 * w + x0] + fx * (p[y1 * w + x1] - p[y1 * w + x0]);
+    return a + fy * (c - a);
+}
+/* plane_f32: a (n,h,w,1) plane in storage T to float32, for the matcher's reads. */
+#define MATCH_KERNELS(T, LD, ST)                                                                     \
+extern "C" __global__ void plane_f32_##T(const u16* __restrict__ in, float* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = LD(in[i]);                                                            \
+}                                                                                                    \
+extern "C" __global__ void match_out_##T(const float* __restrict__ mvf, const float* __restrict__ resf, \
+                                         u16* __restrict__ mv, u16* __restrict__ res, long long px) { \
+    GRID_STRIDE(i, px) { mv[2 * i] = ST(mvf[2 * i]); mv[2 * i + 1] = ST(mvf[2 * i + 1]); res[i] = ST(resf[i]); } \
+}
+
+MATCH_KERNELS(f16, ld_f16, st_f16)
+MATCH_KERNELS(bf16, ld_bf16, st_bf16)
+
+extern "C" __global__ void match_blocks(const float* __restrict__ cur, const float* __restrict__ prev,
+                                        float* __restrict__ mv, float* __restrict__ res,
+                                        int h, int w, int block, int rng, float scale) {
+    __shared__ float win[32 * 32];
+    __shared__ float bsad[MB_THREADS];
+    __shared__ int bord[MB_THREADS];
+    __shared__ float vec[2];
+    const int bw = (w + block - 1) / block, bh = (h + block - 1) / block;
+    const int nb = blockIdx.x, n = nb / (bw * bh), r = nb % (bw * bh);
+    const int bx0 = (r % bw) * block, by0 = (r / bw) * block;
+    const int bww = min(block, w - bx0), bhh = min(block, h - by0), margin = block / 2;
+    const int x0 = max(bx0 - margin, 0), y0 = max(by0 - margin, 0);
+    const int x1 = min(bx0 + bww + margin, w), y1 = min(by0 + bhh + margin, h);
+    const int ww = x1 - x0, wh = y1 - y0;
+    const float* c = cur + (long long)n * h * w;
+    const float* p = prev + (long long)n * h * w;
+    for (int i = threadIdx.x; i < ww * wh; i += MB_THREADS) win[i] = c[(y0 + i / ww) * w + x0 + i % ww];
+    __syncthreads();
+    const int side = 2 * rng + 1, cands = side * side;
+    float best = 3.4e38f; int order = 0x7fffffff;
+    for (int k = threadIdx.x; k < cands; k += MB_THREADS) {
+        int dy = k / side - rng, dx = k % side - rng;
+        float s = 0.0f;
+        for (int y = 0; y < wh; y++) {
+            int sy = min(max(y0 + y + dy, 0), h - 1);
+            for (int x = 0; x < ww; x++) {
+                int sx = min(max(x0 + x + dx, 0), w - 1);
+                s += fabsf(win[y * ww + x] - p[sy * w + sx]);
+            }
+        }
+        int o = (dx == 0 && dy == 0) ? -1 : k;
+        if (s < best || (s == best && o < order)) { best = s; order = o; }
+    }
+    bsad[threadIdx.x] = best; bord[threadIdx.x] = order;
+    __syncthreads();
+    for (int stride = MB_THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            float s2 = bsad[threadIdx.x + stride]; int o2 = bord[threadIdx.x + stride];
+            if (s2 < bsad[threadIdx.x] || (s2 == bsad[threadIdx.x] && o2 < bord[threadIdx.x])) {
+                bsad[threadIdx.x] = s2; bord[threadIdx.x] = o2;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        int o = bord[0];
+        vec[0] = o < 0 ? 0.0f : (float)(o % side - rng);
+        vec[1] = o < 0 ? 0.0f : (float)(o / side - rng);
+    }
+    __syncthreads();
+    const float dirs[8][2] = {{-1, -1}, {0, -1}, {1, -1}, {-1, 0}, {1, 0}, {-1, 1}, {0, 1}, {1, 1}};
+    float cbest = bsad[0];
+    for (int step = 0; step < 2; step++) {
+        float st = step == 0 ? 0.5f : 0.25f;
+        float cx = vec[0], cy = vec[1];
+        __syncthreads();
+        /* 8 candidates x 32 threads each: a warp per candidate sums its window. */
+        int cand = threadIdx.x / 32, lane = threadIdx.x % 32;
+        float tx = cx + st * dirs[cand][0], ty = cy + st * dirs[cand][1];
+        float s = 0.0f;
+        for (int i = lane; i < ww * wh; i += 32) {
+            int y = i / ww, x = i % ww;
+            s += fabsf(win[i] - mb_sample(p, w, h, (float)(x0 + x) + tx, (float)(y0 + y) + ty));
+        }
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffff, s, off);
+        if (lane == 0) bsad[cand] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int k = 0; k < 8; k++) {
+                if (bsad[k] < cbest) { cbest = bsad[k]; vec[0] = cx + st * dirs[k][0]; vec[1] = cy + st * dirs[k][1]; }
+            }
+            bsad[8] = cbest;
+        }
+        __syncthreads();
+        cbest = bsad[8];
+    }
+    const float vx = vec[0], vy = vec[1];
+    for (int i = threadIdx.x; i < bww * bhh; i += MB_THREADS) {
+        int x = bx0 + i % bww, y = by0 + i / bww;
+        long long q = (long long)n * h * w + (long long)y * w + x;
+        mv[2 * q] = vx; mv[2 * q + 1] = vy;
+        res[q] = (c[y * w + x] - mb_sample(p, w, h, (float)x + vx, (float)y + vy)) * scale;
+    }
+}

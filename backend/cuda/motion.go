@@ -5,6 +5,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/internal/check"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
 
 var _ backend.Motion = (*Backend)(nil)
@@ -74,4 +75,78 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 		sig = 1
 	}
 	return b.finish(y, b.launch("gate", true, int64(s.Elems()), x.ptr(), w.ptr(), y.ptr(), int64(s.N*s.H*s.W), int32(s.C), sig))
+}
+
+// MatchBlocks is block matching with quarter-pel refinement (see
+// backend.Motion): the planes go to float32 scratch, one CTA matches each
+// block, and the vectors and residual come back in the storage type.
+func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, bs, rng int, scale float32) (backend.Tensor, backend.Tensor, error) {
+	cur, prev, err := b.motionArgs(curt, prevt, 1, "match: previous plane")
+	if err != nil {
+		return nil, nil, err
+	}
+	s := cur.shape
+	if s.C != 1 || bs < 1 || bs > 16 || rng < 0 || rng > 64 {
+		return nil, nil, fmt.Errorf("match: %d-channel planes, block %d, range %d (want 1 channel, block 1-16 on the GPU, range 0-64)", s.C, bs, rng)
+	}
+	px := int64(s.N * s.H * s.W)
+	var scratch []*block
+	defer func() {
+		for _, k := range scratch {
+			b.pool.put(k)
+		}
+	}()
+	f32 := func(n int64) (*block, error) {
+		k, err := b.pool.get(4 * n)
+		if err == nil {
+			scratch = append(scratch, k)
+		}
+		return k, err
+	}
+	cf, err := f32(px)
+	if err != nil {
+		return nil, nil, err
+	}
+	pf, err := f32(px)
+	if err != nil {
+		return nil, nil, err
+	}
+	mvf, err := f32(2 * px)
+	if err != nil {
+		return nil, nil, err
+	}
+	resf, err := f32(px)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.launch("plane_f32", true, px, cur.ptr(), cf.ptr, px); err != nil {
+		return nil, nil, err
+	}
+	if err := b.launch("plane_f32", true, px, prev.ptr(), pf.ptr, px); err != nil {
+		return nil, nil, err
+	}
+	f, err := b.fn("match_blocks", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	blocks := s.N * ((s.W + bs - 1) / bs) * ((s.H + bs - 1) / bs)
+	if err := f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
+		cf.ptr, pf.ptr, mvf.ptr, resf.ptr, int32(s.H), int32(s.W), int32(bs), int32(rng), scale); err != nil {
+		return nil, nil, err
+	}
+	mv, err := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2})
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 1})
+	if err != nil {
+		mv.Free()
+		return nil, nil, err
+	}
+	if err := b.launch("match_out", true, px, mvf.ptr, resf.ptr, mv.ptr(), res.ptr(), px); err != nil {
+		mv.Free()
+		res.Free()
+		return nil, nil, err
+	}
+	return mv, res, nil
 }

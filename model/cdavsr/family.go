@@ -91,10 +91,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{m: m, in: in, w: v.Width, h: v.Height, every: every,
-		match: Matcher{W: v.Width, H: v.Height, Block: 8, Range: rng},
-		prev:  make([]float32, v.Width*v.Height), cur: make([]float32, v.Width*v.Height),
-		mv: make([]float32, 2*v.Width*v.Height), res: make([]float32, v.Width*v.Height)}
+	s := &session{m: m, in: in, w: v.Width, h: v.Height, every: every, rng: rng}
 	for _, k := range v.Keys {
 		if !k { // a stream with inter frames: its key frames restart the recurrence
 			s.keys = v.Keys
@@ -111,11 +108,10 @@ type session struct {
 	in    *Instance
 	w, h  int
 	every int
+	rng   int // the motion search range
 	keys  []bool
-	match Matcher
-	frame int // frames restored so far
-	// Luma of the previous and current frames, and the side data.
-	prev, cur, mv, res []float32
+	frame int            // frames restored so far
+	prev  backend.Tensor // the last frame's luma
 	// Resets counts the frames restored on the I path.
 	Resets int
 }
@@ -134,15 +130,12 @@ func (s *session) Plan(total int) ([]int, error) {
 	return plan, nil
 }
 
-type hostBatch struct {
-	in, out, rgb []byte
-	f            backend.PixelFormat
+// batch is a batch's staging: on a GPU, page-locked host buffers with
+// device copies, the conversion to the output's pixel format on the GPU.
+type batch struct {
+	backend.Slot
+	f backend.PixelFormat
 }
-
-func (b *hostBatch) In() []byte  { return b.in }
-func (b *hostBatch) Out() []byte { return b.out }
-func (b *hostBatch) Wait() error { return nil }
-func (b *hostBatch) Free()       {}
 
 func (s *session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
 	if w != s.w || h != s.h {
@@ -152,85 +145,112 @@ func (s *session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, e
 	if f == backend.YUV420P && (ow%2 != 0 || oh%2 != 0) {
 		return nil, fmt.Errorf("yuv420p needs an even output size, not %dx%d", ow, oh)
 	}
-	b := &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(ow, oh)), f: f}
-	if f != backend.RGB24 {
-		b.rgb = make([]byte, n*ow*oh*3)
+	slot, err := backend.NewSlot(s.m.net.b, n*w*h*3, n*f.FrameBytes(ow, oh))
+	if err != nil {
+		return nil, err
 	}
-	return b, nil
+	return &batch{Slot: slot, f: f}, nil
 }
 
-// Start restores the first k frames of the batch in order.
+// Start restores the first k frames of the batch in order and queues
+// their conversion and copy back.
 func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
-	b, ok := bt.(*hostBatch)
+	b, ok := bt.(*batch)
 	if !ok {
 		return fmt.Errorf("cdavsr: batch %T was not made by this session", bt)
 	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	ow, oh := s.OutputSize(s.w, s.h)
-	rgb := b.out
-	if b.rgb != nil {
-		rgb = b.rgb
-	}
-	fb, ob := s.w*s.h*3, ow*oh*3
-	for i := 0; i < k; i++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := s.step(b.in[i*fb:][:fb], rgb[i*ob:][:ob]); err != nil {
-			return fmt.Errorf("frame %d: %w", s.frame, err)
-		}
-	}
-	if b.f == backend.YUV420P {
-		backend.RGBToYUV420(b.out, rgb[:k*ob], k, ow, oh)
-	}
-	return nil
-}
-
-// step restores one frame: side data against the previous frame, the
-// reset decision, the network.
-func (s *session) step(frame, out []byte) error {
 	bk := s.m.net.b
-	Luma(frame, s.cur)
-	reset := s.frame == 0 || (s.every > 0 && s.frame%s.every == 0) || (s.frame < len(s.keys) && s.keys[s.frame])
-	if !reset {
-		s.match.Estimate(s.cur, s.prev, s.mv, s.res)
-		var sum float64
-		for _, r := range s.res {
-			sum += float64(max(r, -r))
-		}
-		reset = sum/float64(len(s.res)) > SceneCut
-	}
-	x, err := bk.FromRGB8(frame, 1, s.h, s.w)
+	x, err := b.Input(k, s.h, s.w)
 	if err != nil {
 		return err
 	}
 	defer x.Free()
-	var mv, res backend.Tensor
-	if !reset {
-		if mv, err = bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 2}, s.mv); err != nil {
-			return err
-		}
-		defer mv.Free()
-		if res, err = bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 1}, s.res); err != nil {
-			return err
-		}
-		defer res.Free()
-	}
-	y, err := s.in.Step(x, mv, res, reset)
+	ow, oh := s.OutputSize(s.w, s.h)
+	out, err := bk.Empty(backend.Shape{N: k, H: oh, W: ow, C: 3})
 	if err != nil {
 		return err
 	}
-	defer y.Free()
-	if err := bk.ToRGB8(y, out); err != nil {
-		return err
+	defer out.Free()
+	for i := 0; i < k; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		xi, err := bk.Frames(x, i, 1)
+		if err != nil {
+			return err
+		}
+		y, err := s.step(xi)
+		xi.Free()
+		if err == nil {
+			err = bk.CopyFrames(out, i, y)
+			y.Free()
+		}
+		if err != nil {
+			return fmt.Errorf("frame %d: %w", s.frame, err)
+		}
 	}
+	_, err = backend.Output(b, out, b.f)
+	return err
+}
+
+// step restores one frame: side data against the previous frame, the
+// reset decision, the network.
+func (s *session) step(x backend.Tensor) (backend.Tensor, error) {
+	bk := s.m.net.b
+	reset := s.frame == 0 || (s.every > 0 && s.frame%s.every == 0) || (s.frame < len(s.keys) && s.keys[s.frame])
+	prev := s.prev
+	if reset {
+		prev = nil // no motion search
+	}
+	luma, mv, res, err := s.m.net.sideData(x, prev, s.rng)
+	if err != nil {
+		return nil, err
+	}
+	if mv != nil {
+		defer mv.Free()
+		defer res.Free()
+		cut, err := sceneCut(bk, res)
+		if err != nil {
+			luma.Free()
+			return nil, err
+		}
+		reset = cut
+	}
+	y, err := s.in.Step(x, mv, res, reset)
+	if err != nil {
+		luma.Free()
+		return nil, err
+	}
+	if s.prev != nil {
+		s.prev.Free()
+	}
+	s.prev = luma
 	if reset {
 		s.Resets++
 	}
-	s.prev, s.cur = s.cur, s.prev
 	s.frame++
-	return nil
+	return y, nil
 }
 
-func (s *session) Close() { s.in.Close() }
+// sceneCut reports whether the mean absolute residual passes SceneCut.
+func sceneCut(b backend.Backend, res backend.Tensor) (bool, error) {
+	v, err := b.Download(res)
+	if err != nil {
+		return false, err
+	}
+	var sum float64
+	for _, r := range v {
+		sum += float64(max(r, -r))
+	}
+	return sum/float64(len(v)) > SceneCut, nil
+}
+
+func (s *session) Close() {
+	s.in.Close()
+	if s.prev != nil {
+		s.prev.Free()
+		s.prev = nil
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
 	"time"
 
@@ -183,7 +185,45 @@ func BenchmarkStepGPU(bb *testing.B) {
 				i := median(true)
 				bb.ReportMetric(p, "ms/P-step")
 				bb.ReportMetric(i, "ms/I-step")
+				// The side data (luma, block matching within 16 pixels,
+				// residual) of a frame against another.
+				prev, _, _, err := net.sideData(x, nil, 16)
+				if err != nil {
+					bb.Fatal(err)
+				}
+				x2, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
+				var ds []float64
+				for k := 0; k < 25; k++ {
+					st := time.Now()
+					l, m, rs, err := net.sideData(x2, prev, 16)
+					if err != nil {
+						bb.Fatal(err)
+					}
+					if err := g.Synchronize(); err != nil {
+						bb.Fatal(err)
+					}
+					if k >= 5 {
+						ds = append(ds, time.Since(st).Seconds()*1e3)
+					}
+					l.Free()
+					m.Free()
+					rs.Free()
+				}
+				sort.Float64s(ds)
+				bb.ReportMetric(ds[len(ds)/2], "ms/side-data")
 			})
 		}
 	}
+}
+
+// TestMatcherGPU is TestMatcher with the GPU's block matching (fp16
+// planes).
+func TestMatcherGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rgb, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testMatcher(t, gpu(t, cuda.F16), rgb, 48, 32)
 }

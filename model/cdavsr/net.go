@@ -37,6 +37,7 @@ type Net struct {
 	recP   []resBlock
 	h      conv
 	up     conv
+	luma   conv // RGB to luma, for the side data
 }
 
 // Load checks the checkpoint at path against the contract (header only)
@@ -108,6 +109,9 @@ func Load(b backend.Backend, path string) (*Net, error) {
 	n.recP = blocks("reconstruction_P", blocksP)
 	n.h = get("conv_h", 3)
 	n.up = get("upconv1", 3)
+	if lerr == nil {
+		n.luma, lerr = lumaConv(b)
+	}
 	if lerr != nil {
 		n.Close()
 		return nil, lerr
@@ -121,7 +125,7 @@ func Load(b backend.Backend, path string) (*Net, error) {
 
 // Close frees the weights.
 func (n *Net) Close() {
-	all := []conv{n.first, n.dcn, n.fuse, n.h, n.up}
+	all := []conv{n.first, n.dcn, n.fuse, n.h, n.up, n.luma}
 	all = append(all, n.offset[:]...)
 	all = append(all, n.weight[:]...)
 	for _, rb := range [][]resBlock{n.fe, n.recI, n.recP} {

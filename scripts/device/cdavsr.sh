@@ -9,10 +9,14 @@ py=python3
 $py -c 'import torch' 2>/dev/null || py=/opt/torch/.venv/bin/python3
 ./vsr checkpoint synth --family cdavsr --seed 1 -o /tmp/cda.safetensors
 echo "== GPU tests"
-(cd ../model/cdavsr && ../../.devbin/cdavsr.test -test.run 'GoldenGPU' -test.v 2>&1 | grep -E '^(---|ok|FAIL|PASS)|gpu_test|panic')
+(cd ../model/cdavsr && ../../.devbin/cdavsr.test -test.run 'GoldenGPU|MatcherGPU' -test.v 2>&1 | grep -E '^(---|ok|FAIL|PASS)|gpu_test|panic')
 echo "== step latency (vsr)"
 (cd ../model/cdavsr && ../../.devbin/cdavsr.test -test.run XXX -test.bench StepGPU -test.benchtime 1x 2>&1 | grep -E 'Benchmark|FAIL')
 echo "== step latency (PyTorch eager, same call)"
 $py ../scripts/bench_torch_cdavsr.py /tmp/cda.safetensors 320x180 640x360
 echo "== vsr bench"
-./vsr bench ../testdata/video/oa4_launch.webm --device cuda --model /tmp/cda.safetensors --frames 48 --requests 2 --no-encode 2>&1 | tail -12
+V=../testdata/video/oa4_launch.webm
+./vsr bench $V --device cuda --model /tmp/cda.safetensors --frames 361 --requests 3 --no-encode 2>&1 | tail -12
+./vsr bench $V --device cuda --model /tmp/cda.safetensors --frames 361 --requests 3 --codec libx264 --preset ultrafast --crf 20 2>&1 | grep -E 'full video|frames/s|peak|CPU time'
+ffmpeg -v error -i $V -vf scale=320:180 -c:v libx264 -crf 18 /tmp/small.mp4
+./vsr bench /tmp/small.mp4 --device cuda --model /tmp/cda.safetensors --frames 361 --requests 3 --no-encode 2>&1 | grep -E 'input|full video|frames/s|GPU compute|peak' 
