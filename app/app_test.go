@@ -31,7 +31,8 @@ func (level) Name() string            { return "level" }
 func (level) Detect(spec string) bool { return strings.HasPrefix(spec, "level:") }
 func (level) StorageType() string     { return "" }
 func (level) Params() []model.Param {
-	return []model.Param{{Name: "level", Kind: model.Int, Default: 255, Help: "level: the value inputs are subtracted from"}}
+	return []model.Param{{Name: "level", Kind: model.Int, Default: 255, Help: "level: the value inputs are subtracted from"},
+		{Name: "level-dump", Kind: model.String, Local: true, Help: "level: a path on the host (the command line's only)"}}
 }
 
 func (level) Load(dev backend.Backend, spec string, p model.Params) (model.Model, error) {
@@ -211,6 +212,7 @@ func TestStandInFamily(t *testing.T) {
 		`{"video_path": "in.mkv", "params": {"level": "hi"}}`:                "level",
 		`{"video_path": "in.mkv", "params": {"colour": "on"}}`:               "colour",
 		`{"video_path": "in.mkv", "segments": 1, "params": {"segments": 2}}`: "given twice",
+		`{"video_path": "in.mkv", "params": {"level_dump": "/etc"}}`:         "names a path on the server",
 	} {
 		if code, m := post(body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), want) {
 			t.Errorf("%s: %d %v, want 400 naming %q", body, code, m, want)

@@ -189,6 +189,9 @@ func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
 		if !ok {
 			return nil, nil, foreignField(l.Family, k)
 		}
+		if p.Local {
+			return nil, nil, fmt.Errorf("field %q names a path on the server; the service does not take it (it is the command line's --%s)", k, p.Name)
+		}
 		if set[p.Name], err = convert(p, fields[k]); err != nil {
 			return nil, nil, err
 		}

@@ -50,6 +50,9 @@ type Param struct {
 	// type (int, float64, string; a Shape's default is the zero Size).
 	Default any
 	Help    string
+	// Local marks a parameter of the command line only (a path on the
+	// machine that runs vsr): the service refuses it in requests.
+	Local bool
 }
 
 // FieldName is the parameter's request field.

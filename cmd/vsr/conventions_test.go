@@ -474,3 +474,38 @@ func TestCDAVSR(t *testing.T) {
 		t.Errorf("damaged metadata: %v", err)
 	}
 }
+
+// TestCDAVSRSideData: the side data vsr computes, dumped and read back,
+// gives the same frames; the service does not take the paths.
+func TestCDAVSRSideData(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "cda.safetensors")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "cdavsr", "--scale", "2", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	in := genClip(t, dir, 6, false, "mp4")
+	side := filepath.Join(dir, "side")
+	a, b := filepath.Join(dir, "a.mkv"), filepath.Join(dir, "b.mkv")
+	lossless := []string{"--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--model", ck, "--reset-every", "4"}
+	if _, err := vsr(t, append([]string{"restore", in, "-o", a, "--dump-side-data", side}, lossless...)...); err != nil {
+		t.Fatal(err)
+	}
+	resets, err := os.ReadFile(filepath.Join(side, "resets.txt"))
+	if err != nil || !strings.HasPrefix(string(resets), "0\n") {
+		t.Fatalf("resets.txt: %q (%v)", resets, err)
+	}
+	if _, err := os.Stat(filepath.Join(side, "mv_00001.npy")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vsr(t, append([]string{"restore", in, "-o", b, "--side-data", side}, lossless...)...); err != nil {
+		t.Fatal(err)
+	}
+	if videoMD5(t, a) != videoMD5(t, b) {
+		t.Error("restoring from the dumped side data gives other frames")
+	}
+	os.Remove(filepath.Join(side, "res_00002.npy"))
+	if _, err := vsr(t, append([]string{"restore", in, "-o", filepath.Join(dir, "c.mkv"), "--side-data", side}, lossless...)...); err == nil || !strings.Contains(err.Error(), "res_00002.npy") {
+		t.Errorf("missing side data: %v", err)
+	}
+}

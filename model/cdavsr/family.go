@@ -2,9 +2,13 @@ package cdavsr
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -35,6 +39,10 @@ func (family) Params() []model.Param {
 			Help: "CDA-VSR: restart the recurrence (the I path) every N frames, as the authors' online test (0: only on key frames and scene cuts)"},
 		{Name: "mv-range", Kind: model.Int, Default: 16,
 			Help: "CDA-VSR: motion search range in input pixels (8x8 blocks, then half- and quarter-pel refinement)"},
+		{Name: "side-data", Kind: model.String, Local: true,
+			Help: "CDA-VSR: read the side data from DIR instead of computing it: per frame, numbered from 0 in display order, NumPy float32 files mv_00000.npy (2,H,W: x then y, in input pixels, the previous frame's pixel each came from) and res_00000.npy (1,H,W: the luma residual already divided by the luma range), the values exactly as the network takes them; the recurrence then restarts on frame 0, every --reset-every frames and on the frames listed in DIR/resets.txt (no key-frame or scene-cut detection)"},
+		{Name: "dump-side-data", Kind: model.String, Local: true,
+			Help: "CDA-VSR: write the side data vsr computes into DIR in --side-data's format, with resets.txt listing the frames it restarted on (reading the dump back gives the same output)"},
 	}
 }
 
@@ -78,6 +86,32 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 		return p.Int(name)
 	}
 	every, rng := get("reset-every"), get("mv-range")
+	str := func(name string) string {
+		if x, ok := p.Set[name].(string); ok {
+			return x
+		}
+		x, _ := m.def.Set[name].(string)
+		return x
+	}
+	sideDir, dumpDir := str("side-data"), str("dump-side-data")
+	if sideDir != "" && dumpDir != "" {
+		return nil, fmt.Errorf("--side-data and --dump-side-data: give one (a dump of read side data is a copy of it)")
+	}
+	var callerResets map[int]bool
+	if sideDir != "" {
+		st, err := os.Stat(sideDir)
+		if err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--side-data %s: not a folder of side data", sideDir)
+		}
+		if callerResets, err = readResets(filepath.Join(sideDir, "resets.txt")); err != nil {
+			return nil, err
+		}
+	}
+	if dumpDir != "" {
+		if err := os.MkdirAll(dumpDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--dump-side-data: %w", err)
+		}
+	}
 	if every < 0 {
 		return nil, fmt.Errorf("reset_every (--reset-every) %d: want 0 (never) or a frame count", every)
 	}
@@ -91,7 +125,8 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{m: m, in: in, w: v.Width, h: v.Height, every: every, rng: rng}
+	s := &session{m: m, in: in, w: v.Width, h: v.Height, every: every, rng: rng,
+		sideDir: sideDir, dumpDir: dumpDir, callerResets: callerResets}
 	for _, k := range v.Keys {
 		if !k { // a stream with inter frames: its key frames restart the recurrence
 			s.keys = v.Keys
@@ -112,6 +147,11 @@ type session struct {
 	keys  []bool
 	frame int            // frames restored so far
 	prev  backend.Tensor // the last frame's luma
+	// Caller-supplied side data (sideDir, with its resets), or a dump of
+	// what vsr computes (dumpDir, with the frames reset on).
+	sideDir, dumpDir string
+	callerResets     map[int]bool
+	dumped           []int
 	// Resets counts the frames restored on the I path.
 	Resets int
 }
@@ -199,28 +239,51 @@ func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 // reset decision, the network.
 func (s *session) step(x backend.Tensor) (backend.Tensor, error) {
 	bk := s.m.net.b
-	reset := s.frame == 0 || (s.every > 0 && s.frame%s.every == 0) || (s.frame < len(s.keys) && s.keys[s.frame])
-	prev := s.prev
-	if reset {
-		prev = nil // no motion search
-	}
-	luma, mv, res, err := s.m.net.sideData(x, prev, s.rng)
-	if err != nil {
-		return nil, err
+	every := s.frame == 0 || (s.every > 0 && s.frame%s.every == 0)
+	var mv, res, luma backend.Tensor
+	var reset bool
+	var err error
+	if s.sideDir != "" {
+		if reset = every || s.callerResets[s.frame]; !reset {
+			if mv, res, err = s.readSide(); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		reset = every || (s.frame < len(s.keys) && s.keys[s.frame])
+		prev := s.prev
+		if reset {
+			prev = nil // no motion search
+		}
+		if luma, mv, res, err = s.m.net.sideData(x, prev, s.rng); err != nil {
+			return nil, err
+		}
+		if mv != nil {
+			if reset, err = sceneCut(bk, res); err != nil {
+				luma.Free()
+				mv.Free()
+				res.Free()
+				return nil, err
+			}
+		}
 	}
 	if mv != nil {
 		defer mv.Free()
 		defer res.Free()
-		cut, err := sceneCut(bk, res)
-		if err != nil {
-			luma.Free()
+	}
+	if s.dumpDir != "" {
+		if err := s.dump(mv, res, reset); err != nil {
+			if luma != nil {
+				luma.Free()
+			}
 			return nil, err
 		}
-		reset = cut
 	}
 	y, err := s.in.Step(x, mv, res, reset)
 	if err != nil {
-		luma.Free()
+		if luma != nil {
+			luma.Free()
+		}
 		return nil, err
 	}
 	if s.prev != nil {
@@ -232,6 +295,93 @@ func (s *session) step(x backend.Tensor) (backend.Tensor, error) {
 	}
 	s.frame++
 	return y, nil
+}
+
+// readSide reads the current frame's side data from sideDir.
+func (s *session) readSide() (backend.Tensor, backend.Tensor, error) {
+	bk := s.m.net.b
+	n := s.w * s.h
+	mvc, err := readNPY(filepath.Join(s.sideDir, mvName(s.frame)), []int{2, s.h, s.w})
+	if err != nil {
+		return nil, nil, fmt.Errorf("side data of frame %d: %w", s.frame, err)
+	}
+	rv, err := readNPY(filepath.Join(s.sideDir, resName(s.frame)), []int{1, s.h, s.w})
+	if err != nil {
+		return nil, nil, fmt.Errorf("side data of frame %d: %w", s.frame, err)
+	}
+	mv := make([]float32, 2*n) // (2,H,W) to NHWC
+	for i := 0; i < n; i++ {
+		mv[2*i], mv[2*i+1] = mvc[i], mvc[n+i]
+	}
+	mt, err := bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 2}, mv)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 1}, rv)
+	if err != nil {
+		mt.Free()
+		return nil, nil, err
+	}
+	return mt, rt, nil
+}
+
+// dump writes the current frame's side data (or notes its reset) into
+// dumpDir.
+func (s *session) dump(mv, res backend.Tensor, reset bool) error {
+	if reset {
+		s.dumped = append(s.dumped, s.frame)
+		return writeResets(filepath.Join(s.dumpDir, "resets.txt"), s.dumped)
+	}
+	bk := s.m.net.b
+	m, err := bk.Download(mv)
+	if err != nil {
+		return err
+	}
+	r, err := bk.Download(res)
+	if err != nil {
+		return err
+	}
+	n := s.w * s.h
+	mvc := make([]float32, 2*n) // NHWC to (2,H,W)
+	for i := 0; i < n; i++ {
+		mvc[i], mvc[n+i] = m[2*i], m[2*i+1]
+	}
+	if err := writeNPY(filepath.Join(s.dumpDir, mvName(s.frame)), []int{2, s.h, s.w}, mvc); err != nil {
+		return err
+	}
+	return writeNPY(filepath.Join(s.dumpDir, resName(s.frame)), []int{1, s.h, s.w}, r)
+}
+
+// readResets reads the frame numbers of a resets.txt (one per line; a
+// missing file is none).
+func readResets(path string) (map[int]bool, error) {
+	d, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]bool{}
+	for i, line := range strings.Split(string(d), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		n, err := strconv.Atoi(line)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s line %d: %q is not a frame number", path, i+1, line)
+		}
+		out[n] = true
+	}
+	return out, nil
+}
+
+func writeResets(path string, frames []int) error {
+	var b strings.Builder
+	for _, f := range frames {
+		fmt.Fprintln(&b, f)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // sceneCut reports whether the mean absolute residual passes SceneCut.

@@ -1,8 +1,10 @@
 package cdavsr
 
 import (
+	"bytes"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -77,5 +79,35 @@ func testMatcher(t *testing.T, b backend.Backend, rgb []byte, w, h int) {
 				}
 			}
 		}
+	}
+}
+
+// TestNPY: a written .npy reads back; another dtype, order or shape is
+// refused with what was found.
+func TestNPY(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/a.npy"
+	v := []float32{1, -2.5, 3.25, 0, 7, 8}
+	if err := writeNPY(p, []int{2, 1, 3}, v); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := os.ReadFile(p)
+	if hl := int(d[8]) | int(d[9])<<8; (10+hl)%64 != 0 || d[10+hl-1] != '\n' {
+		t.Errorf("header of %d bytes is not padded to 64 with a newline", hl)
+	}
+	got, err := readNPY(p, []int{2, 1, 3})
+	if err != nil || relErr(got, v) != 0 {
+		t.Fatalf("read back %v (%v)", got, err)
+	}
+	if _, err := readNPY(p, []int{1, 2, 3}); err == nil || !strings.Contains(err.Error(), "has shape [2 1 3]; want [1 2 3]") {
+		t.Errorf("wrong shape: %v", err)
+	}
+	os.WriteFile(p, bytes.Replace(d, []byte("<f4"), []byte("<f8"), 1), 0o644)
+	if _, err := readNPY(p, []int{2, 1, 3}); err == nil || !strings.Contains(err.Error(), "holds <f8 data") {
+		t.Errorf("float64: %v", err)
+	}
+	os.WriteFile(p, []byte("not npy"), 0o644)
+	if _, err := readNPY(p, []int{2, 1, 3}); err == nil || !strings.Contains(err.Error(), "not a NumPy .npy file") {
+		t.Errorf("garbage: %v", err)
 	}
 }
