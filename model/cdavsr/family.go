@@ -39,6 +39,8 @@ func (family) Params() []model.Param {
 			Help: "CDA-VSR: restart the recurrence (the I path) every N frames, as the authors' online test (0: only on key frames and scene cuts)"},
 		{Name: "mv-range", Kind: model.Int, Default: 16,
 			Help: "CDA-VSR: motion search range in input pixels (8x8 blocks, then half- and quarter-pel refinement)"},
+		{Name: "graphs", Kind: model.String, Default: "on",
+			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
 		{Name: "side-data", Kind: model.String, Local: true,
 			Help: "CDA-VSR: read the side data from DIR instead of computing it: per frame, numbered from 0 in display order, NumPy float32 files mv_00000.npy (2,H,W: x then y, in input pixels, the previous frame's pixel each came from) and res_00000.npy (1,H,W: the luma residual already divided by the luma range), the values exactly as the network takes them; the recurrence then restarts on frame 0, every --reset-every frames and on the frames listed in DIR/resets.txt (no key-frame or scene-cut detection)"},
 		{Name: "dump-side-data", Kind: model.String, Local: true,
@@ -94,6 +96,13 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 		return x
 	}
 	sideDir, dumpDir := str("side-data"), str("dump-side-data")
+	graphs := str("graphs")
+	if graphs == "" {
+		graphs = p.String("graphs")
+	}
+	if graphs != "on" && graphs != "off" && graphs != "" {
+		return nil, fmt.Errorf("--graphs (graphs) %q: want on or off", graphs)
+	}
 	if sideDir != "" && dumpDir != "" {
 		return nil, fmt.Errorf("--side-data and --dump-side-data: give one (a dump of read side data is a copy of it)")
 	}
@@ -121,7 +130,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 	if z, ok := p.Size("size"); ok && (z.W != v.Width*m.net.Scale || z.H != v.Height*m.net.Scale) {
 		return nil, fmt.Errorf("size %dx%d: CDA-VSR makes x%d, %dx%d from the %dx%d input", z.W, z.H, m.net.Scale, v.Width*m.net.Scale, v.Height*m.net.Scale, v.Width, v.Height)
 	}
-	in, err := m.net.Open(v.Width, v.Height)
+	in, err := m.net.OpenWith(v.Width, v.Height, graphs != "off")
 	if err != nil {
 		return nil, err
 	}

@@ -126,8 +126,9 @@ func BenchmarkStepGPU(bb *testing.B) {
 	defer runtime.UnlockOSThread()
 	ck := synthFile(bb, bb.TempDir(), 4, nil, "")
 	for _, size := range [][2]int{{320, 180}, {640, 360}} {
-		for _, dt := range []cuda.DType{cuda.F16} {
-			bb.Run(fmt.Sprintf("%dx%d/%v", size[0], size[1], dt), func(bb *testing.B) {
+		for _, graphs := range []bool{false, true} {
+			dt := cuda.F16
+			bb.Run(fmt.Sprintf("%dx%d/%v/graphs=%v", size[0], size[1], dt, graphs), func(bb *testing.B) {
 				g := gpu(bb, dt)
 				net, err := Load(g, ck)
 				if err != nil {
@@ -135,7 +136,7 @@ func BenchmarkStepGPU(bb *testing.B) {
 				}
 				defer net.Close()
 				w, h := size[0], size[1]
-				in, err := net.Open(w, h)
+				in, err := net.OpenWith(w, h, graphs)
 				if err != nil {
 					bb.Fatal(err)
 				}
@@ -226,4 +227,53 @@ func TestMatcherGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	testMatcher(t, gpu(t, cuda.F16), rgb, 48, 32)
+}
+
+// TestGraphsGPU: the CUDA-graph variant gives the plain steps' outputs,
+// bitwise, over I and P steps from both state buffers and a reset.
+func TestGraphsGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := gpu(t, cuda.F16)
+	net, err := Load(g, synthFile(t, t.TempDir(), 4, nil, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	frames, mvs, ress := goldenInputs()
+	run := func(graphs bool) ([][]float32, bool) {
+		in, err := net.OpenWith(gw, gh, graphs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		var outs [][]float32
+		// I P P P, reset, P P P, reset: every path from both buffers, twice.
+		for k := 0; k < 12; k++ {
+			f := k % gsteps
+			x, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
+			mv, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
+			res, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
+			y, err := in.Step(x, mv, res, k == 4 || k == 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := g.Download(y)
+			outs = append(outs, v)
+			for _, t := range []backend.Tensor{x, mv, res, y} {
+				t.Free()
+			}
+		}
+		return outs, in.Graphs()
+	}
+	plain, _ := run(false)
+	graphed, used := run(true)
+	if !used {
+		t.Fatal("the instance did not use graphs")
+	}
+	for k := range plain {
+		if relErr(graphed[k], plain[k]) != 0 {
+			t.Errorf("step %d: graph output differs from the plain step (relative %.3g)", k, relErr(graphed[k], plain[k]))
+		}
+	}
 }

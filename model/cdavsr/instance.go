@@ -18,10 +18,24 @@ type Instance struct {
 	state   [2]backend.Tensor // state[cur] is the last step's; the other is written next
 	cur     int
 	started bool
+
+	// The CUDA-graph variant: each path (I, P) from each state buffer is
+	// recorded once it has run op by op (so that every plan and table it
+	// needs exists) and replayed after, reading fixed input buffers and
+	// writing a fixed output buffer.
+	graphs bool
+	rec    [2][2]backend.Recording // [P path][cur]
+	warm   [2]bool                 // [P path]: ran op by op once
+	fixed  [3]backend.Tensor       // frame, mv, res
+	out    backend.Tensor
 }
 
 // Open prepares an instance of n for inputs of w x h.
-func (n *Net) Open(w, h int) (*Instance, error) {
+func (n *Net) Open(w, h int) (*Instance, error) { return n.OpenWith(w, h, false) }
+
+// OpenWith is Open with the CUDA-graph variant when graphs is set and the
+// backend records (backend.Recorder); elsewhere it is Open.
+func (n *Net) OpenWith(w, h int, graphs bool) (*Instance, error) {
 	if w <= 0 || h <= 0 || w > 1<<14 || h > 1<<14 {
 		return nil, fmt.Errorf("cdavsr: input size %dx%d is out of range", w, h)
 	}
@@ -33,6 +47,23 @@ func (n *Net) Open(w, h int) (*Instance, error) {
 			return nil, err
 		}
 		in.state[i] = t
+	}
+	if _, ok := n.b.(backend.Recorder); ok && graphs {
+		in.graphs = true
+		for i, c := range []int{3, 2, 1} {
+			t, err := n.b.Empty(backend.Shape{N: 1, H: h, W: w, C: c})
+			if err != nil {
+				in.Close()
+				return nil, err
+			}
+			in.fixed[i] = t
+		}
+		t, err := n.b.Empty(backend.Shape{N: 1, H: h * n.Scale, W: w * n.Scale, C: 3})
+		if err != nil {
+			in.Close()
+			return nil, err
+		}
+		in.out = t
 	}
 	return in, nil
 }
@@ -76,7 +107,14 @@ func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Ten
 		}
 	}
 	next := 1 - in.cur
-	out, err := in.net.step(frame, in.state[in.cur], mv, res, in.state[next], iPath)
+	var out backend.Tensor
+	var err error
+	if p := b2i(!iPath); in.graphs && in.warm[p] {
+		out, err = in.replay(frame, mv, res, iPath)
+	} else {
+		out, err = in.net.step(frame, in.state[in.cur], mv, res, in.state[next], iPath)
+		in.warm[p] = in.warm[p] || err == nil
+	}
 	if err != nil {
 		if iPath {
 			in.started = false // the next state is half written: start over
@@ -87,12 +125,80 @@ func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Ten
 	return out, nil
 }
 
-// Close frees the state buffers. It is safe to call more than once.
-func (in *Instance) Close() {
-	for i, t := range in.state {
-		if t != nil {
-			t.Free()
-			in.state[i] = nil
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// replay copies the inputs into the fixed buffers and replays the path's
+// graph from the current state buffer, recording it first if needed; the
+// output is copied out of the fixed buffer. A path that cannot be
+// recorded runs op by op from then on.
+func (in *Instance) replay(frame, mv, res backend.Tensor, iPath bool) (backend.Tensor, error) {
+	b, p, cur := in.net.b, b2i(!iPath), in.cur
+	if err := b.CopyFrames(in.fixed[0], 0, frame); err != nil {
+		return nil, err
+	}
+	if !iPath {
+		if err := b.CopyFrames(in.fixed[1], 0, mv); err != nil {
+			return nil, err
+		}
+		if err := b.CopyFrames(in.fixed[2], 0, res); err != nil {
+			return nil, err
 		}
 	}
+	if in.rec[p][cur] == nil {
+		r, err := b.(backend.Recorder).Record(func() error {
+			y, err := in.net.step(in.fixed[0], in.state[cur], in.fixed[1], in.fixed[2], in.state[1-cur], iPath)
+			if err != nil {
+				return err
+			}
+			defer y.Free()
+			return b.CopyFrames(in.out, 0, y)
+		})
+		if err != nil {
+			in.graphs = false
+			return in.net.step(frame, in.state[cur], mv, res, in.state[1-cur], iPath)
+		}
+		in.rec[p][cur] = r
+	}
+	if err := in.rec[p][cur].Replay(0); err != nil {
+		return nil, err
+	}
+	y, err := b.Empty(in.out.Shape())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.CopyFrames(y, 0, in.out); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// Graphs reports whether steps replay CUDA graphs.
+func (in *Instance) Graphs() bool { return in.graphs }
+
+// Close frees the state buffers and the graphs. It is safe to call more
+// than once.
+func (in *Instance) Close() {
+	for _, r := range in.rec {
+		for _, g := range r {
+			if g != nil {
+				g.Free()
+			}
+		}
+	}
+	in.rec = [2][2]backend.Recording{}
+	for _, ts := range [][]backend.Tensor{in.state[:], in.fixed[:], {in.out}} {
+		for i, t := range ts {
+			if t != nil {
+				t.Free()
+				ts[i] = nil
+			}
+		}
+	}
+	in.out = nil
 }

@@ -45,6 +45,8 @@ func (family) Params() []model.Param {
 			Help: "SwiftVR: run TemporalGrow before its upsample (before, LightX2V's reorder) or after (the official order)"},
 		{Name: "dit", Kind: model.String, Default: "on",
 			Help: "SwiftVR: on, or off to run the autoencoder only (encode -> decode); off at load leaves the DiT out"},
+		{Name: "graphs", Kind: model.String, Default: "on",
+			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
 	}
 }
 
@@ -65,7 +67,9 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 		} else {
 			var prompt []float32
 			if prompt, err = ck.PromptEmbedding(); err == nil {
-				m.dit, err = NewDiT(dev, FileSource{F: ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
+				if m.dit, err = NewDiT(dev, FileSource{F: ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt); err == nil {
+					m.dit.Graphs = p.String("graphs") != "off"
+				}
 			}
 		}
 	}
@@ -85,6 +89,9 @@ func check(p model.Params) error {
 	}
 	if d := p.String("dit"); d != "on" && d != "off" {
 		return fmt.Errorf("--dit (dit) %q: want on or off", d)
+	}
+	if g := p.String("graphs"); g != "on" && g != "off" {
+		return fmt.Errorf("--graphs (graphs) %q: want on or off", g)
 	}
 	if p.Int("reae-frame-batch") < 0 || p.Int("dit-overlap") < 0 {
 		return fmt.Errorf("--reae-frame-batch and --dit-overlap must be >= 0")
@@ -123,7 +130,7 @@ func (m *resident) get(name string, p model.Params) any {
 // params merges the loader's parameters under the request's.
 func (m *resident) params(p model.Params) model.Params {
 	out := model.Params{Set: model.Values{}}
-	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit"} {
+	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs"} {
 		if v := m.get(name, p); v != nil {
 			out.Set[name] = v
 		}
@@ -140,8 +147,14 @@ func (m *resident) params(p model.Params) model.Params {
 	return out
 }
 
-// Check refuses values no SwiftVR model takes.
-func (m *resident) Check(p model.Params) error { return check(m.params(p)) }
+// Check refuses values no SwiftVR model takes, and a request's graphs
+// setting other than the loaded DiT's (the DiT is shared).
+func (m *resident) Check(p model.Params) error {
+	if g, ok := p.Set["graphs"].(string); ok && m.dit != nil && (g != "off") != m.dit.Graphs {
+		return fmt.Errorf("graphs %q: the DiT's graphs are set when the model loads (--graphs), and this one has them %s", g, map[bool]string{true: "on", false: "off"}[m.dit.Graphs])
+	}
+	return check(m.params(p))
+}
 
 func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params) (model.Session, error) {
 	p := m.params(req)
