@@ -559,3 +559,23 @@ func TestServeRealPaths(t *testing.T) {
 	}
 	noTemporaries(t, svc.OutputRoot())
 }
+
+// TestServeCDAVSR: the service restores with a CDA-VSR checkpoint, takes
+// its request parameters, and refuses its host paths.
+func TestServeCDAVSR(t *testing.T) {
+	needFFmpeg(t)
+	ck := filepath.Join(t.TempDir(), "cda.safetensors")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "cdavsr", "--scale", "2", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, models: []string{ck}, base: cpuRestore})
+	defer stop()
+	sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 6)
+	id := a.submit(map[string]any{"video_path": "clip.mp4", "params": map[string]any{"reset_every": 3}})
+	m := a.wait(id, serve.Completed, 60*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 6, 48, 32)
+	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "params": map[string]any{"dump_side_data": "/tmp"}}); code != 400 || !strings.Contains(m["error"].(string), "path on the server") {
+		t.Errorf("dump_side_data: %d %v", code, m)
+	}
+	noTemporaries(t, svc.OutputRoot())
+}
