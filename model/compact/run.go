@@ -153,7 +153,7 @@ func (m *Model) AutoTile(w, h int, budget int64) int {
 		return 0
 	}
 	// Tiles much smaller than their halo mostly compute the halo: a deep
-	// model (realesrgan-x4plus's halo is 351 pixels) gets tiles of at
+	// model (realesrgan-x4plus's halo is 353 pixels) gets tiles of at
 	// least twice its halo, or the whole frame.
 	t := int(math.Sqrt(float64(budget)/(perPx*live))) - 2*m.halo
 	t = max(t, 64, 2*m.halo) / m.align * m.align
