@@ -125,6 +125,7 @@ type Backend struct {
 
 	tapCache  map[string]*taps
 	ropeCache map[backend.RoPE]*block // see ropeTable
+	slopes    map[float32]*block      // see sharedSlope
 	rec       *recording              // the recording being captured (see Record)
 	closeMu   sync.Mutex
 	closed    bool
@@ -188,7 +189,7 @@ func Open(device string, dt DType) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}, ropeCache: map[backend.RoPE]*block{}, slots: map[[2]int][]*Slot{}}
+	b := &Backend{name: fmt.Sprintf("cuda:%d", ord), dtype: dt, ctx: ctx, dev: dev, fns: map[string]*cu.Function{}, tapCache: map[string]*taps{}, ropeCache: map[backend.RoPE]*block{}, slopes: map[float32]*block{}, slots: map[[2]int][]*Slot{}}
 	if err := b.init(major, minor); err != nil {
 		b.Close()
 		return nil, err
@@ -296,6 +297,9 @@ func (b *Backend) Close() error {
 	}
 	for _, t := range b.tapCache {
 		t.free()
+	}
+	for _, k := range b.slopes {
+		b.pool.put(k)
 	}
 	for _, t := range b.ropeCache {
 		b.pool.put(t)

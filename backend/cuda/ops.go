@@ -261,9 +261,12 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 			defer out.Free()
 		}
 	}
-	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil && act.Kind == backend.ActReLU &&
+	// cuDNN's epilogue: bias, residual and ReLU; or bias and a residual
+	// without activation (a residual block's second convolution).
+	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil &&
+		(act.Kind == backend.ActReLU || act.Kind == backend.ActNone && res != nil) &&
 		y.shape.N*y.shape.H*y.shape.W >= minFusedPixels {
-		return b.conv.forward(in, cw, p, y, &epilogue{bias: w.biasT.ptr, z: res, relu: true})
+		return b.conv.forward(in, cw, p, y, &epilogue{bias: w.biasT.ptr, z: res, relu: act.Kind == backend.ActReLU})
 	}
 	if err := b.conv.forward(in, cw, p, out, nil); err != nil {
 		return err
@@ -316,13 +319,31 @@ func (b *Backend) biasAct(x, y *Tensor, bias cu.DevicePtr, kind int32, alpha flo
 // canFuse reports whether the fused tensor-core kernel computes this
 // convolution: fp16, 3x3, padding 1, stride 1, no dilation, 16 to 64 input
 // channels (a multiple of 16), 8 to 64 outputs (a multiple of 8), and no
-// activation or PReLU.
+// activation, PReLU, or ReLU and leaky ReLU (as PReLU with one slope) for
+// 48 outputs or more.
 func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation) bool {
 	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
 		p.KH == 3 && p.KW == 3 && p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1 &&
 		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
 		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 &&
-		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU)
+		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU ||
+			// ReLU and leaky ReLU where the kernel computes no wasted
+			// channels (below 48 outputs it computes 64 and drops some).
+			(act.Kind == backend.ActReLU || act.Kind == backend.ActLeaky) && w.out >= 48)
+}
+
+// sharedSlope returns a device float32 holding v, made once per value: the
+// one slope of ReLU (0) or a leaky ReLU, for the fused kernel's PReLU.
+func (b *Backend) sharedSlope(v float32) (cu.DevicePtr, error) {
+	if k, ok := b.slopes[v]; ok {
+		return k.ptr, nil
+	}
+	k, err := b.upload32([]float32{v})
+	if err != nil {
+		return 0, err
+	}
+	b.slopes[v] = k
+	return k.ptr, nil
 }
 
 // fusedConv runs conv + bias + PReLU in one persistent kernel: one CTA per
@@ -334,11 +355,18 @@ func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y
 	if w.bias != nil {
 		bias = w.bias.ptr
 	}
-	if act.Kind == backend.ActPReLU {
+	switch act.Kind {
+	case backend.ActPReLU:
 		var err error
 		if _, _, slope, nslope, err = b.actArgs(act); err != nil {
 			return err
 		}
+	case backend.ActReLU, backend.ActLeaky:
+		var err error
+		if slope, err = b.sharedSlope(map[bool]float32{true: 0, false: act.Alpha}[act.Kind == backend.ActReLU]); err != nil {
+			return err
+		}
+		nslope = 1
 	}
 	tiles := s.N * ((s.H + 1) / 2) * ((s.W + 127) / 128)
 	return b.fused.Launch(cu.LaunchConfig{
