@@ -111,3 +111,16 @@ func TestNPY(t *testing.T) {
 		t.Errorf("garbage: %v", err)
 	}
 }
+
+// FuzzNPY: damaged .npy files never panic.
+func FuzzNPY(f *testing.F) {
+	dir := f.TempDir()
+	writeNPY(dir+"/seed.npy", []int{2, 2, 3}, make([]float32, 12))
+	seed, _ := os.ReadFile(dir + "/seed.npy")
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := t.TempDir() + "/f.npy"
+		os.WriteFile(p, data, 0o644)
+		readNPY(p, []int{2, 2, 3})
+	})
+}
