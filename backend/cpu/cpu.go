@@ -406,18 +406,27 @@ func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOr
 	return out, nil
 }
 
-// Binary combines a and b elementwise.
-func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+// pair unwraps the two operands of an elementwise op, of one shape.
+func (b *Backend) pair(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
 	x, err := b.tensor(at)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	y, err := b.tensor(bt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if x.shape != y.shape {
-		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+		return nil, nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+	}
+	return x, y, nil
+}
+
+// Binary combines a and b elementwise.
+func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+	x, y, err := b.pair(at, bt)
+	if err != nil {
+		return nil, err
 	}
 	out := b.alloc(x.shape)
 	rows := x.shape.N * x.shape.H
@@ -446,16 +455,9 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 
 // AddScaled computes ca*a + cb*b elementwise.
 func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb float32) (backend.Tensor, error) {
-	x, err := b.tensor(at)
+	x, y, err := b.pair(at, bt)
 	if err != nil {
 		return nil, err
-	}
-	y, err := b.tensor(bt)
-	if err != nil {
-		return nil, err
-	}
-	if x.shape != y.shape {
-		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
 	}
 	out := b.alloc(x.shape)
 	rowLen := x.shape.W * x.shape.C

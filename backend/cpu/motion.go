@@ -25,20 +25,26 @@ func nearestCoord(c float32, n int) int {
 	return int(math.RoundToEven(float64(u)))
 }
 
-// WarpNearest samples x at p + mv(p) (see backend.Motion).
-func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
+// motionArgs unwraps x and the per-pixel map m of c channels.
+func (b *Backend) motionArgs(xt, mt backend.Tensor, c int, what string) (*Tensor, *Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	mv, err := b.tensor(mvt)
+	m, err := b.tensor(mt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, m, check.Motion(x.shape, m.shape, c, what)
+}
+
+// WarpNearest samples x at p + mv(p) (see backend.Motion).
+func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
+	x, mv, err := b.motionArgs(xt, mvt, 2, "warp: motion field")
 	if err != nil {
 		return nil, err
 	}
 	s := x.shape
-	if err := check.Motion(s, mv.shape, 2, "warp: motion field"); err != nil {
-		return nil, err
-	}
 	out := b.alloc(s)
 	b.parallel(s.N*s.H, func(r int) {
 		n, y := r/s.H, r%s.H
@@ -55,15 +61,7 @@ func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
 // DeformSample is the modulated deformable sampling (see backend.Motion),
 // in mmcv's dmcn_im2col_bilinear arithmetic.
 func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit float32) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
-	if err != nil {
-		return nil, err
-	}
-	o, err := b.tensor(ot)
-	if err != nil {
-		return nil, err
-	}
-	mv, err := b.tensor(mvt)
+	x, mv, err := b.motionArgs(xt, mvt, 2, "deform: motion field")
 	if err != nil {
 		return nil, err
 	}
@@ -71,10 +69,8 @@ func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit flo
 	if groups <= 0 || s.C%groups != 0 {
 		return nil, fmt.Errorf("deform: %d channels in %d groups", s.C, groups)
 	}
-	if err := check.Motion(s, o.shape, 3*groups, "deform: offsets and masks"); err != nil {
-		return nil, err
-	}
-	if err := check.Motion(s, mv.shape, 2, "deform: motion field"); err != nil {
+	_, o, err := b.motionArgs(xt, ot, 3*groups, "deform: offsets and masks")
+	if err != nil {
 		return nil, err
 	}
 	out := b.alloc(s)
@@ -124,18 +120,11 @@ func bilinear(dst, img []float32, s backend.Shape, c0 int, h, w, mask float32) {
 
 // Gate scales x by (1 + w) or sigmoid(w) (see backend.Motion).
 func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
-	if err != nil {
-		return nil, err
-	}
-	w, err := b.tensor(wt)
+	x, w, err := b.motionArgs(xt, wt, 1, "gate: map")
 	if err != nil {
 		return nil, err
 	}
 	s := x.shape
-	if err := check.Motion(s, w.shape, 1, "gate: map"); err != nil {
-		return nil, err
-	}
 	out := b.alloc(s)
 	b.parallel(s.N*s.H, func(r int) {
 		for px := r * s.W; px < (r+1)*s.W; px++ {
@@ -154,18 +143,11 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 // MatchBlocks is block matching with quarter-pel refinement (see
 // backend.Motion).
 func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, block, rng int, scale float32) (backend.Tensor, backend.Tensor, error) {
-	cur, err := b.tensor(curt)
-	if err != nil {
-		return nil, nil, err
-	}
-	prev, err := b.tensor(prevt)
+	cur, prev, err := b.motionArgs(curt, prevt, 1, "match: previous plane")
 	if err != nil {
 		return nil, nil, err
 	}
 	s := cur.shape
-	if err := check.Motion(s, prev.shape, 1, "match: previous plane"); err != nil {
-		return nil, nil, err
-	}
 	if s.C != 1 || block < 1 || block > 64 || rng < 0 || rng > 64 {
 		return nil, nil, fmt.Errorf("match: %d-channel planes, block %d, range %d (want 1 channel, block 1-64, range 0-64)", s.C, block, rng)
 	}
