@@ -12,10 +12,12 @@ import (
 
 // OpenDevices opens the devices of spec through the backend registry: a
 // device name ("cpu", "cuda", "cuda:1"), "auto" (the first GPU when there
-// is one, else the CPU), or a configuration string with its own settings
-// ("cuda:0?dtype=bf16"). A GPU gets dtype ("f16", "bf16" or "auto" = f16)
-// and the extra settings ("fused_conv=off") in its configuration string.
-// One device is opened today; the list is the shape ranks will need.
+// is one, else the CPU), a configuration string with its own settings
+// ("cuda:0?dtype=bf16"), or a comma-separated list of these, one rank
+// each: "cuda:0,cuda:1", "cuda:all" (every GPU that opens), or one device
+// named more than once ("cpu,cpu", "cuda:0,cuda:0": several ranks on one
+// device). A GPU gets dtype ("f16", "bf16" or "auto" = f16) and the extra
+// settings ("fused_conv=off") in its configuration string.
 func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error) {
 	switch dtype {
 	case "auto":
@@ -27,24 +29,53 @@ func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error)
 	gpu := func(dev string) string {
 		return dev + "?" + strings.Join(append([]string{"dtype=" + dtype}, extra...), "&")
 	}
-	var b backend.Backend
-	var err error
-	switch {
-	case spec == "auto":
-		if b, err = backend.Open(gpu("cuda")); err != nil {
-			b, err = backend.Open("cpu")
+	var devs []backend.Backend
+	fail := func(err error) ([]backend.Backend, error) {
+		for _, d := range devs {
+			d.Close()
 		}
-	case strings.Contains(spec, "?"):
-		b, err = backend.Open(spec)
-	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
-		b, err = backend.Open(gpu(spec))
-	default:
-		b, err = backend.Open(spec)
-	}
-	if err != nil {
 		return nil, err
 	}
-	return []backend.Backend{b}, nil
+	names := strings.Split(spec, ",")
+	for _, one := range names {
+		one = strings.TrimSpace(one)
+		var b backend.Backend
+		var err error
+		switch {
+		case one == "":
+			return fail(fmt.Errorf("--device %q: an empty name in the list", spec))
+		case one == "auto" && len(names) > 1:
+			return fail(fmt.Errorf("--device %q: auto stands alone; list devices by name (cuda:0,cuda:1, cuda:all)", spec))
+		case one == "cuda:all":
+			n := 0
+			for ; ; n++ {
+				d, err := backend.Open(gpu(fmt.Sprintf("cuda:%d", n)))
+				if err != nil {
+					if n == 0 {
+						return fail(fmt.Errorf("--device cuda:all: no GPU opens on this host (%v); use --device cpu", err))
+					}
+					break
+				}
+				devs = append(devs, d)
+			}
+			continue
+		case one == "auto":
+			if b, err = backend.Open(gpu("cuda")); err != nil {
+				b, err = backend.Open("cpu")
+			}
+		case strings.Contains(one, "?"):
+			b, err = backend.Open(one)
+		case one == "cuda" || strings.HasPrefix(one, "cuda:"):
+			b, err = backend.Open(gpu(one))
+		default:
+			b, err = backend.Open(one)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		devs = append(devs, b)
+	}
+	return devs, nil
 }
 
 // StorageType resolves dtype "auto" for the models of specs: the storage

@@ -22,6 +22,9 @@ type Loaded struct {
 	// Spec is the model as it was named (a bundled name, a file, a
 	// directory).
 	Spec string
+	// Ranks are the same model on more devices (see LoadRanks): a job's
+	// independent segments spread over Dev and these.
+	Ranks []*Loaded
 }
 
 // Load finds the family of spec and loads it onto dev. set are the
@@ -46,7 +49,39 @@ func Load(dev backend.Backend, spec string, set, defaults model.Values) (*Loaded
 }
 
 // Close frees the model (not the device, which other models may share).
-func (l *Loaded) Close() { l.Model.Close() }
+func (l *Loaded) Close() {
+	for _, r := range l.Ranks {
+		r.Close()
+	}
+	l.Model.Close()
+}
+
+// Devices names the devices of l and its ranks ("cuda:0,cuda:1").
+func (l *Loaded) Devices() string {
+	names := []string{l.Dev.Name()}
+	for _, r := range l.Ranks {
+		names = append(names, r.Dev.Name())
+	}
+	return strings.Join(names, ",")
+}
+
+// LoadRanks is Load on each of devs, the first device's model holding the
+// others' as Ranks.
+func LoadRanks(devs []backend.Backend, spec string, set, defaults model.Values) (*Loaded, error) {
+	l, err := Load(devs[0], spec, set, defaults)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range devs[1:] {
+		r, err := Load(d, spec, set, defaults)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("device %s: %w", d.Name(), err)
+		}
+		l.Ranks = append(l.Ranks, r)
+	}
+	return l, nil
+}
 
 // foreign refuses the parameters (flags) of set that f does not have,
 // naming the families they belong to.
@@ -131,6 +166,17 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		return nil, err
 	}
 	defer s.Close()
+	var more []pipeline.Engine
+	if _, causal := s.(pipeline.Planner); !causal {
+		for _, r := range l.Ranks {
+			rs, err := r.Session(ctx, info, total, job.Params)
+			if err != nil {
+				return nil, fmt.Errorf("device %s: %w", r.Dev.Name(), err)
+			}
+			defer rs.Close()
+			more = append(more, rs)
+		}
+	}
 	if w, ok := s.(model.Warner); ok && job.Warn != nil {
 		for _, m := range w.Warnings() {
 			job.Warn(m)
@@ -141,11 +187,12 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Output:    job.Output,
 		Engine:    s,
 		Batch:     BatchSize(job.Batch, l.Dev),
-		Segments:  SegmentCount(segments, l.Dev, s),
+		Segments:  max(SegmentCount(segments, l.Dev, s), len(more)+1), // a segment for each device at least
 		MaxFrames: job.MaxFrames,
 		Info:      info,
 		Encode:    job.Encode,
 		Progress:  job.Progress,
 		CFR:       job.CFR,
+		More:      more,
 	})
 }

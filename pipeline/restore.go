@@ -99,6 +99,11 @@ type Request struct {
 	// OnBatch, if set, is called from a writer goroutine after each batch's
 	// results are ready, with the batch (for engine-specific timing).
 	OnBatch func(b backend.Batch, frames int)
+	// More are engines of the same model on other devices: the segments
+	// spread over Engine and these (segment i on engine i mod 1+len(More)).
+	// A causal engine (a Planner) reads the video as one stream and ignores
+	// them.
+	More []Engine
 	// CFR, for a variable-frame-rate input (video.Info.VFR), spaces the
 	// output's frames evenly over the input's duration instead of keeping
 	// each frame's own time.
@@ -295,7 +300,11 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	st.Start = time.Since(start).Seconds()
 	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
 	done := mark(&st.Stream)
-	waits, err := run(ctx, cancel, streams, req.Engine, cfg)
+	engines := []Engine{req.Engine}
+	if plan == nil {
+		engines = append(engines, req.More...)
+	}
+	waits, err := run(ctx, cancel, streams, engines[:min(len(engines), nstream)], cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -398,10 +407,15 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 
 // run moves all frames of all streams through eng. It returns the first
 // error of any stage; every goroutine has ended when it returns.
-func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, eng Engine, c config) (*writerWaits, error) {
+func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
 	inFS := c.w * c.h * 3
 	outFS := c.format.FrameBytes(c.ow, c.oh)
-	work := make(chan job, len(streams))
+	// Stream i runs on engine i mod len(engs), each engine (a device) driven
+	// by a goroutine of its own.
+	work := make([]chan job, len(engs))
+	for e := range work {
+		work[e] = make(chan job, len(streams))
+	}
 	done := make([]chan job, len(streams))
 	free := make([]chan backend.Batch, len(streams))
 	var batches []backend.Batch
@@ -422,7 +436,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		done[i] = make(chan job, depth)
 		free[i] = make(chan backend.Batch, depth)
 		for range depth {
-			b, err := eng.NewBatch(c.batch, c.w, c.h, c.format)
+			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.format)
 			if err != nil {
 				return nil, err
 			}
@@ -459,7 +473,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					read++
 				}
 				select {
-				case work <- job{i, b, n}:
+				case work[i%len(engs)] <- job{i, b, n}:
 				case <-ctx.Done():
 					return
 				}
@@ -509,12 +523,15 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 	}
 	go func() {
 		readers.Wait()
-		close(work)
+		for _, w := range work {
+			close(w)
+		}
 	}()
-	// The engine is driven from this goroutine only, on one OS thread (a
-	// GPU context is current per thread).
-	runtime.LockOSThread()
-	func() {
+	// An engine is driven from one goroutine only, on one OS thread (a GPU
+	// context is current per thread): the first from this one, the others
+	// from goroutines of their own.
+	drive := func(eng Engine, work chan job) {
+		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		for j := range work {
 			if ctx.Err() != nil {
@@ -529,7 +546,17 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			case <-ctx.Done():
 			}
 		}
-	}()
+	}
+	var drivers sync.WaitGroup
+	for e := 1; e < len(engs); e++ {
+		drivers.Add(1)
+		go func() {
+			defer drivers.Done()
+			drive(engs[e], work[e])
+		}()
+	}
+	drive(engs[0], work[0])
+	drivers.Wait()
 	writers.Wait()
 	if err := context.Cause(ctx); err != nil {
 		// Batches may still be in use by the engine; wait before freeing.

@@ -163,7 +163,7 @@ func (s *setup) run(ctx context.Context, eng Engine, total, batch int) error {
 func (s *setup) runWaits(ctx context.Context, eng Engine, total, batch int) (*writerWaits, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	return run(ctx, cancel, s.streams, eng, config{w: fw, h: fh, ow: 2 * fw, oh: 2 * fh, batch: batch, format: backend.RGB24, total: total})
+	return run(ctx, cancel, s.streams, []Engine{eng}, config{w: fw, h: fh, ow: 2 * fw, oh: 2 * fh, batch: batch, format: backend.RGB24, total: total})
 }
 
 // noLeaks fails if goroutines started during the test are still running.
@@ -325,5 +325,35 @@ func TestSegmentRanges(t *testing.T) {
 		if next != c.total {
 			t.Errorf("%+v: parts cover %d frames", c, next)
 		}
+	}
+}
+
+// TestEngines: segments spread over several engines (ranks) keep their
+// order, and a failure on one rank stops all of them.
+func TestEngines(t *testing.T) {
+	noLeaks(t)
+	runWith := func(s *setup, engs []Engine, total, batch int) error {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		_, err := run(ctx, cancel, s.streams, engs, config{w: fw, h: fh, ow: 2 * fw, oh: 2 * fh, batch: batch, format: backend.RGB24, total: total})
+		return err
+	}
+	s := newSetup(50, 5, fakeSource{failAt: -1}, sinkCfg{failAt: -1})
+	engs := []Engine{&fakeEngine{delay: time.Millisecond, failAt: -1}, &fakeEngine{delay: 2 * time.Millisecond, failAt: -1}, &fakeEngine{failAt: -1}}
+	if err := runWith(s, engs, 50, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range segmentRanges(50, 5) {
+		for j, f := range s.sinks[i].got {
+			if f != p.start+j || len(s.sinks[i].got) != p.count {
+				t.Fatalf("segment %d frame %d is %d (%d frames)", i, j, f, len(s.sinks[i].got))
+			}
+		}
+	}
+	// Rank 1 (segments 1 and 3) fails at frame 30 (segment 3's first).
+	s = newSetup(50, 5, fakeSource{failAt: -1}, sinkCfg{failAt: -1})
+	engs = []Engine{&fakeEngine{delay: time.Millisecond, failAt: -1}, &fakeEngine{failAt: 30}}
+	if err := runWith(s, engs, 50, 5); err == nil || !strings.Contains(err.Error(), "at frame 30") {
+		t.Errorf("a failing rank: %v", err)
 	}
 }

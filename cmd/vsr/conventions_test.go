@@ -509,3 +509,36 @@ func TestCDAVSRSideData(t *testing.T) {
 		t.Errorf("missing side data: %v", err)
 	}
 }
+
+// TestDeviceLists: several ranks (cpu,cpu,cpu) give the frames of one,
+// with the segments spread over them; bad lists are refused.
+func TestDeviceLists(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	in := genClip(t, dir, 7, true, "mp4")
+	outs := map[string]string{}
+	for _, dev := range []string{"cpu", "cpu,cpu,cpu"} {
+		o := filepath.Join(dir, strings.ReplaceAll(dev, ",", "_")+".mkv")
+		_, stderr, err := vsrOutputs("restore", in, "-o", o, "--device", dev, "--scale", "2", "--codec", "ffv1", "--pix-fmt", "gbrp")
+		if err != nil || !strings.Contains(stderr, "on "+dev+" with") {
+			t.Fatalf("--device %s: %v\n%s", dev, err, stderr)
+		}
+		outs[dev] = videoMD5(t, o)
+		if got := len(frameTimes(t, o)); got != 7 {
+			t.Errorf("--device %s: %d frames", dev, got)
+		}
+	}
+	if outs["cpu"] != outs["cpu,cpu,cpu"] {
+		t.Error("three ranks give other frames than one")
+	}
+	f := serveFlags{maxQueue: 10, base: cpuRestore}
+	f.base.device = "cpu,cpu"
+	if _, err := newServeRunner(newServe(), f); err == nil || !strings.Contains(err.Error(), "one device for now") {
+		t.Errorf("serve with a device list: %v", err)
+	}
+	for dev, want := range map[string]string{"cpu,": "empty name", "auto,cpu": "auto stands alone", "cpu,tpu": "unknown device"} {
+		if _, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "x.mp4"), "--device", dev); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--device %s: %v, want %q", dev, err, want)
+		}
+	}
+}

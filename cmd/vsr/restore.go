@@ -212,7 +212,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	}
 	if f.progress != "none" && !f.asJSON {
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d frames %dx%d in %.1f s (%.2f frames/s) on %s with %s\n",
-			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, ld.Dev.Name(), ld.Model.Name())
+			res.Output, res.Frames, res.Width, res.Height, res.Seconds, res.FPS, ld.Devices(), ld.Model.Name())
 	}
 	return res, nil
 }
@@ -385,24 +385,30 @@ func usageError(cmd *cobra.Command, msg string) error {
 	return fmt.Errorf("%s (usage: %s)", msg, cmd.UseLine())
 }
 
-// setup opens the device (with extra GPU settings, see app.OpenDevices)
-// and loads the model onto it with the parameters set.
+// setup opens the devices (with extra GPU settings, see app.OpenDevices)
+// and loads the model onto each with the parameters set.
 func setup(f restoreFlags, set model.Values, extra ...string) (*app.Loaded, error) {
 	devs, err := app.OpenDevices(f.device, app.StorageType(f.dtype, f.model), extra...)
 	if err != nil {
 		return nil, err
 	}
-	ld, err := app.Load(devs[0], f.model, set, nil)
+	ld, err := app.LoadRanks(devs, f.model, set, nil)
 	if err != nil {
-		devs[0].Close()
+		for _, d := range devs {
+			d.Close()
+		}
 		return nil, err
 	}
 	return ld, nil
 }
 
-// closeAll frees the model and its device.
+// closeAll frees the model and its devices.
 func closeAll(ld *app.Loaded) {
+	ranks := ld.Ranks
 	ld.Close()
+	for _, r := range ranks {
+		r.Dev.Close()
+	}
 	ld.Dev.Close()
 }
 

@@ -156,6 +156,12 @@ func newServeRunner(cmd *cobra.Command, f serveFlags) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(devs) > 1 {
+		for _, d := range devs {
+			d.Close()
+		}
+		return nil, fmt.Errorf("--device %s: vsr serve runs on one device for now (restore and bench take a device list)", f.base.device)
+	}
 	fieldDefaults := map[string]any{"sr_ratio": 2.0}
 	if v, ok := f.params["sr-ratio"].(float64); ok {
 		fieldDefaults["sr_ratio"] = v
