@@ -39,7 +39,7 @@ func ImageEncode(ext string, e video.EncodeOptions) (video.EncodeOptions, error)
 	if !ok {
 		return e, fmt.Errorf("%q is not an image extension vsr writes (.png, .jpg, .webp, .bmp, .tif)", ext)
 	}
-	e.Codec, e.PixFmt, e.CRF, e.Preset = f.codec, f.pixFmt, -1, ""
+	e.Codec, e.PixFmt, e.CRF, e.Preset, e.NoAudio = f.codec, f.pixFmt, -1, "", true
 	e.Options = append(append([]string{"update=1"}, f.opts...), e.Options...)
 	return e, nil
 }

@@ -37,6 +37,9 @@ func TestRunImagesBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !enc.NoAudio {
+		t.Error("an image's encoder settings take audio")
+	}
 	var imgs []app.Image
 	for i, size := range []string{"32x24", "20x16", "32x24", "32x24", "bad", "20x16"} {
 		in := filepath.Join(dir, fmt.Sprintf("in%d.png", i))

@@ -324,7 +324,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	if nseg > 1 && !req.Discard {
 		done = mark(&st.Join)
 		audio := ""
-		if info.HasAudio {
+		if info.HasAudio && !enc.NoAudio {
 			audio = req.Input
 		}
 		counts := make([]int, len(parts))

@@ -50,6 +50,10 @@ type EncodeOptions struct {
 	// output: copied when the output container can hold their codec, else
 	// re-encoded (AAC for MP4/MOV, Opus or Vorbis for WebM). "" = no audio.
 	AudioFrom string
+	// NoAudio keeps every audio stream out of the output, AudioFrom or not
+	// (an image: ffmpeg 4.1's image muxer wrote the audio packets over the
+	// picture).
+	NoAudio bool
 	// AudioDuration, if > 0, carries only the first AudioDuration seconds
 	// of that audio (for a restore of the first frames of a video).
 	AudioDuration float64
@@ -133,7 +137,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 
 	// Audio: which streams to carry and how.
 	var audioArgs []string
-	if o.AudioFrom != "" {
+	if o.AudioFrom != "" && !o.NoAudio {
 		audioArgs, err = audioPlan(ctx, t, o.AudioFrom, strings.ToLower(ext))
 		if err != nil {
 			return nil, fmt.Errorf("encode %q: reading audio: %w", outPath, err)
@@ -587,12 +591,6 @@ var audioReencode = map[string][]string{
 // audioPlan probes src and returns the -map and -c:a options that carry its
 // audio streams into a file with extension ext (nil when it has none).
 func audioPlan(ctx context.Context, t tools, src, ext string) ([]string, error) {
-	switch ext {
-	case ".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff":
-		// An image has no sound (ffmpeg 4.1's image muxer would write the
-		// audio packets as images).
-		return nil, nil
-	}
 	if err := checkInput(src); err != nil {
 		return nil, err
 	}

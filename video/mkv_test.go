@@ -57,16 +57,27 @@ func TestMKVWriter(t *testing.T) {
 	}
 }
 
-// TestNoAudioInImages: an image output takes no audio from a source that
-// has some (ffmpeg 4.1's image muxer wrote the audio packets as the
-// image), while a video output does.
-func TestNoAudioInImages(t *testing.T) {
+// TestNoAudio: an output with NoAudio (an image: ffmpeg 4.1's image muxer
+// wrote the audio packets over the picture) takes no audio from a source
+// that has some, while a video output does.
+func TestNoAudio(t *testing.T) {
 	src := clipPath(t, clips[1]) // with Opus audio
-	tl := noFFprobe(t)
-	for ext, want := range map[string]bool{".png": false, ".jpg": false, ".mkv": true} {
-		args, err := audioPlan(testCtx(t), tl, src, ext)
-		if err != nil || (len(args) > 0) != want {
-			t.Errorf("%s: audio args %v (%v), want audio %v", ext, args, err, want)
+	for _, no := range []bool{true, false} {
+		out := filepath.Join(t.TempDir(), "o.mkv")
+		opt := EncodeOptions{Width: 64, Height: 48, FPS: Rational{24, 1}, CRF: -1, Preset: "ultrafast", AudioFrom: src, NoAudio: no}
+		e, err := NewEncoder(testCtx(t), out, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Write(make([]byte, 64*48*3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		info, err := Probe(testCtx(t), out)
+		if err != nil || info.HasAudio == no {
+			t.Errorf("NoAudio %v: audio %v (%v)", no, info != nil && info.HasAudio, err)
 		}
 	}
 }
