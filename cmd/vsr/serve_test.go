@@ -499,6 +499,11 @@ func TestServeSwiftVR(t *testing.T) {
 	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "dit": "maybe"}); code != 400 || !strings.Contains(m["error"].(string), "dit") {
 		t.Errorf("dit maybe: %d %v", code, m)
 	}
+	for g, want := range map[string]string{"off": "set when the model loads", "maybe": "want on or off"} {
+		if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "params": map[string]any{"graphs": g}}); code != 400 || !strings.Contains(m["error"].(string), want) {
+			t.Errorf("graphs %s: %d %v", g, code, m)
+		}
+	}
 	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "clip.mp4", "model": "realesr-animevideov3", "dit": "off"}); code != 400 || !strings.Contains(m["error"].(string), "swiftvr") {
 		t.Errorf("dit on the compact model: %d %v", code, m)
 	}

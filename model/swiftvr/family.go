@@ -151,7 +151,11 @@ func (m *resident) params(p model.Params) model.Params {
 // setting other than the loaded DiT's (the DiT is shared).
 func (m *resident) Check(p model.Params) error {
 	if g, ok := p.Set["graphs"].(string); ok && m.dit != nil && (g != "off") != m.dit.Graphs {
-		return fmt.Errorf("graphs %q: the DiT's graphs are set when the model loads (--graphs), and this one has them %s", g, map[bool]string{true: "on", false: "off"}[m.dit.Graphs])
+		loaded := "off"
+		if m.dit.Graphs {
+			loaded = "on"
+		}
+		return fmt.Errorf("graphs %q: the DiT's graphs are set when the model loads (--graphs), and this one has them %s", g, loaded)
 	}
 	return check(m.params(p))
 }
