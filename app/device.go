@@ -16,15 +16,15 @@ import (
 // ("cuda:0?dtype=bf16"), or a comma-separated list of these, one rank
 // each: "cuda:0,cuda:1", "cuda:all" (every GPU that opens), or one device
 // named more than once ("cpu,cpu", "cuda:0,cuda:0": several ranks on one
-// device). A GPU gets dtype ("f16", "bf16" or "auto" = f16) and the extra
+// device). A GPU gets dtype ("f16", "bf16", "f32" or "auto" = f16) and the extra
 // settings ("fused_conv=off") in its configuration string.
 func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error) {
 	switch dtype {
 	case "auto":
 		dtype = "f16"
-	case "f16", "fp16", "bf16":
+	case "f16", "fp16", "bf16", "f32", "fp32":
 	default:
-		return nil, fmt.Errorf("--dtype %q: want f16 or bf16", dtype)
+		return nil, fmt.Errorf("--dtype %q: want f16, bf16, f32 or auto", dtype)
 	}
 	gpu := func(dev string) string {
 		return dev + "?" + strings.Join(append([]string{"dtype=" + dtype}, extra...), "&")

@@ -1,5 +1,5 @@
-// Package cuda is the NVIDIA GPU backend: NHWC tensors in fp16 (or bf16)
-// device memory, convolutions through cuDNN on tensor cores, and the other
+// Package cuda is the NVIDIA GPU backend: NHWC tensors in fp16 (or bf16,
+// or float32 for exact comparisons) device memory, convolutions through cuDNN on tensor cores, and the other
 // ops as kernels from kernels.cu compiled at first use with NVRTC.
 //
 // Everything a Backend queues runs in order on one compute stream; two copy
@@ -54,8 +54,10 @@ func init() {
 		case "", "f16", "fp16":
 		case "bf16":
 			dt = BF16
+		case "f32", "fp32":
+			dt = F32
 		default:
-			return nil, fmt.Errorf("device %s: dtype=%q: want f16 or bf16", device, opt["dtype"])
+			return nil, fmt.Errorf("device %s: dtype=%q: want f16, bf16 or f32", device, opt["dtype"])
 		}
 		noFused := false
 		switch opt["fused_conv"] {
@@ -82,9 +84,38 @@ type DType int
 const (
 	F16 DType = iota
 	BF16
+	// F32 stores float32 and runs cuDNN's convolutions without TF32: for
+	// comparisons against float32 references, and the compact and
+	// CDA-VSR models only (the transformer ops need f16 or bf16).
+	F32
 )
 
-func (d DType) String() string { return [...]string{"f16", "bf16"}[d] }
+func (d DType) String() string { return [...]string{"f16", "bf16", "f32"}[d] }
+
+// need16 refuses op on float32 storage: the transformer ops (the lazily
+// compiled sources, cuBLASLt's GEMMs) have f16 and bf16 kernels only.
+func (b *Backend) need16(op string) error {
+	if b.dtype == F32 {
+		return fmt.Errorf("%s: the GPU's transformer ops run in f16 or bf16, not f32", op)
+	}
+	return nil
+}
+
+// esize is the bytes of one stored value.
+func (b *Backend) esize() int {
+	if b.dtype == F32 {
+		return 4
+	}
+	return 2
+}
+
+// lanes is how many stored values the 16-byte data-movement kernels move
+// at a time (see vec8).
+func (b *Backend) lanes() int { return 16 / b.esize() }
+
+// moves names the data-movement kernel for the storage width (kernels.cu's
+// MOVES).
+func (b *Backend) moves(name string) string { return fmt.Sprintf("%s_w%d", name, b.esize()) }
 
 // Backend runs ops on one GPU. Like every backend it is used by one
 // goroutine at a time; Slot.Wait may be called from others.
@@ -245,7 +276,7 @@ func (b *Backend) Name() string { return b.name }
 // DType returns the storage type.
 func (b *Backend) DType() DType { return b.dtype }
 
-// StorageType names the storage type: "f16" or "bf16".
+// StorageType names the storage type: "f16", "bf16" or "f32".
 func (b *Backend) StorageType() string { return b.dtype.String() }
 
 // UUID is the device's UUID, as NVML names it.
@@ -357,6 +388,9 @@ type Source struct {
 // kernel returns kernel name from src, compiling and loading src on first
 // use (NVRTC's on-disk cache makes later processes fast).
 func (b *Backend) kernel(src *Source, name string) (*cu.Function, error) {
+	if err := b.need16(name); err != nil {
+		return nil, err
+	}
 	key := src.Name + "/" + name
 	if f, ok := b.fns[key]; ok {
 		return f, nil
@@ -441,7 +475,7 @@ func (b *Backend) alloc(s backend.Shape) (*Tensor, error) {
 	if err := b.pace.step(b); err != nil {
 		return nil, err
 	}
-	blk, err := b.pool.get(int64(s.Elems()) * 2)
+	blk, err := b.pool.get(int64(s.Elems()) * int64(b.esize()))
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,7 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 	s, ys := x.shape, y.shape
 	perX, perY := int64(s.H*s.W*s.C), int64(ys.H*ys.W*ys.C)
 	step := int(min(int64(s.N), math.MaxInt32/max(perX, perY)))
+	es := int64(c.b.esize())
 	if step < 1 {
 		return fmt.Errorf("conv: one %dx%dx%d frame is too large for cuDNN", s.W, s.H, max(s.C, ys.C))
 	}
@@ -60,9 +61,9 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 		k := min(step, s.N-n)
 		var z cu.DevicePtr
 		if epi != nil && epi.z != nil {
-			z = epi.z.ptr().Add(int(int64(n) * perY * 2))
+			z = epi.z.ptr().Add(int(int64(n) * perY * es))
 		}
-		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*2)), y.ptr().Add(int(int64(n)*perY*2)), epi, z); err != nil {
+		if err := c.run(s, k, w, p, x.ptr().Add(int(int64(n)*perX*es)), y.ptr().Add(int(int64(n)*perY*es)), epi, z); err != nil {
 			return err
 		}
 	}
@@ -72,10 +73,7 @@ func (c *convRunner) forward(x *Tensor, w *convWeights, p backend.ConvParams, y 
 // run convolves n frames of shape s at xp into yp, followed by epi with
 // the residual at z (0: none) when epi is not nil.
 func (c *convRunner) run(s backend.Shape, n int, w *convWeights, p backend.ConvParams, xp, yp cu.DevicePtr, epi *epilogue, z cu.DevicePtr) error {
-	dt := cudnn.DataHalf
-	if c.b.dtype == BF16 {
-		dt = cudnn.DataBFloat16
-	}
+	dt := [...]cudnn.DataType{F16: cudnn.DataHalf, BF16: cudnn.DataBFloat16, F32: cudnn.DataFloat}[c.b.dtype]
 	plan, err := c.plans.Get(cudnn.Shape{DType: dt, N: n, H: s.H, W: s.W, C: s.C, K: w.out, KH: p.KH, KW: p.KW,
 		PadH: p.PadT, PadW: p.PadL, StrideH: p.StrideH, StrideW: p.StrideW, DilationH: p.DilH, DilationW: p.DilW})
 	if err != nil {

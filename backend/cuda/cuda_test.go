@@ -72,13 +72,14 @@ func relErr(got, want []float32) float64 {
 	return math.Sqrt(num / den)
 }
 
-// bound is the accepted relative error for each storage type.
+// bound is the accepted relative error for each storage type: float32
+// (cuDNN without TF32) within 1e-5 of the CPU's float32.
 func bound(dt DType) float64 {
-	if dt == BF16 {
-		return 2e-2
-	}
-	return 3e-3
+	return [...]float64{F16: 3e-3, BF16: 2e-2, F32: 1e-5}[dt]
 }
+
+// allTypes are the storage types the conformance tests run in.
+var allTypes = []DType{F16, BF16, F32}
 
 // both runs f on the CPU and the GPU backend and compares the results.
 func both(t *testing.T, dt DType, name string, f func(b backend.Backend) (backend.Tensor, error)) {
@@ -110,7 +111,7 @@ func both(t *testing.T, dt DType, name string, f func(b backend.Backend) (backen
 }
 
 func TestOpsAgainstCPU(t *testing.T) {
-	for _, dt := range []DType{F16, BF16} {
+	for _, dt := range allTypes {
 		r := rand.New(rand.NewPCG(1, uint64(dt)))
 		s := backend.Shape{N: 2, H: 19, W: 23, C: 64}
 		x := randSlice(r, s.Elems(), -1, 1)
@@ -294,7 +295,7 @@ func loadPair(t *testing.T, b backend.Backend, scale int, opt compact.Options) *
 // the CPU, compares the float outputs, and checks that the fused tail
 // gives bitwise the same frames as the unfused ops.
 func TestModelAgainstCPU(t *testing.T) {
-	for _, dt := range []DType{F16, BF16} {
+	for _, dt := range allTypes {
 		g := open(t, dt)
 		c := cpu.New(0)
 		rgb, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
@@ -353,6 +354,16 @@ func frames(t *testing.T, b *Backend, m *compact.Model, rgb []byte) []byte {
 		t.Fatal(err)
 	}
 	return append([]byte(nil), bt.Out()...)
+}
+
+// TestF32RefusesTransformer checks that float32 storage refuses the
+// transformer ops clearly instead of running kernels it has no build of.
+func TestF32RefusesTransformer(t *testing.T) {
+	b := open(t, F32)
+	_, err := b.PrepareLinear(8, 8, make([]float32, 64), nil)
+	if err == nil || !strings.Contains(err.Error(), "f16 or bf16, not f32") {
+		t.Fatalf("PrepareLinear on f32: %v", err)
+	}
 }
 
 // TestOutOfMemory asks for more memory than the GPU has and expects a

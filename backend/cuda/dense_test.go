@@ -81,7 +81,7 @@ func TestDenseAgainstCPU(t *testing.T) {
 	c := cpu.New(0)
 	for _, gr := range graphs {
 		want := forward(t, c, loadGraph(t, c, gr.param, gr.bin), rgb, 1, 32, 48)
-		for _, dt := range []DType{F16, BF16} {
+		for _, dt := range allTypes {
 			g := open(t, dt)
 			got := forward(t, g, loadGraph(t, g, gr.param, gr.bin), rgb, 1, 32, 48)
 			if e := relErr(got, want); !(e <= bound(dt)) {

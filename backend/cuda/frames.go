@@ -24,9 +24,9 @@ func (b *Backend) PixelUnshuffle(xt backend.Tensor, r int) (backend.Tensor, erro
 		return nil, err
 	}
 	if os.C <= 64 && !b.scalarMoves {
-		return b.finish(y, b.launch("pixel_unshuffle_px", false, int64(os.N*os.H*os.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
+		return b.finish(y, b.launch(b.moves("pixel_unshuffle_px"), false, int64(os.N*os.H*os.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
 	}
-	return b.finish(y, b.launch("pixel_unshuffle", false, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
+	return b.finish(y, b.launch(b.moves("pixel_unshuffle"), false, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(r)))
 }
 
 // finish frees y when err is set, so every op returns cleanly.
@@ -56,7 +56,7 @@ func (b *Backend) CropPad(xt backend.Tensor, h, w int) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.finish(y, b.launch("crop_pad", false, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(h), int32(w)))
+	return b.finish(y, b.launch(b.moves("crop_pad"), false, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(h), int32(w)))
 }
 
 // Frames copies frames [start, start+n).
@@ -73,7 +73,7 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 	if os == s {
 		return b.share(x), nil
 	}
-	fs := s.H * s.W * s.C * 2
+	fs := s.H * s.W * s.C * b.esize()
 	y, err := b.alloc(os)
 	if err != nil {
 		return nil, err
@@ -102,8 +102,8 @@ func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) e
 	if err := check.CopyFrames(dst.shape, at, src.shape); err != nil {
 		return err
 	}
-	fs := dst.shape.H * dst.shape.W * dst.shape.C * 2
-	return b.compute.CopyDtoD(dst.ptr().Add(at*fs), src.ptr(), src.shape.Elems()*2)
+	fs := dst.shape.H * dst.shape.W * dst.shape.C * b.esize()
+	return b.compute.CopyDtoD(dst.ptr().Add(at*fs), src.ptr(), src.shape.Elems()*b.esize())
 }
 
 // ConcatFrames stacks tensors along time.
@@ -130,7 +130,7 @@ func (b *Backend) ConcatFrames(ts ...backend.Tensor) (backend.Tensor, error) {
 	}
 	off := 0
 	for _, p := range parts {
-		size := p.shape.Elems() * 2
+		size := p.shape.Elems() * b.esize()
 		if err := b.compute.CopyDtoD(y.ptr().Add(off), p.ptr(), size); err != nil {
 			y.Free()
 			return nil, err
@@ -164,10 +164,10 @@ func (b *Backend) ConcatPrev(xt, prevt backend.Tensor) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.vec8(s.C, y.shape.Elems(), x.ptr(), prev, y.ptr()) {
-		return b.finish(y, b.launch("concat_prev8", false, int64(y.shape.Elems()/8), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/8)))
+	if l := b.lanes(); b.vec8(s.C, y.shape.Elems(), x.ptr(), prev, y.ptr()) {
+		return b.finish(y, b.launch("concat_prev8", false, int64(y.shape.Elems()/l), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/l)))
 	}
-	return b.finish(y, b.launch("concat_prev", false, int64(y.shape.Elems()), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
+	return b.finish(y, b.launch(b.moves("concat_prev"), false, int64(y.shape.Elems()), x.ptr(), prev, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
 }
 
 // FoldFrames folds s consecutive frames into channels.
@@ -185,10 +185,10 @@ func (b *Backend) FoldFrames(xt backend.Tensor, st int) (backend.Tensor, error) 
 	if err != nil {
 		return nil, err
 	}
-	if b.vec8(s.C, s.Elems(), x.ptr(), y.ptr()) {
-		return b.finish(y, b.launch("fold_frames8", false, int64(s.Elems()/8), x.ptr(), y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/8), int32(st)))
+	if l := b.lanes(); b.vec8(s.C, s.Elems(), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("fold_frames8", false, int64(s.Elems()/l), x.ptr(), y.ptr(), int32(s.N), int32(s.H*s.W), int32(s.C/l), int32(st)))
 	}
-	return b.finish(y, b.launch("fold_frames", false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(st)))
+	return b.finish(y, b.launch(b.moves("fold_frames"), false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(st)))
 }
 
 // UnfoldFrames splits channel groups back into frames.
@@ -207,18 +207,20 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 	if err != nil {
 		return nil, err
 	}
-	if b.vec8(c, s.Elems(), x.ptr(), y.ptr()) {
-		return b.finish(y, b.launch("unfold_frames8", false, int64(s.Elems()/8), x.ptr(), y.ptr(), int32(os.N), int32(s.H*s.W), int32(c/8), int32(st)))
+	if l := b.lanes(); b.vec8(c, s.Elems(), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("unfold_frames8", false, int64(s.Elems()/l), x.ptr(), y.ptr(), int32(os.N), int32(s.H*s.W), int32(c/l), int32(st)))
 	}
-	return b.finish(y, b.launch("unfold_frames", false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c), int32(st)))
+	return b.finish(y, b.launch(b.moves("unfold_frames"), false, int64(s.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c), int32(st)))
 }
 
-// vec8 reports whether the data-movement kernels that copy 16 bytes (8
-// values) at a time can move n elements of c channels between these
-// addresses (nil ones aside): c a multiple of 8, 16-byte-aligned
-// addresses, and fewer than 2^31 chunks for their 32-bit index math.
+// vec8 reports whether the data-movement kernels that copy 16 bytes
+// (lanes values) at a time can move n elements of c channels between
+// these addresses (nil ones aside): c a multiple of the lanes,
+// 16-byte-aligned addresses, and fewer than 2^31 chunks for their 32-bit
+// index math.
 func (b *Backend) vec8(c, n int, ptrs ...cu.DevicePtr) bool {
-	if b.scalarMoves || c%8 != 0 || n/8 >= 1<<31 {
+	l := b.lanes()
+	if b.scalarMoves || c%l != 0 || n/l >= 1<<31 {
 		return false
 	}
 	for _, p := range ptrs {

@@ -1,7 +1,7 @@
 // Elementwise and resampling kernels of the CUDA backend. Header-free (no
 // cuda_fp16.h), so NVRTC compiles them on hosts that have only the driver
 // and NVRTC libraries. Tensors are NHWC; "T" is the storage type: fp16 or
-// bf16 bits in an unsigned short. Arithmetic is float32.
+// bf16 bits in an unsigned short, or f32; S is its C type. Arithmetic is float32.
 //
 // Launch shape, unless a kernel says otherwise: 1-D grid-stride loops,
 // 256 threads per block, enough blocks to fill the GPU.
@@ -13,6 +13,8 @@ __device__ __forceinline__ float ld_f16(u16 h) { float f; asm("cvt.f32.f16 %0, %
 __device__ __forceinline__ u16 st_f16(float f) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float ld_bf16(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
 __device__ __forceinline__ u16 st_bf16(float f) { u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float ld_f32(float f) { return f; }
+__device__ __forceinline__ float st_f32(float f) { return f; }
 
 // quantize maps [0,1] to a byte: round half up, clamp, NaN -> 0 (as the CPU
 // backend's ToRGB8).
@@ -83,26 +85,26 @@ extern "C" __global__ void rgb8_to_yuv420(const u8* __restrict__ rgb, u8* __rest
     }
 }
 
-#define KERNELS(T, LD, ST)                                                                          \
+#define KERNELS(T, S, LD, ST)                                                                          \
 /* from_rgb8: bytes -> [0,1] (v / 255). */                                                          \
-extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, u16* __restrict__ out, long long n) { \
+extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, S* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = ST((float)in[i] / 255.0f);                                           \
 }                                                                                                   \
 /* to_rgb8: [0,1] -> bytes, rounded and clamped. */                                                 \
-extern "C" __global__ void to_rgb8_##T(const u16* __restrict__ in, u8* __restrict__ out, long long n) { \
+extern "C" __global__ void to_rgb8_##T(const S* __restrict__ in, u8* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = quantize(LD(in[i]));                                                 \
 }                                                                                                   \
 /* to_f32 / from_f32: conversions for upload and download. */                                       \
-extern "C" __global__ void to_f32_##T(const u16* __restrict__ in, float* __restrict__ out, long long n) { \
+extern "C" __global__ void to_f32_##T(const S* __restrict__ in, float* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = LD(in[i]);                                                           \
 }                                                                                                   \
-extern "C" __global__ void from_f32_##T(const float* __restrict__ in, u16* __restrict__ out, long long n) { \
+extern "C" __global__ void from_f32_##T(const float* __restrict__ in, S* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = ST(in[i]);                                                           \
 }                                                                                                   \
 /* bias_act: out = act(in + bias[ch]) over n elements of out, c channels each, read from the first \
    c of each pixel's cs channels of in (cs = c in place, in == out; cs > c strips the padding of a  \
    convolution whose output channels were padded for cuDNN). act as in activate; bias may be 0. */ \
-extern "C" __global__ void bias_act_##T(const u16* in, u16* out, const float* __restrict__ bias, int c, int cs, \
+extern "C" __global__ void bias_act_##T(const S* in, S* out, const float* __restrict__ bias, int c, int cs, \
                                         long long n, int act, float alpha, const float* __restrict__ slope, int nslope) { \
     GRID_STRIDE(i, n) {                                                                             \
         int ch = i % c;                                                                             \
@@ -111,40 +113,19 @@ extern "C" __global__ void bias_act_##T(const u16* in, u16* out, const float* __
         out[i] = ST(activate(v, ch, act, alpha, slope, nslope));                                    \
     }                                                                                               \
 }                                                                                                   \
-/* bias_act8: bias_act with cs = c a multiple of 8, eight values per thread with 16-byte loads  \
-   and stores (the pool's buffers are 512-byte aligned). n8 = n / 8. */                            \
-extern "C" __global__ void bias_act8_##T(const uint4* in, uint4* out, const float* __restrict__ bias, int c, long long n8, \
-                                         int act, float alpha, const float* __restrict__ slope, int nslope) { \
-    GRID_STRIDE(i, n8) {                                                                            \
-        uint4 v = in[i];                                                                            \
-        unsigned int w[4] = {v.x, v.y, v.z, v.w};                                                   \
-        int ch0 = (int)((i * 8) % c);                                                               \
-        for (int k = 0; k < 8; k++) {                                                               \
-            int ch = ch0 + k;                                                                       \
-            u16 h = (u16)(w[k / 2] >> (16 * (k % 2)));                                              \
-            float f = LD(h);                                                                        \
-            if (bias) f += bias[ch];                                                                \
-            f = activate(f, ch, act, alpha, slope, nslope);                                         \
-            unsigned int o = ST(f);                                                                 \
-            w[k / 2] = (k % 2) ? ((w[k / 2] & 0xffffu) | (o << 16)) : ((w[k / 2] & 0xffff0000u) | o); \
-        }                                                                                           \
-        v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];                                             \
-        out[i] = v;                                                                                 \
-    }                                                                                               \
-}                                                                                                   \
 /* axpby: out = ca * a + cb * b. */                                                                 \
-extern "C" __global__ void axpby_##T(const u16* a, const u16* b, u16* out, long long n, float ca, float cb) { \
+extern "C" __global__ void axpby_##T(const S* a, const S* b, S* out, long long n, float ca, float cb) { \
     GRID_STRIDE(i, n) out[i] = ST(ca * LD(a[i]) + cb * LD(b[i]));                                   \
 }                                                                                                   \
 /* binary: out = a op b; op 0 add, 1 sub, 2 mul. */                                                \
-extern "C" __global__ void binary_##T(const u16* a, const u16* b, u16* out, long long n, int op) { \
+extern "C" __global__ void binary_##T(const S* a, const S* b, S* out, long long n, int op) { \
     GRID_STRIDE(i, n) {                                                                             \
         float x = LD(a[i]), y = LD(b[i]);                                                           \
         out[i] = ST(op == 0 ? x + y : op == 1 ? x - y : x * y);                                     \
     }                                                                                               \
 }                                                                                                   \
 /* pixel_shuffle: (n,h,w,oc*r*r) -> (n,h*r,w*r,oc); order 0 = PyTorch (c*r*r+i*r+j), 1 = DCR. */    \
-extern "C" __global__ void pixel_shuffle_##T(const u16* __restrict__ in, u16* __restrict__ out,    \
+extern "C" __global__ void pixel_shuffle_##T(const S* __restrict__ in, S* __restrict__ out,    \
                                             int n, int h, int w, int oc, int r, int order) {       \
     long long total = (long long)n * h * r * w * r * oc;                                            \
     GRID_STRIDE(i, total) {                                                                         \
@@ -158,7 +139,7 @@ extern "C" __global__ void pixel_shuffle_##T(const u16* __restrict__ in, u16* __
 }                                                                                                   \
 /* resize: separable taps precomputed on the host (ty/tx: per output row/column, ntap indices and  \
    weights). Same tap order and float arithmetic as the CPU backend. */                            \
-extern "C" __global__ void resize_##T(const u16* __restrict__ in, u16* __restrict__ out,            \
+extern "C" __global__ void resize_##T(const S* __restrict__ in, S* __restrict__ out,            \
                                      int n, int ih, int iw, int c, int oh, int ow,                  \
                                      const int* __restrict__ iy, const float* __restrict__ wy, int nty, \
                                      const int* __restrict__ ix, const float* __restrict__ wx, int ntx) { \
@@ -169,7 +150,7 @@ extern "C" __global__ void resize_##T(const u16* __restrict__ in, u16* __restric
         int y = t % oh; int f = t / oh;                                                             \
         float acc = 0.0f;                                                                           \
         for (int a = 0; a < nty; a++) {                                                             \
-            const u16* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
+            const S* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
             float v = 0.0f;                                                                         \
             for (int b = 0; b < ntx; b++) v += LD(row[(long long)ix[x * ntx + b] * c + ch]) * wx[x * ntx + b]; \
             acc += v * wy[y * nty + a];                                                             \
@@ -179,7 +160,7 @@ extern "C" __global__ void resize_##T(const u16* __restrict__ in, u16* __restric
 }                                                                                                   \
 /* resize_px: resize for c <= 4, one thread per output pixel, its taps loaded once for all        \
    channels; the same arithmetic as resize. */                                                     \
-extern "C" __global__ void resize_px_##T(const u16* __restrict__ in, u16* __restrict__ out,         \
+extern "C" __global__ void resize_px_##T(const S* __restrict__ in, S* __restrict__ out,         \
                                         int n, int ih, int iw, int c, int oh, int ow,               \
                                         const int* __restrict__ iy, const float* __restrict__ wy, int nty, \
                                         const int* __restrict__ ix, const float* __restrict__ wx, int ntx) { \
@@ -189,10 +170,10 @@ extern "C" __global__ void resize_px_##T(const u16* __restrict__ in, u16* __rest
         int y = t % oh; int f = t / oh;                                                             \
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                    \
         for (int a = 0; a < nty; a++) {                                                             \
-            const u16* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
+            const S* row = in + (((long long)f * ih + iy[y * nty + a]) * iw) * c;                 \
             float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                  \
             for (int b = 0; b < ntx; b++) {                                                         \
-                const u16* px = row + (long long)ix[x * ntx + b] * c;                               \
+                const S* px = row + (long long)ix[x * ntx + b] * c;                               \
                 float wt = wx[x * ntx + b];                                                         \
                 _Pragma("unroll") for (int ch = 0; ch < 4; ch++) if (ch < c) v[ch] += LD(px[ch]) * wt; \
             }                                                                                       \
@@ -207,14 +188,14 @@ extern "C" __global__ void resize_px_##T(const u16* __restrict__ in, u16* __rest
    each sum rounded to the storage type as the unfused ops would. mode selects the output:         \
    0 = storage type (n,h*r,w*r,3); 1 = RGB24 bytes, clamped and rounded (one thread per pixel);    \
    2 = yuv420p frames (one thread per 2x2 block; needs even r). */                                 \
-__device__ __forceinline__ float sa_##T(const u16* x, const u16* base, int f, int h, int w, int r, \
+__device__ __forceinline__ float sa_##T(const S* x, const S* base, int f, int h, int w, int r, \
                                         int order, int Y, int X, int c) {                          \
     int y = Y / r, ii = Y % r, xx = X / r, j = X % r;                                               \
     long long p = ((long long)f * h + y) * w + xx;                                                  \
     int ic = order == 0 ? c * r * r + ii * r + j : (ii * r + j) * 3 + c;                           \
     return LD(ST(LD(x[p * (3 * r * r) + ic]) + LD(base[p * 3 + c])));                               \
 }                                                                                                   \
-extern "C" __global__ void shuffle_add_nearest_##T(const u16* __restrict__ x, const u16* __restrict__ base, \
+extern "C" __global__ void shuffle_add_nearest_##T(const S* __restrict__ x, const S* __restrict__ base, \
                                                    void* __restrict__ out, int n, int h, int w, int r, \
                                                    int order, int mode) {                           \
     int H = h * r, W = w * r;                                                                       \
@@ -248,13 +229,13 @@ extern "C" __global__ void shuffle_add_nearest_##T(const u16* __restrict__ x, co
         int Y = t % H; int f = t / H;                                                               \
         for (int c = 0; c < 3; c++) {                                                               \
             float v = sa_##T(x, base, f, h, w, r, order, Y, X, c);                                  \
-            if (mode == 0) ((u16*)out)[i * 3 + c] = ST(v);                                          \
+            if (mode == 0) ((S*)out)[i * 3 + c] = ST(v);                                          \
             else ((u8*)out)[i * 3 + c] = quantize(v);                                               \
         }                                                                                           \
     }                                                                                               \
 }                                                                                                   \
 /* to_yuv420: storage-type RGB (n,h,w,3) in [0,1] -> yuv420p, via RGB24 bytes as to_rgb8. */        \
-extern "C" __global__ void to_yuv420_##T(const u16* __restrict__ in, u8* __restrict__ yuv, int n, int h, int w) { \
+extern "C" __global__ void to_yuv420_##T(const S* __restrict__ in, u8* __restrict__ yuv, int n, int h, int w) { \
     long long blocks = (long long)n * (h / 2) * (w / 2);                                            \
     long long fsz = (long long)w * h * 3 / 2;                                                       \
     GRID_STRIDE(i, blocks) {                                                                        \
@@ -266,7 +247,7 @@ extern "C" __global__ void to_yuv420_##T(const u16* __restrict__ in, u8* __restr
         float sr = 0, sg = 0, sb = 0;                                                               \
         for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {                             \
             int Y = 2 * by + dy, X = 2 * bx + dx;                                                   \
-            const u16* p = in + (((long long)f * h + Y) * w + X) * 3;                               \
+            const S* p = in + (((long long)f * h + Y) * w + X) * 3;                               \
             float rr = quantize(LD(p[0])), gg = quantize(LD(p[1])), bb = quantize(LD(p[2]));        \
             Yp[(long long)Y * w + X] = luma(rr, gg, bb);                                            \
             sr += rr; sg += gg; sb += bb;                                                           \
@@ -277,65 +258,131 @@ extern "C" __global__ void to_yuv420_##T(const u16* __restrict__ in, u8* __restr
     }                                                                                               \
 }
 
-/* Data movement between frames and pixels; T is only moved, never converted, so these work on
-   both storage types (u16). */
-/* pixel_unshuffle: (n,h,w,c) -> (n,h/r,w/r,c*r*r), out channel c*r*r + i*r + j. */
-extern "C" __global__ void pixel_unshuffle(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int r) {
-    int oh = h / r, ow = w / r, oc = c * r * r;
-    long long total = (long long)n * oh * ow * oc;
-    GRID_STRIDE(i, total) {
-        int q = i % oc; long long t = i / oc;
-        int x = t % ow; t /= ow;
-        int y = t % oh; int f = t / oh;
-        int ch = q / (r * r), ii = (q / r) % r, j = q % r;
-        out[i] = in[(((long long)f * h + y * r + ii) * w + x * r + j) * c + ch];
-    }
-}
-/* crop_pad: top-left oh x ow of (n,ih,iw,c), zeros beyond. */
-extern "C" __global__ void crop_pad(const u16* __restrict__ in, u16* __restrict__ out, int n, int ih, int iw, int c, int oh, int ow) {
-    long long total = (long long)n * oh * ow * c;
-    GRID_STRIDE(i, total) {
-        int ch = i % c; long long t = i / c;
-        int x = t % ow; t /= ow;
-        int y = t % oh; int f = t / oh;
-        out[i] = (y < ih && x < iw) ? in[(((long long)f * ih + y) * iw + x) * c + ch] : (u16)0;
-    }
-}
-/* concat_prev: out[f] = [x[f], f > 0 ? x[f-1] : (prev ? prev[0] : 0)] along channels. */
-extern "C" __global__ void concat_prev(const u16* __restrict__ x, const u16* __restrict__ prev, u16* __restrict__ out, int n, int h, int w, int c) {
-    long long px = (long long)h * w;
-    long long total = (long long)n * px * 2 * c;
-    GRID_STRIDE(i, total) {
-        int q = i % (2 * c); long long t = i / (2 * c);
-        long long p = t % px; int f = t / px;
-        if (q < c) out[i] = x[((long long)f * px + p) * c + q];
-        else if (f > 0) out[i] = x[((long long)(f - 1) * px + p) * c + q - c];
-        else out[i] = prev ? prev[p * c + q - c] : (u16)0;
-    }
-}
-/* fold_frames: (n,h,w,c) -> (n/s,h,w,s*c); unfold_frames: the inverse. */
-extern "C" __global__ void fold_frames(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int s) {
-    long long px = (long long)h * w;
-    long long total = (long long)n * px * c;
-    GRID_STRIDE(i, total) {
-        int q = i % (s * c); long long t = i / (s * c);
-        long long p = t % px; int g = t / px;
-        out[i] = in[(((long long)g * s + q / c) * px + p) * c + q % c];
-    }
-}
-extern "C" __global__ void unfold_frames(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int s) {
-    long long px = (long long)h * w;
-    long long total = (long long)n * s * px * c;
-    GRID_STRIDE(i, total) {
-        int q = i % c; long long t = i / c;
-        long long p = t % px; int f = t / px;
-        out[i] = in[((long long)(f / s) * px + p) * (s * c) + (f % s) * c + q];
-    }
+/* Kernels of the 16-bit storage types only. */
+#define HALF_KERNELS(T, LD, ST)                                                                     \
+/* bias_act8: bias_act with cs = c a multiple of 8, eight values per thread with 16-byte loads  \
+   and stores (the pool's buffers are 512-byte aligned). n8 = n / 8. */                            \
+extern "C" __global__ void bias_act8_##T(const uint4* in, uint4* out, const float* __restrict__ bias, int c, long long n8, \
+                                         int act, float alpha, const float* __restrict__ slope, int nslope) { \
+    GRID_STRIDE(i, n8) {                                                                            \
+        uint4 v = in[i];                                                                            \
+        unsigned int w[4] = {v.x, v.y, v.z, v.w};                                                   \
+        int ch0 = (int)((i * 8) % c);                                                               \
+        for (int k = 0; k < 8; k++) {                                                               \
+            int ch = ch0 + k;                                                                       \
+            u16 h = (u16)(w[k / 2] >> (16 * (k % 2)));                                              \
+            float f = LD(h);                                                                        \
+            if (bias) f += bias[ch];                                                                \
+            f = activate(f, ch, act, alpha, slope, nslope);                                         \
+            unsigned int o = ST(f);                                                                 \
+            w[k / 2] = (k % 2) ? ((w[k / 2] & 0xffffu) | (o << 16)) : ((w[k / 2] & 0xffff0000u) | o); \
+        }                                                                                           \
+        v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];                                             \
+        out[i] = v;                                                                                 \
+    }                                                                                               \
 }
 
-/* The same data movement in 16-byte chunks of 8 values, for channel counts that are multiples of 8,
-   16-byte-aligned tensors and fewer than 2^31 chunks, so index math is 32-bit. Sizes are in chunks:
-   c8 = c / 8, px = pixels per frame. */
+#define MOVES(W, S)                                                                                 \
+/* Data movement between frames and pixels: values are only moved, never converted, so these are    \
+   made for each storage width W (w2: f16 and bf16, w4: f32) and named name_wW. */                  \
+/* pixel_unshuffle: (n,h,w,c) -> (n,h/r,w/r,c*r*r), out channel c*r*r + i*r + j. */                 \
+extern "C" __global__ void pixel_unshuffle_##W(const S* __restrict__ in, S* __restrict__ out, int n, int h, int w, int c, int r) { \
+    int oh = h / r, ow = w / r, oc = c * r * r;                                                     \
+    long long total = (long long)n * oh * ow * oc;                                                  \
+    GRID_STRIDE(i, total) {                                                                         \
+        int q = i % oc; long long t = i / oc;                                                       \
+        int x = t % ow; t /= ow;                                                                    \
+        int y = t % oh; int f = t / oh;                                                             \
+        int ch = q / (r * r), ii = (q / r) % r, j = q % r;                                          \
+        out[i] = in[(((long long)f * h + y * r + ii) * w + x * r + j) * c + ch];                    \
+    }                                                                                               \
+}                                                                                                   \
+/* crop_pad: top-left oh x ow of (n,ih,iw,c), zeros beyond. */                                      \
+extern "C" __global__ void crop_pad_##W(const S* __restrict__ in, S* __restrict__ out, int n, int ih, int iw, int c, int oh, int ow) { \
+    long long total = (long long)n * oh * ow * c;                                                   \
+    GRID_STRIDE(i, total) {                                                                         \
+        int ch = i % c; long long t = i / c;                                                        \
+        int x = t % ow; t /= ow;                                                                    \
+        int y = t % oh; int f = t / oh;                                                             \
+        out[i] = (y < ih && x < iw) ? in[(((long long)f * ih + y) * iw + x) * c + ch] : (S)0;       \
+    }                                                                                               \
+}                                                                                                   \
+/* concat_prev: out[f] = [x[f], f > 0 ? x[f-1] : (prev ? prev[0] : 0)] along channels. */           \
+extern "C" __global__ void concat_prev_##W(const S* __restrict__ x, const S* __restrict__ prev, S* __restrict__ out, int n, int h, int w, int c) { \
+    long long px = (long long)h * w;                                                                \
+    long long total = (long long)n * px * 2 * c;                                                    \
+    GRID_STRIDE(i, total) {                                                                         \
+        int q = i % (2 * c); long long t = i / (2 * c);                                             \
+        long long p = t % px; int f = t / px;                                                       \
+        if (q < c) out[i] = x[((long long)f * px + p) * c + q];                                     \
+        else if (f > 0) out[i] = x[((long long)(f - 1) * px + p) * c + q - c];                      \
+        else out[i] = prev ? prev[p * c + q - c] : (S)0;                                            \
+    }                                                                                               \
+}                                                                                                   \
+/* fold_frames: (n,h,w,c) -> (n/s,h,w,s*c); unfold_frames: the inverse. */                          \
+extern "C" __global__ void fold_frames_##W(const S* __restrict__ in, S* __restrict__ out, int n, int h, int w, int c, int s) { \
+    long long px = (long long)h * w;                                                                \
+    long long total = (long long)n * px * c;                                                        \
+    GRID_STRIDE(i, total) {                                                                         \
+        int q = i % (s * c); long long t = i / (s * c);                                             \
+        long long p = t % px; int g = t / px;                                                       \
+        out[i] = in[(((long long)g * s + q / c) * px + p) * c + q % c];                             \
+    }                                                                                               \
+}                                                                                                   \
+extern "C" __global__ void unfold_frames_##W(const S* __restrict__ in, S* __restrict__ out, int n, int h, int w, int c, int s) { \
+    long long px = (long long)h * w;                                                                \
+    long long total = (long long)n * s * px * c;                                                    \
+    GRID_STRIDE(i, total) {                                                                         \
+        int q = i % c; long long t = i / c;                                                         \
+        long long p = t % px; int f = t / px;                                                       \
+        out[i] = in[((long long)(f / s) * px + p) * (s * c) + (f % s) * c + q];                     \
+    }                                                                                               \
+}                                                                                                   \
+/* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose  \
+   channel count was padded for cuDNN's tensor-core kernels. One thread per pixel. */               \
+extern "C" __global__ void pad_channels_##W(const S* __restrict__ in, S* __restrict__ out, long long p, int c, int cp) { \
+    GRID_STRIDE(i, p) {                                                                             \
+        for (int q = 0; q < cp; q++) out[i * cp + q] = q < c ? in[i * c + q] : (S)0;                \
+    }                                                                                               \
+}                                                                                                   \
+/* pixel_unshuffle_px and pixel_shuffle_px: the same moves for few channels, one thread per output  \
+   pixel (the scattered single values of the per-value kernels cost more than the data there). */   \
+extern "C" __global__ void pixel_unshuffle_px_##W(const S* __restrict__ in, S* __restrict__ out, int n, int h, int w, int c, int r) { \
+    int oh = h / r, ow = w / r, oc = c * r * r;                                                     \
+    long long total = (long long)n * oh * ow;                                                       \
+    GRID_STRIDE(i, total) {                                                                         \
+        int x = i % ow; long long t = i / ow;                                                       \
+        int y = t % oh; int f = t / oh;                                                             \
+        S* o = out + i * oc;                                                                        \
+        for (int ii = 0; ii < r; ii++)                                                              \
+            for (int j = 0; j < r; j++) {                                                           \
+                const S* p = in + (((long long)f * h + y * r + ii) * w + x * r + j) * c;            \
+                for (int ch = 0; ch < c; ch++) o[ch * r * r + ii * r + j] = p[ch];                  \
+            }                                                                                       \
+    }                                                                                               \
+}                                                                                                   \
+extern "C" __global__ void pixel_shuffle_px_##W(const S* __restrict__ in, S* __restrict__ out, int n, int h, int w, int oc, int r, int order) { \
+    long long total = (long long)n * h * r * w * r;                                                 \
+    GRID_STRIDE(i, total) {                                                                         \
+        int X = i % (w * r); long long t = i / (w * r);                                             \
+        int Y = t % (h * r); int f = t / (h * r);                                                   \
+        int y = Y / r, ii = Y % r, x = X / r, j = X % r;                                            \
+        const S* p = in + (((long long)f * h + y) * w + x) * (oc * r * r);                          \
+        for (int c = 0; c < oc; c++) out[i * oc + c] = p[order == 0 ? c * r * r + ii * r + j : (ii * r + j) * oc + c]; \
+    }                                                                                               \
+}                                                                                                   \
+/* copy_channels: px pixels of c channels from src into channels [at, at+c) of dst's dc-channel  \
+   pixels. */                                                                                       \
+extern "C" __global__ void copy_channels_##W(const S* __restrict__ src, S* __restrict__ dst, long long px, int c, int dc, int at) { \
+    GRID_STRIDE(i, px * c) dst[i / c * dc + at + i % c] = src[i];                                    \
+}
+
+MOVES(w2, u16)
+MOVES(w4, float)
+
+/* The same data movement in 16-byte chunks (8 f16/bf16 or 4 f32 values), for pixels a whole number
+   of chunks, 16-byte-aligned tensors and fewer than 2^31 chunks, so index math is 32-bit. Sizes are
+   in chunks: c8 = the chunks of a pixel, px = pixels per frame. */
 #define GRID_STRIDE32(i, n) for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)(n); i += gridDim.x * blockDim.x)
 extern "C" __global__ void concat_prev8(const uint4* __restrict__ x, const uint4* __restrict__ prev, uint4* __restrict__ out, int n, int px, int c8) {
     unsigned total = (unsigned)n * px * 2 * c8;
@@ -377,48 +424,14 @@ extern "C" __global__ void nearest8(const uint4* __restrict__ in, uint4* __restr
         out[i] = in[((f * ih + iy[y]) * iw + ix[x]) * c8 + r];
     }
 }
-/* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose
-   channel count was padded for cuDNN's tensor-core kernels. One thread per pixel. */
-extern "C" __global__ void pad_channels(const u16* __restrict__ in, u16* __restrict__ out, long long p, int c, int cp) {
-    GRID_STRIDE(i, p) {
-        for (int q = 0; q < cp; q++) out[i * cp + q] = q < c ? in[i * c + q] : (u16)0;
-    }
-}
-/* pixel_unshuffle_px and pixel_shuffle_px: the same moves for few channels, one thread per output
-   pixel (the scattered single values of the per-value kernels cost more than the data there). */
-extern "C" __global__ void pixel_unshuffle_px(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int c, int r) {
-    int oh = h / r, ow = w / r, oc = c * r * r;
-    long long total = (long long)n * oh * ow;
-    GRID_STRIDE(i, total) {
-        int x = i % ow; long long t = i / ow;
-        int y = t % oh; int f = t / oh;
-        u16* o = out + i * oc;
-        for (int ii = 0; ii < r; ii++)
-            for (int j = 0; j < r; j++) {
-                const u16* p = in + (((long long)f * h + y * r + ii) * w + x * r + j) * c;
-                for (int ch = 0; ch < c; ch++) o[ch * r * r + ii * r + j] = p[ch];
-            }
-    }
-}
-extern "C" __global__ void pixel_shuffle_px(const u16* __restrict__ in, u16* __restrict__ out, int n, int h, int w, int oc, int r, int order) {
-    long long total = (long long)n * h * r * w * r;
-    GRID_STRIDE(i, total) {
-        int X = i % (w * r); long long t = i / (w * r);
-        int Y = t % (h * r); int f = t / (h * r);
-        int y = Y / r, ii = Y % r, x = X / r, j = X % r;
-        const u16* p = in + (((long long)f * h + y) * w + x) * (oc * r * r);
-        for (int c = 0; c < oc; c++) out[i * oc + c] = p[order == 0 ? c * r * r + ii * r + j : (ii * r + j) * oc + c];
-    }
-}
 
-KERNELS(f16, ld_f16, st_f16)
-KERNELS(bf16, ld_bf16, st_bf16)
+KERNELS(f16, u16, ld_f16, st_f16)
+HALF_KERNELS(f16, ld_f16, st_f16)
+KERNELS(bf16, u16, ld_bf16, st_bf16)
+HALF_KERNELS(bf16, ld_bf16, st_bf16)
+KERNELS(f32, float, ld_f32, st_f32)
 
-/* copy_channels: px pixels of c channels from src into channels [at, at+c) of dst's dc-channel
-   pixels; copy_channels8 moves 8 channels per thread (c, dc and at multiples of 8, 16-byte aligned). */
-extern "C" __global__ void copy_channels(const u16* __restrict__ src, u16* __restrict__ dst, long long px, int c, int dc, int at) {
-    GRID_STRIDE(i, px * c) dst[i / c * dc + at + i % c] = src[i];
-}
+/* copy_channels8: copy_channels_wW 16 bytes at a time (c, dc and at in 16-byte chunks). */
 extern "C" __global__ void copy_channels8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long px, int c8, int dc8, int at8) {
     GRID_STRIDE(i, px * c8) dst[i / c8 * dc8 + at8 + i % c8] = src[i];
 }
@@ -435,10 +448,10 @@ __device__ __forceinline__ int nearest_coord(float c, int n) {
     return (int)rintf(u);
 }
 
-#define MOTION_KERNELS(T, LD, ST)                                                                   \
+#define MOTION_KERNELS(T, S, LD, ST)                                                                      \
 /* warp_nearest: out[p] = x[p + mv(p)], mv (x then y) per pixel. */                                 \
-extern "C" __global__ void warp_nearest_##T(const u16* __restrict__ x, const u16* __restrict__ mv,   \
-                                            u16* __restrict__ out, int n, int h, int w, int c) {   \
+extern "C" __global__ void warp_nearest_##T(const S* __restrict__ x, const S* __restrict__ mv,   \
+                                            S* __restrict__ out, int n, int h, int w, int c) {   \
     GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
         int ch = i % c; long long p = i / c;                                                        \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
@@ -449,14 +462,14 @@ extern "C" __global__ void warp_nearest_##T(const u16* __restrict__ x, const u16
 }                                                                                                   \
 /* deform_sample: mmcv's modulated bilinear sampling of a 1x1 DCNv2 with offsets limit*tanh(o) + mv \
    and masks sigmoid(o[2G + g]); zero outside the image. */                                         \
-extern "C" __global__ void deform_sample_##T(const u16* __restrict__ x, const u16* __restrict__ o,  \
-        const u16* __restrict__ mv, u16* __restrict__ out, int n, int h, int w, int c, int groups,  \
+extern "C" __global__ void deform_sample_##T(const S* __restrict__ x, const S* __restrict__ o,  \
+        const S* __restrict__ mv, S* __restrict__ out, int n, int h, int w, int c, int groups,  \
         float limit) {                                                                              \
     int cg = c / groups;                                                                            \
     GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
         int ch = i % c; long long p = i / c; int g = ch / cg;                                       \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        const u16* op = o + p * 3 * groups;                                                         \
+        const S* op = o + p * 3 * groups;                                                         \
         float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LD(mv[2 * p + 1]));            \
         float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LD(mv[2 * p]));            \
         float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
@@ -466,7 +479,7 @@ extern "C" __global__ void deform_sample_##T(const u16* __restrict__ x, const u1
             float hl = floorf(hy), wl = floorf(wx);                                                 \
             float lh = hy - hl, lw = wx - wl, hh = 1.0f - lh, hw = 1.0f - lw;                       \
             int y0 = (int)hl, x0 = (int)wl;                                                         \
-            const u16* img = x + f * h * w * c + ch;                                                \
+            const S* img = x + f * h * w * c + ch;                                                \
             float v1 = (y0 >= 0 && x0 >= 0) ? LD(img[((long long)y0 * w + x0) * c]) : 0.0f;         \
             float v2 = (y0 >= 0 && x0 + 1 <= w - 1) ? LD(img[((long long)y0 * w + x0 + 1) * c]) : 0.0f; \
             float v3 = (y0 + 1 <= h - 1 && x0 >= 0) ? LD(img[((long long)(y0 + 1) * w + x0) * c]) : 0.0f; \
@@ -477,8 +490,8 @@ extern "C" __global__ void deform_sample_##T(const u16* __restrict__ x, const u1
     }                                                                                               \
 }                                                                                                   \
 /* gate: out = x * (1 + w), or x * sigmoid(w), w one value per pixel. */                            \
-extern "C" __global__ void gate_##T(const u16* __restrict__ x, const u16* __restrict__ wm,          \
-                                    u16* __restrict__ out, long long px, int c, int sig) {         \
+extern "C" __global__ void gate_##T(const S* __restrict__ x, const S* __restrict__ wm,          \
+                                    S* __restrict__ out, long long px, int c, int sig) {         \
     GRID_STRIDE(i, px * c) {                                                                        \
         float wv = LD(wm[i / c]);                                                                   \
         float g = sig ? 1.0f / (1.0f + expf(-wv)) : 1.0f + wv;                                      \
@@ -486,8 +499,9 @@ extern "C" __global__ void gate_##T(const u16* __restrict__ x, const u16* __rest
     }                                                                                               \
 }
 
-MOTION_KERNELS(f16, ld_f16, st_f16)
-MOTION_KERNELS(bf16, ld_bf16, st_bf16)
+MOTION_KERNELS(f16, u16, ld_f16, st_f16)
+MOTION_KERNELS(bf16, u16, ld_bf16, st_bf16)
+MOTION_KERNELS(f32, float, ld_f32, st_f32)
 
 /* match_blocks: block matching with quarter-pel refinement, one CTA (256 threads) per block, in the
    CPU backend's order of decisions (MatchBlocks in backend/cpu/motion.go): whole-pixel candidates
@@ -505,17 +519,18 @@ __device__ __forceinline__ float mb_sample(const float* p, int w, int h, float x
     return a + fy * (c - a);
 }
 /* plane_f32: a (n,h,w,1) plane in storage T to float32, for the matcher's reads. */
-#define MATCH_KERNELS(T, LD, ST)                                                                     \
-extern "C" __global__ void plane_f32_##T(const u16* __restrict__ in, float* __restrict__ out, long long n) { \
+#define MATCH_KERNELS(T, S, LD, ST)                                                                        \
+extern "C" __global__ void plane_f32_##T(const S* __restrict__ in, float* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = LD(in[i]);                                                            \
 }                                                                                                    \
 extern "C" __global__ void match_out_##T(const float* __restrict__ mvf, const float* __restrict__ resf, \
-                                         u16* __restrict__ mv, u16* __restrict__ res, long long px) { \
+                                         S* __restrict__ mv, S* __restrict__ res, long long px) { \
     GRID_STRIDE(i, px) { mv[2 * i] = ST(mvf[2 * i]); mv[2 * i + 1] = ST(mvf[2 * i + 1]); res[i] = ST(resf[i]); } \
 }
 
-MATCH_KERNELS(f16, ld_f16, st_f16)
-MATCH_KERNELS(bf16, ld_bf16, st_bf16)
+MATCH_KERNELS(f16, u16, ld_f16, st_f16)
+MATCH_KERNELS(bf16, u16, ld_bf16, st_bf16)
+MATCH_KERNELS(f32, float, ld_f32, st_f32)
 
 extern "C" __global__ void match_blocks(const float* __restrict__ cur, const float* __restrict__ prev,
                                         float* __restrict__ mv, float* __restrict__ res,

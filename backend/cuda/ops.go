@@ -122,7 +122,7 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 			cw.Free()
 			return nil, err
 		}
-		if cw.biasT, err = b.uploadBlock(cu.AsBytes(half.EncodeSlice(bias, b.dtype == BF16))); err != nil {
+		if cw.biasT, err = b.uploadBlock(b.encode(bias)); err != nil {
 			cw.Free()
 			return nil, err
 		}
@@ -133,30 +133,30 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 // filter uploads OIHW weights (out x in x kh x kw) as a KRSC filter of
 // pout x kh x kw x pin, zero beyond out and in.
 func (b *Backend) filter(out, in, kh, kw, pout, pin int, w []float32) (*convWeights, error) {
-	krsc := make([]uint16, pout*kh*kw*pin)
+	krsc := make([]float32, pout*kh*kw*pin)
 	for o := 0; o < out; o++ {
 		for i := 0; i < in; i++ {
 			for y := 0; y < kh; y++ {
 				for x := 0; x < kw; x++ {
-					krsc[((o*kh+y)*kw+x)*pin+i] = b.store(w[((o*in+i)*kh+y)*kw+x])
+					krsc[((o*kh+y)*kw+x)*pin+i] = w[((o*in+i)*kh+y)*kw+x]
 				}
 			}
 		}
 	}
-	blk, err := b.uploadBlock(cu.AsBytes(krsc))
+	blk, err := b.uploadBlock(b.encode(krsc))
 	if err != nil {
 		return nil, err
 	}
 	return &convWeights{out: pout, in: pin, kh: kh, kw: kw, w: blk, b: b}, nil
 }
 
-// store converts a float32 to the storage type's bits, rounding to nearest
-// even.
-func (b *Backend) store(v float32) uint16 {
-	if b.dtype == BF16 {
-		return half.ToBF16(v)
+// encode converts float32 values to the storage type's bytes, rounding to
+// nearest even.
+func (b *Backend) encode(v []float32) []byte {
+	if b.dtype == F32 {
+		return cu.AsBytes(v)
 	}
-	return half.ToF16(v)
+	return cu.AsBytes(half.EncodeSlice(v, b.dtype == BF16))
 }
 
 // actArgs returns the bias_act kernel's activation arguments.
@@ -249,7 +249,7 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 				return err
 			}
 			defer in.Free()
-			if err := b.launch("pad_channels", false, int64(s.N*s.H*s.W), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
+			if err := b.launch(b.moves("pad_channels"), false, int64(s.N*s.H*s.W), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
 				return err
 			}
 		}
@@ -310,7 +310,7 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 // channel counts allow.
 func (b *Backend) biasAct(x, y *Tensor, bias cu.DevicePtr, kind int32, alpha float32, slope cu.DevicePtr, nslope int32) error {
 	n, c, cs := int64(y.shape.Elems()), y.shape.C, x.shape.C
-	if c%8 == 0 && cs == c {
+	if c%8 == 0 && cs == c && b.dtype != F32 {
 		return b.launch("bias_act8", true, n/8, x.ptr(), y.ptr(), bias, int32(c), n/8, kind, alpha, slope, nslope)
 	}
 	return b.launch("bias_act", true, n, x.ptr(), y.ptr(), bias, int32(c), int32(cs), n, kind, alpha, slope, nslope)
@@ -408,7 +408,7 @@ func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOr
 		return nil, err
 	}
 	if oc <= 4 && !b.scalarMoves {
-		return b.finish(y, b.launch("pixel_shuffle_px", false, int64(y.shape.N*y.shape.H*y.shape.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
+		return b.finish(y, b.launch(b.moves("pixel_shuffle_px"), false, int64(y.shape.N*y.shape.H*y.shape.W), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
 	}
 	return b.finish(y, b.launch("pixel_shuffle", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
 }
@@ -470,10 +470,10 @@ func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor)
 	}
 	s := src.shape
 	px := int64(s.N * s.H * s.W)
-	if b.vec8(s.C, s.Elems(), src.ptr(), dst.ptr()) && dst.shape.C%8 == 0 && at%8 == 0 {
-		return b.launch("copy_channels8", false, px*int64(s.C/8), src.ptr(), dst.ptr(), px, int32(s.C/8), int32(dst.shape.C/8), int32(at/8))
+	if l := b.lanes(); b.vec8(s.C, s.Elems(), src.ptr(), dst.ptr()) && dst.shape.C%l == 0 && at%l == 0 {
+		return b.launch("copy_channels8", false, px*int64(s.C/l), src.ptr(), dst.ptr(), px, int32(s.C/l), int32(dst.shape.C/l), int32(at/l))
 	}
-	return b.launch("copy_channels", false, px*int64(s.C), src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
+	return b.launch(b.moves("copy_channels"), false, px*int64(s.C), src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
 }
 
 // taps is a resize axis uploaded to the device.
@@ -550,8 +550,8 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if err != nil {
 		return nil, err
 	}
-	if mode == backend.Nearest && b.vec8(s.C, max(s.Elems(), y.shape.Elems()), x.ptr(), y.ptr()) {
-		return b.finish(y, b.launch("nearest8", false, int64(y.shape.Elems()/8), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C/8), int32(oh), int32(ow),
+	if l := b.lanes(); mode == backend.Nearest && b.vec8(s.C, max(s.Elems(), y.shape.Elems()), x.ptr(), y.ptr()) {
+		return b.finish(y, b.launch("nearest8", false, int64(y.shape.Elems()/l), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C/l), int32(oh), int32(ow),
 			ay.idx.ptr, ax.idx.ptr))
 	}
 	name, n := "resize", int64(y.shape.Elems())
@@ -610,7 +610,7 @@ func (b *Backend) shuffleAddInto(l *lazyShuffle, dst cu.DevicePtr, mode int) err
 }
 
 func (b *Backend) materialize(t *Tensor) error {
-	blk, err := b.pool.get(int64(t.shape.Elems()) * 2)
+	blk, err := b.pool.get(int64(t.shape.Elems() * b.esize()))
 	if err != nil {
 		return err
 	}

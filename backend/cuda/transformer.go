@@ -91,6 +91,9 @@ func (b *Backend) PrepareLinear(out, in int, w, bias []float32) (backend.Weights
 	if err := check.Linear(out, in, w, bias); err != nil {
 		return nil, err
 	}
+	if err := b.need16("linear layer"); err != nil {
+		return nil, err
+	}
 	if bias == nil {
 		bias = make([]float32, out)
 	}

@@ -72,7 +72,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
-	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, or auto (bf16 for SwiftVR, else f16)")
+	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")

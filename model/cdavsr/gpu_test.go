@@ -43,14 +43,15 @@ func psnr(got, want []float32) float64 {
 	return 10 * math.Log10(float64(len(got))/se)
 }
 
-// TestGoldenGPU runs the golden sequence on the GPU in fp16 and bf16 and
-// compares with PyTorch's float32 outputs; the motion ops alone are checked
-// against the CPU backend on random inputs.
+// TestGoldenGPU runs the golden sequence on the GPU in float32 (no TF32),
+// fp16 and bf16 and compares with PyTorch's float32 outputs; the motion
+// ops alone are checked against the CPU backend on random inputs, in fp16
+// and float32.
 func TestGoldenGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	ck := synthFile(t, t.TempDir(), 4, nil, "")
-	for _, dt := range []cuda.DType{cuda.F16, cuda.BF16} {
+	for _, dt := range []cuda.DType{cuda.F32, cuda.F16, cuda.BF16} {
 		g := gpu(t, dt)
 		net, err := Load(g, ck)
 		if err != nil {
@@ -58,10 +59,7 @@ func TestGoldenGPU(t *testing.T) {
 		}
 		outs := runSequence(t, g, net)
 		net.Close()
-		bound := 5e-3
-		if dt == cuda.BF16 {
-			bound = 3e-2
-		}
+		bound := [...]float64{cuda.F16: 5e-3, cuda.BF16: 3e-2, cuda.F32: 1e-5}[dt]
 		for k, got := range outs {
 			want := readF32(t, filepath.Join(gdir, fmt.Sprintf("out%d.f32", k)))
 			e := relErr(got, want)
@@ -72,8 +70,15 @@ func TestGoldenGPU(t *testing.T) {
 		}
 	}
 	// The motion ops against the CPU backend.
+	for _, dt := range []cuda.DType{cuda.F16, cuda.F32} {
+		motionAgainstCPU(t, gpu(t, dt), [...]float64{cuda.F16: 3e-3, cuda.F32: 1e-6}[dt])
+	}
+}
+
+// motionAgainstCPU compares g's motion ops with the CPU backend's on
+// random inputs, within relative error bound.
+func motionAgainstCPU(t *testing.T, g *cuda.Backend, bound float64) {
 	c := cpu.New(0)
-	g := gpu(t, cuda.F16)
 	r := rand.New(rand.NewPCG(3, 4))
 	rnd := func(n int, lo, hi float32, quarter bool) []float32 {
 		v := make([]float32, n)
@@ -100,8 +105,8 @@ func TestGoldenGPU(t *testing.T) {
 			}
 			res[i], _ = b.Download(y)
 		}
-		if e := relErr(res[1], res[0]); !(e < 3e-3) {
-			t.Errorf("%s: GPU fp16 against CPU: relative error %.3g", name, e)
+		if e := relErr(res[1], res[0]); !(e < bound) {
+			t.Errorf("%s: GPU %s against CPU: relative error %.3g, want < %g", name, g.StorageType(), e, bound)
 		}
 	}
 	both("warp", func(b backend.Backend, x, mv, _, _ backend.Tensor) (backend.Tensor, error) {
@@ -126,8 +131,8 @@ func BenchmarkStepGPU(bb *testing.B) {
 	defer runtime.UnlockOSThread()
 	ck := synthFile(bb, bb.TempDir(), 4, nil, "")
 	for _, size := range [][2]int{{320, 180}, {640, 360}} {
-		for _, graphs := range []bool{false, true} {
-			dt := cuda.F16
+		for _, k := range [][2]any{{cuda.F16, false}, {cuda.F16, true}, {cuda.F32, false}, {cuda.F32, true}} {
+			dt, graphs := k[0].(cuda.DType), k[1].(bool)
 			bb.Run(fmt.Sprintf("%dx%d/%v/graphs=%v", size[0], size[1], dt, graphs), func(bb *testing.B) {
 				g := gpu(bb, dt)
 				net, err := Load(g, ck)
@@ -232,48 +237,52 @@ func TestMatcherGPU(t *testing.T) {
 // TestGraphsGPU: the CUDA-graph variant gives the plain steps' outputs,
 // bitwise, over I and P steps from both state buffers and a reset.
 func TestGraphsGPU(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	g := gpu(t, cuda.F16)
-	net, err := Load(g, synthFile(t, t.TempDir(), 4, nil, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	frames, mvs, ress := goldenInputs()
-	run := func(graphs bool) ([][]float32, bool) {
-		in, err := net.OpenWith(gw, gh, graphs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer in.Close()
-		var outs [][]float32
-		// I P P P, reset, P P P, reset: every path from both buffers, twice.
-		for k := 0; k < 12; k++ {
-			f := k % gsteps
-			x, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
-			mv, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
-			res, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
-			y, err := in.Step(x, mv, res, k == 4 || k == 9)
+	for _, dt := range []cuda.DType{cuda.F16, cuda.F32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			g := gpu(t, dt)
+			net, err := Load(g, synthFile(t, t.TempDir(), 4, nil, ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, _ := g.Download(y)
-			outs = append(outs, v)
-			for _, t := range []backend.Tensor{x, mv, res, y} {
-				t.Free()
+			defer net.Close()
+			frames, mvs, ress := goldenInputs()
+			run := func(graphs bool) ([][]float32, bool) {
+				in, err := net.OpenWith(gw, gh, graphs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer in.Close()
+				var outs [][]float32
+				// I P P P, reset, P P P, reset: every path from both buffers, twice.
+				for k := 0; k < 12; k++ {
+					f := k % gsteps
+					x, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
+					mv, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
+					res, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
+					y, err := in.Step(x, mv, res, k == 4 || k == 9)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, _ := g.Download(y)
+					outs = append(outs, v)
+					for _, t := range []backend.Tensor{x, mv, res, y} {
+						t.Free()
+					}
+				}
+				return outs, in.Graphs()
 			}
-		}
-		return outs, in.Graphs()
-	}
-	plain, _ := run(false)
-	graphed, used := run(true)
-	if !used {
-		t.Fatal("the instance did not use graphs")
-	}
-	for k := range plain {
-		if relErr(graphed[k], plain[k]) != 0 {
-			t.Errorf("step %d: graph output differs from the plain step (relative %.3g)", k, relErr(graphed[k], plain[k]))
-		}
+			plain, _ := run(false)
+			graphed, used := run(true)
+			if !used {
+				t.Fatal("the instance did not use graphs")
+			}
+			for k := range plain {
+				if relErr(graphed[k], plain[k]) != 0 {
+					t.Errorf("step %d: graph output differs from the plain step (relative %.3g)", k, relErr(graphed[k], plain[k]))
+				}
+			}
+		})
 	}
 }

@@ -129,7 +129,8 @@ type Options struct {
 	// may need: 0 means DefaultWorkspaceLimit, a negative value none.
 	WorkspaceLimit int
 	// AllowConversion selects CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION instead
-	// of CUDNN_TENSOR_OP_MATH (it matters only for f32 data).
+	// of CUDNN_TENSOR_OP_MATH. Float32 data always runs CUDNN_FMA_MATH: no
+	// TF32 and no conversion, so that it matches a float32 reference.
 	AllowConversion bool
 	// Buffers, when set, are the device buffers the benchmark runs on
 	// instead of scratch ones (Y is overwritten).
@@ -298,7 +299,10 @@ func (c *Conv) build(h *Handle, opt Options) error {
 		return err
 	}
 	mt := TensorOpMath
-	if opt.AllowConversion {
+	switch {
+	case s.DType == DataFloat:
+		mt = FMAMath // float32 stays float32: no TF32
+	case opt.AllowConversion:
 		mt = TensorOpMathAllowConversion
 	}
 	if err := check("cudnnSetConvolutionMathType", lib.cudnnSetConvMathType(c.cd, int32(mt))); err != nil {
@@ -363,7 +367,8 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 	c.candidates = cands
 	best := -1
 	for i, p := range cands {
-		if p.Status == StatusSuccess && p.Memory <= limit && p.Algo >= 0 && p.Algo < AlgoCount {
+		if p.Status == StatusSuccess && p.Memory <= limit && p.Algo >= 0 && p.Algo < AlgoCount &&
+			(c.shape.DType != DataFloat || p.MathType == FMAMath || p.MathType == DefaultMath) {
 			best = i
 			break
 		}
@@ -372,6 +377,9 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 		return fmt.Errorf("cudnn: no forward algorithm fits a %d-byte workspace (candidates: %s)", limit, perfList(cands))
 	}
 	p := cands[best]
+	if c.shape.DType == DataFloat {
+		p.MathType = FMAMath
+	}
 	if err := check("cudnnSetConvolutionMathType", lib.cudnnSetConvMathType(c.cd, int32(p.MathType))); err != nil {
 		return err
 	}
