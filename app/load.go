@@ -105,13 +105,23 @@ func foreign(f model.Family, set model.Values) error {
 }
 
 // Session makes the model's session for a video (info, of which total
-// frames are restored) with the parameters set.
+// frames are restored) with the parameters set: on all of l's devices at
+// once when the model runs one video on several (model.Grouped), else on
+// l's own device.
 func (l *Loaded) Session(ctx context.Context, info *video.Info, total int, set model.Values) (model.Session, error) {
 	if err := foreign(l.Family, set); err != nil {
 		return nil, err
 	}
-	return l.Model.NewSession(ctx, model.Video{Width: info.Width, Height: info.Height, Frames: total, Keys: info.Keys},
-		model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
+	v := model.Video{Width: info.Width, Height: info.Height, Frames: total, Keys: info.Keys}
+	p := model.Params{Set: set, Default: model.Defaults(l.Family.Params())}
+	if g, ok := l.Model.(model.Grouped); ok && len(l.Ranks) > 0 {
+		others := make([]model.Model, len(l.Ranks))
+		for i, r := range l.Ranks {
+			others[i] = r.Model
+		}
+		return g.NewGroupSession(ctx, v, p, others)
+	}
+	return l.Model.NewSession(ctx, v, p)
 }
 
 // Job is one restore: a video in, a video out, on a Loaded model.

@@ -201,6 +201,14 @@ type Session interface {
 	Close()
 }
 
+// Grouped is implemented by models that run one video on several devices
+// at once (SwiftVR's chunk parallelism), where other models only spread
+// independent segments over devices: others are the same model loaded on
+// the group's other devices, and the session drives them all.
+type Grouped interface {
+	NewGroupSession(ctx context.Context, v Video, p Params, others []Model) (Session, error)
+}
+
 // Warner is implemented by sessions that have something to say about the
 // settings they were given (the run goes on).
 type Warner interface {

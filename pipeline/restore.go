@@ -59,6 +59,13 @@ type OutCounter interface {
 	OutFrames() int
 }
 
+// FrameOuter is implemented by batches whose output frames are not one
+// buffer (a wave of chunks on several devices): OutFrame returns output
+// frame k, valid after Wait.
+type FrameOuter interface {
+	OutFrame(k int) []byte
+}
+
 // Source yields frames in order; Read returns io.EOF after the last.
 type Source interface {
 	Read(dst []byte) error
@@ -501,13 +508,17 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				if c.onBatch != nil {
 					c.onBatch(j.b, j.n)
 				}
-				out, nout := j.b.Out(), j.n
+				nout := j.n
 				if oc, ok := j.b.(OutCounter); ok {
 					nout = oc.OutFrames()
 				}
+				frame := func(k int) []byte { return j.b.Out()[k*outFS : (k+1)*outFS] }
+				if fo, ok := j.b.(FrameOuter); ok {
+					frame = fo.OutFrame
+				}
 				t = time.Now()
 				for k := 0; k < nout; k++ {
-					if err := s.sink.Write(out[k*outFS : (k+1)*outFS]); err != nil {
+					if err := s.sink.Write(frame(k)); err != nil {
 						fail(err)
 						return
 					}

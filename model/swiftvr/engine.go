@@ -189,17 +189,20 @@ func (e *Session) Start(ctx context.Context, bt backend.Batch, k int) error {
 // of 8, resize to the output size, pad to a multiple of 32. The encoder
 // calls it on a few frames at a time.
 func (e *Session) prepare(x backend.Tensor) (backend.Tensor, error) {
-	b := e.r.b
-	c, err := b.CropPad(x, e.inH&^7, e.inW&^7)
+	return prepare(e.r.b, x, e.inW, e.inH, e.opt)
+}
+
+func prepare(b backend.Backend, x backend.Tensor, inW, inH int, opt Options) (backend.Tensor, error) {
+	c, err := b.CropPad(x, inH&^7, inW&^7)
 	if err != nil {
 		return nil, err
 	}
-	r, err := b.Resize(c, backend.Bilinear, e.opt.Height, e.opt.Width, backend.Window{}, backend.Window{})
+	r, err := b.Resize(c, backend.Bilinear, opt.Height, opt.Width, backend.Window{}, backend.Window{})
 	c.Free()
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.CropPad(r, (e.opt.Height+31)&^31, (e.opt.Width+31)&^31)
+	p, err := b.CropPad(r, (opt.Height+31)&^31, (opt.Width+31)&^31)
 	r.Free()
 	return p, err
 }
@@ -278,7 +281,26 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 // next chunk's history.
 func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	b := e.r.b
-	plan := c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap)
+	out, err := denoise(b, e.dit, c, c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap), z, e.hist)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := b.Frames(z, 0, z.Shape().N)
+	if err != nil {
+		out.Free()
+		return nil, err
+	}
+	if e.hist != nil {
+		e.hist.Free()
+	}
+	e.hist = hist
+	return out, nil
+}
+
+// denoise runs the DiT on chunk c's latents z after plan's prefix, taken
+// from hist (the previous chunk's latents; nil: there is none), and
+// returns the restored latents z - v.
+func denoise(b backend.Backend, dit *DiT, c Chunk, plan DiTInput, z, hist backend.Tensor) (backend.Tensor, error) {
 	var sc scratch
 	defer sc.free()
 	in := z
@@ -287,13 +309,13 @@ func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 		var prefix backend.Tensor
 		var err error
 		switch {
-		case plan.ZeroPrefix || e.hist == nil:
+		case plan.ZeroPrefix || hist == nil:
 			s.N = plan.Prefix
 			prefix, err = sc.add(b.Upload(s, make([]float32, s.Elems())))
-		case e.hist.Shape().N < plan.Prefix:
-			return nil, fmt.Errorf("swiftvr: chunk %d needs %d history latents, has %d", c.Index, plan.Prefix, e.hist.Shape().N)
+		case hist.Shape().N < plan.Prefix:
+			return nil, fmt.Errorf("swiftvr: chunk %d needs %d history latents, has %d", c.Index, plan.Prefix, hist.Shape().N)
 		default:
-			prefix, err = sc.add(b.Frames(e.hist, e.hist.Shape().N-plan.Prefix, plan.Prefix))
+			prefix, err = sc.add(b.Frames(hist, hist.Shape().N-plan.Prefix, plan.Prefix))
 		}
 		if err != nil {
 			return nil, err
@@ -302,7 +324,7 @@ func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 			return nil, err
 		}
 	}
-	v, err := sc.add(e.dit.Forward(in, plan.Offset))
+	v, err := sc.add(dit.Forward(in, plan.Offset))
 	if err != nil {
 		return nil, err
 	}
@@ -311,14 +333,6 @@ func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 			return nil, err
 		}
 	}
-	hist, err := b.Frames(z, 0, z.Shape().N)
-	if err != nil {
-		return nil, err
-	}
-	if e.hist != nil {
-		e.hist.Free()
-	}
-	e.hist = hist
 	return b.Binary(backend.OpSub, z, v)
 }
 

@@ -179,6 +179,35 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
 }
 
+// NewGroupSession runs a video on this model's device and the others'
+// at once, chunk i on device i mod P (see Parallel).
+func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.Params, others []model.Model) (model.Session, error) {
+	p := m.params(req)
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	z, _ := p.Size("size")
+	ow, oh, err := OutputSize(v.Width, v.Height, p.Float("sr-ratio"), z.W, z.H)
+	if err != nil {
+		return nil, err
+	}
+	var ranks []Rank
+	for _, o := range append([]model.Model{m}, others...) {
+		r, ok := o.(*resident)
+		if !ok {
+			return nil, fmt.Errorf("swiftvr: a group of %s and %s", m.Name(), o.Name())
+		}
+		rk := Rank{R: r.reae}
+		if p.String("dit") == "on" {
+			if rk.DiT = r.dit; rk.DiT == nil {
+				return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
+			}
+		}
+		ranks = append(ranks, rk)
+	}
+	return NewParallel(ranks, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
+}
+
 // options are a request's Options at output size w x h.
 func (m *resident) options(p model.Params, w, h int) Options {
 	before, fb := p.String("temporal-grow") == "before", p.Int("reae-frame-batch")

@@ -66,6 +66,7 @@ var drv struct {
 	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) int32
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src uint64, n uintptr, s uintptr) int32
+	cuMemcpyPeerAsync         func(dst uint64, dstCtx uintptr, src uint64, srcCtx uintptr, n uintptr, s uintptr) int32
 	cuMemsetD8Async           func(dst uint64, v uint8, n uintptr, s uintptr) int32
 	cuMemsetD32Async          func(dst uint64, v uint32, n uintptr, s uintptr) int32
 	cuStreamCreate            func(s *uintptr, flags uint32) int32
@@ -145,6 +146,7 @@ func load() error {
 	b.Bind(&drv.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
 	b.Bind(&drv.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
 	b.Bind(&drv.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+	b.Bind(&drv.cuMemcpyPeerAsync, "cuMemcpyPeerAsync")
 	b.Bind(&drv.cuMemsetD8Async, "cuMemsetD8Async")
 	b.Bind(&drv.cuMemsetD32Async, "cuMemsetD32Async")
 	b.Bind(&drv.cuStreamCreate, "cuStreamCreate")

@@ -114,6 +114,21 @@ func (s *Stream) CopyDtoD(dst, src DevicePtr, n int) error {
 	})
 }
 
+// CopyPeer queues a copy of n bytes from src in srcCtx's device memory to
+// dst in dstCtx's (cuMemcpyPeerAsync): GPU to GPU over NVLink or PCIe when
+// the contexts have peer access, staged by the driver otherwise.
+func (s *Stream) CopyPeer(dst DevicePtr, dstCtx *Context, src DevicePtr, srcCtx *Context, n int) error {
+	if n < 0 {
+		return fmt.Errorf("cuda: CopyPeer of %d bytes", n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.ctx.do(func() error {
+		return check("cuMemcpyPeerAsync", drv.cuMemcpyPeerAsync(uint64(dst), dstCtx.h, uint64(src), srcCtx.h, uintptr(n), s.h))
+	})
+}
+
 // Memset8 queues setting n bytes at dst to v (cuMemsetD8Async).
 func (s *Stream) Memset8(dst DevicePtr, v byte, n int) error {
 	if n < 0 {

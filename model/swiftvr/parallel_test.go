@@ -1,0 +1,211 @@
+package swiftvr
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/cpu"
+)
+
+// engine is what the pipeline drives (Session and Parallel both are).
+type engine interface {
+	Plan(total int) ([]int, error)
+	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	Start(ctx context.Context, b backend.Batch, k int) error
+}
+
+// driveBatches runs e as the pipeline does, with depth batches in turn
+// (several waves in flight), and returns the output frames as RGB24.
+func driveBatches(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh, depth int) ([]byte, error) {
+	t.Helper()
+	plan, err := e.Plan(frames)
+	if err != nil {
+		return nil, err
+	}
+	maxIn := 0
+	for _, n := range plan {
+		maxIn = max(maxIn, n)
+	}
+	var bs []backend.Batch
+	for range depth {
+		b, err := e.NewBatch(maxIn, w, h, backend.RGB24)
+		if err != nil {
+			return nil, err
+		}
+		defer b.Free()
+		bs = append(bs, b)
+	}
+	fs := ow * oh * 3
+	var out []byte
+	collect := func(b backend.Batch) error {
+		if err := b.Wait(); err != nil {
+			return err
+		}
+		n := b.(interface{ OutFrames() int }).OutFrames()
+		for k := range n {
+			if fo, ok := b.(interface{ OutFrame(int) []byte }); ok {
+				out = append(out, fo.OutFrame(k)...)
+			} else {
+				out = append(out, b.Out()[k*fs:(k+1)*fs]...)
+			}
+		}
+		return nil
+	}
+	read := 0
+	for i, n := range plan {
+		b := bs[i%depth]
+		if i >= depth {
+			if err := collect(b); err != nil {
+				return nil, err
+			}
+		}
+		copy(b.In(), video[read*w*h*3:(read+n)*w*h*3])
+		read += n
+		if err := e.Start(context.Background(), b, n); err != nil {
+			return nil, err
+		}
+	}
+	for i := max(0, len(plan)-depth); i < len(plan); i++ {
+		if err := collect(bs[i%depth]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// TestParallelEqualsOneRank: 2, 3 and 4 ranks on the CPU give bitwise the
+// output of one Session, for a video of one chunk, of exactly P chunks, of
+// more chunks than ranks with idle ranks in the last wave, with a last
+// chunk made only of padding, with DiT history (dit_overlap) and with
+// other frame batches and TemporalGrow orders.
+func TestParallelEqualsOneRank(t *testing.T) {
+	const w, h, ow, oh = 40, 24, 64, 32
+	type tc struct {
+		ranks, frames, overlap int
+		fb                     int
+		after                  bool
+	}
+	cases := []tc{
+		{2, 5, 0, 1, false},  // one chunk
+		{2, 17, 0, 1, false}, // 2 chunks
+		{3, 25, 0, 1, false}, // 3 chunks
+		{4, 33, 0, 1, false}, // 4 chunks
+		{3, 41, 0, 1, false}, // 5 chunks: rank 2 idle in the last wave
+		{2, 20, 0, 1, false}, // the last chunk is padding only
+		{3, 53, 1, 1, false}, // middle chunks take a history latent
+		{2, 41, 0, 0, false}, // whole-chunk passes
+		{3, 41, 0, 2, true},  // two frames a pass, TemporalGrow after its upsample
+	}
+	var models []Rank
+	for range 4 {
+		r, d := tinyModel(t, cpu.New(1))
+		models = append(models, Rank{R: r, DiT: d})
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%d ranks, %d frames, overlap %d, batch %d, after %v", c.ranks, c.frames, c.overlap, c.fb, c.after), func(t *testing.T) {
+			before := !c.after
+			fb := c.fb
+			opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: c.overlap, FrameBatch: &fb, TGrowBefore: &before}
+			v := video(c.frames, w, h, uint64(c.frames))
+			s, err := NewSession(models[0].R, models[0].DiT, w, h, c.frames, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := driveBatches(t, s, c.frames, v, w, h, ow, oh, 1)
+			s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := NewParallel(models[:c.ranks], w, h, c.frames, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := driveBatches(t, p, c.frames, v, w, h, ow, oh, 3)
+			stats := p.Exchanged()
+			p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) || len(want) != c.frames*ow*oh*3 {
+				t.Fatalf("%d output bytes, one rank %d, want %d frames", len(got), len(want), c.frames)
+			}
+			if !bytes.Equal(got, want) {
+				for k := range c.frames {
+					if !bytes.Equal(got[k*ow*oh*3:(k+1)*ow*oh*3], want[k*ow*oh*3:(k+1)*ow*oh*3]) {
+						t.Fatalf("frame %d differs from one rank's", k)
+					}
+				}
+			}
+			// Every chunk after the first took 18 MemBlock states (9 in the
+			// encoder, 9 in the decoder) from its predecessor.
+			chunks, _ := PlanChunks(c.frames, 8)
+			var sent int64
+			for _, st := range stats {
+				sent += st.Sent
+			}
+			if min := int64(18 * (len(chunks) - 1)); sent < min {
+				t.Errorf("%d messages for %d chunks, want at least %d", sent, len(chunks), min)
+			}
+		})
+	}
+}
+
+// failing is a backend whose convolutions fail after a number of calls.
+type failing struct {
+	backend.Backend
+	left atomic.Int64
+}
+
+func (f *failing) Conv2D(x backend.Tensor, w backend.Weights, p backend.ConvParams, act backend.Activation) (backend.Tensor, error) {
+	if f.left.Add(-1) < 0 {
+		return nil, errors.New("injected failure")
+	}
+	return f.Backend.Conv2D(x, w, p, act)
+}
+
+// TestParallelFailure: a failure on one rank stops every rank (none waits
+// forever for an exchange), the wave reports it, and Close returns.
+func TestParallelFailure(t *testing.T) {
+	const w, h, ow, oh = 40, 24, 64, 32
+	bad := &failing{Backend: cpu.New(1)}
+	bad.left.Store(1 << 40)
+	ck := synthCheckpoint(t, "tiny")
+	var ranks []Rank // encode -> decode only: the wrapper hides the DiT's ops
+	for _, b := range []backend.Backend{cpu.New(1), bad, cpu.New(1)} {
+		r, err := NewReAE(b, FileSource{ck.ReAE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		ranks = append(ranks, Rank{R: r})
+	}
+	bad.left.Store(40) // in the middle of rank 1's first chunk
+	p, err := NewParallel(ranks, w, h, 41, Options{Width: ow, Height: oh, ClipLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := driveBatches(t, p, 41, video(41, w, h, 1), w, h, ow, oh, 2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "injected failure") || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("got %v, want rank 1's injected failure", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the ranks did not stop after one failed")
+	}
+	p.Close()
+	if _, err := NewParallel(ranks[:1], w, h, 41, Options{Width: ow, Height: oh, ClipLen: 8}); err == nil {
+		t.Error("a group of one rank was accepted")
+	}
+}
