@@ -75,7 +75,28 @@ func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error)
 		}
 		devs = append(devs, b)
 	}
+	if err := sameKind(devs); err != nil {
+		return fail(fmt.Errorf("--device %s: %w", spec, err))
+	}
 	return devs, nil
+}
+
+// sameKind refuses ranks of different kinds: a CPU beside a GPU, GPUs of
+// different models or storage types. Ranks must compute the same bytes
+// for the same work (several ranks give the output of one).
+func sameKind(devs []backend.Backend) error {
+	kind := func(b backend.Backend) string {
+		if g, ok := b.(backend.GPU); ok {
+			return g.DeviceName() + " (" + g.StorageType() + ")"
+		}
+		return "CPU"
+	}
+	for _, d := range devs[1:] {
+		if a, b := kind(devs[0]), kind(d); a != b {
+			return fmt.Errorf("the ranks must be devices of one kind, not %s (%s) and %s (%s)", devs[0].Name(), a, d.Name(), b)
+		}
+	}
+	return nil
 }
 
 // StorageType resolves dtype "auto" for the models of specs: the storage

@@ -220,6 +220,8 @@ type GPU interface {
 	Backend
 	// UUID identifies the device ("GPU-..."), as NVML names it.
 	UUID() (string, error)
+	// DeviceName is the GPU's model ("NVIDIA H200").
+	DeviceName() string
 	// StorageType is the storage type of activations and weights ("f16",
 	// "bf16").
 	StorageType() string

@@ -44,6 +44,10 @@ type GPU struct {
 	SMCount           int    `json:"sm_count"`             // streaming multiprocessors
 	MemoryTotal       uint64 `json:"memory_total_bytes"`   // device memory
 	MemoryFree        uint64 `json:"memory_free_bytes"`    // free now (NVML, else cuMemGetInfo)
+	// Peers are the other GPUs this one reaches directly (peer access,
+	// over NVLink or PCIe): what several ranks on one host exchange over
+	// without the host. Empty on a host of one GPU.
+	Peers []int `json:"peers"`
 	// Error is set when a property could not be read.
 	Error string `json:"error,omitempty"`
 }
@@ -147,6 +151,14 @@ func gatherGPUs(r *Report) {
 			}
 		}
 		g.MemoryFree = free
+		g.Peers = []int{}
+		for j := 0; j < n; j++ {
+			if p, err := cuda.GetDevice(j); err == nil && j != i {
+				if can, err := d.CanAccessPeer(p); err == nil && can {
+					g.Peers = append(g.Peers, j)
+				}
+			}
+		}
 		g.Error = strings.Join(errs, "; ")
 		r.GPUs = append(r.GPUs, g)
 	}
@@ -244,6 +256,13 @@ func (r *Report) Text(verbose bool) string {
 			g.Index, g.Name, g.ComputeCapability, g.SMCount, gib(g.MemoryTotal), gib(g.MemoryFree))
 		if g.PCIBusID != "" {
 			fmt.Fprintf(&b, " (PCI %s)", g.PCIBusID)
+		}
+		if len(r.GPUs) > 1 {
+			peers := "none (ranks on other GPUs exchange through the host)"
+			if len(g.Peers) > 0 {
+				peers = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(g.Peers)), ", "), "[]")
+			}
+			fmt.Fprintf(&b, ", peer access to GPU %s", peers)
 		}
 		b.WriteString("\n")
 		if g.Error != "" {

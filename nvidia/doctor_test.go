@@ -66,3 +66,20 @@ func TestReportCancelled(t *testing.T) {
 		t.Error("cancelled context gave no error")
 	}
 }
+
+// TestPeersText: on a host of several GPUs each line says which others it
+// reaches directly.
+func TestPeersText(t *testing.T) {
+	r := &Report{GPUs: []GPU{{Index: 0, Name: "A", Peers: []int{1, 2}}, {Index: 1, Name: "A", Peers: []int{0}}, {Index: 2, Name: "A", Peers: []int{}}}}
+	s := r.Text(false)
+	for _, want := range []string{"GPU 0: A, compute capability , 0 SMs, memory 0.0 GiB total, 0.0 GiB free, peer access to GPU 1, 2\n",
+		", peer access to GPU 0\n", ", peer access to GPU none (ranks on other GPUs exchange through the host)\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	r.GPUs = r.GPUs[:1]
+	if strings.Contains(r.Text(false), "peer") {
+		t.Error("a host of one GPU reports peer access")
+	}
+}

@@ -279,6 +279,13 @@ func (b *Backend) DType() DType { return b.dtype }
 // StorageType names the storage type: "f16", "bf16" or "f32".
 func (b *Backend) StorageType() string { return b.dtype.String() }
 
+// DeviceName is the GPU's model ("NVIDIA H200"), or "" when the driver
+// does not say.
+func (b *Backend) DeviceName() string {
+	n, _ := b.dev.Name()
+	return n
+}
+
 // UUID is the device's UUID, as NVML names it.
 func (b *Backend) UUID() (string, error) { return b.dev.UUID() }
 

@@ -402,6 +402,22 @@ func TestSwiftVRRestore(t *testing.T) {
 	if !bytes.Equal(frames[0], frames[1]) {
 		t.Error("--segments 3 output differs from --segments 1")
 	}
+	// Chunk parallelism: 2 and 3 ranks on the CPU (4 chunks of 8 frames)
+	// give the frames of one, with the audio, through 3 encoders.
+	for _, dev := range []string{"cpu,cpu", "cpu,cpu,cpu"} {
+		o := filepath.Join(dir, "ranks"+dev+".mkv")
+		_, stderr, err := vsrOutputs("restore", in, "-o", o, "--model", ck, "--clip-len", "8", "--device", dev, "--segments", "3", "--codec", "ffv1", "--pix-fmt", "gbrp")
+		if err != nil || !strings.Contains(stderr, "on "+dev+" with") {
+			t.Fatalf("--device %s: %v\n%s", dev, err, stderr)
+		}
+		i := probe(t, o)
+		if i.Frames != 29 || !i.HasAudio {
+			t.Errorf("--device %s: %+v", dev, i)
+		}
+		if !bytes.Equal(decodeAll(t, i), frames[0]) {
+			t.Errorf("--device %s: other frames than one device", dev)
+		}
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*vsr*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
 	}
