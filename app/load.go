@@ -124,6 +124,32 @@ func (l *Loaded) Session(ctx context.Context, info *video.Info, total int, set m
 	return l.Model.NewSession(ctx, v, p)
 }
 
+// Sessions makes a job's engines: the model's session (on all of l's
+// devices at once for a model that runs one video on several) and, for a
+// model whose segments are independent, one more per other rank, for
+// pipeline.Request.More. On an error nothing is left open.
+func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set model.Values) (model.Session, []pipeline.Engine, error) {
+	s, err := l.Session(ctx, info, total, set)
+	if err != nil {
+		return nil, nil, err
+	}
+	var more []pipeline.Engine
+	if _, causal := s.(pipeline.Planner); !causal {
+		for _, r := range l.Ranks {
+			rs, err := r.Session(ctx, info, total, set)
+			if err != nil {
+				s.Close()
+				for _, m := range more {
+					m.(model.Session).Close()
+				}
+				return nil, nil, fmt.Errorf("device %s: %w", r.Dev.Name(), err)
+			}
+			more = append(more, rs)
+		}
+	}
+	return s, more, nil
+}
+
 // Job is one restore: a video in, a video out, on a Loaded model.
 type Job struct {
 	Input, Output string
@@ -171,22 +197,16 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 			segments = 1
 		}
 	}
-	s, err := l.Session(ctx, info, total, job.Params)
+	s, more, err := l.Sessions(ctx, info, total, job.Params)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	var more []pipeline.Engine
-	if _, causal := s.(pipeline.Planner); !causal {
-		for _, r := range l.Ranks {
-			rs, err := r.Session(ctx, info, total, job.Params)
-			if err != nil {
-				return nil, fmt.Errorf("device %s: %w", r.Dev.Name(), err)
-			}
-			defer rs.Close()
-			more = append(more, rs)
+	defer func() {
+		s.Close()
+		for _, m := range more {
+			m.(model.Session).Close()
 		}
-	}
+	}()
 	if w, ok := s.(model.Warner); ok && job.Warn != nil {
 		for _, m := range w.Warnings() {
 			job.Warn(m)

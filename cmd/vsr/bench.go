@@ -17,6 +17,7 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/nvidia/nvml"
+	"github.com/vsr-dev/vsr/parallel"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
 )
@@ -42,6 +43,22 @@ type benchRun struct {
 	CPUSeconds     float64         `json:"cpu_seconds"`        // vsr's own user + system CPU time
 	FFmpegCPU      float64         `json:"ffmpeg_cpu_seconds"` // the ffmpeg processes' (decoders, encoders) CPU time
 	Stages         pipeline.Stages `json:"stages"`
+	// Ranks, with a device list, are each device's share.
+	Ranks []rankRun `json:"ranks,omitempty"`
+}
+
+// rankRun is one device's part of a request on several.
+type rankRun struct {
+	Device string `json:"device"`
+	// Busy is the compute stream's busy time (CUDA events) over the
+	// request's streaming time (host clock); 0 on the CPU.
+	Busy float64 `json:"busy_fraction"`
+	// ExchangeWait is the time the rank waited for its neighbours'
+	// exchanges (chunk parallelism); SentBytes and Messages what it sent.
+	ExchangeWait float64 `json:"exchange_wait_seconds"`
+	SentBytes    int64   `json:"sent_bytes"`
+	Messages     int64   `json:"messages"`
+	Staged       int64   `json:"staged_messages"` // through host memory
 }
 
 // benchReport is what `vsr bench --json` prints.
@@ -143,17 +160,17 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 		}
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
-		Device: dev.Name(), Model: ld.Model.Name(), Codec: f.codec, Batch: app.BatchSize(f.batch, dev), NoEncode: f.noEncode}
-	probe, err := ld.Session(ctx, info, info.Frames, set)
+		Device: ld.Devices(), Model: ld.Model.Name(), Codec: f.codec, Batch: app.BatchSize(f.batch, dev), NoEncode: f.noEncode}
+	probe, more, err := ld.Sessions(ctx, info, info.Frames, set)
 	if err != nil {
 		return err
 	}
 	ow, oh := probe.OutputSize(info.Width, info.Height)
-	rep.Segments = app.SegmentCount(f.segments, dev, probe)
+	rep.Segments = max(app.SegmentCount(f.segments, dev, probe), len(more)+1)
 	if _, causal := probe.(pipeline.Planner); causal {
 		rep.Batch = 0 // a batch per chunk
 	}
-	probe.Close()
+	closeSessions(probe, more)
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
 	if f.noEncode {
 		rep.Codec = "none"
@@ -200,22 +217,26 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 }
 
 func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.Info, input, out string, ld *app.Loaded, gpu backend.GPU, nv *nvml.Device, rep benchReport) (benchRun, error) {
-	eng, err := ld.Session(ctx, info, info.Frames, set)
+	eng, more, err := ld.Sessions(ctx, info, info.Frames, set)
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer eng.Close()
+	defer closeSessions(eng, more)
+	gpus := rankGPUs(ld)
 	var sampler *nvml.Sampler
 	if nv != nil {
 		sampler = nv.StartSampler(ctx, 10*time.Millisecond)
 	}
-	if gpu != nil {
-		gpu.Spans() // forget earlier requests
+	for _, g := range gpus {
+		if g != nil {
+			g.Spans() // forget earlier requests
+		}
 	}
 	self, children := cpuTimes()
 	res, err := pipeline.Restore(ctx, pipeline.Request{
 		Input: input, Output: out, Info: info, Discard: f.noEncode,
 		Engine:   eng,
+		More:     more,
 		Batch:    rep.Batch,
 		Segments: rep.Segments,
 		Encode:   encodeOptions(f.restoreFlags),
@@ -230,11 +251,53 @@ func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.
 	run := benchRun{Seconds: res.Seconds, FPS: res.FPS, NVMLUtil: st.MeanGPUUtil, PeakNVMLBytes: st.PeakMemUsed, Stages: res.Stages}
 	s2, c2 := cpuTimes()
 	run.CPUSeconds, run.FFmpegCPU = s2-self, c2-children
-	if gpu != nil {
-		run.PeakAllocBytes = gpu.PeakBytes()
-		run.ComputeMsFrame, run.GPUBusy = steadyState(gpu.Spans(), res.Frames)
+	if len(ld.Ranks) == 0 {
+		if gpu != nil {
+			run.PeakAllocBytes = gpu.PeakBytes()
+			run.ComputeMsFrame, run.GPUBusy = steadyState(gpu.Spans(), res.Frames)
+		}
+		return run, nil
+	}
+	var ex []parallel.Stats
+	if x, ok := eng.(interface{ Exchanged() []parallel.Stats }); ok {
+		ex = x.Exchanged()
+	}
+	for i, d := range append([]*app.Loaded{ld}, ld.Ranks...) {
+		r := rankRun{Device: d.Dev.Name()}
+		if g := gpus[i]; g != nil {
+			var busy time.Duration
+			for _, sp := range g.Spans() {
+				busy += sp.End - sp.Start
+			}
+			if res.Stages.Stream > 0 {
+				r.Busy = busy.Seconds() / res.Stages.Stream
+			}
+			run.PeakAllocBytes = max(run.PeakAllocBytes, g.PeakBytes())
+		}
+		if i < len(ex) {
+			r.ExchangeWait, r.SentBytes, r.Messages, r.Staged = ex[i].RecvWait.Seconds(), ex[i].SentBytes, ex[i].Sent, ex[i].Staged
+		}
+		run.Ranks = append(run.Ranks, r)
 	}
 	return run, nil
+}
+
+// rankGPUs returns the GPU of each of ld's devices (nil for a CPU).
+func rankGPUs(ld *app.Loaded) []backend.GPU {
+	var gs []backend.GPU
+	for _, d := range append([]*app.Loaded{ld}, ld.Ranks...) {
+		g, _ := d.Dev.(backend.GPU)
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// closeSessions closes a job's sessions.
+func closeSessions(s model.Session, more []pipeline.Engine) {
+	s.Close()
+	for _, m := range more {
+		m.(model.Session).Close()
+	}
 }
 
 // steadyState drops the first and last tenth of the batches (pipeline
@@ -282,6 +345,18 @@ func meanRuns(runs []benchRun) benchRun {
 		m.Stages.WaitModel += r.Stages.WaitModel / n
 		m.Stages.WaitEncoder += r.Stages.WaitEncoder / n
 		m.PeakNVMLBytes = max(m.PeakNVMLBytes, r.PeakNVMLBytes)
+		if m.Ranks == nil && r.Ranks != nil {
+			m.Ranks = make([]rankRun, len(r.Ranks))
+		}
+		for i, x := range r.Ranks {
+			y := &m.Ranks[i]
+			y.Device = x.Device
+			y.Busy += x.Busy / n
+			y.ExchangeWait += x.ExchangeWait / n
+			y.SentBytes += x.SentBytes / int64(n)
+			y.Messages += x.Messages / int64(n)
+			y.Staged += x.Staged / int64(n)
+		}
 		m.PeakAllocBytes = max(m.PeakAllocBytes, r.PeakAllocBytes)
 	}
 	return m
@@ -306,6 +381,21 @@ func printBench(cmd *cobra.Command, r benchReport) {
 		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)
 		fmt.Fprintf(w, "GPU busy (steady state)\t%.1f%% (CUDA events); NVML utilization %.1f%%\n", 100*m.GPUBusy, m.NVMLUtil)
 		fmt.Fprintf(w, "peak GPU memory\t%.2f GiB (NVML, device-wide); allocator high-water %.2f GiB\n", float64(m.PeakNVMLBytes)/(1<<30), float64(m.PeakAllocBytes)/(1<<30))
+	}
+	for i, x := range m.Ranks {
+		busy := "busy n/a (CPU)"
+		if x.Busy > 0 {
+			busy = fmt.Sprintf("busy %.1f%% of the stream", 100*x.Busy)
+		}
+		if x.Messages == 0 && x.ExchangeWait == 0 {
+			fmt.Fprintf(w, "rank %d (%s)\t%s\n", i, x.Device, busy)
+			continue
+		}
+		fmt.Fprintf(w, "rank %d (%s)\t%s; waited %.3f s for exchanges; sent %d messages, %.1f MiB (%d through the host)\n",
+			i, x.Device, busy, x.ExchangeWait, x.Messages, float64(x.SentBytes)/(1<<20), x.Staged)
+	}
+	if m.PeakAllocBytes > 0 && m.ComputeMsFrame == 0 {
+		fmt.Fprintf(w, "peak GPU memory\t%.2f GiB (NVML, first device); allocator high-water %.2f GiB (largest rank)\n", float64(m.PeakNVMLBytes)/(1<<30), float64(m.PeakAllocBytes)/(1<<30))
 	}
 	w.Flush()
 }

@@ -418,6 +418,18 @@ func TestSwiftVRRestore(t *testing.T) {
 			t.Errorf("--device %s: other frames than one device", dev)
 		}
 	}
+	// The bench reports each rank's exchanges.
+	js, err := vsr(t, "bench", in, "--model", ck, "--clip-len", "8", "--device", "cpu,cpu,cpu", "--requests", "1", "--no-encode", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("%v: %s", err, js)
+	}
+	if rep.Device != "cpu,cpu,cpu" || len(rep.Mean.Ranks) != 3 || rep.Mean.Ranks[0].Messages < 18 || rep.Mean.Ranks[0].SentBytes == 0 {
+		t.Errorf("bench over 3 ranks: %+v", rep.Mean)
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*vsr*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
 	}
