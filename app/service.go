@@ -18,13 +18,17 @@ import (
 	"github.com/vsr-dev/vsr/video"
 )
 
-// Service runs the HTTP service's tasks on resident models, one at a time
-// on one device: a serve.Runner (with its Validator, MemoryReporter and
-// Metadataer).
+// Service runs the HTTP service's tasks on resident models: a
+// serve.Runner (with its Validator, MemoryReporter and Metadataer). Its
+// devices form groups of RanksPerTask; each group holds every served model
+// and runs one task at a time (on all its devices at once), so as many
+// tasks run at once as there are groups (Workers).
 type Service struct {
-	dev    backend.Backend
-	models []*Loaded // the first is the default
-	base   Job       // the server's encoder, batch and segment defaults
+	devs   []backend.Backend
+	groups [][]*Loaded // each group's models, in the order of the specs
+	models []*Loaded   // the first group's: the default first
+	free   chan int    // the groups without a task
+	base   Job         // the server's encoder, batch and segment defaults
 }
 
 // Served configures NewService.
@@ -43,21 +47,54 @@ type Served struct {
 	// Base holds the encoder settings, Batch and Segments of requests
 	// that do not set them.
 	Base Job
+	// RanksPerTask is how many devices run each task (they must divide
+	// the devices); 0 chooses: all of them when a served model runs one
+	// video on several devices (SwiftVR), else one device per task.
+	RanksPerTask int
 }
 
-// NewService loads the models of cfg onto dev. The Service owns dev and
-// the models; Close frees them.
-func NewService(dev backend.Backend, cfg Served) (*Service, error) {
-	s := &Service{dev: dev, base: cfg.Base}
+// NewService loads the models of cfg onto each group of devs. The
+// Service owns devs and the models; Close frees them.
+func NewService(devs []backend.Backend, cfg Served) (*Service, error) {
+	s := &Service{devs: devs, base: cfg.Base}
 	specs := cfg.Specs
 	if len(specs) == 0 {
 		specs = []string{""}
 	}
+	k := cfg.RanksPerTask
 	for _, spec := range specs {
-		f, err := model.Find(spec)
+		if f, err := model.Find(spec); err == nil && k == 0 && model.IsGrouped(f) {
+			k = len(devs)
+		}
+	}
+	k = max(k, 1)
+	if k > len(devs) || len(devs)%k != 0 {
+		s.Close()
+		return nil, fmt.Errorf("--ranks-per-task %d: it must divide the %d device(s)", k, len(devs))
+	}
+	for g := 0; g < len(devs); g += k {
+		models, err := loadGroup(devs[g:g+k], specs, cfg)
+		s.groups = append(s.groups, models)
 		if err != nil {
 			s.Close()
 			return nil, err
+		}
+	}
+	s.models = s.groups[0]
+	s.free = make(chan int, len(s.groups))
+	for g := range s.groups {
+		s.free <- g
+	}
+	return s, nil
+}
+
+// loadGroup loads the models of specs onto the devices of one group.
+func loadGroup(devs []backend.Backend, specs []string, cfg Served) ([]*Loaded, error) {
+	var models []*Loaded
+	for _, spec := range specs {
+		f, err := model.Find(spec)
+		if err != nil {
+			return models, err
 		}
 		def := model.Values{}
 		for _, p := range f.Params() {
@@ -65,33 +102,39 @@ func NewService(dev backend.Backend, cfg Served) (*Service, error) {
 				def[p.Name] = v
 			} else if v, ok := cfg.FieldDefaults[p.FieldName()]; ok {
 				if def[p.Name], err = convert(p, v); err != nil {
-					s.Close()
-					return nil, err
+					return models, err
 				}
 			}
 		}
-		l, err := Load(dev, spec, nil, def)
+		l, err := LoadRanks(devs, spec, nil, def)
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("--model %s: %w", spec, err)
+			return models, fmt.Errorf("--model %s: %w", spec, err)
 		}
-		for _, o := range s.models {
+		for _, o := range models {
 			if o.Model.Name() == l.Model.Name() {
 				l.Close()
-				s.Close()
-				return nil, fmt.Errorf("--model %s: a model named %s is already served", spec, l.Model.Name())
+				return models, fmt.Errorf("--model %s: a model named %s is already served", spec, l.Model.Name())
 			}
 		}
-		s.models = append(s.models, l)
+		models = append(models, l)
 	}
-	return s, nil
+	return models, nil
 }
 
-// Models returns the served models, the default first.
+// Models returns the served models of the first group, the default first.
 func (s *Service) Models() []*Loaded { return s.models }
 
-// Device is the device the models run on.
-func (s *Service) Device() backend.Backend { return s.dev }
+// Devices names the devices of each group ("cuda:0,cuda:1 cuda:2,cuda:3").
+func (s *Service) Devices() string {
+	var gs []string
+	for _, g := range s.groups {
+		gs = append(gs, g[0].Devices())
+	}
+	return strings.Join(gs, " ")
+}
+
+// Workers is how many tasks run at once: one per group of devices.
+func (s *Service) Workers() int { return len(s.groups) }
 
 // Preload loads now what the models would load at first use (the bundled
 // model's other scales).
@@ -342,8 +385,20 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 		job.Segments = q.Segments
 	}
 	job.Encode.NoReplace = !t.Replace
-	if tr, ok := s.dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
-		defer tr.Trim()
+	// The task runs on a free group: the same model there.
+	var g int
+	select {
+	case g = <-s.free:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { s.free <- g }()
+	l = s.groups[g][slices.Index(s.models, l)]
+	t.Devices = l.Devices()
+	for _, d := range append([]*Loaded{l}, l.Ranks...) {
+		if tr, ok := d.Dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
+			defer tr.Trim()
+		}
 	}
 	res, err := l.Run(ctx, job)
 	if err != nil {
@@ -356,12 +411,18 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	return nil
 }
 
-// GPUMemoryBytes reports the peak of the GPU pool, on a GPU.
+// GPUMemoryBytes reports the peaks of the GPU pools, summed over the
+// devices, on GPUs.
 func (s *Service) GPUMemoryBytes() (int64, bool) {
-	if g, ok := s.dev.(backend.GPU); ok {
-		return g.PeakBytes(), true
+	var n int64
+	for _, d := range s.devs {
+		g, ok := d.(backend.GPU)
+		if !ok {
+			return 0, false
+		}
+		n += g.PeakBytes()
 	}
-	return 0, false
+	return n, true
 }
 
 // Metadata describes the models and the device.
@@ -370,15 +431,19 @@ func (s *Service) Metadata() map[string]any {
 	for _, l := range s.models {
 		ms = append(ms, l.Model.Describe())
 	}
-	return map[string]any{"device": s.dev.Name(), "models": ms, "default_model": s.models[0].Model.Name()}
+	return map[string]any{"device": s.models[0].Devices(), "device_groups": strings.Fields(s.Devices()), "models": ms, "default_model": s.models[0].Model.Name()}
 }
 
-// Close frees the models and the device.
+// Close frees the models and the devices.
 func (s *Service) Close() {
-	for _, l := range s.models {
-		l.Close()
+	for _, g := range s.groups {
+		for _, l := range g {
+			l.Close()
+		}
 	}
-	s.dev.Close()
+	for _, d := range s.devs {
+		d.Close()
+	}
 }
 
 var (

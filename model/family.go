@@ -209,6 +209,13 @@ type Grouped interface {
 	NewGroupSession(ctx context.Context, v Video, p Params, others []Model) (Session, error)
 }
 
+// IsGrouped reports whether f's models run one video on several devices
+// at once (they implement Grouped): f says so with a Grouped method.
+func IsGrouped(f Family) bool {
+	g, ok := f.(interface{ Grouped() bool })
+	return ok && g.Grouped()
+}
+
 // Warner is implemented by sessions that have something to say about the
 // settings they were given (the run goes on).
 type Warner interface {

@@ -466,6 +466,7 @@ type statusView struct {
 	Width        int       `json:"width,omitempty"`
 	Height       int       `json:"height,omitempty"`
 	FPS          float64   `json:"fps,omitempty"`
+	Devices      string    `json:"devices,omitempty"`
 }
 
 type progress struct {
@@ -480,7 +481,7 @@ func view(t *Task, pos int) statusView {
 		SaveResultPath: t.Output, VideoPath: t.Input, CreateTime: t.Created,
 		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
 		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
-		Width: t.Width, Height: t.Height, FPS: t.FPS,
+		Width: t.Width, Height: t.Height, FPS: t.FPS, Devices: t.Devices,
 	}
 	if t.Error != "" {
 		v.Error = &t.Error
@@ -592,16 +593,14 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var cur any
-	if s.current != nil {
-		cur = s.current.ID
+	if len(s.running) > 0 {
+		cur = s.running[0].ID
 	}
 	pending := s.queue.Len()
-	active := pending
-	if s.current != nil {
-		active++
-	}
+	active := pending + len(s.running)
 	out := map[string]any{
-		"is_processing":   s.current != nil,
+		"is_processing":   len(s.running) > 0,
+		"running_tasks":   runningIDs(s.running),
 		"current_task":    cur,
 		"pending_count":   pending,
 		"active_count":    active,
@@ -620,11 +619,10 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		n[t.Status]++
 	}
 	var cur any
-	active := []string{}
+	active := runningIDs(s.running)
 	status := "idle"
-	if s.current != nil {
-		cur, status = s.current.ID, "busy"
-		active = append(active, s.current.ID)
+	if len(s.running) > 0 {
+		cur, status = s.running[0].ID, "busy"
 	}
 	out := map[string]any{
 		"service_status":  status,
@@ -662,4 +660,13 @@ func (s *Service) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// runningIDs are the ids of the running tasks, oldest first.
+func runningIDs(ts []*Task) []string {
+	ids := []string{}
+	for _, t := range ts {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	frames    prometheus.Counter
 	fps       prometheus.Gauge
 	duration  *prometheus.HistogramVec
+	byDevices *prometheus.CounterVec
 }
 
 func newMetrics(s *Service) *metrics {
@@ -27,10 +28,13 @@ func newMetrics(s *Service) *metrics {
 		Help:    "Run time of finished tasks by final status.",
 		Buckets: prometheus.ExponentialBuckets(0.25, 2, 16),
 	}, []string{"status"})
-	m.reg.MustRegister(m.submitted, m.frames, m.fps, m.duration,
+	m.byDevices = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsr_tasks_finished_total", Help: "Finished tasks by the devices they ran on and their final status."},
+		[]string{"devices", "status"})
+	m.reg.MustRegister(m.submitted, m.frames, m.fps, m.duration, m.byDevices,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "vsr_queue_depth", Help: "Tasks waiting in the queue (not counting the running one)."},
+		Name: "vsr_queue_depth", Help: "Tasks waiting in the queue (not counting the running ones)."},
 		func() float64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -76,7 +76,7 @@ func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) 
 		}
 	}
 	progress(4, 4)
-	t.Width, t.Height = 48, 32
+	t.Width, t.Height, t.Devices = 48, 32, "fake:0"
 	in, err := os.ReadFile(t.Input)
 	if err != nil {
 		os.Remove(tmp)
@@ -561,7 +561,7 @@ func TestRestart(t *testing.T) {
 	os.MkdirAll(filepath.Join(svc.OutputRoot(), "sub", ".z.vsr-42", ".w.vsr-7"), 0o700) // encoders' private directories
 	os.WriteFile(filepath.Join(svc.OutputRoot(), "sub", ".z.vsr-42", "z.mp4"), []byte("partial"), 0o644)
 	svc.stop()
-	<-svc.workerDone
+	svc.workers.Wait()
 
 	f2 := newFake(false)
 	e := newEnv(t, Config{Data: data}, f2)
@@ -599,5 +599,49 @@ func TestShutdownRequeues(t *testing.T) {
 	m := e.wait("t1", Completed)
 	if m["attempts"] != 1.0 {
 		t.Errorf("attempts after a clean shutdown %v", m["attempts"])
+	}
+}
+
+// TestWorkers: with two workers two tasks run at once (both started before
+// either is released), the queue and service status list both, a third
+// waits, and the devices a runner reports are kept on the task.
+func TestWorkers(t *testing.T) {
+	f := newFake(true)
+	e := newEnv(t, Config{Workers: 2}, f)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.submit(map[string]any{"video_path": e.input(fmt.Sprintf("w%d.mp4", i))}))
+	}
+	started := map[string]bool{}
+	for range 2 {
+		select {
+		case id := <-f.started:
+			started[id] = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("two workers did not start two tasks")
+		}
+	}
+	_, q, _ := e.do("GET", "/v1/tasks/queue/status", nil)
+	if q["is_processing"] != true || len(q["running_tasks"].([]any)) != 2 || q["pending_count"] != 1.0 || q["active_count"] != 3.0 {
+		t.Errorf("queue with two running: %v", q)
+	}
+	_, st, _ := e.do("GET", "/v1/service/status", nil)
+	if len(st["active_tasks"].([]any)) != 2 || st["service_status"] != "busy" {
+		t.Errorf("status with two running: %v", st)
+	}
+	for range 3 {
+		f.release <- struct{}{}
+	}
+	for _, id := range ids {
+		if m := e.wait(id, Completed); m["devices"] != "fake:0" {
+			t.Errorf("task %s: devices %v", id, m["devices"])
+		}
+	}
+	_, mm, _ := e.do("GET", "/metrics", nil)
+	if body := mm["_body"].(string); !strings.Contains(body, `vsr_tasks_finished_total{devices="fake:0",status="completed"} 3`) {
+		t.Errorf("metrics lack the tasks by devices:\n%s", body)
+	}
+	if !started[ids[0]] || !started[ids[1]] {
+		t.Errorf("started %v, want the first two", started)
 	}
 }

@@ -57,6 +57,9 @@ type Config struct {
 	InputRoot, OutputRoot string
 	// MaxQueue bounds the number of pending tasks (default 100).
 	MaxQueue int
+	// Workers is how many tasks run at once (default 1): the runner's
+	// groups of devices.
+	Workers int
 	// MaxUpload bounds an upload's size in bytes (default 2 GiB).
 	MaxUpload int64
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
@@ -106,6 +109,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 256
 	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
 	if c.MaxQueue <= 0 {
 		c.MaxQueue = 100
 	}
@@ -131,17 +137,17 @@ type Service struct {
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
-	queue   Queue // pending task ids
-	current *Task // running task
+	queue   Queue   // pending task ids
+	running []*Task // running tasks, oldest first
 	seq     uint64
 	closing bool
 
-	wake       chan struct{}
-	workerDone chan struct{}
-	stop       context.CancelFunc
-	stopOnce   sync.Once
-	closeOnce  sync.Once
-	closeErr   error
+	wake      chan struct{}
+	workers   sync.WaitGroup
+	stop      context.CancelFunc
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
@@ -182,7 +188,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
 		tasks: map[string]*Task{}, queue: &fifo{},
-		wake: make(chan struct{}, 1), workerDone: make(chan struct{}),
+		wake: make(chan struct{}, 1),
 	}
 	s.m = newMetrics(s)
 	removeTemporaries(cfg.OutputRoot, s.log)
@@ -194,7 +200,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 	s.sweepUploads()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	go s.work(ctx)
+	for range cfg.Workers {
+		s.workers.Add(1)
+		go s.work(ctx)
+	}
 	return s, nil
 }
 
@@ -447,9 +456,10 @@ func (s *Service) persist(t *Task) {
 	}
 }
 
-// work runs queued tasks one at a time until ctx is cancelled.
+// work runs queued tasks one at a time until ctx is cancelled (Workers
+// of these run at once).
 func (s *Service) work(ctx context.Context) {
-	defer close(s.workerDone)
+	defer s.workers.Done()
 	for {
 		t, tctx := s.next(ctx)
 		if t == nil {
@@ -459,6 +469,11 @@ func (s *Service) work(ctx context.Context) {
 			case <-s.wake:
 				continue
 			}
+		}
+		// Another idle worker may take the next pending task.
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
 		s.runOne(ctx, tctx, t)
 		if ctx.Err() != nil {
@@ -487,7 +502,7 @@ func (s *Service) next(parent context.Context) (*Task, context.Context) {
 	t.done = make(chan struct{})
 	var ctx context.Context
 	ctx, t.cancel = context.WithCancel(parent)
-	s.current = t
+	s.running = append(s.running, t)
 	s.persist(t)
 	return t, ctx
 }
@@ -533,7 +548,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	switch {
 	case err == nil:
 		t.Status, t.Error = Completed, ""
-		t.Width, t.Height, t.FPS = work.Width, work.Height, work.FPS
+		t.Width, t.Height, t.FPS, t.Devices = work.Width, work.Height, work.FPS, work.Devices
 		if t.FramesTotal > 0 {
 			t.FramesDone = t.FramesTotal
 		}
@@ -550,14 +565,20 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		t.Status, t.Error, t.ErrorType = Failed, oneLine(err.Error()), errType
 		s.log.Warn("task failed", "task", t.ID, "err", t.Error)
 	}
+	if work != nil && work.Devices != "" {
+		t.Devices = work.Devices
+	}
 	if t.Status.Final() {
 		s.m.duration.WithLabelValues(string(t.Status)).Observe(sec)
+		if t.Devices != "" {
+			s.m.byDevices.WithLabelValues(t.Devices, string(t.Status)).Inc()
+		}
 		if t.Upload { // an uploaded input is of no use once the task is over
 			os.Remove(t.Input)
 		}
 	}
 	s.persist(t)
-	s.current = nil
+	s.running = slices.DeleteFunc(s.running, func(r *Task) bool { return r == t })
 	t.cancel = nil
 	close(t.done)
 	s.mu.Unlock()
@@ -598,9 +619,9 @@ func errorType(err error) string {
 	return "RuntimeError"
 }
 
-// stopWorker stops taking tasks and interrupts the running one, which
-// stays queued for the next start (its temporaries are removed by the
-// runner), and waits for the worker to end. Submits are refused from then
+// stopWorker stops taking tasks and interrupts the running ones, which
+// stay queued for the next start (their temporaries are removed by the
+// runner), and waits for the workers to end. Submits are refused from then
 // on.
 func (s *Service) stopWorker() {
 	s.stopOnce.Do(func() {
@@ -608,7 +629,7 @@ func (s *Service) stopWorker() {
 		s.closing = true
 		s.mu.Unlock()
 		s.stop()
-		<-s.workerDone
+		s.workers.Wait()
 	})
 }
 

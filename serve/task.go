@@ -100,6 +100,9 @@ type Task struct {
 	Width  int     `json:"width,omitempty"`
 	Height int     `json:"height,omitempty"`
 	FPS    float64 `json:"fps,omitempty"`
+	// Devices names the devices the task ran on ("cuda:0,cuda:1"), filled
+	// in by the runner.
+	Devices string `json:"devices,omitempty"`
 
 	cancel      context.CancelFunc // running task only
 	cancelAsked bool

@@ -531,10 +531,24 @@ func TestDeviceLists(t *testing.T) {
 	if outs["cpu"] != outs["cpu,cpu,cpu"] {
 		t.Error("three ranks give other frames than one")
 	}
-	f := serveFlags{maxQueue: 10, base: cpuRestore}
+	// The service: the compact model runs a task per device; all devices
+	// in one group with --ranks-per-task 2; 3 does not divide 2 devices.
+	for k, want := range map[int]int{0: 2, 1: 2, 2: 1} {
+		f := serveFlags{maxQueue: 10, base: cpuRestore, ranksPerTask: k}
+		f.base.device = "cpu,cpu"
+		run, err := newServeRunner(newServe(), f)
+		if err != nil {
+			t.Fatalf("serve --ranks-per-task %d: %v", k, err)
+		}
+		if run.Workers() != want {
+			t.Errorf("serve --ranks-per-task %d on cpu,cpu: %d tasks at once, want %d", k, run.Workers(), want)
+		}
+		run.Close()
+	}
+	f := serveFlags{maxQueue: 10, base: cpuRestore, ranksPerTask: 3}
 	f.base.device = "cpu,cpu"
-	if _, err := newServeRunner(newServe(), f); err == nil || !strings.Contains(err.Error(), "one device for now") {
-		t.Errorf("serve with a device list: %v", err)
+	if _, err := newServeRunner(newServe(), f); err == nil || !strings.Contains(err.Error(), "must divide the 2 device(s)") {
+		t.Errorf("serve --ranks-per-task 3 on 2 devices: %v", err)
 	}
 	for dev, want := range map[string]string{"cpu,": "empty name", "auto,cpu": "auto stands alone", "cpu,tpu": "unknown device"} {
 		if _, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "x.mp4"), "--device", dev); err == nil || !strings.Contains(err.Error(), want) {

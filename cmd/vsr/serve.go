@@ -32,6 +32,7 @@ type serveFlags struct {
 	models        []string
 	warmup        bool
 	warmupSize    string
+	ranksPerTask  int
 	base          restoreFlags // device and per-request defaults
 	// params are the model parameters set by flags: the defaults of
 	// requests that do not set them.
@@ -70,8 +71,9 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
+	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list: tasks run on groups of this many devices, one task per group at once (0 = all devices in one group when a SwiftVR model is served, else one device per task)")
 	b := &f.base
-	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
+	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
@@ -118,7 +120,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
-		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate,
+		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: run.Workers(),
 	}, run)
 	if err != nil {
 		return err
@@ -135,7 +137,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	for _, m := range run.Models() {
 		names = append(names, m.Model.Name())
 	}
-	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "device", run.Device().Name(),
+	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "devices", run.Devices(), "tasks_at_once", run.Workers(),
 		"models", strings.Join(names, ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
 	return svc.Serve(ctx, ln)
 }
@@ -156,22 +158,15 @@ func newServeRunner(cmd *cobra.Command, f serveFlags) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(devs) > 1 {
-		for _, d := range devs {
-			d.Close()
-		}
-		return nil, fmt.Errorf("--device %s: vsr serve runs on one device for now (restore and bench take a device list)", f.base.device)
-	}
 	fieldDefaults := map[string]any{"sr_ratio": 2.0}
 	if v, ok := f.params["sr-ratio"].(float64); ok {
 		fieldDefaults["sr_ratio"] = v
 	}
-	run, err := app.NewService(devs[0], app.Served{
-		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults,
+	run, err := app.NewService(devs, app.Served{
+		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults, RanksPerTask: f.ranksPerTask,
 		Base: app.Job{Encode: encodeOptions(f.base), Batch: f.base.batch, Segments: f.base.segments},
 	})
 	if err != nil {
-		devs[0].Close()
 		return nil, err
 	}
 	if f.warmup {

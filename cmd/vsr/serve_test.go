@@ -129,7 +129,7 @@ func serveWith(t *testing.T, f serveFlags) (api, *serve.Service, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := serve.New(serve.Config{Data: t.TempDir()}, run)
+	svc, err := serve.New(serve.Config{Data: t.TempDir(), Workers: run.Workers()}, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,6 +519,57 @@ func TestServeSwiftVR(t *testing.T) {
 		t.Errorf("dit on, not loaded: %v", m["error"])
 	}
 	m = a.wait(off, serve.Completed, 60*time.Second)
+	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
+	noTemporaries(t, svc.OutputRoot())
+}
+
+// TestServeSwiftVRRanks serves a tiny SwiftVR checkpoint on cpu,cpu: a
+// task runs on both devices at once (one group) and gives the frames of
+// one device; cancelling a task stops both ranks, leaves no output, and the
+// next task completes.
+func TestServeSwiftVRRanks(t *testing.T) {
+	needFFmpeg(t)
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	f := serveFlags{maxQueue: 100, models: []string{ck}, base: cpuRestore}
+	f.base.device = "cpu,cpu"
+	a, svc, stop := serveWith(t, f)
+	defer stop()
+	sizedClip(t, filepath.Join(svc.InputRoot(), "clip.mp4"), 24, 16, 30)
+	sizedClip(t, filepath.Join(svc.InputRoot(), "long.mp4"), 64, 48, 400)
+	task := map[string]any{"video_path": "clip.mp4", "clip_len": 8, "codec": "ffv1", "pix_fmt": "gbrp", "save_result_path": "two.mkv"}
+	id := a.submit(task)
+	m := a.wait(id, serve.Completed, 60*time.Second)
+	if m["devices"] != "cpu,cpu" {
+		t.Errorf("the task ran on %v, want cpu,cpu", m["devices"])
+	}
+	two := decodeAll(t, probe(t, m["save_result_path"].(string)))
+	one := filepath.Join(t.TempDir(), "one.mkv")
+	in := filepath.Join(svc.InputRoot(), "clip.mp4")
+	if _, err := vsr(t, "restore", in, "-o", one, "--model", ck, "--clip-len", "8", "--sr-ratio", "2", "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(decodeAll(t, probe(t, one)), two) {
+		t.Error("two ranks through the service give other frames than one device")
+	}
+	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mp4", "dit": "off"})
+	next := a.submit(map[string]any{"video_path": "clip.mp4", "clip_len": 8})
+	for {
+		m := a.wait(long, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, m := a.call("DELETE", "/v1/tasks/"+long, nil); code != 200 || m["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, m)
+	}
+	if _, err := os.Stat(filepath.Join(svc.OutputRoot(), "long.mp4")); err == nil {
+		t.Error("a cancelled task left its output")
+	}
+	m = a.wait(next, serve.Completed, 60*time.Second)
 	checkOutput(t, m["save_result_path"].(string), 30, 48, 32)
 	noTemporaries(t, svc.OutputRoot())
 }

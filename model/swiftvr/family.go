@@ -26,6 +26,10 @@ func (family) Explain(spec string) error {
 	return nil
 }
 
+// Grouped: a SwiftVR model runs one video on several devices at once
+// (NewGroupSession).
+func (family) Grouped() bool { return true }
+
 // StorageType is bf16: the DiT overflows fp16.
 func (family) StorageType() string { return "bf16" }
 

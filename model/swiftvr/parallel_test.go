@@ -25,9 +25,17 @@ type engine interface {
 // (several waves in flight), and returns the output frames as RGB24.
 func driveBatches(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh, depth int) ([]byte, error) {
 	t.Helper()
+	var out []byte
+	err := driveEach(t, e, frames, video, w, h, ow, oh, depth, func(f []byte) { out = append(out, f...) })
+	return out, err
+}
+
+// driveEach is driveBatches passing each output frame to sink.
+func driveEach(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh, depth int, sink func([]byte)) error {
+	t.Helper()
 	plan, err := e.Plan(frames)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	maxIn := 0
 	for _, n := range plan {
@@ -37,13 +45,12 @@ func driveBatches(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh
 	for range depth {
 		b, err := e.NewBatch(maxIn, w, h, backend.RGB24)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer b.Free()
 		bs = append(bs, b)
 	}
 	fs := ow * oh * 3
-	var out []byte
 	collect := func(b backend.Batch) error {
 		if err := b.Wait(); err != nil {
 			return err
@@ -51,9 +58,9 @@ func driveBatches(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh
 		n := b.(interface{ OutFrames() int }).OutFrames()
 		for k := range n {
 			if fo, ok := b.(interface{ OutFrame(int) []byte }); ok {
-				out = append(out, fo.OutFrame(k)...)
+				sink(fo.OutFrame(k))
 			} else {
-				out = append(out, b.Out()[k*fs:(k+1)*fs]...)
+				sink(b.Out()[k*fs : (k+1)*fs])
 			}
 		}
 		return nil
@@ -63,21 +70,21 @@ func driveBatches(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh
 		b := bs[i%depth]
 		if i >= depth {
 			if err := collect(b); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		copy(b.In(), video[read*w*h*3:(read+n)*w*h*3])
 		read += n
 		if err := e.Start(context.Background(), b, n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for i := max(0, len(plan)-depth); i < len(plan); i++ {
 		if err := collect(bs[i%depth]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // TestParallelEqualsOneRank: 2, 3 and 4 ranks on the CPU give bitwise the
