@@ -122,8 +122,9 @@ type Options struct {
 	// default, which allocates scratch x, w, y and workspace buffers in the
 	// handle's context for the search and frees them after, and runs the
 	// benchmark twice, keeping the warm second pass). A timed ranking is
-	// kept for the life of the process and reused for the same shape on
-	// the same device, so every Conv of one shape runs one algorithm.
+	// kept for the life of the process and on disk (see algocache.go) and
+	// reused for the same shape on the same kind of device, so every Conv
+	// of one shape runs one algorithm.
 	Heuristic bool
 	// WorkspaceLimit is the most workspace, in bytes, the chosen algorithm
 	// may need: 0 means DefaultWorkspaceLimit, a negative value none.
@@ -355,11 +356,26 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 		}
 		found, ok := foundAlgos.Load(key)
 		if !ok {
-			f, err := c.find(h, cands, limit, maxN, opt.Buffers)
-			if err != nil {
-				return err
+			// One search at a time in the process: handles of several
+			// ranks sharing a GPU would otherwise time their candidates
+			// against each other's and could rank them differently than
+			// one handle alone (and another rank waits for this shape's
+			// choice anyway).
+			findMu.Lock()
+			if found, ok = foundAlgos.Load(key); !ok {
+				dk := diskKey(h, key)
+				f, ok := diskLoad(dk)
+				if !ok {
+					var err error
+					if f, err = c.find(h, cands, limit, maxN, opt.Buffers); err != nil {
+						findMu.Unlock()
+						return err
+					}
+					diskStore(dk, f)
+				}
+				found, _ = foundAlgos.LoadOrStore(key, f)
 			}
-			found, _ = foundAlgos.LoadOrStore(key, f)
+			findMu.Unlock()
 		}
 		cands = found.([]AlgoPerf)
 		c.heuristic = false
@@ -396,8 +412,12 @@ func (c *Conv) choose(h *Handle, opt Options) error {
 // foundAlgos holds every timed search's ranking for the life of the
 // process, so that each shape on a device gets one algorithm however many
 // handles and caches ask: different algorithms round differently, and two
-// backends of one process must give the same bytes for the same work.
+// backends of one process must give the same bytes for the same work. The
+// rankings are kept on disk too (see algocache.go).
 var foundAlgos sync.Map // foundKey -> []AlgoPerf
+
+// findMu serialises the timed searches (see choose).
+var findMu sync.Mutex
 
 type foundKey struct {
 	dev   int
