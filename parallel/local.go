@@ -64,9 +64,6 @@ func NewLocal(devs []backend.Backend) *Local {
 	return l
 }
 
-// Size is the number of ranks.
-func (l *Local) Size() int { return len(l.devs) }
-
 // Peer reports whether tensors from rank from reach rank to device to
 // device.
 func (l *Local) Peer(from, to int) bool {

@@ -91,9 +91,6 @@ func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, er
 	return e, nil
 }
 
-// Ranks is the number of ranks.
-func (e *Parallel) Ranks() int { return len(e.ranks) }
-
 // Exchanged returns what each rank sent and waited for so far.
 func (e *Parallel) Exchanged() []parallel.Stats { return e.tr.Stats() }
 
