@@ -23,6 +23,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,6 +157,33 @@ type Stages struct {
 	// pace.
 	WaitModel   float64 `json:"wait_model_seconds"`
 	WaitEncoder float64 `json:"wait_encoder_seconds"`
+	// Latency is how long a batch's frames took from the decoder to the
+	// encoder: its first frame read to its first output frame written.
+	Latency Latency `json:"latency"`
+}
+
+// Latency summarises the batches' latencies (for a causal model, a batch
+// is a chunk).
+type Latency struct {
+	// First is the first batch written's: for one stream, from the
+	// video's first frame in to its first restored frame out.
+	First float64 `json:"first_seconds"`
+	// Steady is the median of the later batches' (0 with one batch).
+	Steady float64 `json:"steady_seconds"`
+	// Batches counts the batches measured.
+	Batches int `json:"batches"`
+}
+
+func latency(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	l := Latency{First: ds[0].Seconds(), Batches: len(ds)}
+	if rest := slices.Clone(ds[1:]); len(rest) > 0 {
+		slices.Sort(rest)
+		l.Steady = rest[len(rest)/2].Seconds()
+	}
+	return l
 }
 
 // Restore runs req to completion or to the first error. The output keeps
@@ -316,6 +344,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(nstream), waits.encoder.Seconds()/float64(nstream)
+	st.Latency = latency(waits.latency)
 	done()
 	done = mark(&st.Finish)
 	for i := range streams {
@@ -390,9 +419,10 @@ type config struct {
 
 // job is a batch of one segment in flight.
 type job struct {
-	seg int
-	b   backend.Batch
-	n   int
+	seg  int
+	b    backend.Batch
+	n    int
+	read time.Time // when its first frame came from the decoder
 }
 
 // depth is the number of batches per segment: one filling, one computing,
@@ -403,6 +433,7 @@ const depth = 3
 type writerWaits struct {
 	mu             sync.Mutex
 	model, encoder time.Duration
+	latency        []time.Duration // per batch, in the order written
 }
 
 func (w *writerWaits) add(model, encoder time.Duration) {
@@ -468,6 +499,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				}
 				in := b.In()
 				n := 0
+				var first time.Time
 				for n < size(nb) && read < s.frames {
 					if err := s.src.Read(in[n*inFS : (n+1)*inFS]); err != nil {
 						if errors.Is(err, io.EOF) {
@@ -476,11 +508,14 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 						fail(err)
 						return
 					}
+					if n == 0 {
+						first = time.Now()
+					}
 					n++
 					read++
 				}
 				select {
-				case work[i%len(engs)] <- job{i, b, n}:
+				case work[i%len(engs)] <- job{i, b, n, first}:
 				case <-ctx.Done():
 					return
 				}
@@ -515,6 +550,11 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				frame := func(k int) []byte { return j.b.Out()[k*outFS : (k+1)*outFS] }
 				if fo, ok := j.b.(FrameOuter); ok {
 					frame = fo.OutFrame
+				}
+				if nout > 0 {
+					waits.mu.Lock()
+					waits.latency = append(waits.latency, time.Since(j.read))
+					waits.mu.Unlock()
 				}
 				t = time.Now()
 				for k := 0; k < nout; k++ {

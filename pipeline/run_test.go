@@ -252,6 +252,11 @@ func TestWaits(t *testing.T) {
 		if slowModel := c.model > 0; (w.model > w.encoder) != slowModel || w.model+w.encoder < 15*time.Millisecond {
 			t.Errorf("%s: writers waited %v for the model and %v on the encoder", c.name, w.model, w.encoder)
 		}
+		// Every batch's latency, at least the model's time for it.
+		l := latency(w.latency)
+		if l.Batches != total || l.First < c.model.Seconds() || l.Steady < c.model.Seconds() {
+			t.Errorf("%s: latency %+v for %d batches", c.name, l, total)
+		}
 	}
 }
 

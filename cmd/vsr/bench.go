@@ -344,6 +344,9 @@ func meanRuns(runs []benchRun) benchRun {
 		m.Stages.Join += r.Stages.Join / n
 		m.Stages.WaitModel += r.Stages.WaitModel / n
 		m.Stages.WaitEncoder += r.Stages.WaitEncoder / n
+		m.Stages.Latency.First += r.Stages.Latency.First / n
+		m.Stages.Latency.Steady += r.Stages.Latency.Steady / n
+		m.Stages.Latency.Batches = r.Stages.Latency.Batches
 		m.PeakNVMLBytes = max(m.PeakNVMLBytes, r.PeakNVMLBytes)
 		if m.Ranks == nil && r.Ranks != nil {
 			m.Ranks = make([]rankRun, len(r.Ranks))
@@ -377,6 +380,12 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	fmt.Fprintf(w, "stages\tstart %.3f s, stream %.3f s, finish encoders %.3f s, join %.3f s\n", m.Stages.Start, m.Stages.Stream, m.Stages.Finish, m.Stages.Join)
 	fmt.Fprintf(w, "CPU time\t%.2f s vsr, %.2f s ffmpeg decoders and encoders (user + system)\n", m.CPUSeconds, m.FFmpegCPU)
 	fmt.Fprintf(w, "writers, during stream\t%.3f s waiting for the model, %.3f s blocked on the encoders (mean per stream)\n", m.Stages.WaitModel, m.Stages.WaitEncoder)
+	unit := "batch"
+	if r.Batch == 0 {
+		unit = "chunk"
+	}
+	fmt.Fprintf(w, "latency\t%.3f s from the first frame in to the first restored frame out; %.3f s per %s in steady state (median of %d, frame in to frame out)\n",
+		m.Stages.Latency.First, m.Stages.Latency.Steady, unit, max(m.Stages.Latency.Batches-1, 0))
 	if m.ComputeMsFrame > 0 {
 		fmt.Fprintf(w, "GPU compute per frame\t%.3f ms (%.0f frames/s)\n", m.ComputeMsFrame, 1000/m.ComputeMsFrame)
 		fmt.Fprintf(w, "GPU busy (steady state)\t%.1f%% (CUDA events); NVML utilization %.1f%%\n", 100*m.GPUBusy, m.NVMLUtil)

@@ -430,6 +430,10 @@ func TestSwiftVRRestore(t *testing.T) {
 	if rep.Device != "cpu,cpu,cpu" || len(rep.Mean.Ranks) != 3 || rep.Mean.Ranks[0].Messages < 18 || rep.Mean.Ranks[0].SentBytes == 0 {
 		t.Errorf("bench over 3 ranks: %+v", rep.Mean)
 	}
+	// 4 chunks on 3 ranks: two waves, each a batch with its latency.
+	if l := rep.Mean.Stages.Latency; l.Batches != 2 || l.First <= 0 || l.Steady <= 0 {
+		t.Errorf("bench latency %+v", l)
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*vsr*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
 	}
