@@ -88,7 +88,10 @@ frame read to the finished output file, frames/s, the steady-state GPU compute
 time per frame, peak GPU memory (NVML sampled every 10 ms, and vsr's own
 allocator high-water mark), and the fraction of the steady state in which the
 GPU's compute stream was busy (CUDA events), with NVML's utilization beside
-it. The first request warms up; the mean is over the others.`,
+it; the latency from the first frame in to the first restored frame out, and
+per batch (a chunk, for SwiftVR) in steady state; with a device list, each
+rank's busy fraction, time waiting for exchanges and bytes sent. The first
+request warms up; the mean is over the others.`,
 		Example: `  vsr bench testdata/video/oa4_launch.webm --frames 361 --requests 5 --codec libx265 --preset ultrafast --crf 20
   vsr bench testdata/video/oa4_launch.webm --frames 361 --no-encode`,
 		Args: exactArgs(1),
@@ -97,7 +100,7 @@ it. The first request warms up; the mean is over the others.`,
 	fl := cmd.Flags()
 	fl.IntVar(&f.frames, "frames", 0, "loop the input to exactly N frames (0 = as it is)")
 	fl.IntVar(&f.requests, "requests", 3, "requests to run in one process; the mean is over all but the first")
-	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N")
+	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all, cpu,cpu)")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&f.model, "model", "", "model (see restore)")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
