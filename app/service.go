@@ -157,14 +157,19 @@ type Warmer interface {
 }
 
 // Warmup runs a synthetic request at output size w x h through each model
-// that can, on a locked thread as the pipeline drives the device.
+// that can, on every device, on a locked thread as the pipeline drives a
+// device.
 func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	for _, l := range s.models {
-		if wm, ok := l.Model.(Warmer); ok {
-			if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(l.Family.Params())}); err != nil {
-				return err
+	for _, g := range s.groups {
+		for _, l := range g {
+			for _, r := range append([]*Loaded{l}, l.Ranks...) { // every device of every group
+				if wm, ok := r.Model.(Warmer); ok {
+					if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(r.Family.Params())}); err != nil {
+						return fmt.Errorf("device %s: %w", r.Dev.Name(), err)
+					}
+				}
 			}
 		}
 	}

@@ -533,7 +533,7 @@ func TestServeSwiftVRRanks(t *testing.T) {
 	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
 		t.Fatal(err)
 	}
-	f := serveFlags{maxQueue: 100, models: []string{ck}, base: cpuRestore}
+	f := serveFlags{maxQueue: 100, models: []string{ck}, base: cpuRestore, warmupSize: "48x32"} // warms both ranks
 	f.base.device = "cpu,cpu"
 	a, svc, stop := serveWith(t, f)
 	defer stop()
