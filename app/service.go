@@ -139,7 +139,7 @@ func (s *Service) Workers() int { return len(s.groups) }
 // Preload loads now what the models would load at first use (the bundled
 // model's other scales).
 func (s *Service) Preload() error {
-	for _, l := range s.models {
+	for _, l := range s.loaded() {
 		if p, ok := l.Model.(interface{ Preload() error }); ok {
 			if err := p.Preload(); err != nil {
 				return err
@@ -147,6 +147,18 @@ func (s *Service) Preload() error {
 		}
 	}
 	return nil
+}
+
+// loaded lists every resident model: each group's, on each of its devices.
+func (s *Service) loaded() []*Loaded {
+	var all []*Loaded
+	for _, g := range s.groups {
+		for _, l := range g {
+			all = append(all, l)
+			all = append(all, l.Ranks...)
+		}
+	}
+	return all
 }
 
 // Warmer is implemented by models that can run a synthetic request at an
@@ -162,14 +174,10 @@ type Warmer interface {
 func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	for _, g := range s.groups {
-		for _, l := range g {
-			for _, r := range append([]*Loaded{l}, l.Ranks...) { // every device of every group
-				if wm, ok := r.Model.(Warmer); ok {
-					if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(r.Family.Params())}); err != nil {
-						return fmt.Errorf("device %s: %w", r.Dev.Name(), err)
-					}
-				}
+	for _, l := range s.loaded() {
+		if wm, ok := l.Model.(Warmer); ok {
+			if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(l.Family.Params())}); err != nil {
+				return fmt.Errorf("device %s: %w", l.Dev.Name(), err)
 			}
 		}
 	}
@@ -443,7 +451,7 @@ func (s *Service) Metadata() map[string]any {
 func (s *Service) Close() {
 	for _, g := range s.groups {
 		for _, l := range g {
-			l.Close()
+			l.Close() // and its ranks
 		}
 	}
 	for _, d := range s.devs {
