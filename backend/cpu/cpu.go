@@ -406,20 +406,23 @@ func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOr
 	return out, nil
 }
 
-// pair unwraps the two operands of an elementwise op, of one shape.
-func (b *Backend) pair(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
+// two unwraps two operands.
+func (b *Backend) two(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
 	x, err := b.tensor(at)
 	if err != nil {
 		return nil, nil, err
 	}
 	y, err := b.tensor(bt)
-	if err != nil {
-		return nil, nil, err
+	return x, y, err
+}
+
+// pair unwraps the two operands of an elementwise op, of one shape.
+func (b *Backend) pair(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
+	x, y, err := b.two(at, bt)
+	if err == nil && x.shape != y.shape {
+		err = fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
 	}
-	if x.shape != y.shape {
-		return nil, nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
-	}
-	return x, y, nil
+	return x, y, err
 }
 
 // Binary combines a and b elementwise.
@@ -474,11 +477,7 @@ func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb
 
 // CopyChannels copies src into channels [at, at+src.C) of dst.
 func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, err := b.tensor(dstt)
-	if err != nil {
-		return err
-	}
-	src, err := b.tensor(srct)
+	dst, src, err := b.two(dstt, srct)
 	if err != nil {
 		return err
 	}

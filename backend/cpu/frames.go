@@ -106,11 +106,7 @@ func (b *Backend) Empty(s backend.Shape) (backend.Tensor, error) { return b.allo
 
 // CopyFrames copies src into dst's frames from at on.
 func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, err := b.tensor(dstt)
-	if err != nil {
-		return err
-	}
-	src, err := b.tensor(srct)
+	dst, src, err := b.two(dstt, srct)
 	if err != nil {
 		return err
 	}

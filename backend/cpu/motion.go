@@ -27,11 +27,7 @@ func nearestCoord(c float32, n int) int {
 
 // motionArgs unwraps x and the per-pixel map m of c channels.
 func (b *Backend) motionArgs(xt, mt backend.Tensor, c int, what string) (*Tensor, *Tensor, error) {
-	x, err := b.tensor(xt)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := b.tensor(mt)
+	x, m, err := b.two(xt, mt)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -91,11 +91,7 @@ func (b *Backend) Empty(s backend.Shape) (backend.Tensor, error) {
 
 // CopyFrames copies src into dst's frames from at on, in stream order.
 func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, err := b.tensor(dstt)
-	if err != nil {
-		return err
-	}
-	src, err := b.tensor(srct)
+	dst, src, err := b.two(dstt, srct)
 	if err != nil {
 		return err
 	}

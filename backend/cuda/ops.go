@@ -362,8 +362,12 @@ func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y
 			return err
 		}
 	case backend.ActReLU, backend.ActLeaky:
+		v := act.Alpha
+		if act.Kind == backend.ActReLU {
+			v = 0
+		}
 		var err error
-		if slope, err = b.sharedSlope(map[bool]float32{true: 0, false: act.Alpha}[act.Kind == backend.ActReLU]); err != nil {
+		if slope, err = b.sharedSlope(v); err != nil {
 			return err
 		}
 		nslope = 1
@@ -413,18 +417,30 @@ func (b *Backend) PixelShuffle(xt backend.Tensor, r int, order backend.ShuffleOr
 	return b.finish(y, b.launch("pixel_shuffle", true, int64(y.shape.Elems()), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(oc), int32(r), int32(order)))
 }
 
-// Binary combines two tensors elementwise.
-func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+// two unwraps two operands.
+func (b *Backend) two(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
 	x, err := b.tensor(at)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	z, err := b.tensor(bt)
+	y, err := b.tensor(bt)
+	return x, y, err
+}
+
+// pair unwraps the two operands of an elementwise op, of one shape.
+func (b *Backend) pair(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
+	x, y, err := b.two(at, bt)
+	if err == nil && x.shape != y.shape {
+		err = fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+	}
+	return x, y, err
+}
+
+// Binary combines two tensors elementwise.
+func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Tensor, error) {
+	x, z, err := b.pair(at, bt)
 	if err != nil {
 		return nil, err
-	}
-	if x.shape != z.shape {
-		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, z.shape)
 	}
 	y, err := b.alloc(x.shape)
 	if err != nil {
@@ -436,16 +452,9 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 
 // AddScaled computes ca*a + cb*b elementwise.
 func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb float32) (backend.Tensor, error) {
-	x, err := b.tensor(at)
+	x, z, err := b.pair(at, bt)
 	if err != nil {
 		return nil, err
-	}
-	z, err := b.tensor(bt)
-	if err != nil {
-		return nil, err
-	}
-	if x.shape != z.shape {
-		return nil, fmt.Errorf("elementwise op on shapes %v and %v", x.shape, z.shape)
 	}
 	y, err := b.alloc(x.shape)
 	if err != nil {
@@ -457,11 +466,7 @@ func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb
 
 // CopyChannels copies src into channels [at, at+src.C) of dst.
 func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, err := b.tensor(dstt)
-	if err != nil {
-		return err
-	}
-	src, err := b.tensor(srct)
+	dst, src, err := b.two(dstt, srct)
 	if err != nil {
 		return err
 	}
