@@ -56,10 +56,13 @@ func (l *Loaded) Close() {
 	l.Model.Close()
 }
 
+// All is l and its ranks, in rank order.
+func (l *Loaded) All() []*Loaded { return append([]*Loaded{l}, l.Ranks...) }
+
 // Devices names the devices of l and its ranks ("cuda:0,cuda:1").
 func (l *Loaded) Devices() string {
-	names := []string{l.Dev.Name()}
-	for _, r := range l.Ranks {
+	var names []string
+	for _, r := range l.All() {
 		names = append(names, r.Dev.Name())
 	}
 	return strings.Join(names, ",")
@@ -127,27 +130,30 @@ func (l *Loaded) Session(ctx context.Context, info *video.Info, total int, set m
 // Sessions makes a job's engines: the model's session (on all of l's
 // devices at once for a model that runs one video on several) and, for a
 // model whose segments are independent, one more per other rank, for
-// pipeline.Request.More. On an error nothing is left open.
-func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set model.Values) (model.Session, []pipeline.Engine, error) {
-	s, err := l.Session(ctx, info, total, set)
-	if err != nil {
-		return nil, nil, err
+// pipeline.Request.More; done closes them all. On an error nothing is
+// left open.
+func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set model.Values) (s model.Session, more []pipeline.Engine, done func(), err error) {
+	if s, err = l.Session(ctx, info, total, set); err != nil {
+		return nil, nil, nil, err
 	}
-	var more []pipeline.Engine
+	opened := []model.Session{s}
+	done = func() {
+		for _, o := range opened {
+			o.Close()
+		}
+	}
 	if _, causal := s.(pipeline.Planner); !causal {
 		for _, r := range l.Ranks {
 			rs, err := r.Session(ctx, info, total, set)
 			if err != nil {
-				s.Close()
-				for _, m := range more {
-					m.(model.Session).Close()
-				}
-				return nil, nil, fmt.Errorf("device %s: %w", r.Dev.Name(), err)
+				done()
+				return nil, nil, nil, fmt.Errorf("device %s: %w", r.Dev.Name(), err)
 			}
+			opened = append(opened, rs)
 			more = append(more, rs)
 		}
 	}
-	return s, more, nil
+	return s, more, done, nil
 }
 
 // Job is one restore: a video in, a video out, on a Loaded model.
@@ -197,16 +203,11 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 			segments = 1
 		}
 	}
-	s, more, err := l.Sessions(ctx, info, total, job.Params)
+	s, more, done, err := l.Sessions(ctx, info, total, job.Params)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		s.Close()
-		for _, m := range more {
-			m.(model.Session).Close()
-		}
-	}()
+	defer done()
 	if w, ok := s.(model.Warner); ok && job.Warn != nil {
 		for _, m := range w.Warnings() {
 			job.Warn(m)

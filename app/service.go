@@ -154,8 +154,7 @@ func (s *Service) loaded() []*Loaded {
 	var all []*Loaded
 	for _, g := range s.groups {
 		for _, l := range g {
-			all = append(all, l)
-			all = append(all, l.Ranks...)
+			all = append(all, l.All()...)
 		}
 	}
 	return all
@@ -408,7 +407,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	defer func() { s.free <- g }()
 	l = s.groups[g][slices.Index(s.models, l)]
 	t.Devices = l.Devices()
-	for _, d := range append([]*Loaded{l}, l.Ranks...) {
+	for _, d := range l.All() {
 		if tr, ok := d.Dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
 			defer tr.Trim()
 		}

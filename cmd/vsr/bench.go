@@ -164,7 +164,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
 		Device: ld.Devices(), Model: ld.Model.Name(), Codec: f.codec, Batch: app.BatchSize(f.batch, dev), NoEncode: f.noEncode}
-	probe, more, err := ld.Sessions(ctx, info, info.Frames, set)
+	probe, more, done, err := ld.Sessions(ctx, info, info.Frames, set)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	if _, causal := probe.(pipeline.Planner); causal {
 		rep.Batch = 0 // a batch per chunk
 	}
-	closeSessions(probe, more)
+	done()
 	rep.OutSize = fmt.Sprintf("%dx%d", ow, oh)
 	if f.noEncode {
 		rep.Codec = "none"
@@ -220,11 +220,11 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 }
 
 func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.Info, input, out string, ld *app.Loaded, gpu backend.GPU, nv *nvml.Device, rep benchReport) (benchRun, error) {
-	eng, more, err := ld.Sessions(ctx, info, info.Frames, set)
+	eng, more, done, err := ld.Sessions(ctx, info, info.Frames, set)
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer closeSessions(eng, more)
+	defer done()
 	gpus := rankGPUs(ld)
 	var sampler *nvml.Sampler
 	if nv != nil {
@@ -265,7 +265,7 @@ func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.
 	if x, ok := eng.(interface{ Exchanged() []parallel.Stats }); ok {
 		ex = x.Exchanged()
 	}
-	for i, d := range append([]*app.Loaded{ld}, ld.Ranks...) {
+	for i, d := range ld.All() {
 		r := rankRun{Device: d.Dev.Name()}
 		if g := gpus[i]; g != nil {
 			var busy time.Duration
@@ -288,19 +288,11 @@ func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.
 // rankGPUs returns the GPU of each of ld's devices (nil for a CPU).
 func rankGPUs(ld *app.Loaded) []backend.GPU {
 	var gs []backend.GPU
-	for _, d := range append([]*app.Loaded{ld}, ld.Ranks...) {
+	for _, d := range ld.All() {
 		g, _ := d.Dev.(backend.GPU)
 		gs = append(gs, g)
 	}
 	return gs
-}
-
-// closeSessions closes a job's sessions.
-func closeSessions(s model.Session, more []pipeline.Engine) {
-	s.Close()
-	for _, m := range more {
-		m.(model.Session).Close()
-	}
 }
 
 // steadyState drops the first and last tenth of the batches (pipeline

@@ -121,11 +121,18 @@ func (e *Parallel) Plan(total int) ([]int, error) {
 	}
 	plan := make([]int, len(e.waves))
 	for i, w := range e.waves {
-		for _, c := range w {
-			plan[i] += e.chunks[c].realFrames(e.frames)
-		}
+		plan[i] = e.realFrames(w)
 	}
 	return plan, nil
+}
+
+// realFrames is how many input frames the chunks ids take from the video.
+func (e *Parallel) realFrames(ids []int) int {
+	n := 0
+	for _, c := range ids {
+		n += e.chunks[c].realFrames(e.frames)
+	}
+	return n
 }
 
 // wave is a batch: the host input of a wave's frames and, for each of its
@@ -241,8 +248,8 @@ func (e *Parallel) Start(ctx context.Context, bt backend.Batch, k int) error {
 	e.next++
 	e.links = append(e.links, context.AfterFunc(ctx, func() { e.cancel(context.Cause(ctx)) }))
 	fs := e.inW * e.inH * 3
-	if want, _ := e.Plan(e.frames); k != want[e.next-1] {
-		return fmt.Errorf("swiftvr: wave %d has %d input frames, given %d", e.next-1, want[e.next-1], k)
+	if want := e.realFrames(ids); k != want {
+		return fmt.Errorf("swiftvr: wave %d has %d input frames, given %d", e.next-1, want, k)
 	}
 	w.jobs, w.waited, w.err = nil, false, nil
 	at, seen := 0, map[int]int{}
