@@ -171,6 +171,16 @@ type Backend interface {
 	// the same N, H and W with at least at+C channels: concatenation along
 	// channels is Empty and a CopyChannels per part.
 	CopyChannels(dst Tensor, at int, src Tensor) error
+	// Channels returns channels [at, at+n) of x: the inverse of
+	// CopyChannels (the heads of a sequence-parallel DiT's exchange).
+	Channels(x Tensor, at, n int) (Tensor, error)
+	// Band returns rows [y, y+h) of every frame of x (a height band of a
+	// frame, or its halo rows).
+	Band(x Tensor, y, h int) (Tensor, error)
+	// CopyBand copies src into rows [y, y+src.H) of every frame of dst, a
+	// tensor of the same N, W and C: bands assemble into frames as parts
+	// into channels with CopyChannels.
+	CopyBand(dst Tensor, y int, src Tensor) error
 
 	// PixelUnshuffle rearranges (N H W C) to (N H/r W/r C*r*r), the inverse
 	// of PixelShuffle in PyTorch's channel order.

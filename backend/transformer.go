@@ -54,10 +54,15 @@ func (w Windows) Check(g Grid) error {
 // width parts of HeadDim/2 - 2*(HeadDim/6), HeadDim/6 and HeadDim/6 pairs
 // (Wan's 44/42/42 dimensions for 128); pair j of a part of d dimensions is
 // rotated by the angle pos * 10000^(-2j/d), where pos is Offset+f, y or x.
+//
+// The rows rotated are tokens First, First+1, ... of the grid: a slice of
+// the sequence (a sequence-parallel rank's tokens) starts at First; rows
+// past the grid's last token are padding, rotated as the last frame.
 type RoPE struct {
 	Grid    Grid
 	Offset  int
 	HeadDim int
+	First   int
 }
 
 // Transformer is implemented by backends that run transformer layers (the
@@ -83,7 +88,7 @@ type Transformer interface {
 	LayerNorm(x Tensor, eps float32) (Tensor, error)
 	// RMSNormRoPE divides every row of x, in place, by its root mean square
 	// (+eps) and multiplies by w (1 x cols); then, when rope is non-nil,
-	// rotates every head of every row (rows = rope.Grid tokens).
+	// rotates every head of every row (row r is token rope.First + r).
 	RMSNormRoPE(x, w Tensor, eps float32, rope *RoPE) error
 	// WindowAttention returns softmax(q kᵀ / sqrt(headDim)) v for every
 	// head, each token attending to the tokens of its owner window and

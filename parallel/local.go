@@ -193,41 +193,54 @@ func valueBytes(b backend.Backend) int {
 	return 4
 }
 
-// AllGather returns every rank's t, in rank order, on rank me's backend
-// (its own entry is t itself). Every rank of the group calls it.
-func AllGather(ctx context.Context, tr Transport, me, size int, tag string, t backend.Tensor) ([]backend.Tensor, error) {
-	parts := make([]backend.Tensor, size)
+// Group is the ranks of a Transport that take part in one collective
+// (the ranks that run one chunk together in sequence parallelism): their
+// ids in the transport, and this rank's index among them.
+type Group struct {
+	Tr    Transport
+	Ranks []int
+	Me    int
+}
+
+// Size is the number of ranks in the group.
+func (g Group) Size() int { return len(g.Ranks) }
+
+// AllGather returns every rank's t, in group order, on this rank's
+// backend (its own entry is t itself). Every rank of the group calls it.
+func (g Group) AllGather(ctx context.Context, tag string, t backend.Tensor) ([]backend.Tensor, error) {
+	parts := make([]backend.Tensor, g.Size())
 	for i := range parts {
 		parts[i] = t
 	}
-	return AllToAll(ctx, tr, me, size, tag, parts)
+	return g.AllToAll(ctx, tag, parts)
 }
 
-// AllToAll sends parts[j] to rank j and returns what each rank sent to
-// rank me, in rank order (its own entry is parts[me] itself). Every rank
-// of the group calls it. On an error the tensors received so far are
-// freed.
-func AllToAll(ctx context.Context, tr Transport, me, size int, tag string, parts []backend.Tensor) ([]backend.Tensor, error) {
-	if len(parts) != size {
-		return nil, fmt.Errorf("parallel: %d parts for %d ranks", len(parts), size)
+// AllToAll sends parts[j] to the group's rank j and returns what each
+// rank sent to this one, in group order (its own entry is parts[Me]
+// itself). Every rank of the group calls it. On an error the tensors
+// received so far are freed.
+func (g Group) AllToAll(ctx context.Context, tag string, parts []backend.Tensor) ([]backend.Tensor, error) {
+	if len(parts) != g.Size() {
+		return nil, fmt.Errorf("parallel: %d parts for %d ranks", len(parts), g.Size())
 	}
-	for j := range size {
-		if j != me {
-			if err := tr.Send(ctx, me, j, tag, parts[j]); err != nil {
+	me := g.Ranks[g.Me]
+	for j, r := range g.Ranks {
+		if j != g.Me {
+			if err := g.Tr.Send(ctx, me, r, tag, parts[j]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	out := make([]backend.Tensor, size)
-	out[me] = parts[me]
-	for j := range size {
-		if j == me {
+	out := make([]backend.Tensor, g.Size())
+	out[g.Me] = parts[g.Me]
+	for j, r := range g.Ranks {
+		if j == g.Me {
 			continue
 		}
-		t, err := tr.Recv(ctx, me, j, tag)
+		t, err := g.Tr.Recv(ctx, me, r, tag)
 		if err != nil {
 			for k, o := range out {
-				if k != me && o != nil {
+				if k != g.Me && o != nil {
 					o.Free()
 				}
 			}

@@ -104,7 +104,8 @@ func testExchanges(t *testing.T, devs []backend.Backend) *Local {
 			}
 			y.Free()
 		}
-		all, err := AllGather(ctx, tr, r, n, "gather", x)
+		g := Group{Tr: tr, Ranks: iota(n), Me: r}
+		all, err := g.AllGather(ctx, "gather", x)
 		if err != nil {
 			return err
 		}
@@ -122,7 +123,7 @@ func testExchanges(t *testing.T, devs []backend.Backend) *Local {
 				return err
 			}
 		}
-		got, err := AllToAll(ctx, tr, r, n, "a2a", parts)
+		got, err := g.AllToAll(ctx, "a2a", parts)
 		if err != nil {
 			return err
 		}
@@ -195,4 +196,13 @@ func TestProtocolErrors(t *testing.T) {
 	if err := r.Do(func() error { return nil }); !errors.Is(err, ErrStopped) {
 		t.Errorf("work on a stopped rank: %v", err)
 	}
+}
+
+// iota returns 0..n-1.
+func iota(n int) []int {
+	r := make([]int, n)
+	for i := range r {
+		r[i] = i
+	}
+	return r
 }

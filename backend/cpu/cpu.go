@@ -484,11 +484,65 @@ func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor)
 	if err := check.Channels(dst.shape, at, src.shape); err != nil {
 		return err
 	}
-	c, dc := src.shape.C, dst.shape.C
-	for i := range src.shape.N * src.shape.H * src.shape.W {
-		copy(dst.Data[i*dc+at:][:c], src.Data[i*c:][:c])
-	}
+	s := src.shape
+	copyBlock(src.Data, dst.Data, s.N*s.H*s.W, s.C, s.C, 0, dst.shape.C, at)
 	return nil
+}
+
+// Channels returns channels [at, at+n) of x.
+func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	s.C = n
+	if err := check.Channels(x.shape, at, s); err != nil {
+		return nil, err
+	}
+	y := b.alloc(s)
+	copyBlock(x.Data, y.Data, s.N*s.H*s.W, n, x.shape.C, at, n, 0)
+	return y, nil
+}
+
+// Band returns rows [y, y+h) of every frame of x.
+func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	s.H = h
+	if err := check.Band(x.shape, y0, s); err != nil {
+		return nil, err
+	}
+	y := b.alloc(s)
+	row := s.W * s.C
+	copyBlock(x.Data, y.Data, s.N, h*row, x.shape.H*row, y0*row, h*row, 0)
+	return y, nil
+}
+
+// CopyBand copies src into rows [y, y+src.H) of every frame of dst.
+func (b *Backend) CopyBand(dstt backend.Tensor, y0 int, srct backend.Tensor) error {
+	dst, src, err := b.two(dstt, srct)
+	if err != nil {
+		return err
+	}
+	if err := check.Band(dst.shape, y0, src.shape); err != nil {
+		return err
+	}
+	s := src.shape
+	row := s.W * s.C
+	copyBlock(src.Data, dst.Data, s.N, s.H*row, s.H*row, 0, dst.shape.H*row, y0*row)
+	return nil
+}
+
+// copyBlock copies rows blocks of n values, block r from src[r*ss+so:] to
+// dst[r*ds+d0:].
+func copyBlock(src, dst []float32, rows, n, ss, so, ds, d0 int) {
+	for r := range rows {
+		copy(dst[r*ds+d0:][:n], src[r*ss+so:][:n])
+	}
 }
 
 // FromRGB8 converts packed RGB24 frames to floats in [0,1].

@@ -146,7 +146,7 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 		if err := check.RoPE(*rope, rows, d); err != nil {
 			return err
 		}
-		cos, sin = ropeTables(*rope)
+		cos, sin = ropeTables(*rope, rows)
 		pairs = rope.HeadDim / 2
 	}
 	b.parallel(rows, func(r int) {
@@ -174,22 +174,22 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	return nil
 }
 
-// ropeTables returns cos and sin of the rotary angle of every token and
-// pair (tokens x headDim/2), computed in float64.
-func ropeTables(r backend.RoPE) (cos, sin []float32) {
+// ropeTables returns cos and sin of the rotary angle of each of rows
+// tokens from r.First on and each pair (rows x headDim/2), in float64.
+func ropeTables(r backend.RoPE, rows int) (cos, sin []float32) {
 	g := r.Grid
 	pairs := r.HeadDim / 2
 	parts := check.RoPEParts(r.HeadDim)
-	n := g.Tokens()
-	cos, sin = make([]float32, n*pairs), make([]float32, n*pairs)
-	for t := 0; t < n; t++ {
-		pos := [3]int{r.Offset + t/(g.H*g.W), (t / g.W) % g.H, t % g.W}
+	cos, sin = make([]float32, rows*pairs), make([]float32, rows*pairs)
+	for i := 0; i < rows; i++ {
+		t := r.First + i
+		pos := [3]int{r.Offset + min(t/(g.H*g.W), g.F-1), (t / g.W) % g.H, t % g.W}
 		j0 := 0
 		for a, np := range parts {
 			for j := 0; j < np; j++ {
 				ang := float64(pos[a]) * math.Pow(10000, -float64(2*j)/float64(2*np))
-				cos[t*pairs+j0+j] = float32(math.Cos(ang))
-				sin[t*pairs+j0+j] = float32(math.Sin(ang))
+				cos[i*pairs+j0+j] = float32(math.Cos(ang))
+				sin[i*pairs+j0+j] = float32(math.Sin(ang))
 			}
 			j0 += np
 		}

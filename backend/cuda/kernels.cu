@@ -371,10 +371,11 @@ extern "C" __global__ void pixel_shuffle_px_##W(const S* __restrict__ in, S* __r
         for (int c = 0; c < oc; c++) out[i * oc + c] = p[order == 0 ? c * r * r + ii * r + j : (ii * r + j) * oc + c]; \
     }                                                                                               \
 }                                                                                                   \
-/* copy_channels: px pixels of c channels from src into channels [at, at+c) of dst's dc-channel  \
-   pixels. */                                                                                       \
-extern "C" __global__ void copy_channels_##W(const S* __restrict__ src, S* __restrict__ dst, long long px, int c, int dc, int at) { \
-    GRID_STRIDE(i, px * c) dst[i / c * dc + at + i % c] = src[i];                                    \
+/* copy_block: rows blocks of n values, block r from src + r*ss + so to dst + r*ds + d0: channel   \
+   ranges of pixels (CopyChannels, Channels) and row bands of frames (Band, CopyBand). */            \
+extern "C" __global__ void copy_block_##W(const S* __restrict__ src, S* __restrict__ dst, long long rows, long long n, \
+                                         long long ss, long long so, long long ds, long long d0) { \
+    GRID_STRIDE(i, rows * n) dst[i / n * ds + d0 + i % n] = src[i / n * ss + so + i % n];           \
 }
 
 MOVES(w2, u16)
@@ -431,9 +432,10 @@ KERNELS(bf16, u16, ld_bf16, st_bf16)
 HALF_KERNELS(bf16, ld_bf16, st_bf16)
 KERNELS(f32, float, ld_f32, st_f32)
 
-/* copy_channels8: copy_channels_wW 16 bytes at a time (c, dc and at in 16-byte chunks). */
-extern "C" __global__ void copy_channels8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long px, int c8, int dc8, int at8) {
-    GRID_STRIDE(i, px * c8) dst[i / c8 * dc8 + at8 + i % c8] = src[i];
+/* copy_block8: copy_block_wW 16 bytes at a time (every size and offset in 16-byte chunks). */
+extern "C" __global__ void copy_block8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long rows, long long n,
+                                       long long ss, long long so, long long ds, long long d0) {
+    GRID_STRIDE(i, rows * n) dst[i / n * ds + d0 + i % n] = src[i / n * ss + so + i % n];
 }
 
 /* Motion ops (CDA-VSR), in the CPU backend's float32 arithmetic (backend/cpu/motion.go).

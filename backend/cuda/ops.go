@@ -474,11 +474,78 @@ func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor)
 		return err
 	}
 	s := src.shape
-	px := int64(s.N * s.H * s.W)
-	if l := b.lanes(); b.vec8(s.C, s.Elems(), src.ptr(), dst.ptr()) && dst.shape.C%l == 0 && at%l == 0 {
-		return b.launch("copy_channels8", false, px*int64(s.C/l), src.ptr(), dst.ptr(), px, int32(s.C/l), int32(dst.shape.C/l), int32(at/l))
+	return b.copyBlock(src, dst, s.N*s.H*s.W, s.C, s.C, 0, dst.shape.C, at)
+}
+
+// Channels returns channels [at, at+n) of x.
+func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
 	}
-	return b.launch(b.moves("copy_channels"), false, px*int64(s.C), src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
+	s := x.shape
+	s.C = n
+	if err := check.Channels(x.shape, at, s); err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	return b.finish(y, b.copyBlock(x, y, s.N*s.H*s.W, n, x.shape.C, at, n, 0))
+}
+
+// Band returns rows [y, y+h) of every frame of x.
+func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	s.H = h
+	if err := check.Band(x.shape, y0, s); err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	row := s.W * s.C
+	return b.finish(y, b.copyBlock(x, y, s.N, h*row, x.shape.H*row, y0*row, h*row, 0))
+}
+
+// CopyBand copies src into rows [y, y+src.H) of every frame of dst.
+func (b *Backend) CopyBand(dstt backend.Tensor, y0 int, srct backend.Tensor) error {
+	dst, src, err := b.two(dstt, srct)
+	if err != nil {
+		return err
+	}
+	if err := check.Band(dst.shape, y0, src.shape); err != nil {
+		return err
+	}
+	s := src.shape
+	row := s.W * s.C
+	return b.copyBlock(src, dst, s.N, s.H*row, s.H*row, 0, dst.shape.H*row, y0*row)
+}
+
+// copyBlock copies rows blocks of n values, block r from src's value
+// r*ss+so to dst's value r*ds+d0 (kernels.cu's copy_block), 16 bytes at a
+// time where every size, offset and address allows.
+func (b *Backend) copyBlock(src, dst *Tensor, rows, n, ss, so, ds, d0 int) error {
+	sizes := []int{n, ss, so, ds, d0}
+	name, l := "copy_block8", b.lanes()
+	vec := !b.scalarMoves && src.ptr()%16 == 0 && dst.ptr()%16 == 0
+	for _, v := range sizes {
+		vec = vec && v%l == 0
+	}
+	if !vec {
+		name, l = b.moves("copy_block"), 1
+	}
+	args := []any{src.ptr(), dst.ptr(), int64(rows)}
+	for _, v := range sizes {
+		args = append(args, int64(v/l))
+	}
+	return b.launch(name, false, int64(rows)*int64(n/l), args...)
 }
 
 // taps is a resize axis uploaded to the device.

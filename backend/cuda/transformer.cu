@@ -76,16 +76,17 @@ extern "C" __global__ void layer_norm_##T(const u16* __restrict__ x, u16* __rest
     for (int i = threadIdx.x; i < cols; i += blockDim.x) o[i] = ST((LD(row[i]) - mean) * inv);        \
 }                                                                                                     \
 /* rms_norm_rope: x[r] = x[r] / rms * w, then, when tab is set, each head's pair j rotated by its  \
-   angle from tab (see rope_table; the grid: frames x gh x gw tokens, pt + ph + pw pairs a head). */ \
+   angle from tab (see rope_table; the grid: frames x gh x gw tokens, pt + ph + pw pairs a head); \
+   row r is token first + r. */                                                                      \
 extern "C" __global__ void rms_norm_rope_##T(u16* __restrict__ x, const u16* __restrict__ w, int cols, float eps, \
                                              int head_dim, int frames, int gh, int gw, int pt, int ph, \
-                                             const float* __restrict__ tab) {                         \
+                                             const float* __restrict__ tab, int first) {              \
     u16* row = x + (long long)blockIdx.x * cols;                                                      \
     float q = 0.0f;                                                                                   \
     for (int i = threadIdx.x; i < cols; i += blockDim.x) { float v = LD(row[i]); q += v * v; }        \
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
-    int r = blockIdx.x, half = head_dim / 2, pw = half - pt - ph;                                     \
-    int f = r / (gh * gw), y = (r / gw) % gh, xx = r % gw;                                            \
+    int r = blockIdx.x + first, half = head_dim / 2, pw = half - pt - ph;                             \
+    int f = min(r / (gh * gw), frames - 1), y = (r / gw) % gh, xx = r % gw; /* padding: last frame */ \
     for (int p = threadIdx.x; p < cols / 2; p += blockDim.x) {                                        \
         float a = LD(row[2 * p]) * inv * LD(w[2 * p]);                                                \
         float b = LD(row[2 * p + 1]) * inv * LD(w[2 * p + 1]);                                        \
@@ -175,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) layer_norm_vec_##T(con
 }                                                                                                     \
 extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(u16* __restrict__ x, const u16* __restrict__ w, int cols, float eps, \
                                              int head_dim, int frames, int gh, int gw, int pt, int ph, \
-                                             const float* __restrict__ tab) {                         \
+                                             const float* __restrict__ tab, int first) {              \
     vec8* row = (vec8*)(x + (long long)blockIdx.x * cols);                                          \
     const vec8* wv = (const vec8*)w;                                                                \
     int nv = cols >> 3;                                                                               \
@@ -187,8 +188,8 @@ extern "C" __global__ void __launch_bounds__(VEC_THREADS) rms_norm_rope_vec_##T(
         _Pragma("unroll") for (int e = 0; e < 8; e++) q += v[k][e] * v[k][e];                         \
     }                                                                                                 \
     float inv = rsqrtf(block_sum(q) / cols + eps);                                                    \
-    int r = blockIdx.x, half = head_dim / 2, pw = half - pt - ph;                                     \
-    int f = r / (gh * gw), y = (r / gw) % gh, xx = r % gw;                                            \
+    int r = blockIdx.x + first, half = head_dim / 2, pw = half - pt - ph;                             \
+    int f = min(r / (gh * gw), frames - 1), y = (r / gw) % gh, xx = r % gw; /* padding: last frame */ \
     _Pragma("unroll") for (int k = 0; k < VEC_PER; k++) {                                             \
         int i = threadIdx.x + k * VEC_THREADS;                                                        \
         if (i >= nv) continue;                                                                        \

@@ -223,19 +223,21 @@ func (b *Backend) RMSNormRoPE(xt, wt backend.Tensor, eps float32, rope *backend.
 	}
 	// Without rope, one frame of one row per token: the kernel divides by
 	// the grid's sizes anyway.
-	hd, g, parts := x.shape.C, backend.Grid{F: x.shape.W, H: 1, W: 1}, [3]int{}
+	hd, g, parts, first := x.shape.C, backend.Grid{F: x.shape.W, H: 1, W: 1}, [3]int{}, 0
 	var tab cu.DevicePtr
 	if rope != nil {
 		if err := check.RoPE(*rope, x.shape.W, x.shape.C); err != nil {
 			return err
 		}
-		hd, g, parts = rope.HeadDim, rope.Grid, check.RoPEParts(rope.HeadDim)
-		if tab, err = b.ropeTable(*rope, parts); err != nil {
+		hd, g, parts, first = rope.HeadDim, rope.Grid, check.RoPEParts(rope.HeadDim), rope.First
+		table := *rope
+		table.First = 0 // one table for every slice of the grid
+		if tab, err = b.ropeTable(table, parts); err != nil {
 			return err
 		}
 	}
 	return b.rowKernel("rms_norm_rope", x, []*Tensor{w}, x.ptr(), w.ptr(), int32(x.shape.C), eps,
-		int32(hd), int32(g.F), int32(g.H), int32(g.W), int32(parts[0]), int32(parts[1]), tab)
+		int32(hd), int32(g.F), int32(g.H), int32(g.W), int32(parts[0]), int32(parts[1]), tab, int32(first))
 }
 
 // ropeTable returns the device table of rope's cosines and sines (see
@@ -343,7 +345,7 @@ func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) 
 	}
 	v := b.share(x)
 	v.shape = backend.Matrix(n, x.shape.C)
-	v.off += 2 * start * x.shape.C
+	v.off += start * x.shape.C * b.esize()
 	return v, nil
 }
 
@@ -360,5 +362,5 @@ func (b *Backend) Reshape(xt backend.Tensor, s backend.Shape) (backend.Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	return b.finish(y, b.compute.CopyDtoD(y.ptr(), x.ptr(), 2*s.Elems()))
+	return b.finish(y, b.compute.CopyDtoD(y.ptr(), x.ptr(), s.Elems()*b.esize()))
 }

@@ -601,9 +601,24 @@ func (s *scratch) free() {
 // even) whose first latent has global temporal index offset. The restored
 // latent is x - v. x is not freed.
 func (m *DiT) Forward(x backend.Tensor, offset int) (backend.Tensor, error) {
+	return m.ForwardShard(x, offset, nil)
+}
+
+// ForwardShard is Forward on one rank of a sequence-parallel group (see
+// Shard; nil: alone). Every rank of the group calls it with the same x and
+// gets the whole of v. A sharded pass exchanges tensors with the other
+// ranks between its ops, so it runs op by op (no recording).
+func (m *DiT) ForwardShard(x backend.Tensor, offset int, sh *Shard) (backend.Tensor, error) {
 	s := x.Shape()
 	if s.H%2 != 0 || s.W%2 != 0 || s.C != m.d.InChannels || s.N < 1 {
 		return nil, fmt.Errorf("dit: latents %v: want [frames h w %d] with even h and w", s, m.d.InChannels)
+	}
+	if sh != nil {
+		if m.d.Heads%sh.Size() != 0 {
+			return nil, fmt.Errorf("dit: %d heads do not split over %d sequence-parallel ranks (use a divisor of %d)", m.d.Heads, sh.Size(), m.d.Heads)
+		}
+		m.passes++
+		return m.forward(x, offset, sh)
 	}
 	m.passes++
 	k := graphKey{s, m.FFNRows}
@@ -618,7 +633,7 @@ func (m *DiT) Forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 		g.free()
 		m.graphs[k] = nil
 	}
-	v, err := m.forward(x, offset)
+	v, err := m.forward(x, offset, nil)
 	if _, seen := m.graphs[k]; err == nil && m.Graphs && !seen {
 		m.record(k)
 	}
@@ -675,7 +690,7 @@ func (m *DiT) record(k graphKey) {
 	}
 	if err == nil {
 		g.rec, err = r.Record(func() error {
-			v, err := m.forward(g.in, 0)
+			v, err := m.forward(g.in, 0, nil)
 			if err != nil {
 				return err
 			}
@@ -722,12 +737,13 @@ func (m *DiT) dropGraphs() {
 	m.graphs, m.order = nil, nil
 }
 
-// forward runs the forward pass op by op.
-func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
+// forward runs the forward pass op by op, on one rank of sh (nil: alone).
+func (m *DiT) forward(x backend.Tensor, offset int, sh *Shard) (backend.Tensor, error) {
 	s := x.Shape()
 	var sc scratch
 	defer sc.free()
 	g := backend.Grid{F: s.N, H: s.H / 2, W: s.W / 2}
+	n := g.Tokens()
 	rope := &backend.RoPE{Grid: g, Offset: offset, HeadDim: m.d.HeadDim}
 	win := [2]backend.Windows{windows(g.H, g.W, false), windows(g.H, g.W, true)}
 	// Patch embedding: (c, a, b) patches are PixelUnshuffle's channel order.
@@ -735,9 +751,19 @@ func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	pm, err := sc.add(m.t.Reshape(pu, backend.Matrix(g.Tokens(), m.d.InChannels*4)))
+	pm, err := sc.add(m.t.Reshape(pu, backend.Matrix(n, m.d.InChannels*4)))
 	if err != nil {
 		return nil, err
+	}
+	if sh != nil { // this rank's slice of the tokens, zero-padded
+		per := sh.slice(n)
+		rope.First = sh.Me * per
+		if pm, err = sc.add(m.b.CropPad(pm, 1, sh.Size()*per)); err != nil {
+			return nil, err
+		}
+		if pm, err = sc.add(m.t.Rows(pm, rope.First, per)); err != nil {
+			return nil, err
+		}
 	}
 	hid, err := sc.add(m.t.Linear(pm, m.patch, backend.ActNone, nil))
 	if err != nil {
@@ -745,7 +771,7 @@ func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	}
 	sc.drop(pu, pm)
 	for i := range m.blocks {
-		if err := m.block(&m.blocks[i], hid, rope, win[i%2]); err != nil {
+		if err := m.block(&m.blocks[i], hid, rope, win[i%2], sh); err != nil {
 			return nil, fmt.Errorf("dit block %d: %w", i, err)
 		}
 	}
@@ -757,6 +783,11 @@ func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sh != nil {
+		if y, err = sc.add(m.gather(sh, y, n)); err != nil {
+			return nil, err
+		}
+	}
 	// Unpatchify: proj_out's (a, b, c) order is a depth-to-space shuffle.
 	ys, err := sc.add(m.t.Reshape(y, backend.Shape{N: g.F, H: g.H, W: g.W, C: 4 * m.d.OutChannels}))
 	if err != nil {
@@ -765,8 +796,9 @@ func (m *DiT) forward(x backend.Tensor, offset int) (backend.Tensor, error) {
 	return m.b.PixelShuffle(ys, 2, backend.ShuffleDCR)
 }
 
-// block runs one transformer block on hid (tokens x dim) in place.
-func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win backend.Windows) error {
+// block runs one transformer block on hid (tokens x dim, or the slice of
+// them of a rank of sh) in place.
+func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win backend.Windows, sh *Shard) error {
 	var sc scratch
 	defer sc.free()
 	hd, none := m.d.HeadDim, backend.ActNone
@@ -788,7 +820,7 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 	if err := m.t.RMSNormRoPE(qkv[1], blk.normK, m.eps, rope); err != nil {
 		return err
 	}
-	att, err := sc.add(m.t.WindowAttention(qkv[0], qkv[1], qkv[2], hd, rope.Grid, win))
+	att, err := sc.add(m.selfAttention(qkv, rope.Grid, win, sh))
 	if err != nil {
 		return err
 	}
@@ -835,6 +867,31 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 		}
 	}
 	return nil
+}
+
+// selfAttention is the window attention of q, k and v; on a rank of sh,
+// between the all-to-alls that give it every token of its heads and give
+// the result back to the tokens' ranks.
+func (m *DiT) selfAttention(qkv [3]backend.Tensor, g backend.Grid, win backend.Windows, sh *Shard) (backend.Tensor, error) {
+	hd := m.d.HeadDim
+	if sh == nil {
+		return m.t.WindowAttention(qkv[0], qkv[1], qkv[2], hd, g, win)
+	}
+	var sc scratch
+	defer sc.free()
+	var heads [3]backend.Tensor
+	for i, x := range qkv {
+		var err error
+		if heads[i], err = sc.add(m.toHeads(sh, x, g.Tokens())); err != nil {
+			return nil, err
+		}
+	}
+	att, err := sc.add(m.t.WindowAttention(heads[0], heads[1], heads[2], hd, g, win))
+	if err != nil {
+		return nil, err
+	}
+	sc.drop(heads[:]...)
+	return m.toTokens(sh, att, qkv[0].Shape().W)
 }
 
 // ffn adds the feed-forward output of rows [start, start+n) of norm to

@@ -40,8 +40,17 @@ func ConvOutput(s backend.Shape, p backend.ConvParams, in, kh, kw int) (oh, ow i
 
 // Channels checks that src fits channels [at, at+src.C) of dst.
 func Channels(dst backend.Shape, at int, src backend.Shape) error {
-	if src.N != dst.N || src.H != dst.H || src.W != dst.W || at < 0 || at+src.C > dst.C {
+	if src.N != dst.N || src.H != dst.H || src.W != dst.W || src.C < 1 || at < 0 || at+src.C > dst.C {
 		return fmt.Errorf("channels: a %v tensor does not fit channels from %d of a %v one", src, at, dst)
+	}
+	return nil
+}
+
+// Band reports whether a band of shape band fits rows [y, y+band.H) of
+// a tensor of shape s (the same frames, width and channels).
+func Band(s backend.Shape, y int, band backend.Shape) error {
+	if band.N != s.N || band.W != s.W || band.C != s.C || band.H < 1 || y < 0 || y+band.H > s.H {
+		return fmt.Errorf("band: rows [%d, %d) of a %v tensor as a %v one", y, y+band.H, s, band)
 	}
 	return nil
 }
@@ -248,10 +257,12 @@ func Linear(out, in int, w, bias []float32) error {
 	return nil
 }
 
-// RoPE reports whether r fits a matrix of rows x cols.
+// RoPE reports whether r fits a matrix of rows x cols: rows from token
+// r.First on, the rows past the grid's last token being padding.
 func RoPE(r backend.RoPE, rows, cols int) error {
-	if r.HeadDim < 6 || r.HeadDim%2 != 0 || cols%r.HeadDim != 0 || r.Grid.Tokens() != rows || r.Grid.Tokens() < 1 {
-		return fmt.Errorf("rope: head dim %d over %d columns, grid %+v for %d rows", r.HeadDim, cols, r.Grid, rows)
+	n := r.Grid.Tokens()
+	if r.HeadDim < 6 || r.HeadDim%2 != 0 || cols%r.HeadDim != 0 || n < 1 || rows < 1 || r.First < 0 || r.First >= n {
+		return fmt.Errorf("rope: head dim %d over %d columns, grid %+v for %d rows from token %d", r.HeadDim, cols, r.Grid, rows, r.First)
 	}
 	return nil
 }
