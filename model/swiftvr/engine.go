@@ -23,6 +23,12 @@ type Options struct {
 	// the resident ReAE (the same weights), which no request changes.
 	TGrowBefore *bool
 	FrameBatch  *int
+	// Sequence is the number of ranks of a NewParallel group that run
+	// each chunk together (sequence parallelism: the DiT split by tokens
+	// and heads, the ReAE by height bands); the group's ranks form
+	// len/Sequence chunk groups that run chunks side by side. 0 or 1: each
+	// chunk on one rank (chunk parallelism).
+	Sequence int
 }
 
 // Session streams one video through SwiftVR chunk by chunk (ReAE encode,
@@ -281,7 +287,7 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 // next chunk's history.
 func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	b := e.r.b
-	out, err := denoise(b, e.dit, c, c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap), z, e.hist)
+	out, err := denoise(b, e.dit, nil, c, c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap), z, e.hist)
 	if err != nil {
 		return nil, err
 	}
@@ -297,10 +303,10 @@ func (e *Session) restore(c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	return out, nil
 }
 
-// denoise runs the DiT on chunk c's latents z after plan's prefix, taken
-// from hist (the previous chunk's latents; nil: there is none), and
-// returns the restored latents z - v.
-func denoise(b backend.Backend, dit *DiT, c Chunk, plan DiTInput, z, hist backend.Tensor) (backend.Tensor, error) {
+// denoise runs the DiT (on a rank of sh; nil: alone) on chunk c's latents
+// z after plan's prefix, taken from hist (the previous chunk's latents;
+// nil: there is none), and returns the restored latents z - v.
+func denoise(b backend.Backend, dit *DiT, sh *Shard, c Chunk, plan DiTInput, z, hist backend.Tensor) (backend.Tensor, error) {
 	var sc scratch
 	defer sc.free()
 	in := z
@@ -324,7 +330,7 @@ func denoise(b backend.Backend, dit *DiT, c Chunk, plan DiTInput, z, hist backen
 			return nil, err
 		}
 	}
-	v, err := sc.add(dit.Forward(in, plan.Offset))
+	v, err := sc.add(dit.ForwardShard(in, plan.Offset, sh))
 	if err != nil {
 		return nil, err
 	}

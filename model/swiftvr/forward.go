@@ -317,7 +317,7 @@ func (r *ReAE) apply(ls []layer, x backend.Tensor, states []backend.Tensor) (bac
 				act.Kind = backend.ActReLU
 				i++
 			}
-			err = step(b.Conv2D(x, l.conv.w, l.conv.p, act))
+			err = step(r.conv2d(x, l.conv, act, nil))
 		case lReLU:
 			err = step(b.Activate(x, backend.Activation{Kind: backend.ActReLU}))
 		case lClamp:
@@ -364,17 +364,17 @@ func (r *ReAE) memBlock(l layer, x backend.Tensor, states []backend.Tensor) (bac
 		return nil, err
 	}
 	relu := backend.Activation{Kind: backend.ActReLU}
-	a, err := b.Conv2D(cat, l.mem[0].w, l.mem[0].p, relu)
+	a, err := r.conv2d(cat, l.mem[0], relu, nil)
 	cat.Free()
 	if err != nil {
 		return nil, err
 	}
-	c, err := b.Conv2D(a, l.mem[1].w, l.mem[1].p, relu)
+	c, err := r.conv2d(a, l.mem[1], relu, nil)
 	a.Free()
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.Conv2DAdd(c, l.mem[2].w, l.mem[2].p, relu, x)
+	y, err := r.conv2d(c, l.mem[2], relu, x)
 	c.Free()
 	if err != nil {
 		return nil, err

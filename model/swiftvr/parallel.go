@@ -1,6 +1,7 @@
 package swiftvr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,16 +18,31 @@ type Rank struct {
 	DiT *DiT
 }
 
-// Parallel streams one video through SwiftVR on several ranks at once
-// (LightX2V's causal chunk parallelism, ../shared/SWIFTVR.md): chunk i
-// runs on rank i mod P, so the ranks work in waves of P chunks. At every
-// MemBlock of the encoder and the decoder a chunk hands the last frame of
-// that layer's input to the next chunk's rank and takes the previous
-// chunk's from the rank before it (the exchange of Carry; the last rank's
-// goes to rank 0 for the next wave); after encoding, a chunk whose
-// successor's DiT needs history sends it its latents; the DiT runs on each
-// rank on its own. Every rank computes exactly what one rank would, so the
-// output is bitwise the one of a Session on one device of the same kind.
+// Parallel streams one video through SwiftVR on several ranks at once.
+//
+// Chunk parallelism (LightX2V's causal chunk parallelism,
+// ../shared/SWIFTVR.md): chunk i runs on chunk group i mod A, so the
+// groups work in waves of A chunks. At every MemBlock of the encoder and
+// the decoder a chunk hands the last frame of that layer's input to the
+// next chunk's group and takes the previous chunk's from the group before
+// it (the exchange of Carry; the last group's goes to group 0 for the
+// next wave); after encoding, a chunk whose successor's DiT needs history
+// sends it its latents.
+//
+// Sequence parallelism (Options.Sequence = B ranks per group): the B
+// ranks of a group run one chunk together. The ReAE splits every frame
+// into B height bands of whole latent rows, one per rank, exchanging halo
+// rows before each spatial convolution (see halo); the bands' latents are
+// gathered, the DiT runs on the B ranks split by tokens and heads (see
+// Shard), and each rank decodes its band of the restored latents; the
+// group's first rank stacks the bands into frames. The causal state and
+// the DiT's history pass between groups band by band.
+//
+// Every rank computes exactly what one rank would in the same order of
+// operations except the DiT's GEMMs over fewer rows under sequence
+// parallelism, so chunk parallelism is bitwise the output of a Session on
+// one device of the same kind, and so is sequence parallelism on the CPU;
+// on a GPU the GEMM plans for other row counts may round differently.
 //
 // It is a pipeline engine like Session: one batch per wave, whose output
 // frames are the wave's chunks' in order. Each rank is a goroutine locked
@@ -37,14 +53,17 @@ type Parallel struct {
 	ranks   []Rank
 	workers []*parallel.Rank
 	tr      *parallel.Local
+	seq     int   // ranks per chunk group
+	bands   []int // latent rows of each rank's band (bandRows)
 	opt     Options
 	frames  int
 	inW     int
 	inH     int
 	chunks  []Chunk
-	waves   [][]int // chunk indices of each batch
-	next    int     // next wave
-	last    []byte  // the video's last real frame (RGB24), for padding
+	waves   [][]int                     // chunk indices of each batch
+	next    int                         // next wave
+	last    []byte                      // the video's last real frame (RGB24), for padding
+	kept    []map[string]backend.Tensor // what a rank hands to itself (one chunk group)
 
 	ctx    context.Context // cancelled by the first failure or Close
 	cancel context.CancelCauseFunc
@@ -53,10 +72,15 @@ type Parallel struct {
 }
 
 // NewParallel prepares a request for a video of frames frames of inW x
-// inH on ranks (at least two, all of one device kind and storage type).
+// inH on ranks (at least two, all of one device kind and storage type),
+// in chunk groups of opt.Sequence ranks.
 func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, error) {
+	seq := max(opt.Sequence, 1)
 	if len(ranks) < 2 {
 		return nil, fmt.Errorf("swiftvr: chunk parallelism needs at least 2 ranks, not %d", len(ranks))
+	}
+	if len(ranks)%seq != 0 {
+		return nil, fmt.Errorf("swiftvr: %d ranks do not make chunk groups of %d", len(ranks), seq)
 	}
 	devs := make([]backend.Backend, len(ranks))
 	views := make([]Rank, len(ranks))
@@ -65,31 +89,61 @@ func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, er
 		if (rk.DiT == nil) != (ranks[0].DiT == nil) {
 			return nil, errors.New("swiftvr: some ranks have the DiT and some do not")
 		}
+		if rk.DiT != nil && rk.DiT.d.Heads%seq != 0 {
+			return nil, fmt.Errorf("swiftvr: the DiT's %d heads do not split over %d sequence-parallel ranks (use a divisor of %d)", rk.DiT.d.Heads, seq, rk.DiT.d.Heads)
+		}
 		// NewSession checks the request and makes the rank's view of its
 		// ReAE; the session itself is not used.
 		s, err := NewSession(rk.R, rk.DiT, inW, inH, frames, opt)
 		if err != nil {
 			return nil, err
 		}
-		views[i] = Rank{R: s.r, DiT: rk.DiT}
+		view := *s.r // this request's own: a band view holds its exchange
+		views[i] = Rank{R: &view, DiT: rk.DiT}
 		opt, cs = s.opt, s.chunks
 		s.Close()
 		devs[i] = rk.R.b
 	}
-	e := &Parallel{ranks: views, workers: parallel.NewRanks(len(ranks)), tr: parallel.NewLocal(devs),
-		opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs}
+	e := &Parallel{ranks: views, workers: parallel.NewRanks(len(ranks)), tr: parallel.NewLocal(devs), seq: seq,
+		opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, kept: make([]map[string]backend.Tensor, len(ranks))}
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
-	// Waves of P chunks; a chunk made only of padding joins the wave
-	// before it (a batch needs input frames).
-	p := len(ranks)
+	if seq > 1 {
+		rows := (opt.Height + 31) &^ 31 / 16
+		if rows < seq {
+			e.Close()
+			return nil, fmt.Errorf("swiftvr: %d latent rows (output height %d) do not make %d height bands", rows, opt.Height, seq)
+		}
+		e.bands = bandRows(rows, seq)
+		for i := range views {
+			views[i].R.halo = &halo{Group: e.group(i), ctx: e.ctx}
+		}
+	}
+	// Waves of one chunk per group; a chunk made only of padding joins
+	// the wave before it (a batch needs input frames).
+	a := e.groups()
 	for _, c := range cs {
-		if c.Index%p == 0 && c.realFrames(frames) > 0 {
+		if c.Index%a == 0 && c.realFrames(frames) > 0 {
 			e.waves = append(e.waves, nil)
 		}
 		e.waves[len(e.waves)-1] = append(e.waves[len(e.waves)-1], c.Index)
 	}
 	return e, nil
 }
+
+// groups is the number of chunk groups.
+func (e *Parallel) groups() int { return len(e.ranks) / e.seq }
+
+// group returns the chunk group of rank i.
+func (e *Parallel) group(i int) parallel.Group {
+	g := parallel.Group{Tr: e.tr, Me: i % e.seq}
+	for b := range e.seq {
+		g.Ranks = append(g.Ranks, i-i%e.seq+b)
+	}
+	return g
+}
+
+// rankOf returns the rank of chunk c's group that holds band b.
+func (e *Parallel) rankOf(c, b int) int { return c%e.groups()*e.seq + b }
 
 // Exchanged returns what each rank sent and waited for so far.
 func (e *Parallel) Exchanged() []parallel.Stats { return e.tr.Stats() }
@@ -105,6 +159,9 @@ func (e *Parallel) Close() {
 	for i, w := range e.workers {
 		w.Do(func() error {
 			e.tr.Flush(i, e.ctx.Done())
+			for _, t := range e.kept[i] {
+				t.Free()
+			}
 			return nil
 		})
 		w.Stop()
@@ -151,12 +208,13 @@ type wave struct {
 	err    error
 }
 
-// chunkJob is one chunk of a wave on its rank.
+// chunkJob is one chunk of a wave on its group's ranks: rank (the group's
+// first) holds its output in slot.
 type chunkJob struct {
 	rank int
 	slot backend.Slot
-	out  int // output frames
-	done chan error
+	out  int        // output frames
+	done chan error // one result per rank of the group
 }
 
 // NewBatch allocates the host input for up to n frames; the ranks' staging
@@ -209,7 +267,10 @@ func (w *wave) Wait() error {
 	}
 	w.waited = true
 	for _, j := range w.jobs {
-		err := <-j.done
+		var err error
+		for range cap(j.done) {
+			err = cmp.Or(err, <-j.done)
+		}
 		if err == nil {
 			err = j.slot.Wait()
 		}
@@ -268,25 +329,27 @@ func (e *Parallel) Start(ctx context.Context, bt backend.Batch, k int) error {
 		if pad > 0 && e.last == nil {
 			return fmt.Errorf("swiftvr: padding chunk %d before the last frame was seen", c.Index)
 		}
-		rk := id % len(e.ranks)
-		key := [2]int{rk, seen[rk]}
-		seen[rk]++
-		j := &chunkJob{rank: rk, done: make(chan error, 1)}
+		j := &chunkJob{rank: e.rankOf(id, 0), done: make(chan error, e.seq)}
 		w.jobs = append(w.jobs, j)
 		last := e.last
-		e.jobs.Add(1)
-		err := e.workers[rk].Go(func() {
-			defer e.jobs.Done()
-			err := e.runChunk(w, key, j, c, frames, last, pad)
+		for b := range e.seq {
+			rk := e.rankOf(id, b)
+			key := [2]int{rk, seen[rk]}
+			seen[rk]++
+			e.jobs.Add(1)
+			err := e.workers[rk].Go(func() {
+				defer e.jobs.Done()
+				err := e.runChunk(w, key, j, rk, c, frames, last, pad)
+				if err != nil {
+					e.cancel(fmt.Errorf("rank %d (%s), chunk %d: %w", rk, e.ranks[rk].R.b.Name(), c.Index, err))
+					err = context.Cause(e.ctx)
+				}
+				j.done <- err
+			})
 			if err != nil {
-				e.cancel(fmt.Errorf("rank %d (%s), chunk %d: %w", rk, e.ranks[rk].R.b.Name(), c.Index, err))
-				err = context.Cause(e.ctx)
+				e.jobs.Done()
+				j.done <- err
 			}
-			j.done <- err
-		})
-		if err != nil {
-			e.jobs.Done()
-			j.done <- err
 		}
 	}
 	return nil
@@ -296,61 +359,106 @@ func (e *Parallel) Start(ctx context.Context, bt backend.Batch, k int) error {
 // copies of the last frame the encoder adds to the last chunk.
 func (e *Parallel) maxIn() int { return e.opt.ClipLen + 4 + 3 }
 
-// runChunk runs chunk c on its rank (this goroutine): real frames, then
-// pad copies of the video's last frame, encoded, restored and decoded with
-// the state exchanged with the neighbouring chunks.
-func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, c Chunk, frames, last []byte, pad int) error {
-	rk := e.ranks[j.rank]
+// runChunk runs chunk c on rank me (this goroutine), one of its group's:
+// real frames, then pad copies of the video's last frame, encoded,
+// restored and decoded with the state exchanged with the neighbouring
+// chunks. The group's first rank holds the output in its slot.
+func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, me int, c Chunk, frames, last []byte, pad int) error {
+	rk := e.ranks[me]
 	b := rk.R.b
 	fs := e.inW * e.inH * 3
-	w.mu.Lock()
-	j.slot = w.slots[key]
-	w.mu.Unlock()
-	if j.slot == nil {
-		s, err := backend.NewSlot(b, e.maxIn()*fs, (e.opt.ClipLen+4)*w.f.FrameBytes(e.opt.Width, e.opt.Height))
-		if err != nil {
-			return err
-		}
-		w.mu.Lock()
-		w.slots[key] = s
-		w.mu.Unlock()
-		j.slot = s
-	}
-	in := j.slot.In()
-	copy(in, frames)
 	n := len(frames) / fs
-	for i := 0; i < pad; i++ {
-		copy(in[(n+i)*fs:], last)
+	input := func(in []byte) []byte {
+		copy(in, frames)
+		for i := 0; i < pad; i++ {
+			copy(in[(n+i)*fs:], last)
+		}
+		return in[:(n+pad)*fs]
 	}
-	x, err := j.slot.Input(n+pad, e.inH, e.inW)
+	var x backend.Tensor
+	var err error
+	if me == j.rank {
+		w.mu.Lock()
+		j.slot = w.slots[key]
+		w.mu.Unlock()
+		if j.slot == nil {
+			s, err := backend.NewSlot(b, e.maxIn()*fs, (e.opt.ClipLen+4)*w.f.FrameBytes(e.opt.Width, e.opt.Height))
+			if err != nil {
+				return err
+			}
+			w.mu.Lock()
+			w.slots[key] = s
+			w.mu.Unlock()
+			j.slot = s
+		}
+		input(j.slot.In())
+		x, err = j.slot.Input(n+pad, e.inH, e.inW)
+	} else { // another band of the chunk: the same frames, without staging
+		x, err = b.FromRGB8(input(make([]byte, (n+pad)*fs)), n+pad, e.inH, e.inW)
+	}
 	if err != nil {
 		return err
 	}
 	st := rk.R.NewState()
 	defer st.Free()
-	carry := &rankCarry{e: e, rank: j.rank, chunk: c.Index}
+	band := me % e.seq
+	carry := &rankCarry{e: e, rank: me, band: band, chunk: c.Index}
 	z, err := rk.R.EncodeCarried(x, st, func(x backend.Tensor) (backend.Tensor, error) {
-		return prepare(b, x, e.inW, e.inH, e.opt)
+		p, err := prepare(b, x, e.inW, e.inH, e.opt)
+		if err != nil || e.seq == 1 {
+			return p, err
+		}
+		defer p.Free()
+		return b.Band(p, 16*e.bands[band], 16*(e.bands[band+1]-e.bands[band]))
 	}, carry)
 	x.Free()
 	if err != nil {
 		return err
 	}
+	if e.seq > 1 && rk.DiT != nil { // the DiT takes the whole latents
+		whole, err := e.gatherBands(me, z, fmt.Sprintf("chunk %d latents", c.Index))
+		z.Free()
+		if err != nil {
+			return err
+		}
+		z = whole
+	}
 	if rk.DiT != nil {
-		restored, err := e.denoise(rk, c, z)
+		restored, err := e.denoise(rk, me, c, z)
 		z.Free()
 		if err != nil {
 			return err
 		}
 		z = restored
+		if e.seq > 1 {
+			mine, err := b.Band(z, e.bands[band], e.bands[band+1]-e.bands[band])
+			z.Free()
+			if err != nil {
+				return err
+			}
+			z = mine
+		}
 	}
 	defer z.Free()
 	lo, hi := c.OutputRange(e.frames)
 	if hi <= lo {
 		return fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
 	}
-	out := 0
+	out, groups := 0, 0
 	err = rk.R.DecodeCarried(z, st, lo-(c.Start-3), hi-lo, carry, func(y backend.Tensor, _ int) error {
+		groups++
+		if e.seq > 1 {
+			tag := fmt.Sprintf("chunk %d frames %d", c.Index, groups)
+			if me != j.rank {
+				return e.tr.Send(e.ctx, me, j.rank, tag, y)
+			}
+			whole, err := e.gatherOut(me, y, tag)
+			if err != nil {
+				return err
+			}
+			defer whole.Free()
+			y = whole
+		}
 		crop, err := b.CropPad(y, e.opt.Height, e.opt.Width)
 		if err != nil {
 			return err
@@ -360,7 +468,7 @@ func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, c Chunk, frames, l
 		out += crop.Shape().N
 		return err
 	})
-	if err != nil {
+	if err != nil || me != j.rank {
 		return err
 	}
 	j.out = out
@@ -368,14 +476,82 @@ func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, c Chunk, frames, l
 	return err
 }
 
-// denoise runs the DiT on chunk c's latents z: it first sends z to the
-// next chunk's rank if that chunk's DiT takes history, and takes its own
-// history from the previous chunk's rank.
-func (e *Parallel) denoise(rk Rank, c Chunk, z backend.Tensor) (backend.Tensor, error) {
-	me := c.Index % len(e.ranks)
+// gatherBands returns the whole of what the ranks of me's group hold a
+// band of, on every one of them.
+func (e *Parallel) gatherBands(me int, t backend.Tensor, tag string) (backend.Tensor, error) {
+	g := e.group(me)
+	parts, err := g.AllGather(e.ctx, tag, t)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for i, p := range parts {
+			if i != g.Me {
+				p.Free()
+			}
+		}
+	}()
+	return stackRows(e.ranks[me].R.b, parts)
+}
+
+// gatherOut returns the frames whose top band is y, on the group's first
+// rank me, with the other bands the group's ranks sent it.
+func (e *Parallel) gatherOut(me int, y backend.Tensor, tag string) (backend.Tensor, error) {
+	parts := []backend.Tensor{y}
+	defer func() {
+		for _, p := range parts[1:] {
+			p.Free()
+		}
+	}()
+	for _, r := range e.group(me).Ranks[1:] {
+		p, err := e.tr.Recv(e.ctx, me, r, tag)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	return stackRows(e.ranks[me].R.b, parts)
+}
+
+// send hands t from rank from to rank to (a rank that hands itself the
+// next chunk's state, the only chunk group, keeps a copy).
+func (e *Parallel) send(from, to int, tag string, t backend.Tensor) error {
+	if from != to {
+		return e.tr.Send(e.ctx, from, to, tag, t)
+	}
+	c, err := e.ranks[from].R.b.Frames(t, 0, t.Shape().N)
+	if err != nil {
+		return err
+	}
+	if e.kept[from] == nil {
+		e.kept[from] = map[string]backend.Tensor{}
+	}
+	e.kept[from][tag] = c
+	return nil
+}
+
+// recv takes what send handed rank to from rank from.
+func (e *Parallel) recv(to, from int, tag string) (backend.Tensor, error) {
+	if from != to {
+		return e.tr.Recv(e.ctx, to, from, tag)
+	}
+	t, ok := e.kept[to][tag]
+	if !ok {
+		return nil, fmt.Errorf("swiftvr: rank %d kept no %s", to, tag)
+	}
+	delete(e.kept[to], tag)
+	return t, nil
+}
+
+// denoise runs the DiT on chunk c's latents z on rank me: it first sends
+// z to the next chunk's rank if that chunk's DiT takes history, and takes
+// its own history from the previous chunk's rank. With sequence
+// parallelism the group's ranks run it together, each with the whole z.
+func (e *Parallel) denoise(rk Rank, me int, c Chunk, z backend.Tensor) (backend.Tensor, error) {
+	band := me % e.seq
 	if next := c.Index + 1; next < len(e.chunks) {
 		if p := e.chunks[next].DiTInput(e.opt.ClipLen, e.opt.DiTOverlap); p.Prefix > 0 && !p.ZeroPrefix {
-			if err := e.tr.Send(e.ctx, me, next%len(e.ranks), histTag(c.Index), z); err != nil {
+			if err := e.send(me, e.rankOf(next, band), histTag(c.Index), z); err != nil {
 				return nil, err
 			}
 		}
@@ -384,21 +560,26 @@ func (e *Parallel) denoise(rk Rank, c Chunk, z backend.Tensor) (backend.Tensor, 
 	var hist backend.Tensor
 	if plan.Prefix > 0 && !plan.ZeroPrefix {
 		var err error
-		if hist, err = e.tr.Recv(e.ctx, me, (c.Index-1)%len(e.ranks), histTag(c.Index-1)); err != nil {
+		if hist, err = e.recv(me, e.rankOf(c.Index-1, band), histTag(c.Index-1)); err != nil {
 			return nil, err
 		}
 		defer hist.Free()
 	}
-	return denoise(rk.R.b, rk.DiT, c, plan, z, hist)
+	var sh *Shard
+	if e.seq > 1 {
+		sh = &Shard{Group: e.group(me), Ctx: e.ctx}
+	}
+	return denoise(rk.R.b, rk.DiT, sh, c, plan, z, hist)
 }
 
 func histTag(chunk int) string { return fmt.Sprintf("chunk %d latents", chunk) }
 
-// rankCarry is the Carry of one chunk: the state comes from the previous
-// chunk's rank and goes to the next chunk's.
+// rankCarry is the Carry of one chunk's band: the state comes from the
+// previous chunk's rank of the band and goes to the next chunk's.
 type rankCarry struct {
 	e     *Parallel
 	rank  int
+	band  int
 	chunk int
 }
 
@@ -414,13 +595,12 @@ func (c *rankCarry) Prev(dec bool, k int) (backend.Tensor, error) {
 	if c.chunk == 0 {
 		return nil, nil // the video's start: zeros
 	}
-	p := len(c.e.ranks)
-	return c.e.tr.Recv(c.e.ctx, c.rank, (c.chunk-1)%p, stateTag(c.chunk-1, dec, k))
+	return c.e.recv(c.rank, c.e.rankOf(c.chunk-1, c.band), stateTag(c.chunk-1, dec, k))
 }
 
 func (c *rankCarry) Next(dec bool, k int, last backend.Tensor) error {
 	if c.chunk+1 >= len(c.e.chunks) {
 		return nil
 	}
-	return c.e.tr.Send(c.e.ctx, c.rank, (c.chunk+1)%len(c.e.ranks), stateTag(c.chunk, dec, k), last)
+	return c.e.send(c.rank, c.e.rankOf(c.chunk+1, c.band), stateTag(c.chunk, dec, k), last)
 }

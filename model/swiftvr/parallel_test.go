@@ -216,3 +216,102 @@ func TestParallelFailure(t *testing.T) {
 		t.Error("a group of one rank was accepted")
 	}
 }
+
+// TestSequenceEqualsOneRank: sequence parallelism on the CPU (each chunk
+// on a group of ranks: the ReAE in height bands with halo exchanges, the
+// DiT split by tokens and heads) gives bitwise the output of one Session:
+// one group of 2 (the tiny DiT has 2 heads), 2 groups of 2 (chunk and
+// sequence parallelism composed, with DiT history), and the ReAE alone in
+// 3 uneven bands and in 4 bands of one latent row each, whole-chunk passes.
+func TestSequenceEqualsOneRank(t *testing.T) {
+	const w, h = 40, 24
+	cases := []struct {
+		ranks, seq, frames, overlap, fb int
+		ow, oh                          int
+		dit                             bool
+	}{
+		{2, 2, 41, 0, 1, 64, 64, true},
+		{4, 2, 41, 1, 1, 64, 64, true},
+		{3, 3, 33, 0, 0, 64, 48, false},
+		{4, 4, 17, 0, 1, 48, 64, false},
+	}
+	var models []Rank
+	for range 4 {
+		r, d := tinyModel(t, cpu.New(1))
+		models = append(models, Rank{R: r, DiT: d})
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%d ranks in groups of %d, %d frames to %dx%d, DiT %v", c.ranks, c.seq, c.frames, c.ow, c.oh, c.dit), func(t *testing.T) {
+			fb := c.fb
+			opt := Options{Width: c.ow, Height: c.oh, ClipLen: 8, DiTOverlap: c.overlap, FrameBatch: &fb}
+			ranks := append([]Rank(nil), models[:c.ranks]...)
+			if !c.dit {
+				for i := range ranks {
+					ranks[i].DiT = nil
+				}
+			}
+			v := video(c.frames, w, h, uint64(c.frames))
+			s, err := NewSession(ranks[0].R, ranks[0].DiT, w, h, c.frames, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := driveBatches(t, s, c.frames, v, w, h, c.ow, c.oh, 1)
+			s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.Sequence = c.seq
+			p, err := NewParallel(ranks, w, h, c.frames, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := driveBatches(t, p, c.frames, v, w, h, c.ow, c.oh, 2)
+			stats := p.Exchanged()
+			p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) || len(want) != c.frames*c.ow*c.oh*3 {
+				t.Fatalf("%d output bytes, one rank %d, want %d frames", len(got), len(want), c.frames)
+			}
+			fs := c.ow * c.oh * 3
+			for k := range c.frames {
+				if !bytes.Equal(got[k*fs:(k+1)*fs], want[k*fs:(k+1)*fs]) {
+					t.Fatalf("frame %d differs from one rank's", k)
+				}
+			}
+			for r, st := range stats {
+				if st.Sent == 0 {
+					t.Errorf("rank %d exchanged nothing", r)
+				}
+			}
+		})
+	}
+}
+
+// TestSequenceRefusals: groups that do not divide the ranks, the DiT's
+// heads or the latent rows are refused before anything runs.
+func TestSequenceRefusals(t *testing.T) {
+	var ranks []Rank
+	for range 3 {
+		r, d := tinyModel(t, cpu.New(1))
+		ranks = append(ranks, Rank{R: r, DiT: d})
+	}
+	for _, c := range []struct {
+		n, seq, oh int
+		want       string
+	}{
+		{3, 2, 64, "3 ranks do not make chunk groups of 2"},
+		{3, 3, 64, "the DiT's 2 heads do not split over 3 sequence-parallel ranks"},
+		{3, 3, 16, "2 latent rows (output height 16) do not make 3 height bands"},
+	} {
+		rs := ranks[:c.n]
+		if c.oh == 16 { // the ReAE alone: the heads allow any group
+			rs = []Rank{{R: ranks[0].R}, {R: ranks[1].R}, {R: ranks[2].R}}
+		}
+		_, err := NewParallel(rs, 40, 24, 17, Options{Width: 64, Height: c.oh, ClipLen: 8, Sequence: c.seq})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d ranks in groups of %d: got %v, want %q", c.n, c.seq, err, c.want)
+		}
+	}
+}

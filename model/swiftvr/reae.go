@@ -36,6 +36,8 @@ type ReAE struct {
 	// FrameBatch runs runs of per-frame layers a few frames at a time (0 =
 	// the whole chunk at once).
 	FrameBatch int
+
+	halo *halo // nil: whole frames; else one height band of them (bands.go)
 }
 
 type layerKind int

@@ -1,0 +1,142 @@
+package swiftvr
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/parallel"
+)
+
+// halo makes a ReAE view compute one height band of every frame, as rank
+// Me of a group whose ranks hold the bands in order from the top. Before
+// each convolution wider than 1x1 a band takes the rows its kernel reads
+// beyond the band from the ranks above and below (the frame's own top and
+// bottom keep the convolution's zero padding), so each rank computes
+// exactly its rows of what one rank computes on whole frames. Every other
+// layer works pixel by pixel (nearest upsampling and the pixel
+// (un)shuffles keep bands of whole 16-row multiples apart), and a
+// MemBlock's causal state is its band's rows of the previous frame, so
+// the state stays per band.
+type halo struct {
+	parallel.Group
+	ctx  context.Context
+	sent int // exchanges so far, naming each in its tag
+}
+
+// bandRows splits n rows into p bands as equal as can be: band i is rows
+// [at[i], at[i+1]).
+func bandRows(n, p int) []int {
+	at := make([]int, p+1)
+	for i := range at {
+		at[i] = i * n / p
+	}
+	return at
+}
+
+// conv2d runs the convolution c on x, adding res (when non-nil) in its
+// pass; on a band, after taking the halo rows from the neighbours.
+func (r *ReAE) conv2d(x backend.Tensor, c conv, act backend.Activation, res backend.Tensor) (backend.Tensor, error) {
+	p := c.p
+	if r.halo != nil && c.kSize > 1 {
+		ext, q, err := r.halo.extend(r.b, x, p)
+		if err != nil {
+			return nil, err
+		}
+		defer ext.Free()
+		x, p = ext, q
+	}
+	if res != nil {
+		return r.b.Conv2DAdd(x, c.w, p, act, res)
+	}
+	return r.b.Conv2D(x, c.w, p, act)
+}
+
+// extend returns x with the rows the convolution p reads above and below
+// it taken from the neighbouring bands, and p's padding for the result. A
+// band of whole strides reads p.PadT rows above it and KH-StrideH-PadT
+// below (none for the stride-2 convolutions).
+func (h *halo) extend(b backend.Backend, x backend.Tensor, p backend.ConvParams) (backend.Tensor, backend.ConvParams, error) {
+	s := x.Shape()
+	top, bottom := p.PadT, max(0, p.KH-p.StrideH-p.PadT)
+	if s.H%p.StrideH != 0 || s.H < max(top, bottom) {
+		return nil, p, fmt.Errorf("reae band of %d rows for a convolution of stride %d reading %d rows around it", s.H, p.StrideH, max(top, bottom))
+	}
+	h.sent++
+	up, down := fmt.Sprintf("halo up %d", h.sent), fmt.Sprintf("halo down %d", h.sent)
+	first, last := h.Me == 0, h.Me == h.Size()-1
+	send := func(to, y0, n int, tag string) error {
+		rows, err := b.Band(x, y0, n)
+		if err != nil {
+			return err
+		}
+		defer rows.Free()
+		return h.Tr.Send(h.ctx, h.Ranks[h.Me], h.Ranks[to], tag, rows)
+	}
+	// Hand this band's edge rows to the neighbours that read them first,
+	// then take theirs.
+	if !first && bottom > 0 {
+		if err := send(h.Me-1, 0, bottom, up); err != nil {
+			return nil, p, err
+		}
+	}
+	if !last && top > 0 {
+		if err := send(h.Me+1, s.H-top, top, down); err != nil {
+			return nil, p, err
+		}
+	}
+	var parts []backend.Tensor
+	defer func() {
+		for _, t := range parts {
+			if t != x {
+				t.Free()
+			}
+		}
+	}()
+	if !first {
+		p.PadT = 0
+		if top > 0 {
+			t, err := h.Tr.Recv(h.ctx, h.Ranks[h.Me], h.Ranks[h.Me-1], down)
+			if err != nil {
+				return nil, p, err
+			}
+			parts = append(parts, t)
+		}
+	}
+	parts = append(parts, x)
+	if !last {
+		p.PadB = 0
+		if bottom > 0 {
+			t, err := h.Tr.Recv(h.ctx, h.Ranks[h.Me], h.Ranks[h.Me+1], up)
+			if err != nil {
+				return nil, p, err
+			}
+			parts = append(parts, t)
+		}
+	}
+	ext, err := stackRows(b, parts)
+	return ext, p, err
+}
+
+// stackRows returns the frames of parts stacked from the top (parts of the
+// same frames, width and channels).
+func stackRows(b backend.Backend, parts []backend.Tensor) (backend.Tensor, error) {
+	s := parts[0].Shape()
+	s.H = 0
+	for _, t := range parts {
+		s.H += t.Shape().H
+	}
+	out, err := b.Empty(s)
+	if err != nil {
+		return nil, err
+	}
+	y := 0
+	for _, t := range parts {
+		if err := b.CopyBand(out, y, t); err != nil {
+			out.Free()
+			return nil, err
+		}
+		y += t.Shape().H
+	}
+	return out, nil
+}
