@@ -239,6 +239,8 @@ type GPU interface {
 	// allocated; ResetPeak starts it again from what is in use.
 	PeakBytes() int64
 	ResetPeak()
+	// Available is the device memory a new working set can take now.
+	Available() (int64, error)
 	// Spans returns the intervals the compute stream spent on the batches
 	// waited for since the last call, and forgets them.
 	Spans() []Span

@@ -299,6 +299,16 @@ func (b *Backend) PeakBytes() int64 { return b.pool.peakBytes() }
 // PeakBytes' high-water mark again from the memory in use.
 func (b *Backend) ResetPeak() { b.pool.resetPeak() }
 
+// Available is the device memory a new working set can take: what the
+// driver has free and what the pool holds without using it.
+func (b *Backend) Available() (int64, error) {
+	free, _, err := b.ctx.MemInfo()
+	b.pool.mu.Lock()
+	idle := b.pool.reservedNow() - b.pool.inUse
+	b.pool.mu.Unlock()
+	return int64(free) + max(idle, 0), err
+}
+
 // Synchronize waits for all queued work.
 func (b *Backend) Synchronize() error { return b.compute.Synchronize() }
 

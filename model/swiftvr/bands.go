@@ -140,3 +140,109 @@ func stackRows(b backend.Backend, parts []backend.Tensor) (backend.Tensor, error
 	}
 	return out, nil
 }
+
+// reach returns how many latent rows above and below a band the
+// encoder's latents and the decoder's frames of the band depend on: the
+// convolutions' reach, walked back from the output through the strides
+// and upsamplings, in whole latent rows.
+func (r *ReAE) reach() (enc, dec int) {
+	h := 0 // rows at the resolution of the layer's output
+	for i := len(r.enc) - 1; i >= 0; i-- {
+		l := r.enc[i]
+		switch l.kind {
+		case lConv:
+			h = h*l.conv.p.StrideH + l.conv.kSize/2
+		case lMem:
+			for _, c := range l.mem {
+				h += c.kSize / 2
+			}
+		}
+	}
+	enc = (2*h + 15) / 16 // pixel unshuffle by 2, 16 input rows a latent row
+	h = 0                 // the decoder's output rows at half resolution (before the pixel shuffle)
+	for i := len(r.dec) - 1; i >= 0; i-- {
+		l := r.dec[i]
+		switch l.kind {
+		case lConv:
+			h += l.conv.kSize / 2
+		case lMem:
+			for _, c := range l.mem {
+				h += c.kSize / 2
+			}
+		case lUp:
+			h = (h + 1) / 2
+		}
+	}
+	return enc, h
+}
+
+// The ReAE of a Session in height bands run one after another
+// (Options.Bands, --reae-bands), for frames whose autoencoder does not fit
+// the device at once: each band runs the whole encoder or decoder on its
+// latent rows and the rows within reach around them, with its own causal
+// state, and keeps its own rows. The rows around a band are computed with
+// the band's edge as the frame's edge, which changes them but, beyond the
+// reach, nothing a band keeps: the result is exactly the whole frame's,
+// and the working set is a band's.
+
+// encodeBands encodes the chunk's frames in band by band and returns the
+// whole latents.
+func (e *Session) encodeBands(in backend.Tensor) (backend.Tensor, error) {
+	b := e.r.b
+	reach, _ := e.r.reach()
+	rows := e.bands[len(e.bands)-1]
+	var parts []backend.Tensor
+	defer func() { freeAll(parts) }()
+	for i := range len(e.bands) - 1 {
+		l0, l1 := e.bands[i], e.bands[i+1]
+		a, z := max(0, l0-reach), min(rows, l1+reach)
+		zb, err := e.r.EncodeFrom(in, e.bandSt[i], func(x backend.Tensor) (backend.Tensor, error) {
+			p, err := e.prepare(x)
+			if err != nil {
+				return nil, err
+			}
+			defer p.Free()
+			return b.Band(p, 16*a, 16*(z-a))
+		})
+		if err != nil {
+			return nil, err
+		}
+		mine, err := b.Band(zb, l0-a, l1-l0)
+		zb.Free()
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, mine)
+	}
+	return stackRows(b, parts)
+}
+
+// decodeBands decodes the output frames [from, from+n) of the latents z
+// band by band and returns them whole.
+func (e *Session) decodeBands(z backend.Tensor, from, n int) (backend.Tensor, error) {
+	b := e.r.b
+	_, reach := e.r.reach()
+	rows := e.bands[len(e.bands)-1]
+	var parts []backend.Tensor
+	defer func() { freeAll(parts) }()
+	for i := range len(e.bands) - 1 {
+		l0, l1 := e.bands[i], e.bands[i+1]
+		a, zz := max(0, l0-reach), min(rows, l1+reach)
+		zb, err := b.Band(z, a, zz-a)
+		if err != nil {
+			return nil, err
+		}
+		y, err := e.r.DecodeFrames(zb, e.bandSt[i], from, n)
+		zb.Free()
+		if err != nil {
+			return nil, err
+		}
+		mine, err := b.Band(y, 16*(l0-a), 16*(l1-l0))
+		y.Free()
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, mine)
+	}
+	return stackRows(b, parts)
+}

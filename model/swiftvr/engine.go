@@ -29,6 +29,10 @@ type Options struct {
 	// len/Sequence chunk groups that run chunks side by side. 0 or 1: each
 	// chunk on one rank (chunk parallelism).
 	Sequence int
+	// Bands runs a Session's ReAE in this many height bands, one after
+	// another, for frames whose autoencoder does not fit at once (see
+	// encodeBands). 0 or 1: whole frames.
+	Bands int
 }
 
 // Session streams one video through SwiftVR chunk by chunk (ReAE encode,
@@ -47,6 +51,8 @@ type Session struct {
 	chunks []Chunk
 	next   int // next chunk to run
 	state  *State
+	bands  []int          // latent row bounds of the ReAE's bands (nil: whole frames)
+	bandSt []*State       // each band's causal state
 	last   backend.Tensor // the video's last real frame, prepared (for padding)
 	hist   backend.Tensor // the previous chunk's input latents (DiT history)
 }
@@ -81,12 +87,26 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 		}
 		r = &view
 	}
-	return &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}, nil
+	e := &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}
+	if opt.Bands > 1 {
+		rows := (opt.Height + 31) &^ 31 / 16
+		if rows < opt.Bands {
+			return nil, fmt.Errorf("--reae-bands %d: the output's %d latent rows (height %d) make at most %d bands", opt.Bands, rows, opt.Height, rows)
+		}
+		e.bands = bandRows(rows, opt.Bands)
+		for range opt.Bands {
+			e.bandSt = append(e.bandSt, r.NewState())
+		}
+	}
+	return e, nil
 }
 
 // Close frees the request's state.
 func (e *Session) Close() {
 	e.state.Free()
+	for _, st := range e.bandSt {
+		st.Free()
+	}
 	for _, t := range []*backend.Tensor{&e.last, &e.hist} {
 		if *t != nil {
 			(*t).Free()
@@ -254,7 +274,12 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 	if err != nil {
 		return err
 	}
-	z, err := e.r.EncodeFrom(in, e.state, e.prepare)
+	var z backend.Tensor
+	if e.bands != nil {
+		z, err = e.encodeBands(in)
+	} else {
+		z, err = e.r.EncodeFrom(in, e.state, e.prepare)
+	}
 	in.Free()
 	if err != nil {
 		return err
@@ -272,14 +297,23 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 	if hi <= lo {
 		return fmt.Errorf("swiftvr: chunk %d writes no frames", c.Index)
 	}
-	return e.r.DecodeTo(z, e.state, lo-(c.Start-3), hi-lo, func(y backend.Tensor, _ int) error {
+	emit := func(y backend.Tensor, _ int) error {
 		crop, err := b.CropPad(y, e.opt.Height, e.opt.Width)
 		if err != nil {
 			return err
 		}
 		defer crop.Free()
 		return put(crop)
-	})
+	}
+	if e.bands != nil {
+		y, err := e.decodeBands(z, lo-(c.Start-3), hi-lo)
+		if err != nil {
+			return err
+		}
+		defer y.Free()
+		return emit(y, 0)
+	}
+	return e.r.DecodeTo(z, e.state, lo-(c.Start-3), hi-lo, emit)
 }
 
 // restore runs the DiT on chunk c's latents z with its history (see

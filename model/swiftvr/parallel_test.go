@@ -315,3 +315,39 @@ func TestSequenceRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestReAEBands: a Session's ReAE in 2, 3 and 5 height bands run one
+// after another (--reae-bands) gives bitwise the output of whole frames on
+// the CPU, on frames tall enough (40 latent rows) that every band leaves
+// rows out of reach, over two chunks (the bands' causal states), with the
+// DiT between.
+func TestReAEBands(t *testing.T) {
+	const w, h, ow, oh, frames = 8, 160, 32, 640, 17
+	r, d := tinyModel(t, cpu.New(1))
+	if enc, dec := r.reach(); enc != 18 || dec != 18 {
+		t.Errorf("reach %d and %d latent rows, want 18 and 18 (walked by hand from the layers)", enc, dec)
+	}
+	v := video(frames, w, h, 3)
+	run := func(bands int) []byte {
+		s, err := NewSession(r, d, w, h, frames, Options{Width: ow, Height: oh, ClipLen: 8, Bands: bands})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := driveBatches(t, s, frames, v, w, h, ow, oh, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := run(1)
+	for _, n := range []int{2, 3, 5} {
+		if !bytes.Equal(run(n), want) {
+			t.Errorf("%d bands give other frames than whole ones", n)
+		}
+	}
+	if _, err := NewSession(r, d, w, h, frames, Options{Width: ow, Height: 64, ClipLen: 8, Bands: 5}); err == nil ||
+		err.Error() != "--reae-bands 5: the output's 4 latent rows (height 64) make at most 4 bands" {
+		t.Errorf("got %v", err)
+	}
+}
