@@ -404,18 +404,40 @@ func TestSwiftVRRestore(t *testing.T) {
 	}
 	// Chunk parallelism: 2 and 3 ranks on the CPU (4 chunks of 8 frames)
 	// give the frames of one, with the audio, through 3 encoders.
-	for _, dev := range []string{"cpu,cpu", "cpu,cpu,cpu"} {
-		o := filepath.Join(dir, "ranks"+dev+".mkv")
-		_, stderr, err := vsrOutputs("restore", in, "-o", o, "--model", ck, "--clip-len", "8", "--device", dev, "--segments", "3", "--codec", "ffv1", "--pix-fmt", "gbrp")
-		if err != nil || !strings.Contains(stderr, "on "+dev+" with") {
-			t.Fatalf("--device %s: %v\n%s", dev, err, stderr)
+	// Sequence parallelism (2 ranks on each chunk, alone and as 2 chunk
+	// groups) and the autoencoder in 2 height bands on one device give
+	// them too.
+	for k, c := range []struct {
+		dev  string
+		more []string
+	}{
+		{"cpu,cpu", nil}, {"cpu,cpu,cpu", nil},
+		{"cpu,cpu", []string{"--parallel", "sequence"}},
+		{"cpu,cpu,cpu,cpu", []string{"--parallel", "chunks=2,sequence=2"}},
+		{"cpu", []string{"--reae-bands", "2"}},
+	} {
+		o := filepath.Join(dir, fmt.Sprintf("ranks%d.mkv", k))
+		args := append([]string{"restore", in, "-o", o, "--model", ck, "--clip-len", "8", "--device", c.dev, "--segments", "3", "--codec", "ffv1", "--pix-fmt", "gbrp"}, c.more...)
+		_, stderr, err := vsrOutputs(args...)
+		if err != nil || !strings.Contains(stderr, "on "+c.dev+" with") {
+			t.Fatalf("--device %s %v: %v\n%s", c.dev, c.more, err, stderr)
 		}
 		i := probe(t, o)
 		if i.Frames != 29 || !i.HasAudio {
-			t.Errorf("--device %s: %+v", dev, i)
+			t.Errorf("--device %s %v: %+v", c.dev, c.more, i)
 		}
 		if !bytes.Equal(decodeAll(t, i), frames[0]) {
-			t.Errorf("--device %s: other frames than one device", dev)
+			t.Errorf("--device %s %v: other frames than one device", c.dev, c.more)
+		}
+	}
+	for _, c := range [][]string{
+		{"cpu,cpu,cpu", "--parallel", "chunks=2,sequence=2", "--parallel chunks=2,sequence=2 asks for 2 x 2 = 4 devices; the device list has 3"},
+		{"cpu,cpu", "--parallel", "rows", `--parallel (parallel) "rows": want chunks, sequence or chunks=A,sequence=B`},
+		{"cpu,cpu", "--reae-bands", "2", "--reae-bands 2 runs bands one after another on one device"},
+	} {
+		_, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "refused.mkv"), "--model", ck, "--clip-len", "8", "--device", c[0], c[1], c[2])
+		if err == nil || !strings.Contains(fmt.Sprint(err, stderr), c[3]) {
+			t.Errorf("--device %s %s %s: %v, want %q in\n%s", c[0], c[1], c[2], err, c[3], stderr)
 		}
 	}
 	// The bench reports each rank's exchanges.

@@ -49,6 +49,10 @@ func (family) Params() []model.Param {
 			Help: "SwiftVR: run TemporalGrow before its upsample (before, LightX2V's reorder) or after (the official order)"},
 		{Name: "dit", Kind: model.String, Default: "on",
 			Help: "SwiftVR: on, or off to run the autoencoder only (encode -> decode); off at load leaves the DiT out"},
+		{Name: "parallel", Kind: model.String, Default: "chunks",
+			Help: "SwiftVR on a device list: chunks (each device restores its own chunks), sequence (every device on each chunk: the DiT split by tokens and heads, the autoencoder by height bands), or chunks=A,sequence=B (A groups of B devices)"},
+		{Name: "reae-bands", Kind: model.Int, Default: 0,
+			Help: "SwiftVR on one device: run the autoencoder in N height bands one after another, for frames whose autoencoder does not fit (0 = automatic, bands only when it would not fit; 1 = whole frames)"},
 		{Name: "graphs", Kind: model.String, Default: "on",
 			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
 	}
@@ -97,10 +101,32 @@ func check(p model.Params) error {
 	if g := p.String("graphs"); g != "on" && g != "off" {
 		return fmt.Errorf("--graphs (graphs) %q: want on or off", g)
 	}
-	if p.Int("reae-frame-batch") < 0 || p.Int("dit-overlap") < 0 {
-		return fmt.Errorf("--reae-frame-batch and --dit-overlap must be >= 0")
+	if p.Int("reae-frame-batch") < 0 || p.Int("dit-overlap") < 0 || p.Int("reae-bands") < 0 {
+		return fmt.Errorf("--reae-frame-batch, --reae-bands and --dit-overlap must be >= 0")
 	}
-	return nil
+	_, err := sequence(p.String("parallel"), 0)
+	return err
+}
+
+// sequence returns the ranks per chunk group that --parallel asks of a
+// group of n devices (n 0: only check the syntax).
+func sequence(v string, n int) (int, error) {
+	bad := fmt.Errorf("--parallel (parallel) %q: want chunks, sequence or chunks=A,sequence=B", v)
+	switch v {
+	case "chunks":
+		return 1, nil
+	case "sequence":
+		return max(n, 1), nil
+	}
+	var a, b int
+	if k, err := fmt.Sscanf(v, "chunks=%d,sequence=%d", &a, &b); err != nil || k != 2 || a < 1 || b < 1 ||
+		fmt.Sprintf("chunks=%d,sequence=%d", a, b) != v {
+		return 0, bad
+	}
+	if n > 0 && a*b != n {
+		return 0, fmt.Errorf("--parallel %s asks for %d x %d = %d devices; the device list has %d", v, a, b, a*b, n)
+	}
+	return b, nil
 }
 
 // resident is a SwiftVR checkpoint on a device.
@@ -134,7 +160,7 @@ func (m *resident) get(name string, p model.Params) any {
 // params merges the loader's parameters under the request's.
 func (m *resident) params(p model.Params) model.Params {
 	out := model.Params{Set: model.Values{}}
-	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs"} {
+	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs", "parallel", "reae-bands"} {
 		if v := m.get(name, p); v != nil {
 			out.Set[name] = v
 		}
@@ -180,7 +206,47 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 			return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
 		}
 	}
-	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
+	opt := m.options(p, ow, oh)
+	if opt.Bands == 0 {
+		opt.Bands = autoBands(m.reae, ow, oh, opt)
+	}
+	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
+}
+
+// reaeBytesPerPixel is the ReAE's working set per output pixel and frame
+// of a pass (its frame batch), measured on the H200 at 3840x2160 and
+// 7680x4320 (docs/BENCHMARKS.md) with some margin.
+const reaeBytesPerPixel = 1400
+
+// autoBands returns the height bands --reae-bands 0 runs r in: 1 where
+// its working set fits the memory available on its device, else enough
+// that a band's does (a band computes the rows within reach around it
+// too).
+func autoBands(r *ReAE, w, h int, opt Options) int {
+	g, ok := r.b.(backend.GPU)
+	if !ok {
+		return 1
+	}
+	avail, err := g.Available()
+	if err != nil || avail <= 0 {
+		return 1
+	}
+	frames := int64(4 * max(*opt.FrameBatch, 0))
+	if frames == 0 {
+		frames = int64(opt.ClipLen + 4)
+	}
+	rows := (h + 31) &^ 31 / 16
+	need := func(bandRows int) int64 {
+		return reaeBytesPerPixel * frames * int64((w+31)&^31) * int64(16*bandRows)
+	}
+	budget := avail * 3 / 4 // the DiT's activations and the frames in flight take the rest
+	_, reach := r.reach()
+	for n := 1; n <= rows; n++ {
+		if need(min(rows, (rows+n-1)/n+2*reach)) <= budget {
+			return n
+		}
+	}
+	return rows
 }
 
 // NewGroupSession runs a video on this model's device and the others'
@@ -209,14 +275,21 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 		}
 		ranks = append(ranks, rk)
 	}
-	return NewParallel(ranks, v.Width, v.Height, v.Frames, m.options(p, ow, oh))
+	opt := m.options(p, ow, oh)
+	if opt.Sequence, err = sequence(p.String("parallel"), len(ranks)); err != nil {
+		return nil, err
+	}
+	if opt.Bands > 1 {
+		return nil, fmt.Errorf("--reae-bands %d runs bands one after another on one device; on a device list use --parallel sequence, which splits the autoencoder into height bands over the devices", opt.Bands)
+	}
+	return NewParallel(ranks, v.Width, v.Height, v.Frames, opt)
 }
 
 // options are a request's Options at output size w x h.
 func (m *resident) options(p model.Params, w, h int) Options {
 	before, fb := p.String("temporal-grow") == "before", p.Int("reae-frame-batch")
 	return Options{Width: w, Height: h, ClipLen: p.Int("clip-len"), DiTOverlap: p.Int("dit-overlap"),
-		TGrowBefore: &before, FrameBatch: &fb}
+		TGrowBefore: &before, FrameBatch: &fb, Bands: p.Int("reae-bands")}
 }
 
 // Warmup runs a synthetic request at output size w x h (see Warmup).
