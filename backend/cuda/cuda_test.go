@@ -199,6 +199,28 @@ func TestOpsAgainstCPU(t *testing.T) {
 			}
 			return out, b.CopyFrames(out, 1, up(b, s, x))
 		})
+		// Channel ranges and row bands, 16 bytes at a time and not.
+		for _, at := range []int{8, 3} {
+			both(t, dt, "channels", func(b backend.Backend) (backend.Tensor, error) {
+				return b.Channels(up(b, s, x), at, 40)
+			})
+			both(t, dt, "band+copyband", func(b backend.Backend) (backend.Tensor, error) {
+				band, err := b.Band(up(b, s, x), at, 7)
+				if err != nil {
+					return nil, err
+				}
+				out := up(b, s, y)
+				return out, b.CopyBand(out, 2*at, band)
+			})
+		}
+		both(t, dt, "channels+copychannels", func(b backend.Backend) (backend.Tensor, error) {
+			part, err := b.Channels(up(b, s, x), 16, 16)
+			if err != nil {
+				return nil, err
+			}
+			out := up(b, s, y)
+			return out, b.CopyChannels(out, 40, part)
+		})
 		both(t, dt, "concat prev", func(b backend.Backend) (backend.Tensor, error) {
 			xt := up(b, s, x)
 			prev, _ := b.Frames(up(b, s, y), 1, 1)

@@ -81,6 +81,12 @@ func TestTransformerOps(t *testing.T) {
 			rp := &backend.RoPE{Grid: backend.Grid{F: 2, H: 3, W: 5}, Offset: 4, HeadDim: 12}
 			return xt, tr(b).RMSNormRoPE(xt, up(b, 1, 36, norm260[:36]), 1e-6, rp)
 		})
+		// A slice of the tokens from token 7 on, its last 4 rows padding.
+		both(t, dt, "rmsnorm+rope from a first token", func(b backend.Backend) (backend.Tensor, error) {
+			xt := up(b, 27, 36, x[:27*36])
+			rp := &backend.RoPE{Grid: backend.Grid{F: 2, H: 3, W: 5}, Offset: 4, HeadDim: 12, First: 7}
+			return xt, tr(b).RMSNormRoPE(xt, up(b, 1, 36, norm260[:36]), 1e-6, rp)
+		})
 		for _, rp := range []*backend.RoPE{nil, rope} {
 			both(t, dt, "rmsnorm+rope", func(b backend.Backend) (backend.Tensor, error) {
 				xt := up(b, rows, in, x)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -12,11 +13,14 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 )
 
-// synthCheckpoint writes and opens a synthetic checkpoint preset (seed 1).
+// synthCheckpoint writes and opens a synthetic checkpoint preset (seed 1),
+// or opens the full one at $VSR_FULL_CK.
 func synthCheckpoint(t testing.TB, preset string) *Checkpoint {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ck")
-	if err := Synth(dir, preset, 1); err != nil {
+	if d := os.Getenv("VSR_FULL_CK"); preset == "full" && d != "" {
+		dir = d // made by vsr checkpoint synth --preset full (seed 1)
+	} else if err := Synth(dir, preset, 1); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := Open(dir)

@@ -3,9 +3,11 @@ package swiftvr
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/backend/cuda"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/parallel"
 )
 
 // TestReAEOnGPU runs the same ReAE on the CPU in float32 and on the GPU in
@@ -348,5 +351,199 @@ func TestParallelFullGPU(t *testing.T) {
 			sent += x.SentBytes
 		}
 		t.Logf("%d ranks: %v, %d frames bitwise equal to one rank: %v; %.1f MiB exchanged", n, d, frames-diff, diff == 0, float64(sent)/(1<<20))
+	}
+}
+
+// psnr8 compares 8-bit frames; maxDiff8 is their largest difference.
+func psnr8(a, b []byte) float64 {
+	var mse float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		mse += d * d
+	}
+	if mse == 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(255*255/(mse/float64(len(a))))
+}
+
+func maxDiff8(a, b []byte) int {
+	m := 0
+	for i := range a {
+		m = max(m, int(a[i])-int(b[i]), int(b[i])-int(a[i]))
+	}
+	return m
+}
+
+// TestSequenceFullGPU: sequence parallelism with the full-size synthetic
+// checkpoint on ranks sharing GPU 0 (VSR_FULL_SWIFTVR=1,
+// scripts/device/sequence.sh). It reports, against one rank:
+//   - 53 frames of 640x360 to 2560x1440 (2 chunks) on 2, 3 and 4 ranks of
+//     one chunk group: the DiT split by tokens and heads, the ReAE by height;
+//     PSNR and largest difference of the RGB output, time, bytes exchanged;
+//   - the ReAE alone (DiT off) in 2 and 4 bands over ranks and with
+//     --reae-bands on one device;
+//   - 9 frames to 3840x2160 and to 7680x4320 on one rank, on 2 ranks in
+//     sequence and with the ReAE in 4 bands on one rank: each rank's peak
+//     memory.
+func TestSequenceFullGPU(t *testing.T) {
+	if os.Getenv("VSR_FULL_SWIFTVR") != "1" {
+		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
+	}
+	ck := synthCheckpoint(t, "full")
+	var ranks []Rank
+	var gpus []*cuda.Backend
+	for range 4 {
+		b := gpu(t, cuda.BF16)
+		r, err := NewReAE(b, FileSource{ck.ReAE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		ranks = append(ranks, Rank{R: r, DiT: loadDiT(t, b, ck)})
+		gpus = append(gpus, b)
+	}
+	noDiT := make([]Rank, len(ranks))
+	for i, r := range ranks {
+		noDiT[i] = Rank{R: r.R}
+	}
+	run := func(e engine, v []byte, frames, w, h, ow, oh int) ([]byte, time.Duration) {
+		for _, g := range gpus {
+			g.ResetPeak()
+		}
+		start := time.Now()
+		out, err := driveBatches(t, e, frames, v, w, h, ow, oh, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, time.Since(start)
+	}
+	one := func(rk Rank, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		s, err := NewSession(rk.R, rk.DiT, w, h, frames, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return run(s, v, frames, w, h, opt.Width, opt.Height)
+	}
+	group := func(rs []Rank, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration, []parallel.Stats) {
+		opt.Sequence = len(rs)
+		p, err := NewParallel(rs, w, h, frames, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		out, d := run(p, v, frames, w, h, opt.Width, opt.Height)
+		return out, d, p.Exchanged()
+	}
+	sent := func(st []parallel.Stats) float64 {
+		var n int64
+		for _, x := range st {
+			n += x.SentBytes
+		}
+		return float64(n) / (1 << 20)
+	}
+	const w, h, ow, oh, frames = 640, 360, 2560, 1440, 53
+	v := video(frames, w, h, 3)
+	opt := Options{Width: ow, Height: oh}
+	one(ranks[0], v, frames, w, h, opt) // warm: kernels, algorithms, graphs
+	want, d1 := one(ranks[0], v, frames, w, h, opt)
+	t.Logf("2560x1440, %d frames (2 chunks), 1 rank: %v", frames, d1)
+	for _, n := range []int{2, 3, 4} {
+		group(ranks[:n], v, frames, w, h, opt) // warm each rank's shapes
+		got, d, st := group(ranks[:n], v, frames, w, h, opt)
+		if len(got) != len(want) {
+			t.Fatalf("%d ranks: %d bytes, want %d", n, len(got), len(want))
+		}
+		p := psnr8(got, want)
+		t.Logf("2560x1440, sequence over %d ranks: %v; RGB PSNR %.2f dB against one rank, largest difference %d; %.1f MiB exchanged (%.1f MiB per rank per chunk)",
+			n, d, p, maxDiff8(got, want), sent(st), sent(st)/float64(n)/2)
+		if p < 45 {
+			t.Errorf("%d ranks: PSNR %.2f dB against one rank, far below bf16 rounding", n, p)
+		}
+	}
+	// The ReAE alone.
+	wantAE, dAE := one(noDiT[0], v, frames, w, h, opt)
+	t.Logf("ReAE only, 1 rank: %v", dAE)
+	for _, n := range []int{2, 4} {
+		group(noDiT[:n], v, frames, w, h, opt)
+		got, d, st := group(noDiT[:n], v, frames, w, h, opt)
+		t.Logf("ReAE only, %d bands over ranks: %v; PSNR %.2f dB, largest difference %d; %.1f MiB halo exchanged", n, d, psnr8(got, wantAE), maxDiff8(got, wantAE), sent(st))
+		bo := opt
+		bo.Bands = n
+		got, d = one(noDiT[0], v, frames, w, h, bo)
+		t.Logf("ReAE only, %d bands on one device (--reae-bands): %v; PSNR %.2f dB, largest difference %d", n, d, psnr8(got, wantAE), maxDiff8(got, wantAE))
+	}
+	// 4K and 8K outputs: peak memory per rank.
+	const big = 9
+	for _, sz := range [][4]int{{960, 540, 3840, 2160}, {1920, 1080, 7680, 4320}} {
+		v := video(big, sz[0], sz[1], 5)
+		o := Options{Width: sz[2], Height: sz[3]}
+		peak := func() string {
+			var s []string
+			for _, g := range gpus {
+				s = append(s, fmt.Sprintf("%.1f", float64(g.PeakBytes())/(1<<30)))
+			}
+			return strings.Join(s, "/") + " GiB"
+		}
+		ref, d := one(ranks[0], v, big, sz[0], sz[1], o)
+		t.Logf("%dx%d, %d frames, 1 rank: %v, peak per backend %s", sz[2], sz[3], big, d, peak())
+		got, d, _ := group(ranks[:2], v, big, sz[0], sz[1], o)
+		t.Logf("%dx%d, sequence over 2 ranks: %v, peak per backend %s; PSNR %.2f dB against one rank", sz[2], sz[3], d, peak(), psnr8(got, ref))
+		bo := o
+		bo.Bands = 4
+		got, d = one(ranks[0], v, big, sz[0], sz[1], bo)
+		t.Logf("%dx%d, 1 rank, ReAE in 4 bands: %v, peak per backend %s; PSNR %.2f dB against whole frames", sz[2], sz[3], d, peak(), psnr8(got, ref))
+	}
+}
+
+// TestSequenceGPU: the tiny checkpoint in sequence over 2 ranks of GPU 0,
+// with and without chunk groups, against one rank (PSNR of the RGB
+// output: the DiT's GEMMs over other row counts may round differently).
+func TestSequenceGPU(t *testing.T) {
+	const w, h, ow, oh, frames = 40, 24, 64, 64, 41
+	var ranks []Rank
+	for range 4 {
+		r, d := tinyModel(t, gpu(t, cuda.BF16))
+		ranks = append(ranks, Rank{R: r, DiT: d})
+	}
+	opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1}
+	v := video(frames, w, h, 7)
+	runtime.LockOSThread()
+	s, err := NewSession(ranks[0].R, ranks[0].DiT, w, h, frames, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := driveBatches(t, s, frames, v, w, h, ow, oh, 1)
+	s.Close()
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 4} {
+		o := opt
+		o.Sequence = 2
+		p, err := NewParallel(ranks[:n], w, h, frames, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := driveBatches(t, p, frames, v, w, h, ow, oh, 2)
+		st := p.Exchanged()
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := psnr8(got, want)
+		t.Logf("%d ranks in groups of 2: PSNR %.2f dB against one rank, largest difference %d", n, ps, maxDiff8(got, want))
+		if ps < 40 {
+			t.Errorf("%d ranks in groups of 2: PSNR %.2f dB", n, ps)
+		}
+		for r, x := range st {
+			if x.Staged != 0 || x.Sent == 0 {
+				t.Errorf("rank %d sent %d messages, %d through the host", r, x.Sent, x.Staged)
+			}
+		}
 	}
 }
