@@ -175,7 +175,7 @@ type Backend interface {
 	// CopyChannels (the heads of a sequence-parallel DiT's exchange).
 	Channels(x Tensor, at, n int) (Tensor, error)
 	// Band returns rows [y, y+h) of every frame of x (a height band of a
-	// frame, or its halo rows).
+	// frame, or its halo rows), zeros where they fall outside x.
 	Band(x Tensor, y, h int) (Tensor, error)
 	// CopyBand copies src into rows [y, y+src.H) of every frame of dst, a
 	// tensor of the same N, W and C: bands assemble into frames as parts

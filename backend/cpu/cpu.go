@@ -505,7 +505,7 @@ func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error)
 	return y, nil
 }
 
-// Band returns rows [y, y+h) of every frame of x.
+// Band returns rows [y, y+h) of every frame of x, zeros outside it.
 func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
@@ -513,12 +513,21 @@ func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
 	}
 	s := x.shape
 	s.H = h
-	if err := check.Band(x.shape, y0, s); err != nil {
+	if err := check.Band(x.shape, y0, s, true); err != nil {
 		return nil, err
 	}
 	y := b.alloc(s)
 	row := s.W * s.C
-	copyBlock(x.Data, y.Data, s.N, h*row, x.shape.H*row, y0*row, h*row, 0)
+	for f := range s.N {
+		for r := range h {
+			out := y.Data[(f*h+r)*row:][:row]
+			if sy := y0 + r; sy >= 0 && sy < x.shape.H {
+				copy(out, x.Data[(f*x.shape.H+sy)*row:][:row])
+			} else {
+				clear(out)
+			}
+		}
+	}
 	return y, nil
 }
 
@@ -528,7 +537,7 @@ func (b *Backend) CopyBand(dstt backend.Tensor, y0 int, srct backend.Tensor) err
 	if err != nil {
 		return err
 	}
-	if err := check.Band(dst.shape, y0, src.shape); err != nil {
+	if err := check.Band(dst.shape, y0, src.shape, false); err != nil {
 		return err
 	}
 	s := src.shape

@@ -213,6 +213,17 @@ func TestOpsAgainstCPU(t *testing.T) {
 				return out, b.CopyBand(out, 2*at, band)
 			})
 		}
+		both(t, dt, "band past the top and the bottom", func(b backend.Backend) (backend.Tensor, error) {
+			top, err := b.Band(up(b, s, x), -2, 6)
+			if err != nil {
+				return nil, err
+			}
+			bottom, err := b.Band(up(b, s, y), s.H-3, 5)
+			if err != nil {
+				return nil, err
+			}
+			return b.ConcatFrames(top, bottom)
+		})
 		both(t, dt, "channels+copychannels", func(b backend.Backend) (backend.Tensor, error) {
 			part, err := b.Channels(up(b, s, x), 16, 16)
 			if err != nil {

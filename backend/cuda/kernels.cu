@@ -373,6 +373,16 @@ extern "C" __global__ void pixel_shuffle_px_##W(const S* __restrict__ in, S* __r
 }                                                                                                   \
 /* copy_block: rows blocks of n values, block r from src + r*ss + so to dst + r*ds + d0: channel   \
    ranges of pixels (CopyChannels, Channels) and row bands of frames (Band, CopyBand). */            \
+/* band_rows: rows [y0, y0+rows) of each of n frames of h rows of rw values; rows outside the     \
+   frame are zeros. */                                                                              \
+extern "C" __global__ void band_rows_##W(const S* __restrict__ src, S* __restrict__ dst, long long n, int h, \
+                                         int rows, long long rw, int y0) {                         \
+    GRID_STRIDE(i, n * rows * rw) {                                                                 \
+        long long f = i / (rows * rw), k = i % rw;                                                  \
+        int sy = y0 + (int)(i / rw % rows);                                                         \
+        dst[i] = sy >= 0 && sy < h ? src[(f * h + sy) * rw + k] : (S)0;                             \
+    }                                                                                               \
+}                                                                                                   \
 extern "C" __global__ void copy_block_##W(const S* __restrict__ src, S* __restrict__ dst, long long rows, long long n, \
                                          long long ss, long long so, long long ds, long long d0) { \
     GRID_STRIDE(i, rows * n) dst[i / n * ds + d0 + i % n] = src[i / n * ss + so + i % n];           \

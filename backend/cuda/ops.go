@@ -495,7 +495,7 @@ func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error)
 	return b.finish(y, b.copyBlock(x, y, s.N*s.H*s.W, n, x.shape.C, at, n, 0))
 }
 
-// Band returns rows [y, y+h) of every frame of x.
+// Band returns rows [y, y+h) of every frame of x, zeros outside it.
 func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
@@ -503,7 +503,7 @@ func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
 	}
 	s := x.shape
 	s.H = h
-	if err := check.Band(x.shape, y0, s); err != nil {
+	if err := check.Band(x.shape, y0, s, true); err != nil {
 		return nil, err
 	}
 	y, err := b.alloc(s)
@@ -511,6 +511,10 @@ func (b *Backend) Band(xt backend.Tensor, y0, h int) (backend.Tensor, error) {
 		return nil, err
 	}
 	row := s.W * s.C
+	if y0 < 0 || y0+h > x.shape.H { // zeros outside the frame
+		return b.finish(y, b.launch(b.moves("band_rows"), false, int64(y.shape.Elems()), x.ptr(), y.ptr(),
+			int64(s.N), int32(x.shape.H), int32(h), int64(row), int32(y0)))
+	}
 	return b.finish(y, b.copyBlock(x, y, s.N, h*row, x.shape.H*row, y0*row, h*row, 0))
 }
 
@@ -520,7 +524,7 @@ func (b *Backend) CopyBand(dstt backend.Tensor, y0 int, srct backend.Tensor) err
 	if err != nil {
 		return err
 	}
-	if err := check.Band(dst.shape, y0, src.shape); err != nil {
+	if err := check.Band(dst.shape, y0, src.shape, false); err != nil {
 		return err
 	}
 	s := src.shape

@@ -53,15 +53,17 @@ func (r *ReAE) conv2d(x backend.Tensor, c conv, act backend.Activation, res back
 }
 
 // extend returns x with the rows the convolution p reads above and below
-// it taken from the neighbouring bands, and p's padding for the result. A
-// band of whole strides reads p.PadT rows above it and KH-StrideH-PadT
-// below (none for the stride-2 convolutions).
+// it, taken from the neighbouring bands (zeros past the frame's edges),
+// and p without padding along the height. A band of whole strides reads
+// p.PadT rows above it and KH-StrideH-PadT below (none for the stride-2
+// convolutions).
 func (h *halo) extend(b backend.Backend, x backend.Tensor, p backend.ConvParams) (backend.Tensor, backend.ConvParams, error) {
 	s := x.Shape()
 	top, bottom := p.PadT, max(0, p.KH-p.StrideH-p.PadT)
 	if s.H%p.StrideH != 0 || s.H < max(top, bottom) {
 		return nil, p, fmt.Errorf("reae band of %d rows for a convolution of stride %d reading %d rows around it", s.H, p.StrideH, max(top, bottom))
 	}
+	p.PadT, p.PadB = 0, 0
 	h.sent++
 	up, down := fmt.Sprintf("halo up %d", h.sent), fmt.Sprintf("halo down %d", h.sent)
 	first, last := h.Me == 0, h.Me == h.Size()-1
@@ -85,34 +87,27 @@ func (h *halo) extend(b backend.Backend, x backend.Tensor, p backend.ConvParams)
 			return nil, p, err
 		}
 	}
-	var parts []backend.Tensor
-	defer func() {
-		for _, t := range parts {
-			if t != x {
-				t.Free()
-			}
+	rows := func(n, edge, from int, tag string) (backend.Tensor, error) {
+		if from < 0 || from >= h.Size() { // the frame's edge: the convolution's zero padding
+			return b.Band(x, edge, n)
 		}
-	}()
-	if !first {
-		p.PadT = 0
-		if top > 0 {
-			t, err := h.Tr.Recv(h.ctx, h.Ranks[h.Me], h.Ranks[h.Me-1], down)
-			if err != nil {
-				return nil, p, err
-			}
-			parts = append(parts, t)
-		}
+		return h.Tr.Recv(h.ctx, h.Ranks[h.Me], h.Ranks[from], tag)
 	}
-	parts = append(parts, x)
-	if !last {
-		p.PadB = 0
-		if bottom > 0 {
-			t, err := h.Tr.Recv(h.ctx, h.Ranks[h.Me], h.Ranks[h.Me+1], up)
-			if err != nil {
-				return nil, p, err
-			}
-			parts = append(parts, t)
+	var above, below backend.Tensor
+	defer func() { freeAll([]backend.Tensor{above, below}) }()
+	parts := []backend.Tensor{x}
+	var err error
+	if top > 0 {
+		if above, err = rows(top, -top, h.Me-1, down); err != nil {
+			return nil, p, err
 		}
+		parts = append([]backend.Tensor{above}, parts...)
+	}
+	if bottom > 0 {
+		if below, err = rows(bottom, s.H, h.Me+1, up); err != nil {
+			return nil, p, err
+		}
+		parts = append(parts, below)
 	}
 	ext, err := stackRows(b, parts)
 	return ext, p, err

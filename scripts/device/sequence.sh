@@ -32,6 +32,6 @@ fi
 echo "== GPU tests"
 for p in backend_cuda nvidia_cudnn parallel; do
   d=$(echo $p | tr _ /)
-  (cd ../$d && $B/$p.test -test.timeout 300s 2>&1 | grep -E '^(--- FAIL|ok|FAIL|PASS)|panic' | head -20)
+  (cd ../$d && $B/$p.test -test.timeout 300s 2>&1 | grep -E '^(--- FAIL|ok|FAIL|PASS)|panic| > |want|got|: .* on ' | head -30)
 done
 (cd ../model/swiftvr && $B/model_swiftvr.test -test.run 'Parallel|Sequence|DiTOnGPU' -test.v 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|gpu_test|panic')

@@ -47,9 +47,10 @@ func Channels(dst backend.Shape, at int, src backend.Shape) error {
 }
 
 // Band reports whether a band of shape band fits rows [y, y+band.H) of
-// a tensor of shape s (the same frames, width and channels).
-func Band(s backend.Shape, y int, band backend.Shape) error {
-	if band.N != s.N || band.W != s.W || band.C != s.C || band.H < 1 || y < 0 || y+band.H > s.H {
+// a tensor of shape s (the same frames, width and channels); with outside,
+// rows past s's top and bottom may be named too.
+func Band(s backend.Shape, y int, band backend.Shape, outside bool) error {
+	if band.N != s.N || band.W != s.W || band.C != s.C || band.H < 1 || !outside && (y < 0 || y+band.H > s.H) {
 		return fmt.Errorf("band: rows [%d, %d) of a %v tensor as a %v one", y, y+band.H, s, band)
 	}
 	return nil
