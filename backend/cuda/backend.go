@@ -295,6 +295,15 @@ func (b *Backend) Context() *cu.Context { return b.ctx }
 // PeakBytes returns the high-water mark of the backend's device memory pool.
 func (b *Backend) PeakBytes() int64 { return b.pool.peakBytes() }
 
+// PeakInUse is the high-water mark of the memory the backend's tensors
+// held at once since the last ResetPeak: PeakBytes less what the pool
+// kept cached.
+func (b *Backend) PeakInUse() int64 {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return b.pool.peak
+}
+
 // ResetPeak gives the pool's unused memory back to the driver and starts
 // PeakBytes' high-water mark again from the memory in use.
 func (b *Backend) ResetPeak() { b.pool.resetPeak() }

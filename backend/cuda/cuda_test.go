@@ -218,7 +218,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			bottom, err := b.Band(up(b, s, y), s.H-3, 5)
+			bottom, err := b.Band(up(b, s, y), s.H-3, 6)
 			if err != nil {
 				return nil, err
 			}
