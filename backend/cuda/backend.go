@@ -295,9 +295,15 @@ func (b *Backend) Context() *cu.Context { return b.ctx }
 // PeakBytes returns the high-water mark of the backend's device memory pool.
 func (b *Backend) PeakBytes() int64 { return b.pool.peakBytes() }
 
-// PeakInUse is the high-water mark of the memory the backend's tensors
-// held at once since the last ResetPeak: PeakBytes less what the pool
-// kept cached.
+// InUse is the memory the backend's tensors (and recordings) hold now;
+// PeakInUse its high-water mark since the last ResetPeak: PeakBytes less
+// what the pool kept cached.
+func (b *Backend) InUse() int64 {
+	b.pool.mu.Lock()
+	defer b.pool.mu.Unlock()
+	return b.pool.inUse
+}
+
 func (b *Backend) PeakInUse() int64 {
 	b.pool.mu.Lock()
 	defer b.pool.mu.Unlock()

@@ -381,11 +381,9 @@ func maxDiff8(a, b []byte) int {
 //   - 53 frames of 640x360 to 2560x1440 (2 chunks) on 2, 3 and 4 ranks of
 //     one chunk group: the DiT split by tokens and heads, the ReAE by height;
 //     PSNR and largest difference of the RGB output, time, bytes exchanged;
+//   - the DiT alone on a middle chunk's latents on 2, 3 and 4 ranks;
 //   - the ReAE alone (DiT off) in 2 and 4 bands over ranks and with
-//     --reae-bands on one device;
-//   - 9 frames to 3840x2160 and to 7680x4320 on one rank, on 2 ranks in
-//     sequence and with the ReAE in 4 bands on one rank: each rank's peak
-//     memory.
+//     --reae-bands on one device, in bf16 and in float32.
 func TestSequenceFullGPU(t *testing.T) {
 	if os.Getenv("VSR_FULL_SWIFTVR") != "1" {
 		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
@@ -510,29 +508,90 @@ func TestSequenceFullGPU(t *testing.T) {
 	bo.Bands = 2
 	got32, _ = one(f32[0], v, frames, w, h, bo)
 	t.Logf("ReAE only in float32, 2 bands on one device: PSNR %.2f dB against whole frames, largest difference %d", psnr8(got32, want32), maxDiff8(got32, want32))
-	// 4K and 8K outputs: peak memory per rank.
-	const big = 9
-	for _, sz := range [][4]int{{960, 540, 3840, 2160}, {1920, 1080, 7680, 4320}} {
-		v := video(big, sz[0], sz[1], 5)
-		o := Options{Width: sz[2], Height: sz[3]}
-		peak := func() string {
-			var s []string
-			for _, g := range gpus[:2] {
-				s = append(s, fmt.Sprintf("%.1f reserved, %.1f in use", float64(g.PeakBytes())/(1<<30), float64(g.PeakInUse())/(1<<30)))
-			}
-			return strings.Join(s, "; ") + " GiB"
+}
+
+// TestSequenceMemoryGPU: 9 frames to 3840x2160 and to 7680x4320 with the
+// full-size synthetic checkpoint on one rank, on 2 ranks of GPU 0 in
+// sequence and on one rank with the ReAE in 4 bands: each rank's working
+// set (the peak of memory in use above what was in use before the
+// request: the weights are not counted), time and PSNR against one rank.
+// The DiT runs op by op in all three (sequence parallelism cannot record
+// graphs), so that no recording's memory counts for one and not another.
+func TestSequenceMemoryGPU(t *testing.T) {
+	if os.Getenv("VSR_FULL_SWIFTVR") != "1" {
+		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
+	}
+	ck := synthCheckpoint(t, "full")
+	var ranks []Rank
+	var gpus []*cuda.Backend
+	for range 2 {
+		b := gpu(t, cuda.BF16)
+		r, err := NewReAE(b, FileSource{ck.ReAE})
+		if err != nil {
+			t.Fatal(err)
 		}
-		one(ranks[0], v, big, sz[0], sz[1], o) // warm: this size's algorithms
-		ref, d := one(ranks[0], v, big, sz[0], sz[1], o)
-		t.Logf("%dx%d, %d frames, 1 rank: %v, peak per backend %s", sz[2], sz[3], big, d, peak())
-		group(ranks[:2], v, big, sz[0], sz[1], o)
-		got, d, _ := group(ranks[:2], v, big, sz[0], sz[1], o)
-		t.Logf("%dx%d, sequence over 2 ranks: %v, peak per backend %s; PSNR %.2f dB against one rank", sz[2], sz[3], d, peak(), psnr8(got, ref))
+		t.Cleanup(r.Close)
+		d := loadDiT(t, b, ck)
+		d.Graphs = false
+		ranks = append(ranks, Rank{R: r, DiT: d})
+		gpus = append(gpus, b)
+	}
+	var base []int64
+	run := func(e engine, v []byte, frames, w, h, ow, oh int) ([]byte, time.Duration) {
+		base = base[:0]
+		for _, g := range gpus {
+			g.ResetPeak()
+			base = append(base, g.InUse())
+		}
+		start := time.Now()
+		out, err := driveBatches(t, e, frames, v, w, h, ow, oh, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, time.Since(start)
+	}
+	peak := func() string {
+		var s []string
+		for i, g := range gpus {
+			s = append(s, fmt.Sprintf("rank %d %.1f GiB", i, float64(g.PeakInUse()-base[i])/(1<<30)))
+		}
+		return strings.Join(s, ", ")
+	}
+	const frames = 9
+	for _, sz := range [][4]int{{960, 540, 3840, 2160}, {1920, 1080, 7680, 4320}} {
+		v := video(frames, sz[0], sz[1], 5)
+		o := Options{Width: sz[2], Height: sz[3]}
+		one := func(o Options) ([]byte, time.Duration) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			s, err := NewSession(ranks[0].R, ranks[0].DiT, sz[0], sz[1], frames, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			return run(s, v, frames, sz[0], sz[1], sz[2], sz[3])
+		}
+		two := func() ([]byte, time.Duration) {
+			so := o
+			so.Sequence = 2
+			p, err := NewParallel(ranks, sz[0], sz[1], frames, so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			return run(p, v, frames, sz[0], sz[1], sz[2], sz[3])
+		}
 		bo := o
 		bo.Bands = 4
-		one(ranks[0], v, big, sz[0], sz[1], bo)
-		got, d = one(ranks[0], v, big, sz[0], sz[1], bo)
-		t.Logf("%dx%d, 1 rank, ReAE in 4 bands: %v, peak per backend %s; PSNR %.2f dB against whole frames", sz[2], sz[3], d, peak(), psnr8(got, ref))
+		one(o) // warm: this size's algorithms
+		ref, d := one(o)
+		t.Logf("%dx%d, %d frames, 1 rank: %v; working set %s", sz[2], sz[3], frames, d, peak())
+		two()
+		got, d := two()
+		t.Logf("%dx%d, sequence over 2 ranks: %v; working set %s; PSNR %.2f dB against one rank", sz[2], sz[3], d, peak(), psnr8(got, ref))
+		one(bo)
+		got, d = one(bo)
+		t.Logf("%dx%d, 1 rank, ReAE in 4 bands: %v; working set %s; PSNR %.2f dB against whole frames", sz[2], sz[3], d, peak(), psnr8(got, ref))
 	}
 }
 

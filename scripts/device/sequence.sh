@@ -26,7 +26,7 @@ if [ "${1:-}" = bench ]; then
   exit
 fi
 if [ "${1:-}" = full ]; then
-  (cd ../model/swiftvr && VSR_FULL_CK=$ck VSR_FULL_SWIFTVR=1 $B/model_swiftvr.test -test.run 'SequenceFullGPU' -test.v -test.timeout 300s 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|gpu_test|panic')
+  (cd ../model/swiftvr && VSR_FULL_CK=$ck VSR_FULL_SWIFTVR=1 $B/model_swiftvr.test -test.run "${2:-SequenceFullGPU|SequenceMemoryGPU}" -test.v -test.timeout 300s 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|gpu_test|panic')
   exit
 fi
 echo "== GPU tests"
