@@ -213,10 +213,11 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
 }
 
-// reaeBytesPerPixel is the ReAE's working set per output pixel and frame
-// of a pass (its frame batch), measured on the H200 at 3840x2160 and
-// 7680x4320 (docs/BENCHMARKS.md) with some margin.
-const reaeBytesPerPixel = 1400
+// bytesPerPixel is a request's working set per output pixel for each
+// latent of a pass (--reae-frame-batch): 2.5 GiB at 3840x2160 and 9.9 GiB
+// at 7680x4320 with passes of one latent on the H200, 320 bytes a pixel
+// (docs/BENCHMARKS.md), and some margin.
+const bytesPerPixel = 360
 
 // autoBands returns the height bands --reae-bands 0 runs r in: 1 where
 // its working set fits the memory available on its device, else enough
@@ -231,13 +232,13 @@ func autoBands(r *ReAE, w, h int, opt Options) int {
 	if err != nil || avail <= 0 {
 		return 1
 	}
-	frames := int64(4 * max(*opt.FrameBatch, 0))
-	if frames == 0 {
-		frames = int64(opt.ClipLen + 4)
+	latents := int64(*opt.FrameBatch)
+	if latents <= 0 {
+		latents = int64(opt.ClipLen/4 + 1)
 	}
 	rows := (h + 31) &^ 31 / 16
 	need := func(bandRows int) int64 {
-		return reaeBytesPerPixel * frames * int64((w+31)&^31) * int64(16*bandRows)
+		return bytesPerPixel * latents * int64((w+31)&^31) * int64(16*bandRows)
 	}
 	budget := avail * 3 / 4 // the DiT's activations and the frames in flight take the rest
 	_, reach := r.reach()
