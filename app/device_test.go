@@ -14,14 +14,15 @@ type fakeGPU struct {
 	name, dtype string
 }
 
-func (g fakeGPU) Name() string          { return "cuda:9" }
-func (g fakeGPU) UUID() (string, error) { return "GPU-x", nil }
-func (g fakeGPU) DeviceName() string    { return g.name }
-func (g fakeGPU) StorageType() string   { return g.dtype }
-func (g fakeGPU) PeakBytes() int64      { return 0 }
-func (g fakeGPU) ResetPeak()            {}
-func (g fakeGPU) Spans() []backend.Span { return nil }
-func (g fakeGPU) Close() error          { return nil }
+func (g fakeGPU) Name() string              { return "cuda:9" }
+func (g fakeGPU) UUID() (string, error)     { return "GPU-x", nil }
+func (g fakeGPU) DeviceName() string        { return g.name }
+func (g fakeGPU) StorageType() string       { return g.dtype }
+func (g fakeGPU) PeakBytes() int64          { return 0 }
+func (g fakeGPU) ResetPeak()                {}
+func (g fakeGPU) Spans() []backend.Span     { return nil }
+func (g fakeGPU) Available() (int64, error) { return 1 << 40, nil }
+func (g fakeGPU) Close() error              { return nil }
 
 // TestSameKind: ranks of one kind pass; a CPU beside a GPU, two GPU models
 // or two storage types are refused, naming both.

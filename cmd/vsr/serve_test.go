@@ -524,8 +524,8 @@ func TestServeSwiftVR(t *testing.T) {
 }
 
 // TestServeSwiftVRRanks serves a tiny SwiftVR checkpoint on cpu,cpu: a
-// task runs on both devices at once (one group) and gives the frames of
-// one device; cancelling a task stops both ranks, leaves no output, and the
+// task runs on both devices at once (one group, chunk and sequence
+// parallelism) and gives the frames of one device; cancelling a task stops both ranks, leaves no output, and the
 // next task completes.
 func TestServeSwiftVRRanks(t *testing.T) {
 	needFFmpeg(t)
@@ -553,6 +553,12 @@ func TestServeSwiftVRRanks(t *testing.T) {
 	}
 	if !bytes.Equal(decodeAll(t, probe(t, one)), two) {
 		t.Error("two ranks through the service give other frames than one device")
+	}
+	// Both ranks on each chunk (sequence parallelism), asked by the task.
+	task["params"], task["save_result_path"] = map[string]any{"parallel": "sequence"}, "seq.mkv"
+	m = a.wait(a.submit(task), serve.Completed, 60*time.Second)
+	if !bytes.Equal(decodeAll(t, probe(t, m["save_result_path"].(string))), two) {
+		t.Error("sequence parallelism through the service gives other frames than one device")
 	}
 	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mp4", "dit": "off"})
 	next := a.submit(map[string]any{"video_path": "clip.mp4", "clip_len": 8})

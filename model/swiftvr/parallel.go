@@ -38,11 +38,12 @@ type Rank struct {
 // group's first rank stacks the bands into frames. The causal state and
 // the DiT's history pass between groups band by band.
 //
-// Every rank computes exactly what one rank would in the same order of
-// operations except the DiT's GEMMs over fewer rows under sequence
-// parallelism, so chunk parallelism is bitwise the output of a Session on
-// one device of the same kind, and so is sequence parallelism on the CPU;
-// on a GPU the GEMM plans for other row counts may round differently.
+// Every rank computes exactly what one rank would, so the output is
+// bitwise the one of a Session on one device of the same kind, with one
+// exception: a height band is a convolution input of another shape, for
+// which a GPU library may choose another algorithm that rounds
+// differently (docs/BENCHMARKS.md); on the CPU sequence parallelism is
+// bitwise too.
 //
 // It is a pipeline engine like Session: one batch per wave, whose output
 // frames are the wave's chunks' in order. Each rank is a goroutine locked
@@ -416,7 +417,7 @@ func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, me int, c Chunk, f
 		return err
 	}
 	if e.seq > 1 && rk.DiT != nil { // the DiT takes the whole latents
-		whole, err := e.gatherBands(me, z, fmt.Sprintf("chunk %d latents", c.Index))
+		whole, err := e.gatherBands(me, z, fmt.Sprintf("chunk %d latent bands", c.Index))
 		z.Free()
 		if err != nil {
 			return err

@@ -316,7 +316,7 @@ func TestSequenceRefusals(t *testing.T) {
 	}
 }
 
-// TestReAEBands: a Session's ReAE in 2, 3 and 5 height bands run one
+// TestReAEBands: a Session's ReAE in 2, 3, 4 and 5 height bands run one
 // after another (--reae-bands) gives bitwise the output of whole frames on
 // the CPU, on frames tall enough (40 latent rows) that every band leaves
 // rows out of reach, over two chunks (the bands' causal states), with the
@@ -341,7 +341,7 @@ func TestReAEBands(t *testing.T) {
 		return out
 	}
 	want := run(1)
-	for _, n := range []int{2, 3, 5} {
+	for _, n := range []int{2, 3, 4, 5} {
 		if !bytes.Equal(run(n), want) {
 			t.Errorf("%d bands give other frames than whole ones", n)
 		}
@@ -349,5 +349,48 @@ func TestReAEBands(t *testing.T) {
 	if _, err := NewSession(r, d, w, h, frames, Options{Width: ow, Height: 64, ClipLen: 8, Bands: 5}); err == nil ||
 		err.Error() != "--reae-bands 5: the output's 4 latent rows (height 64) make at most 4 bands" {
 		t.Errorf("got %v", err)
+	}
+}
+
+// memGPU is a CPU backend that says it is a GPU with avail bytes free.
+type memGPU struct {
+	backend.Backend
+	avail int64
+}
+
+func (g memGPU) UUID() (string, error)     { return "GPU-test", nil }
+func (g memGPU) DeviceName() string        { return "test GPU" }
+func (g memGPU) StorageType() string       { return "bf16" }
+func (g memGPU) PeakBytes() int64          { return 0 }
+func (g memGPU) ResetPeak()                {}
+func (g memGPU) Available() (int64, error) { return g.avail, nil }
+func (g memGPU) Spans() []backend.Span     { return nil }
+
+// TestAutoBands: --reae-bands 0 keeps whole frames where the working set
+// (bytesPerPixel per output pixel and latent of a pass) fits 3/4 of the
+// memory available, and otherwise takes the fewest bands whose own
+// working set, reach included, fits.
+func TestAutoBands(t *testing.T) {
+	r, _ := tinyModel(t, cpu.New(1))
+	fb := 1
+	opt := Options{Width: 7680, Height: 4320, ClipLen: 24, FrameBatch: &fb}
+	whole := int64(bytesPerPixel) * 7680 * 4320 // 270 latent rows of 16 pixels
+	for _, c := range []struct {
+		avail int64
+		want  int
+	}{
+		{whole * 2, 1},
+		{whole, 2},          // 3/4 of it holds 135+36 of 270 rows
+		{whole / 2, 5},      // 54+36 = 90 rows: a third
+		{whole / 1000, 270}, // nothing fits: one band per latent row
+	} {
+		r.b = memGPU{Backend: cpu.New(1), avail: c.avail}
+		if got := autoBands(r, opt.Width, opt.Height, opt); got != c.want {
+			t.Errorf("%d bytes available: %d bands, want %d", c.avail, got, c.want)
+		}
+	}
+	r.b = cpu.New(1)
+	if got := autoBands(r, opt.Width, opt.Height, opt); got != 1 {
+		t.Errorf("on the CPU: %d bands, want 1", got)
 	}
 }
