@@ -11,8 +11,8 @@ import (
 // halo makes a ReAE view compute one height band of every frame, as rank
 // Me of a group whose ranks hold the bands in order from the top. Before
 // each convolution wider than 1x1 a band takes the rows its kernel reads
-// beyond the band from the ranks above and below (the frame's own top and
-// bottom keep the convolution's zero padding), so each rank computes
+// beyond the band from the ranks above and below (zero rows at the
+// frame's own top and bottom, the convolution's padding), so each rank computes
 // exactly its rows of what one rank computes on whole frames. Every other
 // layer works pixel by pixel (nearest upsampling and the pixel
 // (un)shuffles keep bands of whole 16-row multiples apart), and a
@@ -183,61 +183,53 @@ func (r *ReAE) reach() (enc, dec int) {
 // encodeBands encodes the chunk's frames in band by band and returns the
 // whole latents.
 func (e *Session) encodeBands(in backend.Tensor) (backend.Tensor, error) {
-	b := e.r.b
 	reach, _ := e.r.reach()
-	rows := e.bands[len(e.bands)-1]
-	var parts []backend.Tensor
-	defer func() { freeAll(parts) }()
-	for i := range len(e.bands) - 1 {
-		l0, l1 := e.bands[i], e.bands[i+1]
-		a, z := max(0, l0-reach), min(rows, l1+reach)
-		zb, err := e.r.EncodeFrom(in, e.bandSt[i], func(x backend.Tensor) (backend.Tensor, error) {
+	return e.eachBand(reach, 1, func(i, a, z int) (backend.Tensor, error) {
+		return e.r.EncodeFrom(in, e.bandSt[i], func(x backend.Tensor) (backend.Tensor, error) {
 			p, err := e.prepare(x)
 			if err != nil {
 				return nil, err
 			}
 			defer p.Free()
-			return b.Band(p, 16*a, 16*(z-a))
+			return e.r.b.Band(p, 16*a, 16*(z-a))
 		})
-		if err != nil {
-			return nil, err
-		}
-		mine, err := b.Band(zb, l0-a, l1-l0)
-		zb.Free()
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, mine)
-	}
-	return stackRows(b, parts)
+	})
 }
 
 // decodeBands decodes the output frames [from, from+n) of the latents z
 // band by band and returns them whole.
 func (e *Session) decodeBands(z backend.Tensor, from, n int) (backend.Tensor, error) {
-	b := e.r.b
 	_, reach := e.r.reach()
+	return e.eachBand(reach, 16, func(i, a, b int) (backend.Tensor, error) {
+		zb, err := e.r.b.Band(z, a, b-a)
+		if err != nil {
+			return nil, err
+		}
+		defer zb.Free()
+		return e.r.DecodeFrames(zb, e.bandSt[i], from, n)
+	})
+}
+
+// eachBand runs f on each band i over the latent rows [a, b): its own and
+// those within reach around it. f's result has scale rows a latent row;
+// eachBand keeps each band's own rows of it and returns them stacked.
+func (e *Session) eachBand(reach, scale int, f func(i, a, b int) (backend.Tensor, error)) (backend.Tensor, error) {
 	rows := e.bands[len(e.bands)-1]
 	var parts []backend.Tensor
 	defer func() { freeAll(parts) }()
 	for i := range len(e.bands) - 1 {
 		l0, l1 := e.bands[i], e.bands[i+1]
-		a, zz := max(0, l0-reach), min(rows, l1+reach)
-		zb, err := b.Band(z, a, zz-a)
+		a := max(0, l0-reach)
+		y, err := f(i, a, min(rows, l1+reach))
 		if err != nil {
 			return nil, err
 		}
-		y, err := e.r.DecodeFrames(zb, e.bandSt[i], from, n)
-		zb.Free()
-		if err != nil {
-			return nil, err
-		}
-		mine, err := b.Band(y, 16*(l0-a), 16*(l1-l0))
+		mine, err := e.r.b.Band(y, scale*(l0-a), scale*(l1-l0))
 		y.Free()
 		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, mine)
 	}
-	return stackRows(b, parts)
+	return stackRows(e.r.b, parts)
 }

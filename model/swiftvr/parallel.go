@@ -480,19 +480,9 @@ func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, me int, c Chunk, f
 // gatherBands returns the whole of what the ranks of me's group hold a
 // band of, on every one of them.
 func (e *Parallel) gatherBands(me int, t backend.Tensor, tag string) (backend.Tensor, error) {
-	g := e.group(me)
-	parts, err := g.AllGather(e.ctx, tag, t)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		for i, p := range parts {
-			if i != g.Me {
-				p.Free()
-			}
-		}
-	}()
-	return stackRows(e.ranks[me].R.b, parts)
+	return allGather(e.ctx, e.group(me), tag, t, func(parts []backend.Tensor) (backend.Tensor, error) {
+		return stackRows(e.ranks[me].R.b, parts)
+	})
 }
 
 // gatherOut returns the frames whose top band is y, on the group's first

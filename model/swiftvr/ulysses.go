@@ -153,16 +153,24 @@ func (m *DiT) toTokens(sh *Shard, y backend.Tensor, per int) (backend.Tensor, er
 // gather returns the n rows of the whole sequence from every rank's
 // slice y.
 func (m *DiT) gather(sh *Shard, y backend.Tensor, n int) (backend.Tensor, error) {
-	got, err := sh.AllGather(sh.Ctx, sh.tag("gather"), y)
+	return allGather(sh.Ctx, sh.Group, sh.tag("gather"), y, func(got []backend.Tensor) (backend.Tensor, error) {
+		return m.assemble(got, y.Shape().W, n)
+	})
+}
+
+// allGather returns join of every rank of g's t (in group order), freeing
+// what the others sent.
+func allGather(ctx context.Context, g parallel.Group, tag string, t backend.Tensor, join func([]backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	got, err := g.AllGather(ctx, tag, t)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		for i, t := range got {
-			if i != sh.Me {
-				t.Free()
+		for i, p := range got {
+			if i != g.Me {
+				p.Free()
 			}
 		}
 	}()
-	return m.assemble(got, y.Shape().W, n)
+	return join(got)
 }
