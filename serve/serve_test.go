@@ -109,11 +109,24 @@ type env struct {
 	tok string
 }
 
+// onJetStream makes the tests' services keep tasks on an embedded NATS
+// server instead of bbolt (TestServiceOnJetStream).
+var onJetStream bool
+
+// withStore returns cfg with the store the tests run on.
+func withStore(cfg Config) Config {
+	if onJetStream && cfg.Store == nil && cfg.NATS == nil {
+		cfg.NATS = &NATS{Listen: "127.0.0.1:-1"}
+	}
+	return cfg
+}
+
 func newEnv(t *testing.T, cfg Config, r Runner) *env {
 	t.Helper()
 	if cfg.Data == "" {
 		cfg.Data = t.TempDir()
 	}
+	cfg = withStore(cfg)
 	svc, err := New(cfg, r)
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +537,7 @@ func TestCancel(t *testing.T) {
 func TestRestart(t *testing.T) {
 	data := t.TempDir()
 	f := newFake(true)
-	svc, err := New(Config{Data: data}, f)
+	svc, err := New(withStore(Config{Data: data}), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +599,7 @@ func TestRestart(t *testing.T) {
 func TestShutdownRequeues(t *testing.T) {
 	data := t.TempDir()
 	f := newFake(true)
-	svc, err := New(Config{Data: data}, f)
+	svc, err := New(withStore(Config{Data: data}), f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,9 +49,11 @@ type Metadataer interface {
 type Config struct {
 	// Data is the directory of the task database.
 	Data string
-	// Store keeps the tasks; nil opens the bbolt database Data/tasks.db.
-	// The Service closes it.
+	// Store keeps the tasks; nil opens the bbolt database Data/tasks.db,
+	// or with NATS set the JetStream task bucket. The Service closes it.
 	Store TaskStore
+	// NATS, when set, keeps the tasks on NATS JetStream (see NATS).
+	NATS *NATS
 	// InputRoot and OutputRoot hold inputs and outputs; they default to
 	// Data/input and Data/output.
 	InputRoot, OutputRoot string
@@ -180,7 +182,13 @@ func New(cfg Config, r Runner) (*Service, error) {
 		}
 	}
 	st := cfg.Store
-	if st == nil {
+	switch {
+	case st != nil:
+	case cfg.NATS != nil:
+		if st, err = openJetStream(cfg.Data, *cfg.NATS); err != nil {
+			return nil, err
+		}
+	default:
 		if st, err = openStore(cfg.Data); err != nil {
 			return nil, err
 		}
@@ -638,6 +646,16 @@ func (s *Service) Close() error {
 	s.stopWorker()
 	s.closeOnce.Do(func() { s.closeErr = s.st.Close() })
 	return s.closeErr
+}
+
+// NATSURL is the NATS server the tasks are kept on ("" with bbolt or a
+// store of the caller's): the address workers on other machines connect
+// to when the server is embedded.
+func (s *Service) NATSURL() string {
+	if j, ok := s.st.(*jsStore); ok {
+		return j.URL()
+	}
+	return ""
 }
 
 // InputRoot and OutputRoot return the resolved roots.

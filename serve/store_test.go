@@ -2,6 +2,9 @@ package serve
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +20,13 @@ func TestTaskStores(t *testing.T) {
 			return s
 		},
 		"mem": func(*testing.T) TaskStore { return NewMemStore() },
+		"jetstream": func(t *testing.T) TaskStore {
+			s, err := openJetStream(t.TempDir(), NATS{Listen: "127.0.0.1:-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := open(t)
@@ -47,4 +57,97 @@ func TestTaskStores(t *testing.T) {
 	e := newEnv(t, Config{Store: NewMemStore()}, newFake(false))
 	e.input("a.mp4")
 	e.wait(e.submit(map[string]any{"video_path": "a.mp4"}), Completed)
+}
+
+// TestJetStreamStore: the JetStream task store keeps tasks across a
+// restart of its embedded server, refuses a write from a revision another
+// writer replaced, refuses to listen beyond loopback without a token,
+// requires the token it was given, and names an unreachable server in one
+// line.
+func TestJetStreamStore(t *testing.T) {
+	dir := t.TempDir()
+	a, err := openJetStream(dir, NATS{Listen: "127.0.0.1:-1", Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := a.URL()
+	if err := a.Put(&Task{ID: "t1", Status: Pending}); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer (another process's store) on the same bucket.
+	b, err := openJetStream(t.TempDir(), NATS{URLs: url, Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := b.Load(); err != nil || len(ts) != 1 {
+		t.Fatalf("the second writer loads %d tasks, %v", len(ts), err)
+	}
+	if err := b.Put(&Task{ID: "t1", Status: Processing}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(&Task{ID: "t1", Status: Cancelled}); err == nil || !strings.Contains(err.Error(), "changed by another writer") {
+		t.Errorf("a write from a stale revision: %v", err)
+	}
+	if err := a.Put(&Task{ID: "t2", Status: Pending}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(&Task{ID: "t2", Status: Pending}); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("creating a task another writer made: %v", err)
+	}
+	b.Close()
+	a.Close()
+	// The same data directory after a restart (as after SIGKILL: the
+	// server's files are all there is).
+	a, err = openJetStream(dir, NATS{Listen: "127.0.0.1:-1", Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := a.Load()
+	if err != nil || len(ts) != 2 {
+		t.Fatalf("after a restart: %d tasks, %v", len(ts), err)
+	}
+	for _, x := range ts {
+		if x.ID == "t1" && x.Status != Processing {
+			t.Errorf("t1 is %s after a restart, want the second writer's processing", x.Status)
+		}
+	}
+	if err := a.Put(&Task{ID: "t1", Status: Completed}); err != nil {
+		t.Errorf("an update after loading: %v", err)
+	}
+	if _, err := Connect(a.URL(), ""); err == nil {
+		t.Error("a client without the token was let in")
+	}
+	a.Close()
+	for _, c := range []struct {
+		n    NATS
+		want string
+	}{
+		{NATS{Listen: "0.0.0.0:-1"}, "reachable from other machines: give it a credential with --nats-token-file"},
+		{NATS{Listen: "localhost"}, "want host:port"},
+		{NATS{URLs: "nats://127.0.0.1:1"}, "NATS at nats://127.0.0.1:1:"},
+		{NATS{Listen: "127.0.0.1:-1", URLs: "nats://127.0.0.1:1"}, "give one"},
+	} {
+		_, err := openJetStream(t.TempDir(), c.n)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: %v, want one line with %q", c.n, err, c.want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "nats")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the server's files: %v %v", fi, err)
+	}
+}
+
+// TestServiceOnJetStream runs the service's tests with the tasks on an
+// embedded NATS server (newEnv's default store while it runs).
+func TestServiceOnJetStream(t *testing.T) {
+	onJetStream = true
+	defer func() { onJetStream = false }()
+	for name, f := range map[string]func(*testing.T){
+		"Endpoints": TestEndpoints, "Upload": TestUpload, "Errors": TestErrors, "Token": TestToken,
+		"QueueFull": TestQueueFull, "Cancel": TestCancel, "Restart": TestRestart,
+		"ShutdownRequeues": TestShutdownRequeues, "Workers": TestWorkers,
+		"OutputConflicts": TestOutputConflicts, "CancelStopping": TestCancelStopping, "SubmitChecks": TestSubmitChecks,
+	} {
+		t.Run(name, f)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -33,7 +34,11 @@ type serveFlags struct {
 	warmup        bool
 	warmupSize    string
 	ranksPerTask  int
-	base          restoreFlags // device and per-request defaults
+	// natsListen, natsURLs, natsTokenFile and natsReplicas keep the tasks
+	// on NATS JetStream (see serve.NATS).
+	natsListen, natsURLs, natsTokenFile string
+	natsReplicas                        int
+	base                                restoreFlags // device and per-request defaults
 	// params are the model parameters set by flags: the defaults of
 	// requests that do not set them.
 	params model.Values
@@ -72,6 +77,10 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list: tasks run on groups of this many devices, one task per group at once (0 = all devices in one group when a SwiftVR model is served, else one device per task)")
+	fl.StringVar(&f.natsListen, "nats-listen", "", "keep the tasks on NATS JetStream with an embedded NATS server listening here (host:port; files under --data/nats); beyond loopback it needs --nats-token-file")
+	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
+	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
+	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
@@ -115,7 +124,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer run.Close()
 	def := run.Models()[0]
+	nc, err := natsConfig(f)
+	if err != nil {
+		return err
+	}
 	svc, err := serve.New(serve.Config{
+		NATS: nc,
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
 		Version: versionString(), Logger: log,
@@ -130,7 +144,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if host, _, _ := net.SplitHostPort(f.listen); f.token == "" && !isLoopback(host) {
+	if host, _, _ := net.SplitHostPort(f.listen); f.token == "" && !serve.IsLoopback(host) {
 		log.Warn("listening beyond loopback without --token: anyone who can reach the port can run tasks")
 	}
 	var names []string
@@ -139,15 +153,50 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	log.Info("vsr serve listening", "url", "http://"+ln.Addr().String(), "devices", run.Devices(), "tasks_at_once", run.Workers(),
 		"models", strings.Join(names, ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
+	if u := svc.NATSURL(); u != "" {
+		log.Info("tasks kept on NATS JetStream", "nats", u)
+	}
 	return svc.Serve(ctx, ln)
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
+// natsConfig returns the NATS JetStream store f asks for (nil: bbolt).
+func natsConfig(f serveFlags) (*serve.NATS, error) {
+	if f.natsListen == "" && f.natsURLs == "" {
+		if f.natsTokenFile != "" {
+			return nil, fmt.Errorf("--nats-token-file without --nats-listen or --nats")
+		}
+		return nil, nil
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas}
+	if f.natsTokenFile != "" {
+		b, err := readSmallFile(f.natsTokenFile, 4096)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-token-file: %w", err)
+		}
+		if c.Token = strings.TrimSpace(string(b)); c.Token == "" || strings.ContainsAny(c.Token, " \t\r\n") {
+			return nil, fmt.Errorf("--nats-token-file %s: want one token on one line", f.natsTokenFile)
+		}
+	}
+	return c, nil
+}
+
+// readSmallFile reads a regular file of at most limit bytes, checking the
+// file it opened (not the name) so that a swapped link cannot hand it a
+// device or a pipe.
+func readSmallFile(name string, limit int64) ([]byte, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", name, limit)
+	}
+	return io.ReadAll(io.LimitReader(fh, limit))
 }
 
 // newServeRunner opens the device and loads the models of f: the

@@ -291,21 +291,30 @@ func settle() (int, uint64) {
 
 // TestServeRestart kills a real vsr serve (SIGKILL) with one task running
 // and others queued: no ffmpeg outlives it, and after a restart on the same
-// --data every task completes with a valid output and no temporaries.
+// --data every task completes with a valid output and no temporaries. The
+// same with the tasks on NATS JetStream (an embedded server, killed with
+// the process).
 func TestServeRestart(t *testing.T) {
 	needFFmpeg(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "vsr")
+	root := t.TempDir()
+	bin := filepath.Join(root, "vsr")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	for _, store := range [][]string{nil, {"--nats-listen", "127.0.0.1:-1"}} {
+		t.Run(fmt.Sprint("store", store), func(t *testing.T) { serveRestart(t, bin, store) })
+	}
+}
+
+func serveRestart(t *testing.T, bin string, store []string) {
+	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	in := filepath.Join(data, "input")
 	os.MkdirAll(in, 0o755)
 	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 90)
 	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
 
-	srv := startServe(t, bin, data)
+	srv := startServe(t, bin, data, store...)
 	a := api{t, srv.url}
 	done := a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 3, "save_result_path": "done.mp4"})
 	a.wait(done, serve.Completed, 60*time.Second)
@@ -340,7 +349,7 @@ func TestServeRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	srv = startServe(t, bin, data)
+	srv = startServe(t, bin, data, store...)
 	defer srv.stop()
 	a = api{t, srv.url}
 	m := a.status(done)
@@ -370,10 +379,11 @@ type served struct {
 	stop func()
 }
 
-// startServe starts `vsr serve` on a free port and waits for it to listen.
-func startServe(t *testing.T, bin, data string) *served {
+// startServe starts `vsr serve` on a free port (with more flags) and
+// waits for it to listen.
+func startServe(t *testing.T, bin, data string, more ...string) *served {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu", "--preset", "ultrafast")
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu", "--preset", "ultrafast"}, more...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -640,4 +650,34 @@ func TestServeCDAVSR(t *testing.T) {
 		t.Errorf("dump_side_data: %d %v", code, m)
 	}
 	noTemporaries(t, svc.OutputRoot())
+}
+
+// TestNATSFlags: the NATS flags' refusals, each one line.
+func TestNATSFlags(t *testing.T) {
+	dir := t.TempDir()
+	spaced := filepath.Join(dir, "spaced")
+	os.WriteFile(spaced, []byte("two words\n"), 0o600)
+	good := filepath.Join(dir, "token")
+	os.WriteFile(good, []byte("s3cret\n"), 0o600)
+	for _, c := range []struct {
+		f    serveFlags
+		want string
+	}{
+		{serveFlags{natsTokenFile: good}, "--nats-token-file without --nats-listen or --nats"},
+		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: spaced}, "want one token on one line"},
+		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: dir}, "is not a regular file"},
+		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: filepath.Join(dir, "none")}, "no such file"},
+	} {
+		if _, err := natsConfig(c.f); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.f, err, c.want)
+		}
+	}
+	c, err := natsConfig(serveFlags{natsListen: "0.0.0.0:4222", natsTokenFile: good, natsReplicas: 1})
+	if err != nil || c.Token != "s3cret" || c.Listen != "0.0.0.0:4222" {
+		t.Errorf("%+v, %v", c, err)
+	}
+	_, stderr, err := vsrOutputs("serve", "--data", dir, "--device", "cpu", "--nats-listen", "0.0.0.0:-1")
+	if err == nil || !strings.Contains(fmt.Sprint(err, stderr), "give it a credential with --nats-token-file") {
+		t.Errorf("listening beyond loopback without a token: %v\n%s", err, stderr)
+	}
 }

@@ -1,0 +1,224 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NATS configures the task store on NATS JetStream (Config.NATS), the
+// store of deployments beyond one process: an embedded NATS server that
+// workers on other machines reach, or an external NATS cluster.
+type NATS struct {
+	// Listen starts an embedded NATS server with JetStream on this
+	// address (host:port; port -1 picks a free one), its files under
+	// Data/nats. Beyond loopback it needs Token.
+	Listen string
+	// URLs connects to an external NATS server or cluster instead
+	// (nats://host:port, comma-separated).
+	URLs string
+	// Token is the credential the server requires and clients give.
+	Token string
+	// Replicas is the task bucket's replica count (default 1; 3 on a
+	// cluster of 3).
+	Replicas int
+}
+
+// taskBucket is the key-value bucket of task records.
+const taskBucket = "vsr_tasks"
+
+// natsTimeout bounds each call to the NATS server.
+const natsTimeout = 10 * time.Second
+
+// jsStore keeps tasks in a JetStream key-value bucket, one JSON record
+// per task under its id. Every write names the revision it replaces (or
+// creates the key), so two writers never silently lose each other's
+// change: the second is refused.
+type jsStore struct {
+	srv *server.Server // the embedded server (nil: an external one)
+	nc  *nats.Conn
+	kv  jetstream.KeyValue
+
+	mu  sync.Mutex
+	rev map[string]uint64 // the revision this store last wrote or read of each task
+}
+
+var _ TaskStore = (*jsStore)(nil)
+
+// openJetStream starts or connects to the NATS server of c and opens the
+// task bucket.
+func openJetStream(data string, c NATS) (*jsStore, error) {
+	s := &jsStore{rev: map[string]uint64{}}
+	url := c.URLs
+	if c.Listen != "" {
+		if url != "" {
+			return nil, errors.New("serve: both an embedded NATS server to listen on and an external one to connect to: give one")
+		}
+		srv, err := startNATS(filepath.Join(data, "nats"), c.Listen, c.Token)
+		if err != nil {
+			return nil, err
+		}
+		s.srv, url = srv, srv.ClientURL()
+	}
+	if url == "" {
+		return nil, errors.New("serve: no NATS server to listen on or to connect to")
+	}
+	var err error
+	if s.nc, err = Connect(url, c.Token); err != nil {
+		s.Close()
+		return nil, err
+	}
+	js, err := jetstream.New(s.nc)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+		defer cancel()
+		s.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: taskBucket, Description: "vsr task records", History: 1,
+			Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
+		})
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("NATS JetStream at %s: the task bucket: %w (is JetStream enabled on the server, with room for %d replicas?)", url, err, max(c.Replicas, 1))
+	}
+	return s, nil
+}
+
+// startNATS starts an embedded NATS server with JetStream file storage in
+// dir, listening on addr. Listening beyond loopback needs a token.
+func startNATS(dir, addr, token string) (*server.Server, error) {
+	host, p, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || port < -1 || port > 65535 {
+		return nil, fmt.Errorf("--nats-listen %q: want host:port (port -1: any free one)", addr)
+	}
+	if token == "" && !IsLoopback(host) {
+		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file, or listen on 127.0.0.1", addr)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("NATS storage: %w", err)
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "vsr", Host: host, Port: port, Authorization: token,
+		JetStream: true, StoreDir: dir, SyncAlways: true, NoSigs: true, NoLog: true, // each task record on disk before its ack, as bbolt does
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server on %s: %w", addr, err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(natsTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded NATS server on %s did not start within %v (is the port in use?)", addr, natsTimeout)
+	}
+	return srv, nil
+}
+
+// IsLoopback reports whether host names only this machine.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Connect connects to the NATS servers at urls (comma-separated) with
+// token (empty: none), failing at once with one line when none answers.
+func Connect(urls, token string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	nc, err := nats.Connect(urls, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("NATS at %s: %v (is the server running and reachable, and is the token right?)", urls, err)
+	}
+	return nc, nil
+}
+
+// Put records t: it creates the task's key, or updates it from the
+// revision this store last saw.
+func (s *jsStore) Put(t *Task) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rev uint64
+	if last, ok := s.rev[t.ID]; ok {
+		rev, err = s.kv.Update(ctx, t.ID, b, last)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("task %s was changed by another writer since revision %d: not overwritten", t.ID, last)
+		}
+	} else {
+		rev, err = s.kv.Create(ctx, t.ID, b)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("task %s exists already in the NATS task bucket: not overwritten", t.ID)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("NATS task bucket: %w", err)
+	}
+	s.rev[t.ID] = rev
+	return nil
+}
+
+// Load returns every task in the bucket.
+func (s *jsStore) Load() ([]*Task, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	keys, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("NATS task bucket: %w", err)
+	}
+	defer keys.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Task
+	for k := range keys.Keys() {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("NATS task bucket, task %s: %w", k, err)
+		}
+		var t Task
+		if err := json.Unmarshal(e.Value(), &t); err != nil || t.ID != k {
+			return nil, fmt.Errorf("NATS task bucket %s: the record of %s is not a task (%v): delete it (nats kv del %s %s)", taskBucket, k, err, taskBucket, k)
+		}
+		s.rev[k] = e.Revision()
+		out = append(out, &t)
+	}
+	return out, ctx.Err()
+}
+
+// Close closes the connection and stops the embedded server.
+func (s *jsStore) Close() error {
+	if s.nc != nil {
+		s.nc.Drain()
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+	return nil
+}
+
+// URL is the NATS server the store is connected to.
+func (s *jsStore) URL() string { return s.nc.ConnectedUrl() }
