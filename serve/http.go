@@ -509,7 +509,7 @@ func view(t *Task, pos int) statusView {
 }
 
 func (s *Service) queuePos(id string) int {
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	for i, q := range s.queue.IDs() {
 		if q == id {
@@ -591,7 +591,7 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
+	s.lock()
 	var cur any
 	if len(s.running) > 0 {
 		cur = s.running[0].ID
@@ -613,7 +613,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
+	s.lock()
 	n := map[Status]int{}
 	for _, t := range s.tasks {
 		n[t.Status]++

@@ -48,6 +48,7 @@ const natsTimeout = 10 * time.Second
 type jsStore struct {
 	srv *server.Server // the embedded server (nil: an external one)
 	nc  *nats.Conn
+	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 
 	mu  sync.Mutex
@@ -79,20 +80,82 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		s.Close()
 		return nil, err
 	}
-	js, err := jetstream.New(s.nc)
+	s.js, err = jetstream.New(s.nc)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 		defer cancel()
-		s.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		s.kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: taskBucket, Description: "vsr task records", History: 1,
 			Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
 		})
+		if err == nil {
+			_, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubject},
+				Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
+			})
+		}
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("NATS JetStream at %s: the task bucket: %w (is JetStream enabled on the server, with room for %d replicas?)", url, err, max(c.Replicas, 1))
+		return nil, fmt.Errorf("NATS JetStream at %s: the task bucket and work queue: %w (is JetStream enabled on the server, with room for %d replicas?)", url, err, max(c.Replicas, 1))
 	}
 	return s, nil
+}
+
+// The work queue: a task to run is its id in a message on workSubject,
+// in a work-queue stream; workers take them through one durable pull
+// consumer with explicit acks, and a task's cancellation is a message on
+// cancelSubject + id.
+const (
+	workStream    = "VSR_WORK"
+	workSubject   = "vsr.work.tasks"
+	workConsumer  = "vsr-workers"
+	cancelSubject = "vsr.cancel."
+)
+
+// enqueue hands the task id to the workers.
+func (s *jsStore) enqueue(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, workSubject, []byte(id)); err != nil {
+		return fmt.Errorf("NATS work queue: %w", err)
+	}
+	return nil
+}
+
+// consumer returns the workers' durable consumer: a task not acknowledged
+// (done) or marked in progress within ackWait goes to another worker.
+func (s *jsStore) consumer(ackWait time.Duration) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	c, err := s.js.CreateOrUpdateConsumer(ctx, workStream, jetstream.ConsumerConfig{
+		Durable: workConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("NATS work queue: %w", err)
+	}
+	return c, nil
+}
+
+// get returns the task id as recorded now (nil: there is none).
+func (s *jsStore) get(id string) (*Task, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("NATS task bucket, task %s: %w", id, err)
+	}
+	var t Task
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return nil, fmt.Errorf("NATS task bucket: the record of %s is not a task (%v)", id, err)
+	}
+	s.mu.Lock()
+	s.rev[id] = e.Revision()
+	s.mu.Unlock()
+	return &t, nil
 }
 
 // startNATS starts an embedded NATS server with JetStream file storage in

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -54,6 +56,14 @@ type Config struct {
 	Store TaskStore
 	// NATS, when set, keeps the tasks on NATS JetStream (see NATS).
 	NATS *NATS
+	// Remote makes this Service the API of workers on other machines
+	// (vsr serve --workers 0): it queues tasks on JetStream and runs none.
+	// Pull makes it a worker (vsr worker): it takes its tasks from the
+	// JetStream work queue. Both need NATS (see cluster.go).
+	Remote, Pull bool
+	// AckWait is how soon a worker's death hands its task to another
+	// (default 10 s; a running task's worker reports every AckWait/3).
+	AckWait time.Duration
 	// InputRoot and OutputRoot hold inputs and outputs; they default to
 	// Data/input and Data/output.
 	InputRoot, OutputRoot string
@@ -105,6 +115,7 @@ func (c Config) withDefaults() Config {
 	def(&c.UploadGrace, 30*time.Second)
 	def(&c.CancelWait, 60*time.Second)
 	def(&c.DrainTimeout, 10*time.Second)
+	def(&c.AckWait, 10*time.Second)
 	if c.MinUploadRate <= 0 {
 		c.MinUploadRate = 64 << 10
 	}
@@ -131,11 +142,12 @@ func (c Config) withDefaults() Config {
 
 // Service owns the store, the queue and the worker.
 type Service struct {
-	cfg    Config
-	runner Runner
-	st     TaskStore
-	log    *slog.Logger
-	m      *metrics
+	cfg      Config
+	runner   Runner
+	st       TaskStore
+	pullFrom jetstream.Consumer // a worker's work queue (Config.Pull)
+	log      *slog.Logger
+	m        *metrics
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
@@ -199,16 +211,33 @@ func New(cfg Config, r Runner) (*Service, error) {
 		wake: make(chan struct{}, 1),
 	}
 	s.m = newMetrics(s)
-	removeTemporaries(cfg.OutputRoot, s.log)
-	removeTemporaries(cfg.InputRoot, s.log)
-	if err := s.recover(); err != nil {
+	if (cfg.Remote || cfg.Pull) && s.js() == nil {
 		st.Close()
-		return nil, err
+		return nil, errNoJetStream
 	}
-	s.sweepUploads()
+	if cfg.Pull {
+		// A worker shares its roots with other workers: it removes only
+		// the temporaries of the tasks it takes (see take).
+		if s.pullFrom, err = s.js().consumer(cfg.AckWait); err != nil {
+			st.Close()
+			return nil, err
+		}
+	} else {
+		removeTemporaries(cfg.OutputRoot, s.log)
+		removeTemporaries(cfg.InputRoot, s.log)
+		if err := s.recover(); err != nil {
+			st.Close()
+			return nil, err
+		}
+		s.sweepUploads()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	for range cfg.Workers {
+	workers := cfg.Workers
+	if cfg.Remote {
+		workers = 0
+	}
+	for range workers {
 		s.workers.Add(1)
 		go s.work(ctx)
 	}
@@ -284,6 +313,9 @@ func (s *Service) recover() error {
 		}
 		return 0
 	})
+	if s.cfg.Remote { // the workers' work queue holds what is left to run
+		return s.sync()
+	}
 	for _, t := range ts {
 		s.tasks[t.ID] = t
 		s.seq = max(s.seq, t.Seq)
@@ -328,7 +360,7 @@ func (s *Service) signal() {
 // an uploaded input: it takes its name t.Input only as the task is stored,
 // so that a crash leaves no visible upload without a task.
 func (s *Service) submit(t *Task, upload string) error {
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return errors.New("the service is shutting down")
@@ -356,11 +388,21 @@ func (s *Service) submit(t *Task, upload string) error {
 	t.Seq = s.seq
 	t.Status = Pending
 	t.Created = time.Now()
+	t.InputRel, _ = filepath.Rel(s.cfg.InputRoot, t.Input)
+	t.OutputRel, _ = filepath.Rel(s.cfg.OutputRoot, t.Output)
 	if err := s.st.Put(t); err != nil {
 		if upload != "" {
 			os.Remove(t.Input)
 		}
 		return fmt.Errorf("store task: %w", err)
+	}
+	if s.cfg.Remote {
+		if err := s.js().enqueue(t.ID); err != nil {
+			now := time.Now()
+			t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
+			s.persist(t)
+			return err
+		}
 	}
 	s.tasks[t.ID] = t
 	s.queue.Push(t.ID)
@@ -379,7 +421,7 @@ func (e *conflictError) Error() string { return e.msg }
 
 // get returns a copy of the task with id.
 func (s *Service) get(id string) (*Task, bool) {
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
@@ -390,7 +432,7 @@ func (s *Service) get(id string) (*Task, bool) {
 
 // list returns copies of all tasks in submission order.
 func (s *Service) list() []*Task {
-	s.mu.Lock()
+	s.lock()
 	out := make([]*Task, 0, len(s.tasks))
 	for _, t := range s.tasks {
 		out = append(out, t.clone())
@@ -412,11 +454,30 @@ const (
 // cancel cancels a pending task at once, or a running one and waits (up to
 // ctx) for it to stop. It returns the outcome and the task's state.
 func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
-	s.mu.Lock()
+	s.lock()
 	t, ok := s.tasks[id]
 	if !ok {
 		s.mu.Unlock()
 		return cancelNotFound, nil
+	}
+	if s.cfg.Remote && t.Status == Pending {
+		// A worker may take it meanwhile: the write names the revision
+		// read, and fails if the worker's came first.
+		c := t.clone()
+		now := time.Now()
+		c.Status, c.Ended, c.Error = Cancelled, &now, "task cancelled by user"
+		if err := s.st.Put(c); err != nil {
+			s.mu.Unlock()
+			return s.cancelRemote(ctx, id)
+		}
+		*t = *c
+		s.queue.Remove(id)
+		s.mu.Unlock()
+		return cancelDone, c.clone()
+	}
+	if s.cfg.Remote && t.Status == Processing {
+		s.mu.Unlock()
+		return s.cancelRemote(ctx, id)
 	}
 	switch t.Status {
 	case Pending:
@@ -469,8 +530,16 @@ func (s *Service) persist(t *Task) {
 func (s *Service) work(ctx context.Context) {
 	defer s.workers.Done()
 	for {
-		t, tctx := s.next(ctx)
-		if t == nil {
+		var t *Task
+		var tctx context.Context
+		if s.cfg.Pull {
+			if t, tctx = s.pull(ctx); t == nil {
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+		} else if t, tctx = s.next(ctx); t == nil {
 			select {
 			case <-ctx.Done():
 				return
@@ -484,6 +553,9 @@ func (s *Service) work(ctx context.Context) {
 		default:
 		}
 		s.runOne(ctx, tctx, t)
+		if s.cfg.Pull {
+			s.release(t)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -565,8 +637,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		}
 	case t.cancelAsked:
 		t.Status, t.Error = Cancelled, "task cancelled by user"
-	case parent.Err() != nil:
-		// Shutting down: the task runs again at the next start.
+	case parent.Err() != nil || t.lost:
+		// Shutting down, or a worker that lost its lease: the task runs
+		// again at the next start, or on another worker.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
 	default:

@@ -10,6 +10,9 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Status is a task's state, as LightX2V names them.
@@ -72,6 +75,11 @@ type Task struct {
 	// Input and Output are the resolved absolute paths the runner uses.
 	Input  string `json:"video_path"`
 	Output string `json:"save_result_path"`
+	// InputRel and OutputRel are Input and Output relative to the input
+	// and output roots: a worker on another machine finds them under its
+	// own roots.
+	InputRel  string `json:"input_rel,omitempty"`
+	OutputRel string `json:"output_rel,omitempty"`
 	// Upload is set when Input is a file uploaded for this task.
 	Upload bool `json:"upload,omitempty"`
 	// Rerun is set when a run of the task was interrupted (a crash or a
@@ -106,7 +114,10 @@ type Task struct {
 
 	cancel      context.CancelFunc // running task only
 	cancelAsked bool
-	done        chan struct{} // closed when the running task has stopped
+	lost        bool               // a worker's task whose lease it lost (see heartbeat)
+	done        chan struct{}      // closed when the running task has stopped
+	msg         jetstream.Msg      // a worker's task: its work queue message
+	unsub       *nats.Subscription // and its cancel subscription
 }
 
 // newID returns a random task id (UUID v4 form, as LightX2V's).
@@ -135,7 +146,7 @@ func validID(id string) bool {
 // clone returns a copy of t without its runtime fields.
 func (t *Task) clone() *Task {
 	c := *t
-	c.cancel, c.done = nil, nil
+	c.cancel, c.done, c.msg, c.unsub = nil, nil, nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
 	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
 	c.Request.Params = maps.Clone(t.Request.Params)

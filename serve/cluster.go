@@ -1,0 +1,262 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Tasks on other machines. With the tasks on NATS JetStream (Config.NATS)
+// a Service can be the API alone (Config.Remote, vsr serve --workers 0):
+// it records each task in the task bucket and puts its id on the work
+// queue, and reads the tasks' states back from the bucket, where the
+// workers write them. A worker (Config.Pull, vsr worker) is a Service
+// without HTTP that takes task ids from the work queue instead of its own
+// queue, runs them with its runner and its own roots (a task carries its
+// paths relative to the roots), and writes their states to the bucket:
+//   - while a task runs, the worker marks its message in progress every
+//     AckWait/3, so a worker that dies is noticed within AckWait and the
+//     task goes to another worker; a task delivered more than MaxAttempts
+//     times fails with that reason; a redelivered task first removes the
+//     temporaries its previous attempt left beside its output;
+//   - cancelling a running task is a message on its cancel subject, which
+//     the worker that runs it listens to;
+//   - every write to the bucket names the revision it replaces, so a
+//     worker and the API never overwrite each other's change (a task the
+//     API cancelled while a worker took it is skipped).
+
+// js returns the JetStream store (nil when the tasks are elsewhere).
+func (s *Service) js() *jsStore {
+	j, _ := s.st.(*jsStore)
+	return j
+}
+
+// lock takes s.mu; on the API of remote workers it first reads the tasks'
+// states back from the bucket.
+func (s *Service) lock() {
+	s.mu.Lock()
+	if s.cfg.Remote {
+		if err := s.sync(); err != nil {
+			s.log.Warn("reading the tasks from NATS", "err", err)
+		}
+	}
+}
+
+// sync replaces the tasks in memory by the bucket's and rebuilds the
+// queue (pending, in submission order) and the running list; s.mu is
+// held.
+func (s *Service) sync() error {
+	ts, err := s.st.Load()
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(ts, func(a, b *Task) int { return int(a.Seq) - int(b.Seq) })
+	q, running := &fifo{}, []*Task(nil)
+	for _, t := range ts {
+		if old := s.tasks[t.ID]; old != nil {
+			t.cancelAsked = old.cancelAsked
+		}
+		s.tasks[t.ID] = t
+		s.seq = max(s.seq, t.Seq)
+		switch t.Status {
+		case Pending:
+			q.Push(t.ID)
+		case Processing:
+			running = append(running, t)
+		}
+	}
+	s.queue, s.running = q, running
+	return nil
+}
+
+// cancelRemote asks the worker running task id to stop and waits (up to
+// ctx) for its record to say it stopped.
+func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
+	j := s.js()
+	if err := j.nc.Publish(cancelSubject+id, nil); err != nil {
+		s.log.Warn("cancel", "task", id, "err", err)
+	}
+	for {
+		t, err := j.get(id)
+		if err == nil && t != nil && t.Status.Final() {
+			if t.Status == Cancelled {
+				return cancelDone, t
+			}
+			return cancelNothing, t
+		}
+		select {
+		case <-ctx.Done():
+			s.lock()
+			c := s.tasks[id].clone()
+			s.mu.Unlock()
+			return cancelStopping, c
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pull waits up to a second for a task from the work queue and marks it
+// processing, as next does with the local queue.
+func (s *Service) pull(parent context.Context) (*Task, context.Context) {
+	if s.isClosing() {
+		return nil, nil
+	}
+	batch, err := s.pullFrom.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		s.log.Warn("taking a task from NATS", "err", err)
+		return nil, nil
+	}
+	for m := range batch.Messages() {
+		if t, ctx := s.take(parent, m); t != nil {
+			return t, ctx
+		}
+	}
+	return nil, nil
+}
+
+func (s *Service) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// take starts the task of message m, or acknowledges a message whose task
+// is gone, finished or cancelled, or fails a task delivered too often.
+func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.Context) {
+	id := string(m.Data())
+	md, err := m.Metadata()
+	if err != nil {
+		m.Nak()
+		return nil, nil
+	}
+	j := s.js()
+	t, err := j.get(id)
+	if err != nil {
+		s.log.Warn("reading a task from NATS", "task", id, "err", err)
+		m.Nak()
+		return nil, nil
+	}
+	if t == nil || t.Status.Final() {
+		m.Ack()
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if int(md.NumDelivered) > s.cfg.MaxAttempts {
+		t.Status, t.Ended = Failed, &now
+		t.Error = fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", md.NumDelivered-1, s.cfg.MaxAttempts)
+		t.ErrorType = "Interrupted"
+		if err := j.Put(t); err == nil {
+			m.Term()
+		}
+		return nil, nil
+	}
+	// This worker's roots: the task's paths relative to the API's.
+	t.Input, t.Output = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
+	if md.NumDelivered > 1 {
+		removeTemporariesOf(t.Output, s.log)
+		t.Rerun = true
+	}
+	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
+	t.FramesDone, t.Attempts = 0, int(md.NumDelivered)
+	if err := j.Put(t); err != nil {
+		// Changed meanwhile (cancelled by the API): look again later.
+		s.log.Info("task changed as it was taken", "task", id, "err", err)
+		m.Nak()
+		return nil, nil
+	}
+	t.msg = m
+	t.done = make(chan struct{})
+	var ctx context.Context
+	ctx, t.cancel = context.WithCancel(parent)
+	sub, err := j.nc.Subscribe(cancelSubject+id, func(*nats.Msg) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if t.cancel != nil {
+			t.cancelAsked = true
+			t.cancel()
+		}
+	})
+	if err == nil {
+		t.unsub = sub
+	}
+	go s.heartbeat(ctx, t, m)
+	s.tasks[id] = t
+	s.running = append(s.running, t)
+	return t, ctx
+}
+
+// heartbeat marks task t's message m in progress every AckWait/3 until
+// ctx ends. When that fails (the worker lost NATS), the task may go to
+// another worker at any moment: this one stops it, so that no task runs
+// twice at once.
+func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
+	tick := time.NewTicker(s.cfg.AckWait / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := m.InProgress(); err != nil {
+				s.log.Warn("lost the lease on a running task: stopping it", "task", t.ID, "err", err)
+				s.mu.Lock()
+				t.lost = true
+				if t.cancel != nil {
+					t.cancel()
+				}
+				s.mu.Unlock()
+				return
+			}
+		}
+	}
+}
+
+// release settles the message of a task a worker ran: acknowledged when
+// the task is over, handed back at once when the worker stopped before.
+func (s *Service) release(t *Task) {
+	if t.unsub != nil {
+		t.unsub.Unsubscribe()
+	}
+	if t.msg == nil {
+		return
+	}
+	if t.Status.Final() {
+		t.msg.Ack()
+	} else {
+		t.msg.Nak()
+	}
+	s.mu.Lock()
+	delete(s.tasks, t.ID) // a worker keeps no history
+	s.mu.Unlock()
+}
+
+// removeTemporariesOf removes the hidden temporaries an interrupted run
+// left beside output (its encoders' private directory and files).
+func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
+	dir, stem := filepath.Dir(output), strings.TrimSuffix(filepath.Base(output), filepath.Ext(output))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if isTemporary(n) && (strings.HasPrefix(n, "."+stem+".") || strings.HasPrefix(n, "."+filepath.Base(output)+".")) {
+			if os.RemoveAll(filepath.Join(dir, n)) == nil {
+				log.Info("removed temporaries of an interrupted attempt", "path", filepath.Join(dir, n))
+			}
+		}
+	}
+}
+
+// errNoJetStream refuses remote workers without the JetStream store.
+var errNoJetStream = errors.New("serve: workers on other machines need the tasks on NATS JetStream (--nats-listen or --nats)")

@@ -1,0 +1,188 @@
+package serve
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// remote starts the API alone (tasks on an embedded NATS server) and n
+// workers with their own roots (another mount of the same files) and
+// fake runners.
+func remote(t *testing.T, n int, block bool, cfg Config) (*env, []*Service, []*fakeRunner) {
+	t.Helper()
+	cfg.NATS, cfg.Remote = &NATS{Listen: "127.0.0.1:-1"}, true
+	e := newEnv(t, cfg, newFake(false))
+	var ws []*Service
+	var fs []*fakeRunner
+	for range n {
+		f := newFake(block)
+		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), MaxAttempts: cfg.MaxAttempts}, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		ws, fs = append(ws, w), append(fs, f)
+	}
+	return e, ws, fs
+}
+
+// TestRemoteWorkers: the API alone queues 12 tasks on NATS; two workers
+// run each exactly once (one output each); the API reports what the
+// workers wrote.
+func TestRemoteWorkers(t *testing.T) {
+	e, _, fs := remote(t, 2, false, Config{})
+	e.input("a.mp4")
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": fmt.Sprintf("o%d.mp4", i)}))
+	}
+	for i, id := range ids {
+		m := e.wait(id, Completed)
+		if m["devices"] != "fake:0" {
+			t.Errorf("task %s: %v", id, m)
+		}
+		b, err := os.ReadFile(filepath.Join(e.svc.OutputRoot(), fmt.Sprintf("o%d.mp4", i)))
+		if err != nil || string(b) != "video of "+id+" from video" {
+			t.Errorf("output of %s: %q %v", id, b, err)
+		}
+	}
+	var ran []string
+	for _, f := range fs {
+		f.mu.Lock()
+		ran = append(ran, f.ran...)
+		f.mu.Unlock()
+	}
+	slices.Sort(ran)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(ran, want) {
+		t.Errorf("runs %v, want each of %v once", ran, want)
+	}
+	if len(fs[0].ran) == 0 || len(fs[1].ran) == 0 {
+		t.Logf("one worker ran every task (%d and %d)", len(fs[0].ran), len(fs[1].ran))
+	}
+	noTemporaries(t, e.svc.OutputRoot())
+}
+
+// TestRemoteCancel: cancelling a task running on a worker stops it there
+// and leaves no output; a pending task is cancelled by the API alone.
+func TestRemoteCancel(t *testing.T) {
+	e, _, fs := remote(t, 1, true, Config{})
+	e.input("a.mp4")
+	run := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "run.mp4"})
+	<-fs[0].started
+	wait := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "wait.mp4"})
+	code, m, _ := e.do("DELETE", "/v1/tasks/"+wait, nil)
+	if code != 200 || m["status"] != "cancelled" {
+		t.Fatalf("cancel pending: %d %v", code, m)
+	}
+	e.wait(run, Processing)
+	code, m, _ = e.do("DELETE", "/v1/tasks/"+run, nil)
+	if code != 200 || m["status"] != "cancelled" {
+		t.Fatalf("cancel running: %d %v", code, m)
+	}
+	for _, n := range []string{"run.mp4", "wait.mp4"} {
+		if _, err := os.Stat(filepath.Join(e.svc.OutputRoot(), n)); err == nil {
+			t.Errorf("%s was written", n)
+		}
+	}
+	// The worker goes on with the next task.
+	next := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "next.mp4"})
+	<-fs[0].started
+	fs[0].release <- struct{}{}
+	e.wait(next, Completed)
+	if slices.Contains(fs[0].ran, wait) {
+		t.Error("the worker ran a task cancelled while it was pending")
+	}
+	noTemporaries(t, e.svc.OutputRoot())
+}
+
+// TestRemoteWorkerDies: a worker that stops answering (its connection to
+// NATS gone) has its task delivered to another within the ack wait; the
+// other removes the first attempt's temporaries and completes it. With
+// --max-attempts 1 the second delivery fails the task instead.
+func TestRemoteWorkerDies(t *testing.T) {
+	for _, attempts := range []int{3, 1} {
+		t.Run(fmt.Sprint("max attempts ", attempts), func(t *testing.T) {
+			e, ws, fs := remote(t, 2, true, Config{MaxAttempts: attempts})
+			e.input("a.mp4")
+			id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4"})
+			var dead int
+			select {
+			case <-fs[0].started:
+				dead = 0
+			case <-fs[1].started:
+				dead = 1
+			case <-time.After(20 * time.Second):
+				t.Fatal("no worker took the task")
+			}
+			killed := time.Now()
+			ws[dead].js().nc.Close() // no more heartbeats, no ack
+			alive := fs[1-dead]
+			alive.release <- struct{}{}
+			if attempts == 1 {
+				m := e.wait(id, Failed)
+				if !strings.Contains(m["error"].(string), "delivered 1 times") {
+					t.Errorf("error %v", m["error"])
+				}
+				return
+			}
+			select {
+			case <-alive.started:
+				t.Logf("redelivered %v after the worker died (ack wait 1 s)", time.Since(killed).Round(10*time.Millisecond))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the task was not delivered to the other worker")
+			}
+			m := e.wait(id, Completed)
+			if m["attempts"] != 2.0 {
+				t.Errorf("attempts %v", m["attempts"])
+			}
+			// The worker that lost NATS stopped its run: no task runs twice
+			// at once.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				ws[dead].mu.Lock()
+				n := len(ws[dead].running)
+				ws[dead].mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the worker that lost NATS still runs its task")
+				}
+			}
+			fs[dead].release <- struct{}{} // the dead worker's run ends; its output must not win
+			b, _ := os.ReadFile(filepath.Join(e.svc.OutputRoot(), "o.mp4"))
+			if string(b) != "video of "+id+" from video" {
+				t.Errorf("output %q", b)
+			}
+		})
+	}
+}
+
+// TestRemoteNeedsJetStream: the API alone or a worker without NATS is
+// refused.
+func TestRemoteNeedsJetStream(t *testing.T) {
+	for _, c := range []Config{{Remote: true}, {Pull: true}} {
+		c.Data = t.TempDir()
+		if _, err := New(c, newFake(false)); err != errNoJetStream {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// noTemporaries fails if a hidden temporary is left under root.
+func noTemporaries(t *testing.T, root string) {
+	t.Helper()
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && p != root && isTemporary(d.Name()) {
+			t.Errorf("temporary left: %s", p)
+		}
+		return nil
+	})
+}
