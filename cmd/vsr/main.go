@@ -66,7 +66,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRestore(), newServe(), newProbe(), newModels(), newBench(), newDoctor(), newCheckpoint(), newVersion())
+	root.AddCommand(newRestore(), newServe(), newWorker(), newProbe(), newModels(), newBench(), newDoctor(), newCheckpoint(), newVersion())
 	return root
 }
 

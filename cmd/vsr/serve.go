@@ -38,7 +38,11 @@ type serveFlags struct {
 	// on NATS JetStream (see serve.NATS).
 	natsListen, natsURLs, natsTokenFile string
 	natsReplicas                        int
-	base                                restoreFlags // device and per-request defaults
+	// workers is how many tasks this process runs at once (-1: one per
+	// group of devices; 0: none, the API of vsr worker processes);
+	// maxAttempts the runs a task may start.
+	workers, maxAttempts int
+	base                 restoreFlags // device and per-request defaults
 	// params are the model parameters set by flags: the defaults of
 	// requests that do not set them.
 	params model.Values
@@ -81,6 +85,8 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
 	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
 	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
+	fl.IntVar(&f.workers, "workers", -1, "tasks this process runs at once: -1 = one per group of devices; 0 = none, the API alone for vsr worker processes (needs --nats-listen or --nats)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "runs a task may start (one interrupted by a crash, or whose worker died, runs again) before it fails")
 	b := &f.base
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
@@ -128,13 +134,20 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.workers == 0 && nc == nil {
+		return fmt.Errorf("--workers 0 serves the API alone for vsr worker processes, which take the tasks from NATS JetStream: add --nats-listen or --nats")
+	}
+	workers := run.Workers()
+	if f.workers > 0 {
+		workers = min(f.workers, run.Workers())
+	}
 	svc, err := serve.New(serve.Config{
-		NATS: nc,
+		NATS: nc, Remote: f.workers == 0, MaxAttempts: f.maxAttempts,
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
-		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: run.Workers(),
+		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: workers,
 	}, run)
 	if err != nil {
 		return err

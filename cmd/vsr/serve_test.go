@@ -681,3 +681,99 @@ func TestNATSFlags(t *testing.T) {
 		t.Errorf("listening beyond loopback without a token: %v\n%s", err, stderr)
 	}
 }
+
+// startLogged starts bin with args and returns it with the first match
+// of each pattern's group in its log (stderr).
+func startLogged(t *testing.T, bin string, patterns []string, args ...string) (*exec.Cmd, []string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	found := make(chan []string, 1)
+	go func() {
+		got := make([]string, len(patterns))
+		left := len(patterns)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			for i, p := range patterns {
+				if m := regexp.MustCompile(p).FindStringSubmatch(sc.Text()); m != nil && got[i] == "" {
+					got[i] = m[1]
+					if left--; left == 0 {
+						found <- got
+					}
+				}
+			}
+		}
+	}()
+	select {
+	case v := <-found:
+		return cmd, v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s %v did not log %v", bin, args, patterns)
+		return nil, nil
+	}
+}
+
+// TestServeWorkers: vsr serve --workers 0 with an embedded NATS server and
+// vsr worker processes: tiny tasks each complete once; a worker SIGKILLed
+// while it runs a task has it taken by another within the ack wait, which
+// completes it (two attempts, a valid output, no temporaries).
+func TestServeWorkers(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
+	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	_, got := startLogged(t, bin, []string{`url=(http://\S+)`, `nats=(nats://\S+)`}, "serve", "--workers", "0",
+		"--nats-listen", "127.0.0.1:-1", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu")
+	worker := func() *exec.Cmd {
+		cmd, _ := startLogged(t, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", got[1], "--input-root", in, "--output-root", out,
+			"--device", "cpu", "--preset", "ultrafast", "--ack-wait", "1s")
+		return cmd
+	}
+	first := worker()
+	a := api{t, got[0]}
+	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv"})
+	for {
+		m := a.wait(long, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := worker()
+	defer second.Process.Signal(syscall.SIGTERM)
+	first.Process.Signal(syscall.SIGKILL)
+	first.Wait()
+	killed := time.Now()
+	var short []string
+	for i := range 4 {
+		short = append(short, a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 2 + i%3, "save_result_path": fmt.Sprintf("s%d.mp4", i)}))
+	}
+	m := a.wait(long, serve.Completed, 120*time.Second)
+	t.Logf("the killed worker's task completed %v after the kill, attempts %v", time.Since(killed).Round(10*time.Millisecond), m["attempts"])
+	if m["attempts"] != 2.0 {
+		t.Errorf("attempts %v, want 2", m["attempts"])
+	}
+	checkOutput(t, filepath.Join(out, "long.mkv"), 150, 128, 96)
+	for i, id := range short {
+		a.wait(id, serve.Completed, 60*time.Second)
+		checkOutput(t, filepath.Join(out, fmt.Sprintf("s%d.mp4", i)), 5, 24*(2+i%3), 16*(2+i%3))
+	}
+	noTemporaries(t, out)
+}

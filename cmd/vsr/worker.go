@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vsr-dev/vsr/serve"
+)
+
+// workerFlags are serveFlags' device, model and NATS settings, and the
+// lease of a running task.
+type workerFlags struct {
+	serveFlags
+	ackWait time.Duration
+}
+
+func newWorker() *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run the tasks of a vsr serve whose tasks are on NATS JetStream (no HTTP)",
+		Long: `Run the tasks of a vsr serve whose tasks are on NATS JetStream: take them
+from its work queue, restore them on this machine's devices, and write their
+states back. Workers join and leave at any time; a worker that dies has its
+task taken by another within --ack-wait (see docs/DEPLOY.md).
+
+A task's paths are relative to the service's roots: each worker finds them
+under its own --input-root and --output-root (the same shared filesystem may
+be mounted elsewhere on each machine), with the same checks as the service.
+SIGINT or SIGTERM hands the running task back to the queue at once.`,
+		Example: `  vsr serve --nats-listen 0.0.0.0:4222 --nats-token-file /etc/vsr/nats.token --workers 0 --input-root /mnt/videos --output-root /mnt/results
+  vsr worker --nats nats://api-host:4222 --nats-token-file /etc/vsr/nats.token --device cuda:all --input-root /mnt/videos --output-root /mnt/results`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.natsURLs, "nats", "", "the NATS server or cluster the service keeps its tasks on (nats://host:4222,...; required)")
+	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token")
+	fl.StringVar(&f.inputRoot, "input-root", "", "this machine's mount of the service's input root (required)")
+	fl.StringVar(&f.outputRoot, "output-root", "", "this machine's mount of the service's output root (required)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "deliveries of a task before it fails (a worker that dies while it runs one costs a delivery)")
+	fl.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a task of a worker that stopped answering goes to another worker")
+	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable, as vsr serve's (default: bundled realesr-animevideov3)")
+	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list, as vsr serve's")
+	b := &f.base
+	fl.StringVar(&b.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all)")
+	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32, or auto")
+	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
+	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
+	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")
+	fl.StringVar(&b.pixFmt, "pix-fmt", "yuv420p", "default output pixel format (a request's pix_fmt wins)")
+	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
+	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
+	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
+	addFamilyFlags(fl)
+	if s := fl.Lookup("scale"); s != nil {
+		s.DefValue = "2"
+	}
+	return cmd
+}
+
+func runWorker(cmd *cobra.Command, f workerFlags) error {
+	if f.natsURLs == "" || f.inputRoot == "" || f.outputRoot == "" {
+		return fmt.Errorf("vsr worker needs --nats (the service's NATS server or cluster), --input-root and --output-root (this machine's mounts of the service's roots)")
+	}
+	if f.maxAttempts < 1 || f.ackWait < 300*time.Millisecond {
+		return fmt.Errorf("--max-attempts must be at least 1 and --ack-wait at least 300ms")
+	}
+	for _, d := range []string{f.inputRoot, f.outputRoot} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return fmt.Errorf("root %s is not a directory here: mount the service's roots first", d)
+		}
+	}
+	nc, err := natsConfig(f.serveFlags)
+	if err != nil {
+		return err
+	}
+	if f.params, err = familyValues(cmd.Flags()); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	run, err := newServeRunner(cmd, f.serveFlags)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	data, err := os.MkdirTemp("", "vsr-worker-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(data)
+	svc, err := serve.New(serve.Config{
+		Data: data, NATS: nc, Pull: true, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
+		Workers: run.Workers(), MaxAttempts: f.maxAttempts, AckWait: f.ackWait, Logger: log, Version: versionString(),
+	}, run)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, m := range run.Models() {
+		names = append(names, m.Model.Name())
+	}
+	log.Info("vsr worker taking tasks", "nats", svc.NATSURL(), "devices", run.Devices(), "tasks_at_once", run.Workers(),
+		"models", strings.Join(names, ","), "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
+	<-cmd.Context().Done()
+	log.Info("stopping: the running tasks go back to the queue")
+	return svc.Close()
+}
