@@ -124,6 +124,28 @@ func loadGroup(devs []backend.Backend, specs []string, cfg Served) ([]*Loaded, e
 // Models returns the served models of the first group, the default first.
 func (s *Service) Models() []*Loaded { return s.models }
 
+var _ serve.ModelNamer = (*Service)(nil)
+
+// ModelOf names the served model request q runs on (the first when it
+// names none): workers on other machines take the tasks of the models
+// they serve (serve.ModelNamer).
+func (s *Service) ModelOf(q *serve.Request) (string, error) {
+	l, _, err := s.find(q.Model)
+	if err != nil {
+		return "", err
+	}
+	return l.Model.Name(), nil
+}
+
+// ModelNames names the served models.
+func (s *Service) ModelNames() []string {
+	var out []string
+	for _, l := range s.models {
+		out = append(out, l.Model.Name())
+	}
+	return out
+}
+
 // Devices names the devices of each group ("cuda:0,cuda:1 cuda:2,cuda:3").
 func (s *Service) Devices() string {
 	var gs []string

@@ -103,24 +103,82 @@ func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *T
 	}
 }
 
-// pull waits up to a second for a task from the work queue and marks it
-// processing, as next does with the local queue.
+// subscribe makes a worker's consumers, one per model its runner serves,
+// and starts announcing it in the worker bucket.
+func (s *Service) subscribe() error {
+	models := []string{""}
+	if mn, ok := s.runner.(ModelNamer); ok {
+		models = mn.ModelNames()
+	}
+	for _, m := range models {
+		c, err := s.js().consumer(m, s.cfg.AckWait)
+		if err != nil {
+			return err
+		}
+		s.pullFrom = append(s.pullFrom, c)
+	}
+	if s.cfg.Name == "" {
+		host, _ := os.Hostname()
+		s.cfg.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return nil
+}
+
+// announce says in the worker bucket that this worker is there, what it
+// serves and runs, until ctx ends; then it takes the entry out.
+func (s *Service) announce(ctx context.Context) {
+	defer close(s.announced)
+	models := []string{""}
+	if mn, ok := s.runner.(ModelNamer); ok {
+		models = mn.ModelNames()
+	}
+	info := WorkerInfo{Name: s.cfg.Name, Models: models, Devices: s.cfg.Devices, Started: time.Now()}
+	tick := time.NewTicker(min(s.cfg.AckWait/3, workerTTL/3))
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		info.Running = runningIDs(s.running)
+		s.mu.Unlock()
+		if err := s.js().announce(info); err != nil {
+			s.log.Warn("announcing this worker on NATS", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			s.js().leave(info.Name)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pull takes a task from the work queues of the worker's models and marks
+// it processing, as next does with the local queue; it waits a little
+// when there is none.
 func (s *Service) pull(parent context.Context) (*Task, context.Context) {
 	if s.isClosing() {
 		return nil, nil
 	}
-	batch, err := s.pullFrom.Fetch(1, jetstream.FetchMaxWait(time.Second))
-	if err != nil {
-		s.log.Warn("taking a task from NATS", "err", err)
-		return nil, nil
-	}
-	for m := range batch.Messages() {
-		if t, ctx := s.take(parent, m); t != nil {
-			return t, ctx
+	for _, c := range s.pullFrom {
+		batch, err := c.FetchNoWait(1)
+		if err != nil {
+			s.log.Warn("taking a task from NATS", "err", err)
+			continue
 		}
+		for m := range batch.Messages() {
+			if t, ctx := s.take(parent, m); t != nil {
+				return t, ctx
+			}
+		}
+	}
+	select {
+	case <-parent.Done():
+	case <-time.After(pullIdle):
 	}
 	return nil, nil
 }
+
+// pullIdle is how long an idle worker waits before looking again.
+const pullIdle = 200 * time.Millisecond
 
 func (s *Service) isClosing() bool {
 	s.mu.Lock()
@@ -260,3 +318,21 @@ func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
 
 // errNoJetStream refuses remote workers without the JetStream store.
 var errNoJetStream = errors.New("serve: workers on other machines need the tasks on NATS JetStream (--nats-listen or --nats)")
+
+// unserved returns the models among models that no worker of ws serves,
+// once each, in order.
+func unserved(models []string, ws []WorkerInfo) []string {
+	served := map[string]bool{}
+	for _, w := range ws {
+		for _, m := range w.Models {
+			served[m] = true
+		}
+	}
+	out := []string{}
+	for _, m := range models {
+		if !served[m] && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

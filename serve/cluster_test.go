@@ -186,3 +186,65 @@ func noTemporaries(t *testing.T, root string) {
 		return nil
 	})
 }
+
+// namedFake is a fakeRunner that serves the named models (a request
+// without one runs on the first).
+type namedFake struct {
+	*fakeRunner
+	models []string
+}
+
+func (f namedFake) ModelOf(r *Request) (string, error) {
+	if r.Model == "" {
+		return f.models[0], nil
+	}
+	if !slices.Contains(f.models, r.Model) {
+		return "", fmt.Errorf("unknown model %q", r.Model)
+	}
+	return r.Model, nil
+}
+
+func (f namedFake) ModelNames() []string { return f.models }
+
+// TestRemoteModels: a worker takes only the tasks of the models it
+// serves; a task of a model no worker serves waits, and the queue status
+// says for which model; the service status and the metrics list the
+// workers; a worker that comes for that model runs it.
+func TestRemoteModels(t *testing.T) {
+	api := namedFake{newFake(false), []string{"a", "b"}}
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, api)
+	start := func(models ...string) *fakeRunner {
+		f := newFake(false)
+		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), Name: "w-" + strings.Join(models, ""), Devices: "fake:0"},
+			namedFake{f, models})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return f
+	}
+	fa := start("a")
+	e.input("v.mp4")
+	ta := e.submit(map[string]any{"video_path": "v.mp4", "save_result_path": "a.mp4"})
+	tb := e.submit(map[string]any{"video_path": "v.mp4", "save_result_path": "b.mp4", "model": "b"})
+	e.wait(ta, Completed)
+	_, q, _ := e.do("GET", "/v1/tasks/queue/status", nil)
+	if w, _ := q["waiting_for_workers"].([]any); len(w) != 1 || w[0] != "b" || q["pending_count"] != 1.0 {
+		t.Errorf("queue status with no worker for b: %v", q)
+	}
+	_, st, _ := e.do("GET", "/v1/service/status", nil)
+	if ws, _ := st["workers"].([]any); len(ws) != 1 || ws[0].(map[string]any)["name"] != "w-a" {
+		t.Errorf("service status: %v", st)
+	}
+	code, m, _ := e.do("GET", "/metrics", nil)
+	if body, _ := m["_body"].(string); code != 200 || !strings.Contains(body, "vsr_workers_connected 1") ||
+		!strings.Contains(body, `vsr_worker_running_tasks{devices="fake:0",worker="w-a"} 0`) {
+		t.Errorf("metrics: %d %.2000s", code, m["_body"])
+	}
+	fb := start("b")
+	e.wait(tb, Completed)
+	if !slices.Equal(fa.ran, []string{ta}) || !slices.Equal(fb.ran, []string{tb}) {
+		t.Errorf("worker a ran %v, worker b ran %v", fa.ran, fb.ran)
+	}
+}

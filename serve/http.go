@@ -608,7 +608,17 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 		"queue_available": s.cfg.MaxQueue - pending,
 		"pending_tasks":   s.queue.IDs(),
 	}
+	var models []string // of the pending tasks
+	for _, id := range s.queue.IDs() {
+		models = append(models, s.tasks[id].ModelName)
+	}
 	s.mu.Unlock()
+	if s.cfg.Remote {
+		ws, err := s.js().connected()
+		if err == nil {
+			out["waiting_for_workers"] = unserved(models, ws)
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -636,6 +646,16 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"cancelled_tasks": n[Cancelled],
 	}
 	s.mu.Unlock()
+	if j := s.js(); j != nil && s.cfg.Remote {
+		ws, err := j.connected()
+		if err != nil {
+			ws = nil
+		}
+		out["workers"] = ws
+		if len(ws) > 0 {
+			out["service_status"] = "workers"
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,7 +51,9 @@ type jsStore struct {
 	srv *server.Server // the embedded server (nil: an external one)
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	kv  jetstream.KeyValue
+	kv  jetstream.KeyValue // tasks
+	// workers holds the workers connected now (see WorkerInfo).
+	workers jetstream.KeyValue
 
 	mu  sync.Mutex
 	rev map[string]uint64 // the revision this store last wrote or read of each task
@@ -90,8 +94,14 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		})
 		if err == nil {
 			_, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-				Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubject},
+				Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubjects},
 				Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
+			})
+		}
+		if err == nil {
+			s.workers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
+				Storage: jetstream.MemoryStorage, Replicas: max(c.Replicas, 1),
 			})
 		}
 	}
@@ -102,39 +112,101 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 	return s, nil
 }
 
-// The work queue: a task to run is its id in a message on workSubject,
-// in a work-queue stream; workers take them through one durable pull
-// consumer with explicit acks, and a task's cancellation is a message on
-// cancelSubject + id.
+// The work queue: a task to run is its id in a message on the subject of
+// its model (workSubject), in a work-queue stream; the workers that serve
+// a model take its tasks through one durable pull consumer of that
+// subject with explicit acks, and a task's cancellation is a message on
+// cancelSubject + id. Workers say they are there in a bucket whose
+// entries expire (workerBucket).
 const (
 	workStream    = "VSR_WORK"
-	workSubject   = "vsr.work.tasks"
-	workConsumer  = "vsr-workers"
+	workSubjects  = "vsr.work.>"
 	cancelSubject = "vsr.cancel."
+	workerBucket  = "vsr_workers"
+	workerTTL     = 15 * time.Second
 )
 
-// enqueue hands the task id to the workers.
-func (s *jsStore) enqueue(id string) error {
+// modelToken names a model in subjects and consumer names.
+func modelToken(model string) string {
+	h := sha256.Sum256([]byte(model))
+	return hex.EncodeToString(h[:8])
+}
+
+// workSubject is the subject of the tasks of model.
+func workSubject(model string) string { return "vsr.work." + modelToken(model) }
+
+// enqueue hands the task id of model to the workers that serve it.
+func (s *jsStore) enqueue(id, model string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
-	if _, err := s.js.Publish(ctx, workSubject, []byte(id)); err != nil {
+	if _, err := s.js.Publish(ctx, workSubject(model), []byte(id)); err != nil {
 		return fmt.Errorf("NATS work queue: %w", err)
 	}
 	return nil
 }
 
-// consumer returns the workers' durable consumer: a task not acknowledged
-// (done) or marked in progress within ackWait goes to another worker.
-func (s *jsStore) consumer(ackWait time.Duration) (jetstream.Consumer, error) {
+// consumer returns the durable consumer of model's tasks: a task not
+// acknowledged (done) or marked in progress within ackWait goes to
+// another worker.
+func (s *jsStore) consumer(model string, ackWait time.Duration) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	c, err := s.js.CreateOrUpdateConsumer(ctx, workStream, jetstream.ConsumerConfig{
-		Durable: workConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
+		Durable: "vsr-workers-" + modelToken(model), FilterSubject: workSubject(model), Description: "workers of " + model,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("NATS work queue: %w", err)
 	}
 	return c, nil
+}
+
+// WorkerInfo is what a worker says of itself in the worker bucket.
+type WorkerInfo struct {
+	Name    string    `json:"name"`
+	Models  []string  `json:"models"`
+	Devices string    `json:"devices,omitempty"`
+	Running []string  `json:"running_tasks"`
+	Started time.Time `json:"start_time"`
+}
+
+// announce records w in the worker bucket (it expires after workerTTL).
+func (s *jsStore) announce(w WorkerInfo) error {
+	b, _ := json.Marshal(w)
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	_, err := s.workers.Put(ctx, w.Name, b)
+	return err
+}
+
+// leave removes the worker name from the bucket.
+func (s *jsStore) leave(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	s.workers.Delete(ctx, name)
+}
+
+// connected lists the workers connected now.
+func (s *jsStore) connected() ([]WorkerInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	keys, err := s.workers.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer keys.Stop()
+	var out []WorkerInfo
+	for k := range keys.Keys() {
+		e, err := s.workers.Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var w WorkerInfo
+		if json.Unmarshal(e.Value(), &w) == nil {
+			out = append(out, w)
+		}
+	}
+	return out, nil
 }
 
 // get returns the task id as recorded now (nil: there is none).

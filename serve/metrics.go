@@ -40,6 +40,27 @@ func newMetrics(s *Service) *metrics {
 			defer s.mu.Unlock()
 			return float64(s.queue.Len())
 		}))
+	if s.js() != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vsr_workers_connected", Help: "Workers taking tasks from NATS JetStream now (vsr worker processes)."},
+			func() float64 {
+				ws, _ := s.js().connected()
+				return float64(len(ws))
+			}))
+		m.reg.MustRegister(&workerCollector{s: s, desc: prometheus.NewDesc("vsr_worker_running_tasks",
+			"Tasks each connected worker runs now, by worker and devices.", []string{"worker", "devices"}, nil)})
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "vsr_task_redeliveries_total", Help: "Runs of tasks started again after an interrupted one (a worker that died, a restart), over the tasks in the store."},
+			func() float64 {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				n := 0
+				for _, t := range s.tasks {
+					n += max(t.Attempts-1, 0)
+				}
+				return float64(n)
+			}))
+	}
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})
 	// Only where there is GPU memory to report (not on a CPU server).
@@ -77,4 +98,20 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 func hasGPU(mr MemoryReporter) bool {
 	_, ok := mr.GPUMemoryBytes()
 	return ok
+}
+
+// workerCollector reports each connected worker's running tasks at scrape
+// time.
+type workerCollector struct {
+	s    *Service
+	desc *prometheus.Desc
+}
+
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
+	ws, _ := c.s.js().connected()
+	for _, w := range ws {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)
+	}
 }

@@ -28,6 +28,15 @@ type Runner interface {
 	Run(ctx context.Context, t *Task, progress func(done, total int)) error
 }
 
+// ModelNamer is implemented by runners that serve named models: ModelOf
+// names the model a request runs on (the default when it names none),
+// ModelNames the models served. Workers on other machines take only the
+// tasks of models they serve.
+type ModelNamer interface {
+	ModelOf(r *Request) (string, error)
+	ModelNames() []string
+}
+
 // Validator is implemented by runners that check a request before it is
 // queued; an error is reported to the client as 400. ctx is the HTTP
 // request's.
@@ -64,6 +73,9 @@ type Config struct {
 	// AckWait is how soon a worker's death hands its task to another
 	// (default 10 s; a running task's worker reports every AckWait/3).
 	AckWait time.Duration
+	// Name and Devices describe a worker in the list of connected workers
+	// (default name: host-pid).
+	Name, Devices string
 	// InputRoot and OutputRoot hold inputs and outputs; they default to
 	// Data/input and Data/output.
 	InputRoot, OutputRoot string
@@ -142,12 +154,13 @@ func (c Config) withDefaults() Config {
 
 // Service owns the store, the queue and the worker.
 type Service struct {
-	cfg      Config
-	runner   Runner
-	st       TaskStore
-	pullFrom jetstream.Consumer // a worker's work queue (Config.Pull)
-	log      *slog.Logger
-	m        *metrics
+	cfg       Config
+	runner    Runner
+	st        TaskStore
+	pullFrom  []jetstream.Consumer // a worker's work queues, one per model it serves (Config.Pull)
+	announced chan struct{}        // closed when a worker has left the worker bucket
+	log       *slog.Logger
+	m         *metrics
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
@@ -218,7 +231,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	if cfg.Pull {
 		// A worker shares its roots with other workers: it removes only
 		// the temporaries of the tasks it takes (see take).
-		if s.pullFrom, err = s.js().consumer(cfg.AckWait); err != nil {
+		if err := s.subscribe(); err != nil {
 			st.Close()
 			return nil, err
 		}
@@ -236,6 +249,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 	workers := cfg.Workers
 	if cfg.Remote {
 		workers = 0
+	}
+	if cfg.Pull {
+		s.announced = make(chan struct{})
+		go s.announce(ctx)
 	}
 	for range workers {
 		s.workers.Add(1)
@@ -388,6 +405,12 @@ func (s *Service) submit(t *Task, upload string) error {
 	t.Seq = s.seq
 	t.Status = Pending
 	t.Created = time.Now()
+	if mn, ok := s.runner.(ModelNamer); ok {
+		var err error
+		if t.ModelName, err = mn.ModelOf(&t.Request); err != nil {
+			return err
+		}
+	}
 	t.InputRel, _ = filepath.Rel(s.cfg.InputRoot, t.Input)
 	t.OutputRel, _ = filepath.Rel(s.cfg.OutputRoot, t.Output)
 	if err := s.st.Put(t); err != nil {
@@ -397,7 +420,7 @@ func (s *Service) submit(t *Task, upload string) error {
 		return fmt.Errorf("store task: %w", err)
 	}
 	if s.cfg.Remote {
-		if err := s.js().enqueue(t.ID); err != nil {
+		if err := s.js().enqueue(t.ID, t.ModelName); err != nil {
 			now := time.Now()
 			t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
 			s.persist(t)
@@ -711,6 +734,9 @@ func (s *Service) stopWorker() {
 		s.mu.Unlock()
 		s.stop()
 		s.workers.Wait()
+		if s.announced != nil { // a worker: gone from the list of workers
+			<-s.announced
+		}
 	})
 }
 

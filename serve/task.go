@@ -75,6 +75,9 @@ type Task struct {
 	// Input and Output are the resolved absolute paths the runner uses.
 	Input  string `json:"video_path"`
 	Output string `json:"save_result_path"`
+	// ModelName is the served model the task runs on, as the runner
+	// names it (ModelNamer).
+	ModelName string `json:"model_name,omitempty"`
 	// InputRel and OutputRel are Input and Output relative to the input
 	// and output roots: a worker on another machine finds them under its
 	// own roots.

@@ -99,6 +99,7 @@ func runWorker(cmd *cobra.Command, f workerFlags) error {
 	svc, err := serve.New(serve.Config{
 		Data: data, NATS: nc, Pull: true, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		Workers: run.Workers(), MaxAttempts: f.maxAttempts, AckWait: f.ackWait, Logger: log, Version: versionString(),
+		Devices: run.Devices(),
 	}, run)
 	if err != nil {
 		return err
