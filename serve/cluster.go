@@ -225,7 +225,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		t.Rerun = true
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
-	t.FramesDone, t.Attempts = 0, int(md.NumDelivered)
+	t.FramesDone, t.Attempts, t.Worker = 0, int(md.NumDelivered), s.cfg.Name
 	if err := j.Put(t); err != nil {
 		// Changed meanwhile (cancelled by the API): look again later.
 		s.log.Info("task changed as it was taken", "task", id, "err", err)

@@ -467,6 +467,7 @@ type statusView struct {
 	Height       int       `json:"height,omitempty"`
 	FPS          float64   `json:"fps,omitempty"`
 	Devices      string    `json:"devices,omitempty"`
+	Worker       string    `json:"worker,omitempty"`
 }
 
 type progress struct {
@@ -481,7 +482,7 @@ func view(t *Task, pos int) statusView {
 		SaveResultPath: t.Output, VideoPath: t.Input, CreateTime: t.Created,
 		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
 		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
-		Width: t.Width, Height: t.Height, FPS: t.FPS, Devices: t.Devices,
+		Width: t.Width, Height: t.Height, FPS: t.FPS, Devices: t.Devices, Worker: t.Worker,
 	}
 	if t.Error != "" {
 		v.Error = &t.Error

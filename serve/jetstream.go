@@ -86,23 +86,11 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 	}
 	s.js, err = jetstream.New(s.nc)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
-		defer cancel()
-		s.kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: taskBucket, Description: "vsr task records", History: 1,
-			Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
-		})
-		if err == nil {
-			_, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-				Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubjects},
-				Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: max(c.Replicas, 1),
-			})
-		}
-		if err == nil {
-			s.workers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-				Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
-				Storage: jetstream.MemoryStorage, Replicas: max(c.Replicas, 1),
-			})
+		// A cluster that has just started may still be electing its
+		// JetStream leader: try again for a while.
+		deadline := time.Now().Add(2 * natsTimeout)
+		for err = s.setup(c); err != nil && time.Now().Before(deadline); err = s.setup(c) {
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
 	if err != nil {
@@ -110,6 +98,31 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		return nil, fmt.Errorf("NATS JetStream at %s: the task bucket and work queue: %w (is JetStream enabled on the server, with room for %d replicas?)", url, err, max(c.Replicas, 1))
 	}
 	return s, nil
+}
+
+// setup makes (or finds) the task bucket, the work queue and the
+// workers' bucket.
+func (s *jsStore) setup(c NATS) error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	r := max(c.Replicas, 1)
+	var err error
+	if s.kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage, Replicas: r,
+	}); err != nil {
+		return err
+	}
+	if _, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubjects},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: r,
+	}); err != nil {
+		return err
+	}
+	s.workers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
+		Storage: jetstream.MemoryStorage, Replicas: r,
+	})
+	return err
 }
 
 // The work queue: a task to run is its id in a message on the subject of

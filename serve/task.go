@@ -75,6 +75,9 @@ type Task struct {
 	// Input and Output are the resolved absolute paths the runner uses.
 	Input  string `json:"video_path"`
 	Output string `json:"save_result_path"`
+	// Worker names the worker process that runs or ran the task (workers
+	// on other machines; see Config.Name).
+	Worker string `json:"worker,omitempty"`
 	// ModelName is the served model the task runs on, as the runner
 	// names it (ModelNamer).
 	ModelName string `json:"model_name,omitempty"`

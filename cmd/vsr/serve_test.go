@@ -698,11 +698,23 @@ func startLogged(t *testing.T, bin string, patterns []string, args ...string) (*
 		}
 	})
 	found := make(chan []string, 1)
+	var mu sync.Mutex
+	var lines []string // the log so far, for a failure's message
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("log of %v:\n%s", args[:min(3, len(args))], strings.Join(lines, "\n"))
+			mu.Unlock()
+		}
+	})
 	go func() {
 		got := make([]string, len(patterns))
 		left := len(patterns)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			mu.Lock()
+			lines = append(lines, sc.Text())
+			mu.Unlock()
 			for i, p := range patterns {
 				if m := regexp.MustCompile(p).FindStringSubmatch(sc.Text()); m != nil && got[i] == "" {
 					got[i] = m[1]
@@ -716,8 +728,10 @@ func startLogged(t *testing.T, bin string, patterns []string, args ...string) (*
 	select {
 	case v := <-found:
 		return cmd, v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s %v did not log %v", bin, args, patterns)
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%s %v did not log %v:\n%s", bin, args, patterns, strings.Join(lines, "\n"))
 		return nil, nil
 	}
 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/vsr-dev/vsr/serve"
+)
+
+// natsCluster is a 3-node NATS cluster with JetStream on loopback ports,
+// its files under dir (so that it can stop and start again).
+type natsCluster struct {
+	t       *testing.T
+	dir     string
+	ports   [3]int // clients
+	routes  [3]int // cluster
+	servers [3]*server.Server
+}
+
+// freePorts returns n free TCP ports on loopback.
+func freePorts(t *testing.T, n int) []int {
+	var ls []net.Listener
+	var ps []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ps = append(ps, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ps
+}
+
+func newNATSCluster(t *testing.T) *natsCluster {
+	c := &natsCluster{t: t, dir: t.TempDir()}
+	ps := freePorts(t, 6)
+	copy(c.ports[:], ps[:3])
+	copy(c.routes[:], ps[3:])
+	for i := range 3 {
+		c.start(i)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// start starts node i (again).
+func (c *natsCluster) start(i int) {
+	var routes []string
+	for j, p := range c.routes {
+		if j != i {
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+		}
+	}
+	s, err := server.NewServer(&server.Options{
+		ServerName: fmt.Sprint("n", i), Host: "127.0.0.1", Port: c.ports[i],
+		JetStream: true, StoreDir: filepath.Join(c.dir, fmt.Sprint("n", i)), NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "vsr-test", Host: "127.0.0.1", Port: c.routes[i]},
+		Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		c.t.Fatalf("NATS node %d did not start", i)
+	}
+	c.servers[i] = s
+}
+
+func (c *natsCluster) stop(i int) {
+	if s := c.servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		c.servers[i] = nil
+	}
+}
+
+func (c *natsCluster) stopAll() {
+	for i := range 3 {
+		c.stop(i)
+	}
+}
+
+func (c *natsCluster) urls() string {
+	var us []string
+	for _, p := range c.ports {
+		us = append(us, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	return strings.Join(us, ",")
+}
+
+// TestServeNATSCluster: vsr serve --workers 0 and two vsr worker
+// processes on a 3-node NATS cluster with the tasks replicated 3 times:
+// 12 tiny tasks and a longer one; the worker that runs the longer one is
+// SIGKILLed and one NATS node stopped while the tasks run: every task
+// completes exactly once with a valid output. Then everything stops with
+// tasks still queued, starts again, and those tasks run.
+func TestServeNATSCluster(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
+	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	nc := newNATSCluster(t)
+	api := func() (*exec.Cmd, api) {
+		cmd, got := startLogged(t, bin, []string{`url=(http://\S+)`}, "serve", "--workers", "0", "--nats", nc.urls(),
+			"--nats-replicas", "3", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu")
+		return cmd, api{t, got[0]}
+	}
+	worker := func() *exec.Cmd {
+		cmd, _ := startLogged(t, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", nc.urls(), "--input-root", in,
+			"--output-root", out, "--device", "cpu", "--preset", "ultrafast", "--ack-wait", "2s")
+		return cmd
+	}
+	srv, a := api()
+	workers := []*exec.Cmd{worker(), worker()}
+	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv"})
+	var short []string
+	for i := range 12 {
+		short = append(short, a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 2, "save_result_path": fmt.Sprintf("s%d.mp4", i)}))
+	}
+	var m map[string]any
+	for {
+		m = a.wait(long, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	name, _ := m["worker"].(string)
+	pid, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	killed := false
+	for i, w := range workers {
+		if w.Process.Pid == pid {
+			w.Process.Signal(syscall.SIGKILL)
+			w.Wait()
+			workers[i], killed = worker(), true
+		}
+	}
+	if !killed {
+		t.Fatalf("the long task runs on %q, not a worker of this test", name)
+	}
+	nc.stop(2) // one NATS node down while the tasks run
+	m = a.wait(long, serve.Completed, 120*time.Second)
+	if m["attempts"] != 2.0 {
+		t.Errorf("the killed worker's task: attempts %v, want 2", m["attempts"])
+	}
+	checkOutput(t, filepath.Join(out, "long.mkv"), 150, 128, 96)
+	for i, id := range short {
+		a.wait(id, serve.Completed, 60*time.Second)
+		checkOutput(t, filepath.Join(out, fmt.Sprintf("s%d.mp4", i)), 5, 48, 32)
+	}
+	noTemporaries(t, out)
+	nc.start(2)
+
+	// Everything stops with tasks queued (no worker), and starts again.
+	for _, w := range workers {
+		w.Process.Signal(syscall.SIGTERM)
+		w.Wait()
+	}
+	var queued []string
+	for i := range 3 {
+		queued = append(queued, a.submit(map[string]any{"video_path": "short.mp4", "save_result_path": fmt.Sprintf("q%d.mp4", i)}))
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	nc.stopAll()
+	for i := range 3 {
+		nc.start(i)
+	}
+	_, a = api()
+	if q := a.status(queued[0]); q["status"] != "pending" {
+		t.Errorf("a queued task after the restart: %v", q)
+	}
+	worker()
+	for i, id := range queued {
+		a.wait(id, serve.Completed, 60*time.Second)
+		checkOutput(t, filepath.Join(out, fmt.Sprintf("q%d.mp4", i)), 5, 48, 32)
+	}
+	if m := a.status(long); m["status"] != "completed" {
+		t.Errorf("a finished task after the restart: %v", m)
+	}
+}
