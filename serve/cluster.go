@@ -2,8 +2,10 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,33 +41,38 @@ func (s *Service) js() *jsStore {
 	return j
 }
 
-// lock takes s.mu; on the API of remote workers it first reads the tasks'
-// states back from the bucket.
-func (s *Service) lock() {
-	s.mu.Lock()
-	if s.cfg.Remote {
-		if err := s.sync(); err != nil {
-			s.log.Warn("reading the tasks from NATS", "err", err)
-		}
-	}
-}
-
 // sync replaces the tasks in memory by the bucket's and rebuilds the
 // queue (pending, in submission order) and the running list; s.mu is
-// held.
+// held. The API of remote workers does it once at start, then follows the
+// bucket (watch).
 func (s *Service) sync() error {
 	ts, err := s.st.Load()
 	if err != nil {
 		return err
 	}
+	for _, t := range ts {
+		s.apply(t)
+	}
+	s.requeue()
+	return nil
+}
+
+// apply takes in a task's record as the bucket holds it; s.mu is held.
+func (s *Service) apply(t *Task) {
+	if old := s.tasks[t.ID]; old != nil {
+		t.cancelAsked = old.cancelAsked
+	}
+	s.tasks[t.ID] = t
+	s.seq = max(s.seq, t.Seq)
+}
+
+// requeue rebuilds the queue (pending tasks in submission order) and the
+// running list from the tasks; s.mu is held.
+func (s *Service) requeue() {
+	ts := slices.Collect(maps.Values(s.tasks))
 	slices.SortFunc(ts, func(a, b *Task) int { return int(a.Seq) - int(b.Seq) })
 	q, running := &fifo{}, []*Task(nil)
 	for _, t := range ts {
-		if old := s.tasks[t.ID]; old != nil {
-			t.cancelAsked = old.cancelAsked
-		}
-		s.tasks[t.ID] = t
-		s.seq = max(s.seq, t.Seq)
 		switch t.Status {
 		case Pending:
 			q.Push(t.ID)
@@ -74,7 +81,38 @@ func (s *Service) sync() error {
 		}
 	}
 	s.queue, s.running = q, running
-	return nil
+}
+
+// watch follows the task bucket until ctx ends, so that the API of remote
+// workers reports what they write within milliseconds.
+func (s *Service) watch(ctx context.Context) {
+	defer s.workers.Done()
+	for ctx.Err() == nil {
+		w, err := s.js().kv.WatchAll(ctx)
+		if err != nil {
+			s.log.Warn("following the tasks on NATS", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the end of the initial values, or a deletion
+			}
+			var t Task
+			if json.Unmarshal(e.Value(), &t) != nil || t.ID != e.Key() {
+				continue
+			}
+			s.js().seen(t.ID, e.Revision())
+			s.mu.Lock()
+			s.apply(&t)
+			s.requeue()
+			s.mu.Unlock()
+		}
+		w.Stop()
+	}
 }
 
 // cancelRemote asks the worker running task id to stop and waits (up to
@@ -94,7 +132,7 @@ func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *T
 		}
 		select {
 		case <-ctx.Done():
-			s.lock()
+			s.mu.Lock()
 			c := s.tasks[id].clone()
 			s.mu.Unlock()
 			return cancelStopping, c
@@ -116,6 +154,11 @@ func (s *Service) subscribe() error {
 			return err
 		}
 		s.pullFrom = append(s.pullFrom, c)
+		// The work queue's subject also reaches plain subscribers: a
+		// task's arrival wakes an idle worker at once.
+		if _, err := s.js().nc.Subscribe(workSubject(m), func(*nats.Msg) { s.signal() }); err != nil {
+			return err
+		}
 	}
 	if s.cfg.Name == "" {
 		host, _ := os.Hostname()
@@ -169,16 +212,21 @@ func (s *Service) pull(parent context.Context) (*Task, context.Context) {
 				return t, ctx
 			}
 		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			s.log.Warn("taking a task from NATS", "err", err)
+		}
 	}
 	select {
 	case <-parent.Done():
+	case <-s.wake:
 	case <-time.After(pullIdle):
 	}
 	return nil, nil
 }
 
-// pullIdle is how long an idle worker waits before looking again.
-const pullIdle = 200 * time.Millisecond
+// pullIdle is how long an idle worker waits before looking again when no
+// task's arrival woke it (a redelivered task is not published again).
+const pullIdle = 250 * time.Millisecond
 
 func (s *Service) isClosing() bool {
 	s.mu.Lock()

@@ -510,7 +510,7 @@ func view(t *Task, pos int) statusView {
 }
 
 func (s *Service) queuePos(id string) int {
-	s.lock()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, q := range s.queue.IDs() {
 		if q == id {
@@ -592,7 +592,7 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
-	s.lock()
+	s.mu.Lock()
 	var cur any
 	if len(s.running) > 0 {
 		cur = s.running[0].ID
@@ -624,7 +624,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
-	s.lock()
+	s.mu.Lock()
 	n := map[Status]int{}
 	for _, t := range s.tasks {
 		n[t.Status]++

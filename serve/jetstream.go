@@ -52,6 +52,8 @@ type jsStore struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	kv  jetstream.KeyValue // tasks
+	// stream is the work queue.
+	stream jetstream.Stream
 	// workers holds the workers connected now (see WorkerInfo).
 	workers jetstream.KeyValue
 
@@ -100,28 +102,37 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 	return s, nil
 }
 
-// setup makes (or finds) the task bucket, the work queue and the
-// workers' bucket.
+// setup finds the task bucket, the work queue and the workers' bucket,
+// making those missing with c's replica count. What exists is never
+// changed: a worker's setup must not alter the service's replication.
 func (s *jsStore) setup(c NATS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	r := max(c.Replicas, 1)
 	var err error
-	if s.kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage, Replicas: r,
-	}); err != nil {
+	if s.kv, err = s.js.KeyValue(ctx, taskBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		s.kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage, Replicas: r,
+		})
+	}
+	if err != nil {
 		return err
 	}
-	if _, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubjects},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: r,
-	}); err != nil {
+	if s.stream, err = s.js.Stream(ctx, workStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		s.stream, err = s.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: workStream, Description: "vsr tasks waiting for a worker", Subjects: []string{workSubjects},
+			Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: r,
+		})
+	}
+	if err != nil {
 		return err
 	}
-	s.workers, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
-		Storage: jetstream.MemoryStorage, Replicas: r,
-	})
+	if s.workers, err = s.js.KeyValue(ctx, workerBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		s.workers, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
+			Storage: jetstream.MemoryStorage, Replicas: r,
+		})
+	}
 	return err
 }
 
@@ -167,6 +178,7 @@ func (s *jsStore) consumer(model string, ackWait time.Duration) (jetstream.Consu
 	c, err := s.js.CreateOrUpdateConsumer(ctx, workStream, jetstream.ConsumerConfig{
 		Durable: "vsr-workers-" + modelToken(model), FilterSubject: workSubject(model), Description: "workers of " + model,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
+		Replicas: s.stream.CachedInfo().Config.Replicas, // as the work queue's: it survives what the queue survives
 	})
 	if err != nil {
 		return nil, fmt.Errorf("NATS work queue: %w", err)
@@ -323,6 +335,14 @@ func (s *jsStore) Put(t *Task) error {
 	}
 	s.rev[t.ID] = rev
 	return nil
+}
+
+// seen records that the bucket holds revision rev of task id, when it is
+// newer than the one this store knows (a watch saw another writer's).
+func (s *jsStore) seen(id string, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev[id] = max(s.rev[id], rev)
 }
 
 // Load returns every task in the bucket.

@@ -254,6 +254,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 		s.announced = make(chan struct{})
 		go s.announce(ctx)
 	}
+	if cfg.Remote {
+		s.workers.Add(1)
+		go s.watch(ctx)
+	}
 	for range workers {
 		s.workers.Add(1)
 		go s.work(ctx)
@@ -377,7 +381,7 @@ func (s *Service) signal() {
 // an uploaded input: it takes its name t.Input only as the task is stored,
 // so that a crash leaves no visible upload without a task.
 func (s *Service) submit(t *Task, upload string) error {
-	s.lock()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return errors.New("the service is shutting down")
@@ -444,7 +448,7 @@ func (e *conflictError) Error() string { return e.msg }
 
 // get returns a copy of the task with id.
 func (s *Service) get(id string) (*Task, bool) {
-	s.lock()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
@@ -455,7 +459,7 @@ func (s *Service) get(id string) (*Task, bool) {
 
 // list returns copies of all tasks in submission order.
 func (s *Service) list() []*Task {
-	s.lock()
+	s.mu.Lock()
 	out := make([]*Task, 0, len(s.tasks))
 	for _, t := range s.tasks {
 		out = append(out, t.clone())
@@ -477,7 +481,7 @@ const (
 // cancel cancels a pending task at once, or a running one and waits (up to
 // ctx) for it to stop. It returns the outcome and the task's state.
 func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
-	s.lock()
+	s.mu.Lock()
 	t, ok := s.tasks[id]
 	if !ok {
 		s.mu.Unlock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/vsr-dev/vsr/serve"
 )
@@ -135,6 +138,27 @@ func TestServeNATSCluster(t *testing.T) {
 	}
 	srv, a := api()
 	workers := []*exec.Cmd{worker(), worker()}
+	// The work queue, its consumer and the task bucket are replicated 3
+	// times, whatever the workers (started without --nats-replicas) ask.
+	conn, err := nats.Connect(nc.urls())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	for _, name := range []string{"KV_vsr_tasks", "VSR_WORK"} {
+		st, err := js.Stream(ctx, name)
+		if err != nil || st.CachedInfo().Config.Replicas != 3 {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		for ci := range st.ListConsumers(ctx).Info() {
+			if ci.Config.Durable != "" && ci.Config.Replicas != 3 { // not the API's watch (ephemeral, remade on failure)
+				t.Errorf("consumer %s has %d replicas", ci.Name, ci.Config.Replicas)
+			}
+		}
+	}
+	cancel()
+	conn.Close()
 	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv"})
 	var short []string
 	for i := range 12 {
