@@ -676,9 +676,16 @@ func TestNATSFlags(t *testing.T) {
 	if err != nil || c.Token != "s3cret" || c.Listen != "0.0.0.0:4222" {
 		t.Errorf("%+v, %v", c, err)
 	}
-	_, stderr, err := vsrOutputs("serve", "--data", dir, "--device", "cpu", "--nats-listen", "0.0.0.0:-1")
-	if err == nil || !strings.Contains(fmt.Sprint(err, stderr), "give it a credential with --nats-token-file") {
-		t.Errorf("listening beyond loopback without a token: %v\n%s", err, stderr)
+	for _, c := range [][]string{
+		{"give it a credential with --nats-token-file", "serve", "--data", dir, "--device", "cpu", "--nats-listen", "0.0.0.0:-1"},
+		{"NATS at nats://127.0.0.1:1:", "worker", "--nats", "nats://127.0.0.1:1", "--input-root", dir, "--output-root", dir, "--device", "cpu"},
+		{"vsr worker needs --nats", "worker", "--input-root", dir},
+		{"--workers 0 serves the API alone", "serve", "--data", dir, "--device", "cpu", "--workers", "0"},
+	} {
+		_, stderr, err := vsrOutputs(c[1:]...)
+		if err == nil || !strings.Contains(fmt.Sprint(err, stderr), c[0]) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: %v, want one line with %q:\n%s", c[1:], err, c[0], stderr)
+		}
 	}
 }
 
@@ -789,5 +796,48 @@ func TestServeWorkers(t *testing.T) {
 		a.wait(id, serve.Completed, 60*time.Second)
 		checkOutput(t, filepath.Join(out, fmt.Sprintf("s%d.mp4", i)), 5, 24*(2+i%3), 16*(2+i%3))
 	}
+	// Cancelling a task running on the remote worker: the worker's CPU
+	// use (with its ffmpeg children) drops within 2 s, and no output
+	// remains.
+	again := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "again.mkv"})
+	for {
+		m := a.wait(again, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if code, m := a.call("DELETE", "/v1/tasks/"+again, nil); code != 200 || m["status"] != "cancelled" {
+		t.Fatalf("cancel on a remote worker: %d %v", code, m)
+	}
+	for {
+		ticks := cpuTicks(second.Process.Pid)
+		time.Sleep(500 * time.Millisecond)
+		if d := cpuTicks(second.Process.Pid) - ticks; d <= 10 { // at most 0.1 s of CPU in 0.5 s
+			t.Logf("the worker's CPU use dropped %v after the cancel", time.Since(start).Round(10*time.Millisecond))
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("the worker still uses the CPU 2 s after the cancel")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "again.mkv")); err == nil {
+		t.Error("a cancelled task left its output")
+	}
 	noTemporaries(t, out)
+}
+
+// cpuTicks is the CPU time (user + system, in clock ticks) of process pid
+// and its children now alive.
+func cpuTicks(pid int) int {
+	n := 0
+	for _, p := range append(children(pid), pid) {
+		if _, f := procStat(p); len(f) > 12 {
+			u, _ := strconv.Atoi(f[11])
+			s, _ := strconv.Atoi(f[12])
+			n += u + s
+		}
+	}
+	return n
 }
