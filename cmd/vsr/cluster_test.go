@@ -226,3 +226,62 @@ func TestServeNATSCluster(t *testing.T) {
 		t.Errorf("a finished task after the restart: %v", m)
 	}
 }
+
+// BenchmarkServeWorkers measures the throughput of tiny restores (12 tasks
+// of 64x48, 30 frames, x2, on the CPU): vsr serve alone (bbolt, its own
+// worker), and vsr serve --workers 0 on its embedded NATS server with 1
+// and 2 vsr worker processes on this machine:
+//
+//	go test ./cmd/vsr -run XXX -bench ServeWorkers -benchtime 1x
+func BenchmarkServeWorkers(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, workers := range []int{-1, 1, 2} {
+		name := fmt.Sprintf("%d workers", workers)
+		if workers < 0 {
+			name = "serve alone"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				data := filepath.Join(b.TempDir(), "data")
+				in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
+				os.MkdirAll(in, 0o755)
+				os.MkdirAll(out, 0o755)
+				sizedClip(b, filepath.Join(in, "clip.mp4"), 64, 48, 30)
+				args := []string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu", "--preset", "ultrafast"}
+				logged := []string{`url=(http://\S+)`}
+				if workers >= 0 {
+					args = append(args, "--workers", "0", "--nats-listen", "127.0.0.1:-1")
+					logged = append(logged, `nats=(nats://\S+)`)
+				}
+				srv, got := startLogged(b, bin, logged, args...)
+				var procs []*exec.Cmd
+				for range max(workers, 0) {
+					w, _ := startLogged(b, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", got[1],
+						"--input-root", in, "--output-root", out, "--device", "cpu", "--preset", "ultrafast")
+					procs = append(procs, w)
+				}
+				a := api{b, got[0]}
+				b.StartTimer()
+				start := time.Now()
+				var ids []string
+				for i := range 12 {
+					ids = append(ids, a.submit(map[string]any{"video_path": "clip.mp4", "save_result_path": fmt.Sprintf("o%d.mp4", i)}))
+				}
+				for _, id := range ids {
+					a.wait(id, serve.Completed, 120*time.Second)
+				}
+				b.ReportMetric(12/time.Since(start).Seconds(), "tasks/s")
+				b.StopTimer()
+				for _, p := range append(procs, srv) {
+					p.Process.Signal(syscall.SIGTERM)
+					p.Wait()
+				}
+			}
+		})
+	}
+}

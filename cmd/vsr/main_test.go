@@ -44,7 +44,7 @@ func vsrOutputs(args ...string) (stdout, stderr string, err error) {
 }
 
 // ffmpeg runs ffmpeg with args and fails the test on error.
-func ffmpeg(t *testing.T, args ...string) {
+func ffmpeg(t testing.TB, args ...string) {
 	t.Helper()
 	cmd := exec.Command("ffmpeg", append([]string{"-hide_banner", "-loglevel", "error", "-y"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {

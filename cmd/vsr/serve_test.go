@@ -25,7 +25,7 @@ import (
 )
 
 // sizedClip writes a w x h test clip of n frames at path.
-func sizedClip(t *testing.T, path string, w, h, n int) {
+func sizedClip(t testing.TB, path string, w, h, n int) {
 	t.Helper()
 	ffmpeg(t, "-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", w, h),
 		"-frames:v", strconv.Itoa(n), "-c:v", "libx264", "-pix_fmt", "yuv420p", path)
@@ -33,7 +33,7 @@ func sizedClip(t *testing.T, path string, w, h, n int) {
 
 // api is a small client of a vsr serve.
 type api struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 }
 
@@ -691,7 +691,7 @@ func TestNATSFlags(t *testing.T) {
 
 // startLogged starts bin with args and returns it with the first match
 // of each pattern's group in its log (stderr).
-func startLogged(t *testing.T, bin string, patterns []string, args ...string) (*exec.Cmd, []string) {
+func startLogged(t testing.TB, bin string, patterns []string, args ...string) (*exec.Cmd, []string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	stderr, _ := cmd.StderrPipe()
