@@ -19,8 +19,8 @@ import (
 // Tasks on other machines. With the tasks on NATS JetStream (Config.NATS)
 // a Service can be the API alone (Config.Remote, vsr serve --workers 0):
 // it records each task in the task bucket and puts its id on the work
-// queue, and reads the tasks' states back from the bucket, where the
-// workers write them. A worker (Config.Pull, vsr worker) is a Service
+// queue of its model, and follows the bucket (a watch), where the workers
+// write the tasks' states. A worker (Config.Pull, vsr worker) is a Service
 // without HTTP that takes task ids from the work queue instead of its own
 // queue, runs them with its runner and its own roots (a task carries its
 // paths relative to the roots), and writes their states to the bucket:
@@ -141,14 +141,18 @@ func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *T
 	}
 }
 
-// subscribe makes a worker's consumers, one per model its runner serves,
-// and starts announcing it in the worker bucket.
-func (s *Service) subscribe() error {
-	models := []string{""}
+// served names the models of the runner ("" for a runner that does not
+// name them: every task is its).
+func (s *Service) served() []string {
 	if mn, ok := s.runner.(ModelNamer); ok {
-		models = mn.ModelNames()
+		return mn.ModelNames()
 	}
-	for _, m := range models {
+	return []string{""}
+}
+
+// subscribe makes a worker's consumers, one per model its runner serves.
+func (s *Service) subscribe() error {
+	for _, m := range s.served() {
 		c, err := s.js().consumer(m, s.cfg.AckWait)
 		if err != nil {
 			return err
@@ -171,11 +175,7 @@ func (s *Service) subscribe() error {
 // serves and runs, until ctx ends; then it takes the entry out.
 func (s *Service) announce(ctx context.Context) {
 	defer close(s.announced)
-	models := []string{""}
-	if mn, ok := s.runner.(ModelNamer); ok {
-		models = mn.ModelNames()
-	}
-	info := WorkerInfo{Name: s.cfg.Name, Models: models, Devices: s.cfg.Devices, Started: time.Now()}
+	info := WorkerInfo{Name: s.cfg.Name, Models: s.served(), Devices: s.cfg.Devices, Started: time.Now()}
 	tick := time.NewTicker(min(s.cfg.AckWait/3, workerTTL/3))
 	defer tick.Stop()
 	for {
