@@ -82,6 +82,12 @@ func runWorker(cmd *cobra.Command, f workerFlags) error {
 	if err != nil {
 		return err
 	}
+	// Reach NATS before loading the models (which may take minutes).
+	conn, err := serve.Connect(nc.URLs, nc.Token)
+	if err != nil {
+		return err
+	}
+	conn.Close()
 	if f.params, err = familyValues(cmd.Flags()); err != nil {
 		return err
 	}
