@@ -1,14 +1,19 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"mime"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -268,6 +273,19 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 	}
 	// This worker's roots: the task's paths relative to the API's.
 	t.Input, t.Output = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
+	if t.Files && t.Upload {
+		if err := os.MkdirAll(filepath.Dir(t.Input), 0o755); err == nil {
+			err = j.getFile("in/"+id, t.Input)
+		}
+		if err != nil {
+			s.log.Warn("taking an upload from NATS", "task", id, "err", err)
+			m.Nak()
+			return nil, nil
+		}
+	}
+	if t.Files {
+		os.MkdirAll(filepath.Dir(t.Output), 0o755)
+	}
 	if md.NumDelivered > 1 {
 		removeTemporariesOf(t.Output, s.log)
 		t.Rerun = true
@@ -383,4 +401,35 @@ func unserved(models []string, ws []WorkerInfo) []string {
 		}
 	}
 	return out
+}
+
+// storeResult puts a worker's result of task t into the object store and
+// removes its file (NATS.Files): the API serves it from there.
+func (s *Service) storeResult(t *Task) (string, error) {
+	name := "out/" + t.ID
+	if err := s.js().putFile(name, t.Output); err != nil {
+		return "", err
+	}
+	os.Remove(t.Output)
+	return name, nil
+}
+
+// serveObject streams task t's result from the object store.
+func (s *Service) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
+	obj, err := s.js().files.Get(r.Context(), t.Result)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "task result is not in the NATS object store: "+err.Error())
+		return
+	}
+	defer obj.Close()
+	info, err := obj.Info()
+	if err != nil {
+		writeError(w, http.StatusNotFound, "task result: "+err.Error())
+		return
+	}
+	name := filepath.Base(t.Output)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("Content-Type", cmp.Or(mime.TypeByExtension(filepath.Ext(name)), "application/octet-stream"))
+	w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
+	io.Copy(w, obj)
 }

@@ -1,7 +1,12 @@
 package serve
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -246,5 +251,55 @@ func TestRemoteModels(t *testing.T) {
 	e.wait(tb, Completed)
 	if !slices.Equal(fa.ran, []string{ta}) || !slices.Equal(fb.ran, []string{tb}) {
 		t.Errorf("worker a ran %v, worker b ran %v", fa.ran, fb.ran)
+	}
+}
+
+// TestRemoteFiles: with the files in the NATS object store, a worker
+// whose roots share nothing with the API's runs an uploaded video: it
+// takes the upload from the store and puts its result there, and GET
+// result streams it from there; neither root keeps a copy.
+func TestRemoteFiles(t *testing.T) {
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	f := newFake(false)
+	w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+		InputRoot: t.TempDir(), OutputRoot: t.TempDir()}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	mw.WriteField("save_result_path", "up.mp4")
+	fw, _ := mw.CreateFormFile("video", "clip.mp4")
+	fw.Write([]byte("uploaded bytes"))
+	mw.Close()
+	resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	id, _ := m["task_id"].(string)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("upload: %d %v", resp.StatusCode, m)
+	}
+	e.wait(id, Completed)
+	resp, err = http.Get(e.srv.URL + "/v1/tasks/" + id + "/result")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "video of "+id+" from uploaded bytes" {
+		t.Errorf("result: %d %q", resp.StatusCode, body)
+	}
+	for _, root := range []string{e.svc.InputRoot(), e.svc.OutputRoot(), w.InputRoot(), w.OutputRoot()} {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				t.Errorf("a copy was kept: %s", p)
+			}
+			return nil
+		})
 	}
 }

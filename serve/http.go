@@ -250,6 +250,14 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		refuse(http.StatusBadRequest, "save_result_path is the input file")
 		return
 	}
+	if upload != "" && s.cfg.NATS != nil && s.cfg.NATS.Files {
+		// The workers take the upload from the object store.
+		if err := s.js().putFile("in/"+t.ID, upload); err != nil {
+			refuse(http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		t.Files = true
+	}
 	var conflict *conflictError
 	switch err := s.submit(t, upload); {
 	case errors.As(err, &conflict):
@@ -264,6 +272,9 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	case err != nil:
 		refuse(http.StatusServiceUnavailable, err.Error())
 		return
+	}
+	if t.Files {
+		os.Remove(t.Input) // the workers take it from the object store
 	}
 	writeJSON(w, http.StatusOK, map[string]string{
 		"task_id": t.ID, "task_status": string(Pending), "save_result_path": t.Output})
@@ -545,6 +556,10 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 	}
 	if t.Status != Completed {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
+		return
+	}
+	if t.Result != "" { // in the NATS object store
+		s.serveObject(w, r, t)
 		return
 	}
 	// Opened inside the root, so a link swapped in since cannot lead out.

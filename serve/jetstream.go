@@ -35,6 +35,10 @@ type NATS struct {
 	// Replicas is the task bucket's replica count (default 1; 3 on a
 	// cluster of 3).
 	Replicas int
+	// Files keeps the uploads and the results of tasks in a JetStream
+	// object store (fileBucket), for workers that share no filesystem with
+	// the API (vsr serve --nats-files).
+	Files bool
 }
 
 // taskBucket is the key-value bucket of task records.
@@ -56,6 +60,8 @@ type jsStore struct {
 	stream jetstream.Stream
 	// workers holds the workers connected now (see WorkerInfo).
 	workers jetstream.KeyValue
+	// files holds uploads and results (NATS.Files).
+	files jetstream.ObjectStore
 
 	mu  sync.Mutex
 	rev map[string]uint64 // the revision this store last wrote or read of each task
@@ -133,7 +139,47 @@ func (s *jsStore) setup(c NATS) error {
 			Storage: jetstream.MemoryStorage, Replicas: r,
 		})
 	}
+	if err != nil {
+		return err
+	}
+	if s.files, err = s.js.ObjectStore(ctx, fileBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		s.files, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: fileBucket, Description: "vsr uploads and results", Storage: jetstream.FileStorage, Replicas: r,
+		})
+	}
 	return err
+}
+
+// fileBucket is the object store of uploads ("in/ID") and results
+// ("out/ID") when the machines share no filesystem.
+const fileBucket = "vsr_files"
+
+// putFile stores the file at path as object name.
+func (s *jsStore) putFile(name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a large video over a slow link
+	defer cancel()
+	if _, err := s.files.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+		return fmt.Errorf("NATS object store, %s: %w", name, err)
+	}
+	return nil
+}
+
+// getFile writes object name to path, through a hidden temporary in its
+// directory renamed on success.
+func (s *jsStore) getFile(name, path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".vsr-get")
+	if err := s.files.GetFile(ctx, name, tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("NATS object store, %s: %w", name, err)
+	}
+	return os.Rename(tmp, path)
 }
 
 // The work queue: a task to run is its id in a message on the subject of

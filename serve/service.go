@@ -646,6 +646,12 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 			err = errors.New(files.names.Replace(err.Error()))
 		}
 	}
+	var result string
+	if err == nil && orig.Files { // a worker's result goes to the object store
+		if result, err = s.storeResult(orig); err != nil {
+			errType = "StoreError"
+		}
+	}
 	sec := time.Since(start).Seconds()
 	cancel()
 
@@ -654,7 +660,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	t.Ended = &now
 	switch {
 	case err == nil:
-		t.Status, t.Error = Completed, ""
+		t.Status, t.Error, t.Result = Completed, "", result
 		t.Width, t.Height, t.FPS, t.Devices = work.Width, work.Height, work.FPS, work.Devices
 		if t.FramesTotal > 0 {
 			t.FramesDone = t.FramesTotal

@@ -86,6 +86,10 @@ type Task struct {
 	// own roots.
 	InputRel  string `json:"input_rel,omitempty"`
 	OutputRel string `json:"output_rel,omitempty"`
+	// Files keeps the task's upload and result in the NATS object store
+	// (NATS.Files); Result names the result's object once it is there.
+	Files  bool   `json:"files,omitempty"`
+	Result string `json:"result_object,omitempty"`
 	// Upload is set when Input is a file uploaded for this task.
 	Upload bool `json:"upload,omitempty"`
 	// Rerun is set when a run of the task was interrupted (a crash or a

@@ -38,6 +38,7 @@ type serveFlags struct {
 	// on NATS JetStream (see serve.NATS).
 	natsListen, natsURLs, natsTokenFile string
 	natsReplicas                        int
+	natsFiles                           bool
 	// workers is how many tasks this process runs at once (-1: one per
 	// group of devices; 0: none, the API of vsr worker processes);
 	// maxAttempts the runs a task may start.
@@ -85,6 +86,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
 	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
 	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
+	fl.BoolVar(&f.natsFiles, "nats-files", false, "keep uploads and their results in a NATS object store, for workers that share no filesystem with this machine")
 	fl.IntVar(&f.workers, "workers", -1, "tasks this process runs at once: -1 = one per group of devices; 0 = none, the API alone for vsr worker processes (needs --nats-listen or --nats)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "runs a task may start (one interrupted by a crash, or whose worker died, runs again) before it fails")
 	b := &f.base
@@ -175,12 +177,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 // natsConfig returns the NATS JetStream store f asks for (nil: bbolt).
 func natsConfig(f serveFlags) (*serve.NATS, error) {
 	if f.natsListen == "" && f.natsURLs == "" {
-		if f.natsTokenFile != "" {
-			return nil, fmt.Errorf("--nats-token-file without --nats-listen or --nats")
+		if f.natsTokenFile != "" || f.natsFiles {
+			return nil, fmt.Errorf("--nats-token-file and --nats-files need --nats-listen or --nats")
 		}
 		return nil, nil
 	}
-	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas}
+	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles}
 	if f.natsTokenFile != "" {
 		b, err := readSmallFile(f.natsTokenFile, 4096)
 		if err != nil {
