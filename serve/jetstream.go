@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // NATS configures the task store on NATS JetStream (Config.NATS), the
@@ -30,8 +32,11 @@ type NATS struct {
 	// URLs connects to an external NATS server or cluster instead
 	// (nats://host:port, comma-separated).
 	URLs string
-	// Token is the credential the server requires and clients give.
-	Token string
+	// Token is the credential the server requires and clients give; or
+	// NkeySeed, the file of an nkey seed (nk -gen user), whose public key
+	// the embedded server requires and with which clients sign in.
+	Token    string
+	NkeySeed string
 	// Replicas is the task bucket's replica count (default 1; 3 on a
 	// cluster of 3).
 	Replicas int
@@ -78,7 +83,7 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		if url != "" {
 			return nil, errors.New("serve: both an embedded NATS server to listen on and an external one to connect to: give one")
 		}
-		srv, err := startNATS(filepath.Join(data, "nats"), c.Listen, c.Token)
+		srv, err := startNATS(filepath.Join(data, "nats"), c)
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +93,7 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		return nil, errors.New("serve: no NATS server to listen on or to connect to")
 	}
 	var err error
-	if s.nc, err = Connect(url, c.Token); err != nil {
+	if s.nc, err = connect(url, c); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -302,21 +307,31 @@ func (s *jsStore) get(id string) (*Task, error) {
 }
 
 // startNATS starts an embedded NATS server with JetStream file storage in
-// dir, listening on addr. Listening beyond loopback needs a token.
-func startNATS(dir, addr, token string) (*server.Server, error) {
+// dir, listening on c.Listen. Listening beyond loopback needs a
+// credential.
+func startNATS(dir string, c NATS) (*server.Server, error) {
+	addr := c.Listen
 	host, p, err := net.SplitHostPort(addr)
 	port, perr := strconv.Atoi(p)
 	if err != nil || perr != nil || port < -1 || port > 65535 {
 		return nil, fmt.Errorf("--nats-listen %q: want host:port (port -1: any free one)", addr)
 	}
-	if token == "" && !IsLoopback(host) {
-		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file, or listen on 127.0.0.1", addr)
+	if c.Token == "" && c.NkeySeed == "" && !IsLoopback(host) {
+		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file or --nats-nkey-file, or listen on 127.0.0.1", addr)
+	}
+	var users []*server.NkeyUser
+	if c.NkeySeed != "" {
+		pub, err := nkeyPublic(c.NkeySeed)
+		if err != nil {
+			return nil, err
+		}
+		users = []*server.NkeyUser{{Nkey: pub}}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("NATS storage: %w", err)
 	}
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "vsr", Host: host, Port: port, Authorization: token,
+		ServerName: "vsr", Host: host, Port: port, Authorization: c.Token, Nkeys: users,
 		JetStream: true, StoreDir: dir, SyncAlways: true, NoSigs: true, NoLog: true, // each task record on disk before its ack, as bbolt does
 	})
 	if err != nil {
@@ -339,12 +354,36 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Connect connects to the NATS servers at urls (comma-separated) with
-// token (empty: none), failing at once with one line when none answers.
-func Connect(urls, token string) (*nats.Conn, error) {
+// nkeyPublic returns the public key of the nkey seed in file.
+func nkeyPublic(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--nats-nkey-file: %w", err)
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(b))))
+	if err != nil {
+		return "", fmt.Errorf("--nats-nkey-file %s: not an nkey seed (make one with nk -gen user): %v", file, err)
+	}
+	defer kp.Wipe()
+	return kp.PublicKey()
+}
+
+// Connect connects to the NATS servers c.URLs (comma-separated) with c's
+// credential (a token, an nkey, or none), failing at once with one line
+// when none answers.
+func Connect(c NATS) (*nats.Conn, error) { return connect(c.URLs, c) }
+
+func connect(urls string, c NATS) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}
-	if token != "" {
-		opts = append(opts, nats.Token(token))
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.NkeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NkeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey-file %s: %v", c.NkeySeed, err)
+		}
+		opts = append(opts, o)
 	}
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nkeys"
 )
 
 // TestTaskStores runs the same checks on every TaskStore, and a service on
@@ -114,7 +116,7 @@ func TestJetStreamStore(t *testing.T) {
 	if err := a.Put(&Task{ID: "t1", Status: Completed}); err != nil {
 		t.Errorf("an update after loading: %v", err)
 	}
-	if _, err := Connect(a.URL(), ""); err == nil {
+	if _, err := Connect(NATS{URLs: a.URL()}); err == nil {
 		t.Error("a client without the token was let in")
 	}
 	a.Close()
@@ -149,5 +151,35 @@ func TestServiceOnJetStream(t *testing.T) {
 		"OutputConflicts": TestOutputConflicts, "CancelStopping": TestCancelStopping, "SubmitChecks": TestSubmitChecks,
 	} {
 		t.Run(name, f)
+	}
+}
+
+// TestJetStreamNkey: an embedded server given an nkey seed lets in the
+// clients that sign with it, and no other; it may listen beyond loopback.
+func TestJetStreamNkey(t *testing.T) {
+	dir := t.TempDir()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	file := filepath.Join(dir, "user.nk")
+	os.WriteFile(file, seed, 0o600)
+	a, err := openJetStream(dir, NATS{Listen: "0.0.0.0:-1", NkeySeed: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if nc, err := Connect(NATS{URLs: a.URL(), NkeySeed: file}); err != nil {
+		t.Errorf("a client with the seed: %v", err)
+	} else {
+		nc.Close()
+	}
+	if _, err := Connect(NATS{URLs: a.URL()}); err == nil {
+		t.Error("a client without the seed was let in")
+	}
+	os.WriteFile(file, []byte("not a seed"), 0o600)
+	if _, err := openJetStream(t.TempDir(), NATS{Listen: "127.0.0.1:-1", NkeySeed: file}); err == nil || !strings.Contains(err.Error(), "not an nkey seed") {
+		t.Errorf("a bad seed: %v", err)
 	}
 }

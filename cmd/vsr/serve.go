@@ -37,6 +37,7 @@ type serveFlags struct {
 	// natsListen, natsURLs, natsTokenFile and natsReplicas keep the tasks
 	// on NATS JetStream (see serve.NATS).
 	natsListen, natsURLs, natsTokenFile string
+	natsNkeyFile                        string
 	natsReplicas                        int
 	natsFiles                           bool
 	// workers is how many tasks this process runs at once (-1: one per
@@ -85,6 +86,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.natsListen, "nats-listen", "", "keep the tasks on NATS JetStream with an embedded NATS server listening here (host:port; files under --data/nats); beyond loopback it needs --nats-token-file")
 	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
 	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
+	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding an nkey seed (nk -gen user): the embedded server requires its public key, clients sign in with it (instead of --nats-token-file)")
 	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
 	fl.BoolVar(&f.natsFiles, "nats-files", false, "keep uploads and their results in a NATS object store, for workers that share no filesystem with this machine")
 	fl.IntVar(&f.workers, "workers", -1, "tasks this process runs at once: -1 = one per group of devices; 0 = none, the API alone for vsr worker processes (needs --nats-listen or --nats)")
@@ -177,12 +179,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 // natsConfig returns the NATS JetStream store f asks for (nil: bbolt).
 func natsConfig(f serveFlags) (*serve.NATS, error) {
 	if f.natsListen == "" && f.natsURLs == "" {
-		if f.natsTokenFile != "" || f.natsFiles {
-			return nil, fmt.Errorf("--nats-token-file and --nats-files need --nats-listen or --nats")
+		if f.natsTokenFile != "" || f.natsNkeyFile != "" || f.natsFiles {
+			return nil, fmt.Errorf("--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats")
 		}
 		return nil, nil
 	}
-	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles}
+	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles, NkeySeed: f.natsNkeyFile}
 	if f.natsTokenFile != "" {
 		b, err := readSmallFile(f.natsTokenFile, 4096)
 		if err != nil {

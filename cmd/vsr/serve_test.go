@@ -663,8 +663,8 @@ func TestNATSFlags(t *testing.T) {
 		f    serveFlags
 		want string
 	}{
-		{serveFlags{natsTokenFile: good}, "--nats-token-file and --nats-files need --nats-listen or --nats"},
-		{serveFlags{natsFiles: true}, "--nats-token-file and --nats-files need --nats-listen or --nats"},
+		{serveFlags{natsTokenFile: good}, "--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats"},
+		{serveFlags{natsFiles: true}, "--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: spaced}, "want one token on one line"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: dir}, "is not a regular file"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: filepath.Join(dir, "none")}, "no such file"},
