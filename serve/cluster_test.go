@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -301,5 +304,110 @@ func TestRemoteFiles(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// cutProxy forwards TCP connections to addr until cut, which closes them
+// all and refuses new ones until heal.
+type cutProxy struct {
+	ln   net.Listener
+	addr string
+	mu   sync.Mutex
+	cut  bool
+	open []net.Conn
+}
+
+func newCutProxy(t *testing.T, addr string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, addr: addr}
+	t.Cleanup(func() { ln.Close(); p.sever(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			u, err := net.Dial("tcp", addr)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.open = append(p.open, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+// sever closes every connection; with cut set, new ones are refused.
+func (p *cutProxy) sever(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	for _, c := range p.open {
+		c.Close()
+	}
+	p.open = nil
+}
+
+// TestRemoteReconnect: a worker cut off from NATS while it runs a task
+// stops it (its lease is gone), the task runs on another worker, and once
+// the network is back the first worker reconnects and takes new tasks
+// without running the first one again.
+func TestRemoteReconnect(t *testing.T) {
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	u, _ := url.Parse(e.svc.NATSURL())
+	proxy := newCutProxy(t, u.Host)
+	worker := func(addr string) (*Service, *fakeRunner) {
+		f := newFake(true)
+		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: addr}, Pull: true, AckWait: time.Second,
+			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w, f
+	}
+	_, fa := worker("nats://" + proxy.ln.Addr().String())
+	e.input("a.mp4")
+	first := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "first.mp4"})
+	<-fa.started
+	_, fb := worker(e.svc.NATSURL())
+	proxy.sever(true)
+	select {
+	case <-fb.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cut-off worker's task did not go to the other worker")
+	}
+	fb.release <- struct{}{}
+	if m := e.wait(first, Completed); m["attempts"] != 2.0 {
+		t.Errorf("attempts %v", m["attempts"])
+	}
+	proxy.sever(false)       // the network is back: the first worker reconnects
+	fb.release <- struct{}{} // the second worker's next task, if it takes it
+	fa.release <- struct{}{} // the first worker's stopped run, if it still waits
+	second := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "second.mp4"})
+	fa.release <- struct{}{}
+	e.wait(second, Completed)
+	fa.mu.Lock()
+	defer fa.mu.Unlock()
+	if n := slices.Index(fa.ran, first); n < 0 || slices.Contains(fa.ran[n+1:], first) {
+		t.Errorf("the cut-off worker ran %v (first %s)", fa.ran, first)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.svc.OutputRoot(), "first.mp4"))
+	if string(b) != "video of "+first+" from video" {
+		t.Errorf("first output %q", b)
 	}
 }
