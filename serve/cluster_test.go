@@ -380,7 +380,7 @@ func TestRemoteReconnect(t *testing.T) {
 		t.Cleanup(func() { w.Close() })
 		return w, f
 	}
-	_, fa := worker("nats://" + proxy.ln.Addr().String())
+	wa, fa := worker("nats://" + proxy.ln.Addr().String())
 	e.input("a.mp4")
 	first := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "first.mp4"})
 	<-fa.started
@@ -395,7 +395,12 @@ func TestRemoteReconnect(t *testing.T) {
 	if m := e.wait(first, Completed); m["attempts"] != 2.0 {
 		t.Errorf("attempts %v", m["attempts"])
 	}
-	proxy.sever(false)       // the network is back: the first worker reconnects
+	proxy.sever(false) // the network is back: the first worker reconnects
+	for deadline := time.Now().Add(10 * time.Second); !wa.js().nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut-off worker did not reconnect")
+		}
+	}
 	fb.release <- struct{}{} // the second worker's next task, if it takes it
 	fa.release <- struct{}{} // the first worker's stopped run, if it still waits
 	second := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "second.mp4"})
