@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/backend"
@@ -91,7 +92,13 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.BoolVar(&f.natsFiles, "nats-files", false, "keep uploads and their results in a NATS object store, for workers that share no filesystem with this machine")
 	fl.IntVar(&f.workers, "workers", -1, "tasks this process runs at once: -1 = one per group of devices; 0 = none, the API alone for vsr worker processes (needs --nats-listen or --nats)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "runs a task may start (one interrupted by a crash, or whose worker died, runs again) before it fails")
-	b := &f.base
+	addTaskFlags(fl, &f.base)
+	return cmd
+}
+
+// addTaskFlags adds the device flags and the defaults of tasks of vsr
+// serve and vsr worker: the encoder's settings and the models' parameters.
+func addTaskFlags(fl *pflag.FlagSet, b *restoreFlags) {
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
 	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
@@ -105,7 +112,6 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	if s := fl.Lookup("scale"); s != nil { // unset, LightX2V's sr_ratio 2 is the default (see newServeRunner)
 		s.DefValue = "2"
 	}
-	return cmd
 }
 
 func defaultDataDir() string {

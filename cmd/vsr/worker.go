@@ -50,20 +50,7 @@ SIGINT or SIGTERM hands the running task back to the queue at once.`,
 	fl.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a task of a worker that stopped answering goes to another worker")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable, as vsr serve's (default: bundled realesr-animevideov3)")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list, as vsr serve's")
-	b := &f.base
-	fl.StringVar(&b.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all)")
-	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32, or auto")
-	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
-	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
-	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")
-	fl.StringVar(&b.pixFmt, "pix-fmt", "yuv420p", "default output pixel format (a request's pix_fmt wins)")
-	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
-	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
-	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	addFamilyFlags(fl)
-	if s := fl.Lookup("scale"); s != nil {
-		s.DefValue = "2"
-	}
+	addTaskFlags(fl, &f.base)
 	return cmd
 }
 
