@@ -46,22 +46,6 @@ func (s *Service) js() *jsStore {
 	return j
 }
 
-// sync replaces the tasks in memory by the bucket's and rebuilds the
-// queue (pending, in submission order) and the running list; s.mu is
-// held. The API of remote workers does it once at start, then follows the
-// bucket (watch).
-func (s *Service) sync() error {
-	ts, err := s.st.Load()
-	if err != nil {
-		return err
-	}
-	for _, t := range ts {
-		s.apply(t)
-	}
-	s.requeue()
-	return nil
-}
-
 // apply takes in a task's record as the bucket holds it; s.mu is held.
 func (s *Service) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {

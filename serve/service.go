@@ -335,7 +335,11 @@ func (s *Service) recover() error {
 		return 0
 	})
 	if s.cfg.Remote { // the workers' work queue holds what is left to run
-		return s.sync()
+		for _, t := range ts {
+			s.apply(t)
+		}
+		s.requeue()
+		return nil
 	}
 	for _, t := range ts {
 		s.tasks[t.ID] = t
