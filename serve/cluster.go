@@ -304,18 +304,24 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 }
 
 // heartbeat marks task t's message m in progress every AckWait/3 until
-// ctx ends. When that fails (the worker lost NATS), the task may go to
-// another worker at any moment: this one stops it, so that no task runs
-// twice at once.
+// ctx ends. A failure or two (a NATS node failing over) is waited out;
+// but once no mark has gone through for 2/3 of AckWait, the task may go
+// to another worker at AckWait: this one stops it first, so that no task
+// runs twice at once.
 func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
 	tick := time.NewTicker(s.cfg.AckWait / 3)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if err := m.InProgress(); err != nil {
+			err := m.InProgress()
+			if err == nil {
+				last = time.Now()
+			}
+			if err != nil && time.Since(last) >= 2*s.cfg.AckWait/3 {
 				s.log.Warn("lost the lease on a running task: stopping it", "task", t.ID, "err", err)
 				s.mu.Lock()
 				t.lost = true

@@ -416,3 +416,39 @@ func TestRemoteReconnect(t *testing.T) {
 		t.Errorf("first output %q", b)
 	}
 }
+
+// TestRemoteTakeover: a worker whose running task's record another
+// writer changed (another worker took the task over after a redelivery)
+// stops its run at its next write.
+func TestRemoteTakeover(t *testing.T) {
+	e, ws, fs := remote(t, 1, false, Config{})
+	e.input("a.mp4")
+	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4", "model": "ticking"})
+	<-fs[0].started
+	other, err := openJetStream(t.TempDir(), NATS{URLs: e.svc.NATSURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tk, err := other.get(id)
+	if err != nil || tk == nil {
+		t.Fatalf("%v %v", tk, err)
+	}
+	tk.Worker = "another"
+	if err := other.Put(tk); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Now()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ws[0].mu.Lock()
+		lost := len(ws[0].running) == 0 || ws[0].running[0].lost
+		ws[0].mu.Unlock()
+		if lost {
+			t.Logf("the worker stopped %v after the takeover", time.Since(took).Round(10*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker went on with a task another worker took over")
+		}
+	}
+}

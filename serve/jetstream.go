@@ -407,7 +407,7 @@ func (s *jsStore) Put(t *Task) error {
 	if last, ok := s.rev[t.ID]; ok {
 		rev, err = s.kv.Update(ctx, t.ID, b, last)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("task %s was changed by another writer since revision %d: not overwritten", t.ID, last)
+			return fmt.Errorf("task %s was changed by another writer since revision %d: not overwritten: %w", t.ID, last, errChanged)
 		}
 	} else {
 		rev, err = s.kv.Create(ctx, t.ID, b)
@@ -429,6 +429,10 @@ func (s *jsStore) seen(id string, rev uint64) {
 	defer s.mu.Unlock()
 	s.rev[id] = max(s.rev[id], rev)
 }
+
+// errChanged says a write was refused because another writer changed the
+// task since this store read it.
+var errChanged = errors.New("changed elsewhere")
 
 // Load returns every task in the bucket.
 func (s *jsStore) Load() ([]*Task, error) {

@@ -55,6 +55,17 @@ func (f *fakeRunner) Run(ctx context.Context, t *Task, progress func(int, int)) 
 	case "stubborn":
 		<-f.release
 		return ctx.Err()
+	case "ticking": // reports progress until released or cancelled
+		for i := 0; ; i++ {
+			select {
+			case <-f.release:
+				return errors.New("released")
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+				progress(i%4, 4)
+			}
+		}
 	case "alloc":
 		garbage = make([]byte, 256<<20)
 		for i := range garbage {

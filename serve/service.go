@@ -551,9 +551,19 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 // persist writes t; s.mu is held. A store failure is logged: the task goes
 // on in memory.
 func (s *Service) persist(t *Task) {
-	if err := s.st.Put(t); err != nil {
-		s.log.Error("store task", "task", t.ID, "err", err)
+	err := s.st.Put(t)
+	if err == nil {
+		return
 	}
+	if s.cfg.Pull && errors.Is(err, errChanged) && t.cancel != nil && !t.lost {
+		// Another worker took the task over (its message was delivered
+		// again): the record is its now, and this run stops.
+		s.log.Warn("another worker took over a running task: stopping it", "task", t.ID)
+		t.lost = true
+		t.cancel()
+		return
+	}
+	s.log.Error("store task", "task", t.ID, "err", err)
 }
 
 // work runs queued tasks one at a time until ctx is cancelled (Workers
