@@ -344,7 +344,11 @@ func (s *Service) release(t *Task) {
 	if t.msg == nil {
 		return
 	}
-	if t.Status.Final() {
+	if t.lost {
+		// Its message is another worker's now (or will be at the ack
+		// wait): a nak here would hand the task to a third worker.
+		t.msg = nil
+	} else if t.Status.Final() {
 		t.msg.Ack()
 	} else {
 		t.msg.Nak()

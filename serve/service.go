@@ -551,6 +551,9 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 // persist writes t; s.mu is held. A store failure is logged: the task goes
 // on in memory.
 func (s *Service) persist(t *Task) {
+	if t.lost { // a worker's task that is another's now: its record too
+		return
+	}
 	err := s.st.Put(t)
 	if err == nil {
 		return

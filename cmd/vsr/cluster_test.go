@@ -133,7 +133,7 @@ func TestServeNATSCluster(t *testing.T) {
 	}
 	worker := func() *exec.Cmd {
 		cmd, _ := startLogged(t, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", nc.urls(), "--input-root", in,
-			"--output-root", out, "--device", "cpu", "--preset", "ultrafast", "--ack-wait", "2s")
+			"--output-root", out, "--device", "cpu", "--preset", "ultrafast", "--ack-wait", "2s", "--max-attempts", "5")
 		return cmd
 	}
 	srv, a := api()
@@ -204,8 +204,8 @@ func TestServeNATSCluster(t *testing.T) {
 	// 3 when the node stopped led its consumer: the new leader may deliver
 	// it once more, and the worker that ran it stops when its next write is
 	// refused (the record names the revision it last saw).
-	if a := m["attempts"]; a != 2.0 && a != 3.0 {
-		t.Errorf("the killed worker's task: attempts %v, want 2 (or 3)", a)
+	if a, _ := m["attempts"].(float64); a < 2 || a > 4 {
+		t.Errorf("the killed worker's task: attempts %v, want 2 (3 or 4 after a consumer leader's change)", a)
 	}
 	t.Logf("the killed worker's task completed after %v attempts", m["attempts"])
 	checkOutput(t, filepath.Join(out, "long.mkv"), 150, 128, 96)
