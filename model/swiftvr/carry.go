@@ -128,17 +128,7 @@ func (r *ReAE) EncodeCarried(x backend.Tensor, st *State, prep func(backend.Tens
 	// time as EncodeFrom does.
 	g := 4 * r.FrameBatch
 	y, err := r.inGroups(x, g, func(p backend.Tensor) (backend.Tensor, error) {
-		if prep != nil {
-			q, err := prep(p)
-			if err != nil {
-				return nil, err
-			}
-			p = q
-		}
-		u, err := r.unshuffle(p)
-		if prep != nil {
-			p.Free()
-		}
+		u, err := r.prepared(p, prep)
 		if err != nil {
 			return nil, err
 		}

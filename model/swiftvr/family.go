@@ -191,26 +191,45 @@ func (m *resident) Check(p model.Params) error {
 }
 
 func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params) (model.Session, error) {
+	p, opt, err := m.request(v, req)
+	if err != nil {
+		return nil, err
+	}
+	dit, err := m.ditFor(p)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Bands == 0 {
+		opt.Bands = autoBands(m.reae, opt.Width, opt.Height, opt)
+	}
+	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
+}
+
+// request checks a request's parameters (merged with the loader's) and
+// returns them with the Options they make for video v.
+func (m *resident) request(v model.Video, req model.Params) (model.Params, Options, error) {
 	p := m.params(req)
 	if err := check(p); err != nil {
-		return nil, err
+		return p, Options{}, err
 	}
 	z, _ := p.Size("size")
 	ow, oh, err := OutputSize(v.Width, v.Height, p.Float("sr-ratio"), z.W, z.H)
 	if err != nil {
-		return nil, err
+		return p, Options{}, err
 	}
-	var dit *DiT
-	if p.String("dit") == "on" {
-		if dit = m.dit; dit == nil {
-			return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
-		}
+	return p, m.options(p, ow, oh), nil
+}
+
+// ditFor returns the DiT a request with parameters p runs (nil with dit
+// off).
+func (m *resident) ditFor(p model.Params) (*DiT, error) {
+	if p.String("dit") != "on" {
+		return nil, nil
 	}
-	opt := m.options(p, ow, oh)
-	if opt.Bands == 0 {
-		opt.Bands = autoBands(m.reae, ow, oh, opt)
+	if m.dit == nil {
+		return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
 	}
-	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
+	return m.dit, nil
 }
 
 // bytesPerPixel is a request's working set per output pixel for each
@@ -251,14 +270,9 @@ func autoBands(r *ReAE, w, h int, opt Options) int {
 }
 
 // NewGroupSession runs a video on this model's device and the others'
-// at once, chunk i on device i mod P (see Parallel).
+// at once, in the layout of --parallel (see Parallel).
 func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.Params, others []model.Model) (model.Session, error) {
-	p := m.params(req)
-	if err := check(p); err != nil {
-		return nil, err
-	}
-	z, _ := p.Size("size")
-	ow, oh, err := OutputSize(v.Width, v.Height, p.Float("sr-ratio"), z.W, z.H)
+	p, opt, err := m.request(v, req)
 	if err != nil {
 		return nil, err
 	}
@@ -268,15 +282,12 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 		if !ok {
 			return nil, fmt.Errorf("swiftvr: a group of %s and %s", m.Name(), o.Name())
 		}
-		rk := Rank{R: r.reae}
-		if p.String("dit") == "on" {
-			if rk.DiT = r.dit; rk.DiT == nil {
-				return nil, fmt.Errorf("the DiT was not loaded (the model was loaded with --dit off): ask for dit off, or load it with the DiT")
-			}
+		dit, err := r.ditFor(p)
+		if err != nil {
+			return nil, err
 		}
-		ranks = append(ranks, rk)
+		ranks = append(ranks, Rank{R: r.reae, DiT: dit})
 	}
-	opt := m.options(p, ow, oh)
 	if opt.Sequence, err = sequence(p.String("parallel"), len(ranks)); err != nil {
 		return nil, err
 	}

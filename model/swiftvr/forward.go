@@ -25,22 +25,27 @@ func (r *ReAE) EncodeFrom(x backend.Tensor, st *State, prep func(backend.Tensor)
 	// runs on 4*FrameBatch frames at a time, so no full-resolution
 	// activation of the whole chunk is ever held.
 	return r.inGroups(x, 4*r.FrameBatch, func(p backend.Tensor) (backend.Tensor, error) {
-		if prep != nil {
-			q, err := prep(p)
-			if err != nil {
-				return nil, err
-			}
-			p = q
-		}
-		u, err := r.unshuffle(p)
-		if prep != nil {
-			p.Free() // before the encoder runs: it is the largest input of the group
-		}
+		u, err := r.prepared(p, prep)
 		if err != nil {
 			return nil, err
 		}
 		return r.run(r.enc, u, st.Enc)
 	})
+}
+
+// prepared returns frames p through prep (nil: none) and pixel unshuffle:
+// the encoder's input. p is not freed; prep's result is, before the
+// encoder runs (it is the largest input of its group).
+func (r *ReAE) prepared(p backend.Tensor, prep func(backend.Tensor) (backend.Tensor, error)) (backend.Tensor, error) {
+	if prep == nil {
+		return r.unshuffle(p)
+	}
+	q, err := prep(p)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Free()
+	return r.unshuffle(q)
 }
 
 // unshuffle checks the encoder's input frames and moves each 2x2 block of
