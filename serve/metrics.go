@@ -41,14 +41,10 @@ func newMetrics(s *Service) *metrics {
 			return float64(s.queue.Len())
 		}))
 	if s.js() != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "vsr_workers_connected", Help: "Workers taking tasks from NATS JetStream now (vsr worker processes)."},
-			func() float64 {
-				ws, _ := s.js().connected()
-				return float64(len(ws))
-			}))
-		m.reg.MustRegister(&workerCollector{s: s, desc: prometheus.NewDesc("vsr_worker_running_tasks",
-			"Tasks each connected worker runs now, by worker and devices.", []string{"worker", "devices"}, nil)})
+		m.reg.MustRegister(&workerCollector{s: s,
+			count: prometheus.NewDesc("vsr_workers_connected", "Workers taking tasks from NATS JetStream now (vsr worker processes).", nil, nil),
+			running: prometheus.NewDesc("vsr_worker_running_tasks",
+				"Tasks each connected worker runs now, by worker and devices.", []string{"worker", "devices"}, nil)})
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "vsr_task_redeliveries_total", Help: "Runs of tasks started again after an interrupted one (a worker that died, a restart), over the tasks in the store."},
 			func() float64 {
@@ -100,18 +96,22 @@ func hasGPU(mr MemoryReporter) bool {
 	return ok
 }
 
-// workerCollector reports each connected worker's running tasks at scrape
-// time.
+// workerCollector reports the connected workers and each one's running
+// tasks at scrape time, from one listing of the worker bucket.
 type workerCollector struct {
-	s    *Service
-	desc *prometheus.Desc
+	s              *Service
+	count, running *prometheus.Desc
 }
 
-func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.running
+}
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ws, _ := c.s.js().connected()
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(ws)))
 	for _, w := range ws {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)
+		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)
 	}
 }
