@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,7 @@ import (
 type NATS struct {
 	// Listen starts an embedded NATS server with JetStream on this
 	// address (host:port; port -1 picks a free one), its files under
-	// Data/nats. Beyond loopback it needs Token.
+	// Data/nats. Beyond loopback it needs Token, NkeySeed or TLSCA.
 	Listen string
 	// URLs connects to an external NATS server or cluster instead
 	// (nats://host:port, comma-separated).
@@ -37,6 +38,14 @@ type NATS struct {
 	// the embedded server requires and with which clients sign in.
 	Token    string
 	NkeySeed string
+	// TLSCert and TLSKey are the certificate this process presents: the
+	// embedded server's (its port then speaks only TLS), or a client's to
+	// an external server that asks for one. TLSCA is a CA file: with
+	// Listen, clients must present a certificate it signed (mutual TLS, a
+	// credential in itself); otherwise it verifies the server's
+	// certificate (default: the system's roots). A tls:// URL asks for
+	// TLS of a server.
+	TLSCert, TLSKey, TLSCA string
 	// Replicas is the task bucket's replica count (default 1; 3 on a
 	// cluster of 3).
 	Replicas int
@@ -93,7 +102,15 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 		return nil, errors.New("serve: no NATS server to listen on or to connect to")
 	}
 	var err error
-	if s.nc, err = connect(url, c); err != nil {
+	if s.srv != nil {
+		// This process reaches its own server in process: no port, no
+		// TLS handshake (a tls:// URL would ask for one); the token or
+		// nkey still applies.
+		s.nc, err = connect(strings.Replace(url, "tls://", "nats://", 1), c, nats.InProcessServer(s.srv))
+	} else {
+		s.nc, err = connect(url, c)
+	}
+	if err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -316,8 +333,18 @@ func startNATS(dir string, c NATS) (*server.Server, error) {
 	if err != nil || perr != nil || port < -1 || port > 65535 {
 		return nil, fmt.Errorf("--nats-listen %q: want host:port (port -1: any free one)", addr)
 	}
-	if c.Token == "" && c.NkeySeed == "" && !IsLoopback(host) {
-		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file or --nats-nkey-file, or listen on 127.0.0.1", addr)
+	if c.Token == "" && c.NkeySeed == "" && c.TLSCA == "" && !IsLoopback(host) {
+		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file, --nats-nkey-file or --nats-tls-ca (client certificates), or listen on 127.0.0.1", addr)
+	}
+	var tlsConfig *tls.Config
+	if c.TLSCert != "" || c.TLSKey != "" || c.TLSCA != "" {
+		if c.TLSCert == "" || c.TLSKey == "" {
+			return nil, errors.New("--nats-listen with TLS needs both --nats-tls-cert and --nats-tls-key (the server's certificate and key)")
+		}
+		tlsConfig, err = server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA, Verify: c.TLSCA != ""})
+		if err != nil {
+			return nil, fmt.Errorf("--nats-tls-cert %s, --nats-tls-key %s, --nats-tls-ca %q: %v", c.TLSCert, c.TLSKey, c.TLSCA, err)
+		}
 	}
 	var users []*server.NkeyUser
 	if c.NkeySeed != "" {
@@ -332,6 +359,7 @@ func startNATS(dir string, c NATS) (*server.Server, error) {
 	}
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "vsr", Host: host, Port: port, Authorization: c.Token, Nkeys: users,
+		TLS: tlsConfig != nil, TLSConfig: tlsConfig, TLSVerify: c.TLSCA != "", TLSTimeout: 2,
 		JetStream: true, StoreDir: dir, SyncAlways: true, NoSigs: true, NoLog: true, // each task record on disk before its ack, as bbolt does
 	})
 	if err != nil {
@@ -369,12 +397,23 @@ func nkeyPublic(file string) (string, error) {
 }
 
 // Connect connects to the NATS servers c.URLs (comma-separated) with c's
-// credential (a token, an nkey, or none), failing at once with one line
-// when none answers.
+// credential (a token, an nkey, a client certificate, or none) and TLS
+// settings, failing at once with one line when none answers.
 func Connect(c NATS) (*nats.Conn, error) { return connect(c.URLs, c) }
 
-func connect(urls string, c NATS) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}
+func connect(urls string, c NATS, more ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}, more...)
+	if c.Listen == "" { // the certificate files are a client's
+		if (c.TLSCert == "") != (c.TLSKey == "") {
+			return nil, errors.New("--nats-tls-cert and --nats-tls-key go together (a client certificate and its key)")
+		}
+		if c.TLSCA != "" {
+			opts = append(opts, nats.RootCAs(c.TLSCA))
+		}
+		if c.TLSCert != "" {
+			opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+		}
+	}
 	if c.Token != "" {
 		opts = append(opts, nats.Token(c.Token))
 	}
@@ -387,7 +426,7 @@ func connect(urls string, c NATS) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("NATS at %s: %v (is the server running and reachable, and is the token right?)", urls, err)
+		return nil, fmt.Errorf("NATS at %s: %v (is the server running and reachable, and are the credential and TLS settings right?)", urls, err)
 	}
 	return nc, nil
 }
@@ -477,5 +516,11 @@ func (s *jsStore) Close() error {
 	return nil
 }
 
-// URL is the NATS server the store is connected to.
-func (s *jsStore) URL() string { return s.nc.ConnectedUrl() }
+// URL is the NATS server the store is connected to: the embedded one's
+// client URL, or the external one it reached.
+func (s *jsStore) URL() string {
+	if s.srv != nil {
+		return s.srv.ClientURL()
+	}
+	return s.nc.ConnectedUrl()
+}

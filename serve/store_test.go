@@ -1,11 +1,20 @@
 package serve
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nkeys"
 )
@@ -182,4 +191,114 @@ func TestJetStreamNkey(t *testing.T) {
 	if _, err := openJetStream(t.TempDir(), NATS{Listen: "127.0.0.1:-1", NkeySeed: file}); err == nil || !strings.Contains(err.Error(), "not an nkey seed") {
 		t.Errorf("a bad seed: %v", err)
 	}
+}
+
+// TestJetStreamTLS: an embedded server with a certificate speaks only
+// TLS; with a CA it requires client certificates signed by it, which is
+// credential enough to listen beyond loopback. A client that trusts the
+// CA and presents its certificate keeps tasks there; one without a
+// certificate, or one that does not trust the server's, is refused.
+func TestJetStreamTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := testCert(t, dir, "ca", nil, nil)
+	testCert(t, dir, "server", ca, caKey)
+	testCert(t, dir, "client", ca, caKey)
+	other, otherKey := testCert(t, dir, "other-ca", nil, nil)
+	testCert(t, dir, "stranger", other, otherKey)
+	f := func(n string) string { return filepath.Join(dir, n) }
+
+	srv, err := openJetStream(t.TempDir(), NATS{Listen: "0.0.0.0:-1", TLSCert: f("server.crt"), TLSKey: f("server.key"), TLSCA: f("ca.crt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	url := srv.URL()
+	if !strings.HasPrefix(url, "tls://") {
+		t.Errorf("URL %s", url)
+	}
+	url = strings.Replace(url, "0.0.0.0", "127.0.0.1", 1)
+	client, err := openJetStream(t.TempDir(), NATS{URLs: url, TLSCA: f("ca.crt"), TLSCert: f("client.crt"), TLSKey: f("client.key")})
+	if err != nil {
+		t.Fatalf("a client with a certificate of the CA: %v", err)
+	}
+	task := &Task{ID: "t1", Status: Pending}
+	if err := client.Put(task); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := srv.get("t1"); err != nil || got.Status != Pending {
+		t.Errorf("the server's view: %+v, %v", got, err)
+	}
+	client.Close()
+	for name, c := range map[string]NATS{
+		"no client certificate":      {URLs: url, TLSCA: f("ca.crt")},
+		"another CA's certificate":   {URLs: url, TLSCA: f("ca.crt"), TLSCert: f("stranger.crt"), TLSKey: f("stranger.key")},
+		"the system's roots":         {URLs: url, TLSCert: f("client.crt"), TLSKey: f("client.key")},
+		"a certificate with no key":  {URLs: url, TLSCA: f("ca.crt"), TLSCert: f("client.crt")},
+		"plain nats to a TLS server": {URLs: strings.Replace(url, "tls://", "nats://", 1)},
+	} {
+		if nc, err := Connect(c); err == nil {
+			nc.Close()
+			t.Errorf("%s: let in", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: %q is not one line", name, err)
+			}
+		}
+	}
+	for want, c := range map[string]NATS{
+		"give it a credential":       {Listen: "0.0.0.0:-1", TLSCert: f("server.crt"), TLSKey: f("server.key")},
+		"needs both --nats-tls-cert": {Listen: "127.0.0.1:-1", TLSCA: f("ca.crt")},
+		"X509":                       {Listen: "127.0.0.1:-1", TLSCert: f("server.crt"), TLSKey: f("client.key")},
+		"no such file or directory":  {Listen: "127.0.0.1:-1", TLSCert: f("none.crt"), TLSKey: f("server.key")},
+	} {
+		if s, err := openJetStream(t.TempDir(), c); err == nil {
+			s.Close()
+			t.Errorf("%+v was accepted", c)
+		} else if !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want %q", c, err, want)
+		}
+	}
+}
+
+// testCert writes dir/name.crt and dir/name.key: a CA when parent is nil,
+// else a certificate for 127.0.0.1 and localhost that parent signed, good
+// for servers and clients.
+func testCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "vsr test " + name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+		parent, parentKey = tmpl, key
+	} else {
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.DNSNames = []string{"localhost"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }

@@ -39,6 +39,7 @@ type serveFlags struct {
 	// on NATS JetStream (see serve.NATS).
 	natsListen, natsURLs, natsTokenFile string
 	natsNkeyFile                        string
+	natsTLSCert, natsTLSKey, natsTLSCA  string
 	natsReplicas                        int
 	natsFiles                           bool
 	// workers is how many tasks this process runs at once (-1: one per
@@ -88,6 +89,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
 	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
 	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding an nkey seed (nk -gen user): the embedded server requires its public key, clients sign in with it (instead of --nats-token-file)")
+	addNATSTLSFlags(fl, &f)
 	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
 	fl.BoolVar(&f.natsFiles, "nats-files", false, "keep uploads and their results in a NATS object store, for workers that share no filesystem with this machine")
 	fl.IntVar(&f.workers, "workers", -1, "tasks this process runs at once: -1 = one per group of devices; 0 = none, the API alone for vsr worker processes (needs --nats-listen or --nats)")
@@ -182,15 +184,23 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	return svc.Serve(ctx, ln)
 }
 
+// addNATSTLSFlags adds the TLS flags of serve and worker.
+func addNATSTLSFlags(fl *pflag.FlagSet, f *serveFlags) {
+	fl.StringVar(&f.natsTLSCert, "nats-tls-cert", "", "PEM certificate this process presents: the embedded server's with --nats-listen (its port then speaks only TLS), else a client certificate")
+	fl.StringVar(&f.natsTLSKey, "nats-tls-key", "", "PEM key of --nats-tls-cert")
+	fl.StringVar(&f.natsTLSCA, "nats-tls-ca", "", "PEM CA: with --nats-listen, clients must present a certificate it signed (a credential); else it verifies the server's certificate (default: the system's roots)")
+}
+
 // natsConfig returns the NATS JetStream store f asks for (nil: bbolt).
 func natsConfig(f serveFlags) (*serve.NATS, error) {
 	if f.natsListen == "" && f.natsURLs == "" {
-		if f.natsTokenFile != "" || f.natsNkeyFile != "" || f.natsFiles {
-			return nil, fmt.Errorf("--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats")
+		if f.natsTokenFile != "" || f.natsNkeyFile != "" || f.natsFiles || f.natsTLSCert != "" || f.natsTLSKey != "" || f.natsTLSCA != "" {
+			return nil, fmt.Errorf("--nats-token-file, --nats-nkey-file, --nats-tls-* and --nats-files need --nats-listen or --nats")
 		}
 		return nil, nil
 	}
-	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles, NkeySeed: f.natsNkeyFile}
+	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles, NkeySeed: f.natsNkeyFile,
+		TLSCert: f.natsTLSCert, TLSKey: f.natsTLSKey, TLSCA: f.natsTLSCA}
 	if f.natsTokenFile != "" {
 		b, err := readSmallFile(f.natsTokenFile, 4096)
 		if err != nil {

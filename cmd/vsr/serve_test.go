@@ -663,8 +663,9 @@ func TestNATSFlags(t *testing.T) {
 		f    serveFlags
 		want string
 	}{
-		{serveFlags{natsTokenFile: good}, "--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats"},
-		{serveFlags{natsFiles: true}, "--nats-token-file, --nats-nkey-file and --nats-files need --nats-listen or --nats"},
+		{serveFlags{natsTokenFile: good}, "--nats-tls-* and --nats-files need --nats-listen or --nats"},
+		{serveFlags{natsFiles: true}, "--nats-tls-* and --nats-files need --nats-listen or --nats"},
+		{serveFlags{natsTLSCA: good}, "--nats-tls-* and --nats-files need --nats-listen or --nats"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: spaced}, "want one token on one line"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: dir}, "is not a regular file"},
 		{serveFlags{natsListen: "127.0.0.1:-1", natsTokenFile: filepath.Join(dir, "none")}, "no such file"},
@@ -681,6 +682,8 @@ func TestNATSFlags(t *testing.T) {
 		{"give it a credential with --nats-token-file", "serve", "--data", dir, "--device", "cpu", "--nats-listen", "0.0.0.0:-1"},
 		{"NATS at nats://127.0.0.1:1:", "worker", "--nats", "nats://127.0.0.1:1", "--input-root", dir, "--output-root", dir, "--device", "cpu"},
 		{"vsr worker needs --nats", "worker", "--input-root", dir},
+		{"needs both --nats-tls-cert and --nats-tls-key", "serve", "--data", dir, "--device", "cpu", "--nats-listen", "127.0.0.1:-1", "--nats-tls-cert", good},
+		{"no such file", "worker", "--nats", "tls://127.0.0.1:1", "--nats-tls-ca", filepath.Join(dir, "none"), "--input-root", dir, "--output-root", dir, "--device", "cpu"},
 		{"--workers 0 serves the API alone", "serve", "--data", dir, "--device", "cpu", "--workers", "0"},
 	} {
 		_, stderr, err := vsrOutputs(c[1:]...)

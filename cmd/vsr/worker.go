@@ -44,6 +44,7 @@ SIGINT or SIGTERM hands the running task back to the queue at once.`,
 	fl.StringVar(&f.natsURLs, "nats", "", "the NATS server or cluster the service keeps its tasks on (nats://host:4222,...; required)")
 	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token")
 	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding the nkey seed to sign in to NATS with (instead of a token)")
+	addNATSTLSFlags(fl, &f.serveFlags)
 	fl.StringVar(&f.inputRoot, "input-root", "", "this machine's mount of the service's input root (required)")
 	fl.StringVar(&f.outputRoot, "output-root", "", "this machine's mount of the service's output root (required)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "deliveries of a task before it fails (a worker that dies while it runs one costs a delivery)")
