@@ -227,3 +227,29 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		More:      more,
 	})
 }
+
+// Live restores a live stream on l's device: req's Open is made here, a
+// session of the model for each connection of the source (its length not
+// known: model.Video.Frames 0) with the parameters set. A model that runs
+// one video on several devices at once is refused: a live stream runs on
+// one.
+func (l *Loaded) Live(ctx context.Context, req pipeline.LiveRequest, set model.Values) (*pipeline.LiveStats, error) {
+	if err := foreign(l.Family, set); err != nil {
+		return nil, err
+	}
+	if _, ok := l.Model.(model.Grouped); ok && len(l.Ranks) > 0 {
+		return nil, fmt.Errorf("a live stream runs on one device: give --device with one (this list has %d)", len(l.Ranks)+1)
+	}
+	req.Open = func(w, h int) (pipeline.Engine, func(), error) {
+		v := model.Video{Width: w, Height: h}
+		s, err := l.Model.NewSession(ctx, v, model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}
+	if req.Batch == 0 {
+		req.Batch = 1
+	}
+	return pipeline.Live(ctx, req)
+}

@@ -151,7 +151,8 @@ func Defaults(params []Param) Values {
 // Video is what a Session is made for.
 type Video struct {
 	Width, Height int
-	// Frames is how many frames the session will be given.
+	// Frames is how many frames the session will be given (0: a live
+	// stream, whose length is not known).
 	Frames int
 	// Keys marks the key frames in display order (nil when unknown).
 	Keys []bool

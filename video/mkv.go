@@ -36,8 +36,10 @@ const (
 )
 
 // newMKVWriter writes the header of a stream of w x h frames in pixel
-// format pix ("yuv420p" or "rgb24").
-func newMKVWriter(out io.Writer, pix string, w, h int) (*mkvWriter, error) {
+// format pix ("yuv420p" or "rgb24"), track 1, and of the tracks whose
+// TrackEntry bodies more holds (copied from another Matroska stream, with
+// track numbers above 1).
+func newMKVWriter(out io.Writer, pix string, w, h int, more ...[]byte) (*mkvWriter, error) {
 	fourcc, ok := mkvFourCC[pix]
 	if !ok {
 		return nil, fmt.Errorf("raw %s frames cannot carry timestamps (yuv420p and rgb24 can)", pix)
@@ -51,17 +53,34 @@ func newMKVWriter(out io.Writer, pix string, w, h int) (*mkvWriter, error) {
 	b = append(b, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF) // unknown size: a stream
 	b = mkvElem(b, mkvInfo, cat(mkvUint(0x2AD7B1, 1000), mkvElem(nil, 0x4D80, []byte("vsr")), mkvElem(nil, 0x5741, []byte("vsr"))))
 	video := cat(mkvUint(0xB0, uint64(w)), mkvUint(0xBA, uint64(h)), mkvElem(nil, 0x2EB524, []byte(fourcc)))
-	b = mkvElem(b, mkvTracks, mkvElem(nil, mkvTrackEntry, cat(
+	tracks := mkvElem(nil, mkvTrackEntry, cat(
 		mkvUint(0xD7, 1), mkvUint(0x73C5, 1), mkvUint(0x83, 1), mkvUint(0x9C, 0),
-		mkvElem(nil, 0x86, []byte("V_UNCOMPRESSED")), mkvElem(nil, mkvVideo, video))))
+		mkvElem(nil, 0x86, []byte("V_UNCOMPRESSED")), mkvElem(nil, mkvVideo, video)))
+	for _, e := range more {
+		tracks = mkvElem(tracks, mkvTrackEntry, e)
+	}
+	b = mkvElem(b, mkvTracks, tracks)
 	_, err := out.Write(b)
 	return m, err
 }
 
 // WriteFrame writes one frame shown at us microseconds.
 func (m *mkvWriter) WriteFrame(us int64, frame []byte) error {
+	return m.WriteBlock(1, us, true, frame)
+}
+
+// WriteBlock writes one block of track (1 to 127) at us microseconds, in a
+// cluster of its own.
+func (m *mkvWriter) WriteBlock(track byte, us int64, key bool, frame []byte) error {
 	if us < 0 {
 		return fmt.Errorf("negative timestamp %d us", us)
+	}
+	if track == 0 || track > 127 {
+		return fmt.Errorf("track %d", track)
+	}
+	flags := byte(0)
+	if key {
+		flags = 0x80
 	}
 	block := 4 + len(frame) // track number, relative timestamp, flags
 	ts := mkvUint(mkvTimestamp, uint64(us))
@@ -70,7 +89,7 @@ func (m *mkvWriter) WriteFrame(us int64, frame []byte) error {
 	b = append(b, ts...)
 	b = appendID(b, mkvSimpleBlock)
 	b = binary.BigEndian.AppendUint64(b, 0x01<<56|uint64(block)) // an 8-byte size
-	b = append(b, 0x81, 0, 0, 0x80)                              // track 1, +0, keyframe
+	b = append(b, 0x80|track, 0, 0, flags)                       // track, +0, flags
 	m.buf = b
 	if _, err := m.w.Write(b); err != nil {
 		return err

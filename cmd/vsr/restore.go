@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,16 @@ type restoreFlags struct {
 	encoderOpt []string // --encoder-opt key=value
 	format     string   // -f: the image format of a folder's outputs
 	vfr        string   // keep or cfr
+
+	// live streams
+	live        bool
+	maxLatency  time.Duration
+	overload    string // wait or drop
+	idleTimeout time.Duration
+	reconnect   bool
+	container   string // the live output's -f
+	inputFormat string // the live input's -f
+	statsEvery  time.Duration
 }
 
 func newRestore() *cobra.Command {
@@ -98,6 +109,14 @@ exist.`,
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
+	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
+	fl.DurationVar(&f.maxLatency, "max-latency", 0, "live: bound the frames in flight to this much video (0: three batches)")
+	fl.StringVar(&f.overload, "overload", "wait", "live, when the model cannot keep up: wait (the source backs up) or drop (whole input frames are dropped; the output keeps the others' times)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 10*time.Second, "live: finish the stream when the source sends nothing for this long (0: wait for ever)")
+	fl.BoolVar(&f.reconnect, "reconnect", false, "live: when the source ends, open it again (the model's state starts afresh) until it sends nothing for --idle-timeout")
+	fl.StringVar(&f.container, "container", "", "live: the output's container (mpegts, flv, matroska, hls, dash; default from the URL or extension; needed for -)")
+	fl.StringVar(&f.inputFormat, "input-format", "", "live: the input's format for ffmpeg (-f), for devices and pipes, e.g. v4l2, mpegts")
+	fl.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "live: statistics every this often (with --json, as JSON lines on stdout)")
 	addFamilyFlags(fl)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
@@ -128,6 +147,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	set, err := familyValues(cmd.Flags())
 	if err != nil {
 		return err
+	}
+	if f.live || isLive(input, f.output) {
+		return restoreLive(cmd, input, f, set)
 	}
 	if st, err := os.Stat(input); err == nil && st.IsDir() {
 		return restoreFolder(cmd, input, f, set)

@@ -55,11 +55,18 @@ type Session struct {
 	bandSt []*State       // each band's causal state
 	last   backend.Tensor // the video's last real frame, prepared (for padding)
 	hist   backend.Tensor // the previous chunk's input latents (DiT history)
+	// live: a stream whose length is not known yet (frames 0 at
+	// NewSession); its chunks are made one batch at a time until End.
+	live bool
 }
 
-// NewSession prepares a request for a video of frames frames of inW x inH.
-// With dit nil, chunks are encoded and decoded only (the diagnostic
-// --dit off).
+// liveFrames stands for the length of a live stream until it ends: every
+// chunk is then whole.
+const liveFrames = 1 << 40
+
+// NewSession prepares a request for a video of frames frames of inW x inH
+// (0: a live stream, whose length End gives when it is known). With dit
+// nil, chunks are encoded and decoded only (the diagnostic --dit off).
 func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session, error) {
 	if dit != nil && dit.b != r.b {
 		return nil, errors.New("swiftvr: the ReAE and the DiT are on different devices")
@@ -73,9 +80,18 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 	if inW&^7 == 0 || inH&^7 == 0 {
 		return nil, fmt.Errorf("a %dx%d video is too small for SwiftVR (it needs at least 8x8)", inW, inH)
 	}
-	cs, err := PlanChunks(frames, opt.ClipLen)
-	if err != nil {
-		return nil, err
+	live := frames == 0
+	var cs []Chunk
+	if live {
+		if opt.ClipLen <= 0 || opt.ClipLen%4 != 0 {
+			return nil, fmt.Errorf("--clip-len %d: want a positive multiple of 4", opt.ClipLen)
+		}
+		frames = liveFrames
+	} else {
+		var err error
+		if cs, err = PlanChunks(frames, opt.ClipLen); err != nil {
+			return nil, err
+		}
 	}
 	if opt.TGrowBefore != nil || opt.FrameBatch != nil {
 		view := *r
@@ -87,7 +103,7 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 		}
 		r = &view
 	}
-	e := &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState()}
+	e := &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState(), live: live}
 	if opt.Bands > 1 {
 		rows := (opt.Height + 31) &^ 31 / 16
 		if rows < opt.Bands {
@@ -121,7 +137,7 @@ func (e *Session) OutputSize(w, h int) (int, int) { return e.opt.Width, e.opt.He
 // Plan returns the input frames of each batch: one batch per chunk, with
 // chunks made only of padding folded into the batch before them.
 func (e *Session) Plan(total int) ([]int, error) {
-	if total != e.frames {
+	if e.live || total != e.frames {
 		return nil, fmt.Errorf("swiftvr: planned for %d frames, asked for %d", e.frames, total)
 	}
 	var plan []int
@@ -131,6 +147,34 @@ func (e *Session) Plan(total int) ([]int, error) {
 		}
 	}
 	return plan, nil
+}
+
+// LiveBatch is the input frames of batch i of a live stream: a chunk,
+// the first of ClipLen+4 frames, the others of ClipLen.
+func (e *Session) LiveBatch(i int) int {
+	if i == 0 {
+		return e.opt.ClipLen + 4
+	}
+	return e.opt.ClipLen
+}
+
+// End tells a live session that its stream has total frames: the chunks
+// still to run are those of a video of that length, and the next batch
+// (holding the frames after the chunks run so far, possibly none) ends
+// the output.
+func (e *Session) End(total int) error {
+	if !e.live {
+		return errors.New("swiftvr: End of a session that is not live")
+	}
+	cs, err := PlanChunks(total, e.opt.ClipLen)
+	if err != nil {
+		return err
+	}
+	if len(cs) < e.next || !slices.Equal(cs[:e.next], e.chunks[:e.next]) {
+		return fmt.Errorf("swiftvr: a stream of %d frames after %d whole chunks", total, e.next)
+	}
+	e.chunks, e.frames, e.live = cs, total, false
+	return nil
 }
 
 // maxOut bounds the output frames of one batch: a chunk writes its frames
@@ -171,14 +215,27 @@ func (e *Session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	if !ok {
 		return fmt.Errorf("swiftvr: batch %T was not made by this runner", bt)
 	}
+	if e.live { // the stream goes on: this batch is one whole chunk
+		start := 0
+		if n := len(e.chunks); n > 0 {
+			start = e.chunks[n-1].Start + e.chunks[n-1].N
+		}
+		if k != e.LiveBatch(len(e.chunks)) {
+			return fmt.Errorf("swiftvr: a live batch of %d frames, want %d", k, e.LiveBatch(len(e.chunks)))
+		}
+		e.chunks = append(e.chunks, Chunk{Index: len(e.chunks), Start: start, N: k})
+	}
 	if e.next >= len(e.chunks) {
 		return fmt.Errorf("swiftvr: more batches than chunks")
 	}
-	frames, err := bb.Input(k, e.inH, e.inW)
-	if err != nil {
-		return err
+	var frames backend.Tensor
+	if k > 0 { // none: the stream ended with the last batch
+		var err error
+		if frames, err = bb.Input(k, e.inH, e.inW); err != nil {
+			return err
+		}
+		defer frames.Free()
 	}
-	defer frames.Free()
 	// Run this batch's chunk, then any chunk of padding only after it; the
 	// decoded frames go into the batch's output as they come.
 	out := 0
@@ -207,7 +264,7 @@ func (e *Session) Start(ctx context.Context, bt backend.Batch, k int) error {
 		e.next++
 	}
 	bb.frames = out
-	_, err = bb.Send(out, e.opt.Width, e.opt.Height, bb.f)
+	_, err := bb.Send(out, e.opt.Width, e.opt.Height, bb.f)
 	return err
 }
 
@@ -250,7 +307,10 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 			return err
 		}
 		parts = append(parts, p)
-		if c.Start+n == e.frames { // the video's last frame: keep it for padding
+		if c.Start+n == e.frames || e.live { // the video's last frame (so far): keep it for padding
+			if e.last != nil {
+				e.last.Free()
+			}
 			if e.last, err = b.Frames(p, n-1, 1); err != nil {
 				return err
 			}

@@ -296,3 +296,66 @@ func TestSizePrecedence(t *testing.T) {
 		t.Errorf("the request's size lost: %v", p.Set)
 	}
 }
+
+// driveLive runs a live Session as the live pipeline does: whole chunks
+// of LiveBatch frames while the stream goes on, then End and the batch of
+// the frames left (possibly none).
+func driveLive(t *testing.T, e *Session, video []byte, frames, w, h int) []byte {
+	t.Helper()
+	bt, err := e.NewBatch(max(e.LiveBatch(0), e.LiveBatch(1)), w, h, backend.RGB24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Free()
+	var out []byte
+	run := func(from, n int) {
+		copy(bt.In(), video[from*w*h*3:(from+n)*w*h*3])
+		if err := e.Start(context.Background(), bt, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := bt.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bt.Out()...)
+	}
+	read := 0
+	for i := 0; read+e.LiveBatch(i) <= frames; i++ {
+		run(read, e.LiveBatch(i))
+		read += e.LiveBatch(i)
+	}
+	if err := e.End(frames); err != nil {
+		t.Fatal(err)
+	}
+	run(read, frames-read)
+	return out
+}
+
+// TestLiveSessionEqualsPlanned: a live session, which learns the video's
+// length only at its end, writes the same bytes as one planned for that
+// length, for lengths around every chunk boundary (with the DiT).
+func TestLiveSessionEqualsPlanned(t *testing.T) {
+	r, dit := tinyModel(t, cpu.New(0))
+	const w, h, ow, oh = 40, 24, 64, 32
+	for _, f := range []int{1, 5, 11, 12, 13, 20, 21, 29, 36} {
+		v := video(f, w, h, uint64(f))
+		opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1}
+		planned, err := NewSession(r, dit, w, h, f, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := drive(t, planned, v, w, h)
+		planned.Close()
+		live, err := NewSession(r, dit, w, h, 0, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := live.Plan(f); err == nil {
+			t.Error("a live session made a plan")
+		}
+		got := driveLive(t, live, v, f, w, h)
+		live.Close()
+		if !bytes.Equal(got, want) {
+			t.Errorf("%d frames: live %d bytes, planned %d: they differ", f, len(got), len(want))
+		}
+	}
+}

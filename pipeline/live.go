@@ -1,0 +1,566 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// Streamer is implemented by engines that plan their own batches (a
+// Planner) and can also run a stream whose length is not known:
+// LiveBatch(i) is the input frames of batch i while the stream goes on;
+// End(total) says the stream ended after total frames, before the Start of
+// the batch that holds its last frames (which may hold none: the engine
+// then only finishes its output).
+type Streamer interface {
+	LiveBatch(i int) int
+	End(total int) error
+}
+
+// LiveRequest is one live stream: frames in from a source as they arrive,
+// restored frames out to a sink, until the source ends, stalls or the
+// context is cancelled.
+type LiveRequest struct {
+	Input  video.LiveInput
+	Output video.LiveOutput // its Encode sets the encoder; the size is set here
+	// Open makes the engine for frames of w x h; done frees it. A source
+	// that reconnects gets a new engine: the model's state starts afresh.
+	Open func(w, h int) (eng Engine, done func(), err error)
+	// Batch is the frames handed to an engine that does not plan its own
+	// batches (default 1: the lowest latency).
+	Batch int
+	// MaxLatency bounds the frames in flight between the source and the
+	// sink to this many seconds of video (0: three batches: one filling,
+	// one computing, one writing).
+	MaxLatency time.Duration
+	// Drop drops whole input frames when the engine cannot keep up (the
+	// output keeps the times of the frames it has, so it is re-timed),
+	// instead of letting the source back up.
+	Drop bool
+	// IdleTimeout ends the stream when the source sends nothing for this
+	// long (0: wait for ever).
+	IdleTimeout time.Duration
+	// Reconnect opens the source again when it ends, until it sends
+	// nothing for IdleTimeout.
+	Reconnect bool
+	// Stats, if set, is called every StatsEvery (default 5 s) and once at
+	// the end (Final).
+	Stats      func(LiveStats)
+	StatsEvery time.Duration
+}
+
+// LiveStats describe a live stream: totals, and rates and latencies over
+// the last interval (over the last frames at the end).
+type LiveStats struct {
+	Seconds     float64 `json:"seconds"`
+	Width       int     `json:"width"`
+	Height      int     `json:"height"`
+	InFrames    int     `json:"in_frames"`
+	OutFrames   int     `json:"out_frames"`
+	Dropped     int     `json:"dropped_frames"`
+	InFPS       float64 `json:"in_fps"`
+	OutFPS      float64 `json:"out_fps"`
+	LatencyP50  float64 `json:"latency_p50_seconds"`
+	LatencyP99  float64 `json:"latency_p99_seconds"`
+	Connections int     `json:"connections"`
+	Final       bool    `json:"final"`
+}
+
+// liveMeter gathers a stream's statistics from its goroutines.
+type liveMeter struct {
+	mu                      sync.Mutex
+	start                   time.Time
+	in, out, dropped, conns int
+	lastIn, lastOut         int
+	last                    time.Time
+	window, all             []float64 // latencies of the interval, and of the last frames
+	w, h                    int
+}
+
+const keptLatencies = 10000
+
+func (m *liveMeter) written(lat time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.out++
+	m.window = append(m.window, lat.Seconds())
+	if m.all = append(m.all, lat.Seconds()); len(m.all) > 2*keptLatencies {
+		m.all = append(m.all[:0], m.all[len(m.all)-keptLatencies:]...)
+	}
+}
+
+func (m *liveMeter) count(f func(m *liveMeter)) {
+	m.mu.Lock()
+	f(m)
+	m.mu.Unlock()
+}
+
+// snapshot returns the statistics now and starts a new interval.
+func (m *liveMeter) snapshot(final bool) LiveStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	dt := now.Sub(m.last).Seconds()
+	s := LiveStats{Seconds: now.Sub(m.start).Seconds(), Width: m.w, Height: m.h, InFrames: m.in, OutFrames: m.out, Dropped: m.dropped,
+		Connections: m.conns, Final: final}
+	lat := m.window
+	if final {
+		lat = m.all
+		dt = s.Seconds
+		m.lastIn, m.lastOut = 0, 0
+	}
+	if dt > 0 {
+		s.InFPS, s.OutFPS = float64(m.in-m.lastIn)/dt, float64(m.out-m.lastOut)/dt
+	}
+	if len(lat) > 0 {
+		l := slices.Clone(lat)
+		slices.Sort(l)
+		s.LatencyP50 = l[len(l)/2]
+		s.LatencyP99 = l[min(len(l)-1, int(math.Ceil(0.99*float64(len(l))))-1)]
+	}
+	m.window, m.last, m.lastIn, m.lastOut = m.window[:0], now, m.in, m.out
+	return s
+}
+
+// audioQueue holds the source's audio packets until the frames of their
+// time are written, so the sink gets both in time order.
+type audioQueue struct {
+	mu sync.Mutex
+	q  []*video.LivePacket
+}
+
+func (a *audioQueue) push(p *video.LivePacket) {
+	a.mu.Lock()
+	a.q = append(a.q, p)
+	a.mu.Unlock()
+}
+
+// flush writes the packets up to ns (all with math.MaxInt64).
+func (a *audioQueue) flush(enc *video.LiveEncoder, ns int64) error {
+	a.mu.Lock()
+	n := 0
+	for n < len(a.q) && a.q[n].NS <= ns {
+		n++
+	}
+	due := a.q[:n:n]
+	a.q = a.q[n:]
+	a.mu.Unlock()
+	for _, p := range due {
+		if err := enc.WriteAudio(p.NS, p.Key, p.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Live runs req until the source ends (or stalls for IdleTimeout), then
+// finishes the sink; it returns the final statistics. Cancelling ctx stops
+// the stream: the sink is finished as at the source's end, and the error
+// is ctx's.
+func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
+	now := time.Now()
+	m := &liveMeter{start: now, last: now}
+	var enc *video.LiveEncoder
+	defer func() {
+		if enc != nil {
+			enc.Abort()
+		}
+	}()
+	audio := &audioQueue{}
+	var offset, lastNS, frameDur int64 = 0, -1, 0
+	stop := make(chan struct{})
+	var stats sync.WaitGroup
+	if req.Stats != nil {
+		every := cmpOr(req.StatsEvery, 5*time.Second)
+		stats.Add(1)
+		go func() {
+			defer stats.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					req.Stats(m.snapshot(false))
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	finish := func() { close(stop); stats.Wait() }
+	var runErr error
+	for conn := 0; ; conn++ {
+		if conn > 0 && (!req.Reconnect || ctx.Err() != nil) {
+			break
+		}
+		var until time.Time // how long a source that went away may take to come back
+		if conn > 0 {
+			until = time.Now().Add(req.IdleTimeout)
+			if req.IdleTimeout <= 0 {
+				until = time.Now().Add(math.MaxInt64)
+			}
+		}
+		dec, idle, err := connect(ctx, req, until)
+		if err != nil {
+			if ctx.Err() != nil {
+				runErr = ctx.Err()
+			} else if conn == 0 {
+				runErr = err
+			}
+			break // else the source did not come back: the stream is over
+		}
+		w, h := dec.Size()
+		eng, done, err := req.Open(w, h)
+		if err != nil {
+			idle.stop()
+			dec.Close()
+			runErr = err
+			break
+		}
+		ow, oh := eng.OutputSize(w, h)
+		format := backend.RGB24
+		if enc == nil {
+			if ow <= 0 || oh <= 0 {
+				err = fmt.Errorf("live input %s: a %dx%d video is too small for this model", req.Input.URL, w, h)
+			} else {
+				o := req.Output
+				o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
+				if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
+					o.Encode.InputPixFmt = "yuv420p"
+				} else {
+					o.Encode.InputPixFmt = "rgb24"
+				}
+				// The sink outlives a cancelled ctx, to be finished.
+				enc, err = video.NewLiveEncoder(context.WithoutCancel(ctx), o)
+				m.count(func(m *liveMeter) { m.w, m.h = ow, oh })
+			}
+		} else if ow != m.w || oh != m.h {
+			err = fmt.Errorf("live input %s came back at %dx%d, which restores to %dx%d, not the stream's %dx%d", req.Input.URL, w, h, ow, oh, m.w, m.h)
+		}
+		if err == nil && enc.FrameSize() != backend.RGB24.FrameBytes(ow, oh) {
+			format = backend.YUV420P
+		}
+		if err == nil {
+			m.count(func(m *liveMeter) { m.conns++ })
+			if lastNS >= 0 { // a reconnected source starts its clock again
+				offset = -1
+			}
+			err = runLive(ctx, req, dec, idle, eng, enc, audio, m, format, w, h, func(ns int64) int64 {
+				if offset == -1 {
+					offset = lastNS + max(frameDur, 1e6) - ns
+				}
+				return ns + offset
+			}, &lastNS)
+			if d := dec.FrameDuration(); d > 0 {
+				frameDur = d
+			}
+		}
+		idle.stop()
+		dec.Close()
+		done()
+		if err != nil {
+			runErr = err
+			break
+		}
+	}
+	if enc != nil && (runErr == nil || errors.Is(runErr, context.Canceled) && ctx.Err() != nil) {
+		// The source ended, or the stream was stopped: finish the sink.
+		err := audio.flush(enc, math.MaxInt64)
+		if cerr := enc.Close(); err == nil {
+			err = cerr
+		}
+		enc = nil
+		if runErr == nil {
+			runErr = err
+		}
+	}
+	finish()
+	s := m.snapshot(true)
+	if req.Stats != nil {
+		req.Stats(s)
+	}
+	return &s, runErr
+}
+
+// connect opens the source and reads its header, trying again until the
+// time until.
+func connect(ctx context.Context, req LiveRequest, until time.Time) (*video.LiveDecoder, *idleWatch, error) {
+	for {
+		dec, err := video.OpenLive(ctx, req.Input)
+		if err != nil {
+			return nil, nil, err
+		}
+		idle := watchIdle(dec, req.IdleTimeout)
+		if err = dec.Header(); err == nil {
+			return dec, idle, nil
+		}
+		idle.stop()
+		dec.Close()
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("live input %s: nothing arrived within %v (--idle-timeout)", req.Input.URL, req.IdleTimeout)
+		}
+		if ctx.Err() != nil || time.Now().After(until) {
+			return nil, nil, err
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// idleWatch stops a decoder whose source sends nothing for a while.
+type idleWatch struct {
+	last atomic.Int64 // unix nanoseconds of the last packet
+	quit chan struct{}
+}
+
+func watchIdle(dec *video.LiveDecoder, timeout time.Duration) *idleWatch {
+	w := &idleWatch{quit: make(chan struct{})}
+	w.touch()
+	if timeout <= 0 {
+		return w
+	}
+	go func() {
+		t := time.NewTicker(min(timeout/4, 250*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if time.Since(time.Unix(0, w.last.Load())) > timeout {
+					dec.Stop()
+					return
+				}
+			case <-w.quit:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *idleWatch) touch() { w.last.Store(time.Now().UnixNano()) }
+func (w *idleWatch) stop()  { close(w.quit) }
+
+// liveFrame is a frame handed to the engine: its time and when it arrived.
+type liveFrame struct {
+	ns   int64
+	read time.Time
+}
+
+// liveJob is a batch in flight; end >= 0 on the batch after which the
+// stream ends (a Streamer's End).
+type liveJob struct {
+	b   backend.Batch
+	n   int
+	end int
+}
+
+// runLive streams one connection of the source through eng into enc.
+func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle *idleWatch, eng Engine, enc *video.LiveEncoder, audio *audioQueue,
+	m *liveMeter, format backend.PixelFormat, w, h int, clock func(int64) int64, lastNS *int64) error {
+	_, planner := eng.(Planner)
+	st, streamer := eng.(Streamer)
+	if planner && !streamer {
+		return errors.New("this model cannot restore a live stream (it needs the video's length)")
+	}
+	size := func(i int) int { return max(req.Batch, 1) }
+	if streamer {
+		size = st.LiveBatch
+	}
+	most := max(size(0), size(1))
+	depth := 3
+	if req.MaxLatency > 0 {
+		fps := 25.0
+		if d := dec.FrameDuration(); d > 0 {
+			fps = 1e9 / float64(d)
+		}
+		depth = max(2, min(8, int(req.MaxLatency.Seconds()*fps)/most))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	free := make(chan backend.Batch, depth)
+	var batches []backend.Batch
+	defer func() {
+		for _, b := range batches {
+			b.Wait()
+			b.Free()
+		}
+	}()
+	for range depth {
+		b, err := eng.NewBatch(most, w, h, format)
+		if err != nil {
+			return err
+		}
+		batches = append(batches, b)
+		free <- b
+	}
+	inFS := w * h * 3
+	outFS := enc.FrameSize()
+	var mu sync.Mutex
+	var fifo []liveFrame // frames given to the engine, not yet written
+	work := make(chan liveJob, depth)
+	done := make(chan liveJob, depth)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // reader
+		defer wg.Done()
+		defer close(work)
+		var b backend.Batch
+		n, total, nb := 0, 0, 0
+		send := func(end int) bool {
+			select {
+			case work <- liveJob{b, n, end}:
+				b, n = nil, 0
+				nb++
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			p, err := dec.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				cancel(err)
+				return
+			}
+			idle.touch()
+			p.NS = clock(p.NS)
+			if p.Audio {
+				audio.push(p)
+				continue
+			}
+			m.count(func(m *liveMeter) { m.in++ })
+			if b == nil {
+				if req.Drop {
+					select {
+					case b = <-free:
+					default:
+						m.count(func(m *liveMeter) { m.dropped++ })
+						continue
+					}
+				} else {
+					select {
+					case b = <-free:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+			copy(b.In()[n*inFS:(n+1)*inFS], p.Data)
+			mu.Lock()
+			fifo = append(fifo, liveFrame{p.NS, time.Now()})
+			mu.Unlock()
+			n++
+			total++
+			if n == size(nb) && !send(-1) {
+				return
+			}
+		}
+		switch {
+		case streamer && total > 0:
+			if b == nil {
+				select {
+				case b = <-free:
+				case <-ctx.Done():
+					return
+				}
+			}
+			send(total)
+		case n > 0:
+			send(-1)
+		}
+	}()
+	go func() { // writer
+		defer wg.Done()
+		for j := range done {
+			if err := j.b.Wait(); err != nil {
+				cancel(err)
+				return
+			}
+			nout := j.n
+			if oc, ok := j.b.(OutCounter); ok {
+				nout = oc.OutFrames()
+			}
+			frame := func(k int) []byte { return j.b.Out()[k*outFS : (k+1)*outFS] }
+			if fo, ok := j.b.(FrameOuter); ok {
+				frame = fo.OutFrame
+			}
+			for k := range nout {
+				mu.Lock()
+				if len(fifo) == 0 {
+					mu.Unlock()
+					cancel(errors.New("the model wrote more frames than it was given"))
+					return
+				}
+				f := fifo[0]
+				fifo = fifo[1:]
+				mu.Unlock()
+				if err := audio.flush(enc, f.ns); err != nil {
+					cancel(err)
+					return
+				}
+				if err := enc.WriteFrame(f.ns, frame(k)); err != nil {
+					cancel(err)
+					return
+				}
+				*lastNS = f.ns
+				m.written(time.Since(f.read))
+			}
+			free <- j.b
+		}
+	}()
+	// The engine is driven from this goroutine only, on one OS thread.
+	func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer close(done)
+		for j := range work {
+			if ctx.Err() != nil {
+				continue
+			}
+			if j.end >= 0 {
+				if err := st.End(j.end); err != nil {
+					cancel(err)
+					continue
+				}
+			}
+			if err := eng.Start(ctx, j.b, j.n); err != nil {
+				cancel(err)
+				continue
+			}
+			select {
+			case done <- j:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if len(fifo) > 0 {
+		return fmt.Errorf("the model kept %d frames at the end of the stream", len(fifo))
+	}
+	return nil
+}

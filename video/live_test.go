@@ -1,0 +1,112 @@
+package video
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeUDPPort returns a UDP port free on loopback now.
+func freeUDPPort(t testing.TB) int {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// publish starts an ffmpeg that sends a test pattern with a tone at real
+// time speed for seconds to url as MPEG-TS.
+func publish(t testing.TB, url string, seconds float64, size string) *exec.Cmd {
+	ffmpeg := needFFmpeg(t)
+	cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-re",
+		"-f", "lavfi", "-i", "testsrc=size="+size+":rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+		"-t", fmt.Sprint(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", "-f", "mpegts", url)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestLiveRoundTrip: frames and audio of a UDP stream published at real
+// time come out of a LiveDecoder in order with their times, and a
+// LiveEncoder writes them as HLS whose playlist ends with its end tag.
+func TestLiveRoundTrip(t *testing.T) {
+	ctx := testCtx(t)
+	port := freeUDPPort(t)
+	dec, err := OpenLive(ctx, LiveInput{URL: fmt.Sprintf("udp://127.0.0.1:%d", port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	time.Sleep(300 * time.Millisecond) // the reader listens
+	pub := publish(t, fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", port), 2, "64x48")
+	go func() { pub.Wait(); time.Sleep(time.Second); dec.Stop() }() // an idle source ends the stream
+	if err := dec.Header(); err != nil {
+		t.Fatal(err)
+	}
+	w, h := dec.Size()
+	if w != 64 || h != 48 || dec.AudioTrack() == nil {
+		t.Fatalf("size %dx%d, audio %v", w, h, dec.AudioTrack() != nil)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.m3u8")
+	enc, err := NewLiveEncoder(ctx, LiveOutput{URL: out, Encode: EncodeOptions{Width: w, Height: h, CRF: -1, Preset: "ultrafast"}, Audio: dec.AudioTrack()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames, audio int
+	last := int64(-1)
+	for {
+		p, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Audio {
+			audio++
+			if err := enc.WriteAudio(p.NS, p.Key, p.Data); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if p.NS <= last {
+			t.Errorf("frame %d at %d ns after %d", frames, p.NS, last)
+		}
+		last = p.NS
+		frames++
+		if err := enc.WriteFrame(p.NS, p.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d frames, %d audio packets, last at %v", frames, audio, time.Duration(last))
+	if frames < 40 || audio < 40 {
+		t.Errorf("%d frames, %d audio packets of 2 s", frames, audio)
+	}
+	pl, _ := os.ReadFile(out)
+	if !strings.Contains(string(pl), "#EXT-X-ENDLIST") {
+		t.Errorf("playlist without its end tag:\n%s", pl)
+	}
+	info, err := Probe(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Frames != frames || !info.HasAudio {
+		t.Errorf("the HLS output has %d frames (audio %v), %d written", info.Frames, info.HasAudio, frames)
+	}
+}
