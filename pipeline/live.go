@@ -300,14 +300,21 @@ func connect(ctx context.Context, req LiveRequest, until time.Time) (*video.Live
 		if err != nil {
 			return nil, nil, err
 		}
-		idle := watchIdle(dec, req.IdleTimeout)
+		// Before its header, a source gets time to connect and ffmpeg to
+		// probe it.
+		wait := max(req.IdleTimeout, startWait)
+		if req.IdleTimeout <= 0 {
+			wait = 0
+		}
+		idle := watchIdle(dec, wait)
 		if err = dec.Header(); err == nil {
+			idle.timeout.Store(int64(req.IdleTimeout))
 			return dec, idle, nil
 		}
 		idle.stop()
 		dec.Close()
 		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("live input %s: nothing arrived within %v (--idle-timeout)", req.Input.URL, req.IdleTimeout)
+			err = fmt.Errorf("live input %s: nothing arrived within %v", req.Input.URL, wait)
 		}
 		if ctx.Err() != nil || time.Now().After(until) {
 			return nil, nil, err
@@ -326,25 +333,30 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return def
 }
 
+// startWait is the least time a source has to send its header.
+const startWait = 10 * time.Second
+
 // idleWatch stops a decoder whose source sends nothing for a while.
 type idleWatch struct {
-	last atomic.Int64 // unix nanoseconds of the last packet
-	quit chan struct{}
+	last    atomic.Int64 // unix nanoseconds of the last packet
+	timeout atomic.Int64 // a time.Duration
+	quit    chan struct{}
 }
 
 func watchIdle(dec *video.LiveDecoder, timeout time.Duration) *idleWatch {
 	w := &idleWatch{quit: make(chan struct{})}
 	w.touch()
+	w.timeout.Store(int64(timeout))
 	if timeout <= 0 {
 		return w
 	}
 	go func() {
-		t := time.NewTicker(min(timeout/4, 250*time.Millisecond))
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				if time.Since(time.Unix(0, w.last.Load())) > timeout {
+				if time.Since(time.Unix(0, w.last.Load())) > time.Duration(w.timeout.Load()) {
 					dec.Stop()
 					return
 				}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/pipeline"
+)
+
+// freePort returns a port of network ("tcp" or "udp") free on loopback now.
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// publisher is an ffmpeg sending a 32x24 test pattern with a tone at real
+// time speed (-re) as MPEG-TS to url, for seconds.
+func publisher(t *testing.T, url string, seconds int) *exec.Cmd {
+	cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re",
+		"-f", "lavfi", "-i", "testsrc=size=32x24:rate=24", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+		"-t", strconv.Itoa(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", "-f", "mpegts", url)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// liveRun runs vsr restore on a live stream in process with --json and
+// returns its final statistics, its error and how long it ran.
+func liveRun(ctx context.Context, args ...string) (final pipeline.LiveStats, err error, took time.Duration, stderr string) {
+	var out, errb bytes.Buffer
+	root := newRoot()
+	root.SetArgs(append([]string{"restore", "--device", "cpu", "--preset", "ultrafast", "--json", "--stats-every", "500ms"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	start := time.Now()
+	err = root.ExecuteContext(ctx)
+	took = time.Since(start)
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var s pipeline.LiveStats
+		if json.Unmarshal([]byte(l), &s) == nil && s.Final {
+			final = s
+		}
+	}
+	return final, err, took, errb.String()
+}
+
+// framePTS returns the video frames' timestamps of a media file.
+func framePTS(t *testing.T, path string) []float64 {
+	t.Helper()
+	out, err := exec.Command("ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", path).Output()
+	if err != nil {
+		t.Fatalf("ffprobe %s: %v", path, err)
+	}
+	var ts []float64
+	for _, l := range strings.Fields(string(out)) {
+		v, err := strconv.ParseFloat(strings.Trim(l, ","), 64)
+		if err != nil {
+			t.Fatalf("ffprobe %s: %q", path, l)
+		}
+		ts = append(ts, v)
+	}
+	return ts
+}
+
+// checkLiveOutput checks a live output: decodable, with audio, n frames,
+// timestamps increasing.
+func checkLiveOutput(t *testing.T, path string, n int) {
+	t.Helper()
+	ts := framePTS(t, path)
+	if len(ts) != n {
+		t.Errorf("%s: %d frames, the stream wrote %d", path, len(ts), n)
+	}
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			t.Errorf("%s: frame %d at %v s after %v s", path, i, ts[i], ts[i-1])
+			break
+		}
+	}
+	if info := probe(t, path); !info.HasAudio || info.Width != 128 || info.Height != 96 {
+		t.Errorf("%s: %dx%d, audio %v", path, info.Width, info.Height, info.HasAudio)
+	}
+}
+
+// TestLiveTCPToHLS: a publisher connects over TCP to vsr, which restores
+// the stream with the compact model into an HLS playlist; when the
+// publisher ends, the playlist gets its end tag and holds every frame.
+func TestLiveTCPToHLS(t *testing.T) {
+	needFFmpeg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	port := freePort(t, "tcp")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "hls", "out.m3u8")
+	os.Mkdir(filepath.Dir(out), 0o755)
+	type result struct {
+		s   pipeline.LiveStats
+		err error
+		log string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err, _, log := liveRun(ctx, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--idle-timeout", "20s")
+		done <- result{s, err, log}
+	}()
+	// Connect once vsr listens (bounded).
+	var pub *exec.Cmd
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		pub = publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 2)
+		if err := pub.Wait(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the publisher could not connect to vsr")
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.log)
+	}
+	t.Logf("%+v", r.s)
+	if r.s.InFrames != 48 || r.s.OutFrames != 48 || r.s.Dropped != 0 {
+		t.Errorf("2 s at 24 fps over TCP: %d in, %d out, %d dropped", r.s.InFrames, r.s.OutFrames, r.s.Dropped)
+	}
+	if r.s.LatencyP50 <= 0 || r.s.LatencyP99 < r.s.LatencyP50 {
+		t.Errorf("latency p50 %v p99 %v", r.s.LatencyP50, r.s.LatencyP99)
+	}
+	pl, _ := os.ReadFile(out)
+	if !strings.Contains(string(pl), "#EXT-X-ENDLIST") {
+		t.Errorf("the playlist has no end tag:\n%s", pl)
+	}
+	checkLiveOutput(t, out, r.s.OutFrames)
+}
+
+// TestLiveUDPIdle: a UDP stream restored into MPEG-TS pushed to another
+// loopback port; the publisher is killed mid-stream and the stream ends
+// cleanly within the idle timeout; the receiver's file is decodable and
+// holds the frames vsr wrote (frames the source sent and vsr never got are
+// not vsr's to count).
+func TestLiveUDPIdle(t *testing.T) {
+	needFFmpeg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	in, outPort := freePort(t, "udp"), freePort(t, "udp")
+	dir := t.TempDir()
+	got := filepath.Join(dir, "received.ts")
+	recv := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-i", fmt.Sprintf("udp://127.0.0.1:%d?timeout=4000000", outPort), "-c", "copy", "-f", "mpegts", got)
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Process.Kill()
+	type result struct {
+		s    pipeline.LiveStats
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err, took, _ := liveRun(ctx, fmt.Sprintf("udp://127.0.0.1:%d", in), "-o", fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", outPort), "--idle-timeout", "1s")
+		done <- result{s, err, took}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	pub := publisher(t, fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", in), 60)
+	time.Sleep(3 * time.Second)
+	pub.Process.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end after its source was killed")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	ended := time.Since(killed)
+	t.Logf("%+v; ended %v after the publisher was killed (idle timeout 1 s)", r.s, ended.Round(10*time.Millisecond))
+	if ended > 5*time.Second {
+		t.Errorf("ended %v after the source stopped, idle timeout 1 s", ended)
+	}
+	if r.s.OutFrames < 24 || r.s.OutFrames != r.s.InFrames-r.s.Dropped {
+		t.Errorf("%d in, %d out, %d dropped", r.s.InFrames, r.s.OutFrames, r.s.Dropped)
+	}
+	recv.Wait()
+	ts := framePTS(t, got)
+	if len(ts) < 24 || len(ts) > r.s.OutFrames {
+		t.Errorf("the receiver got %d frames of the %d sent", len(ts), r.s.OutFrames)
+	}
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			t.Errorf("frame %d at %v s after %v s", i, ts[i], ts[i-1])
+			break
+		}
+	}
+}
+
+// TestLiveErrors: bad live requests fail in one line.
+func TestLiveErrors(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	port := freePort(t, "tcp")
+	for _, c := range [][]string{
+		{`--overload "skip"`, "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", "x.m3u8", "--overload", "skip"},
+		{"give its container with --container", "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", "-"},
+		{"Connection refused", "restore", "--device", "cpu", fmt.Sprintf("tcp://127.0.0.1:%d", port), "-o", filepath.Join(dir, "a.m3u8")},
+		{"nothing arrived within 10s", "restore", "--device", "cpu", fmt.Sprintf("udp://127.0.0.1:%d", freePort(t, "udp")), "-o", filepath.Join(dir, "b.m3u8"), "--idle-timeout", "500ms"},
+		{"does not exist: create it first", "restore", "--device", "cpu", "--live", genClip(t, dir, 3, false, "mp4"), "-o", filepath.Join(dir, "none", "c.m3u8")},
+	} {
+		_, stderr, err := vsrOutputs(c[1:]...)
+		if err == nil || !strings.Contains(fmt.Sprint(err, stderr), c[0]) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line with %q", c[1:], err, c[0])
+		}
+	}
+}
