@@ -11,9 +11,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/serve"
 	"github.com/vsr-dev/vsr/video"
 )
@@ -486,3 +488,57 @@ var (
 	_ serve.MemoryReporter = (*Service)(nil)
 	_ serve.Metadataer     = (*Service)(nil)
 )
+
+var _ serve.StreamRunner = (*Service)(nil)
+
+// Stream checks a live session and reserves a free group of devices for
+// it (serve.ErrBusy when none is free: a session never waits behind file
+// tasks, and file tasks use the groups no session holds); run streams on
+// the group's first device until ctx is done or the source ends.
+func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() error, error) {
+	q := ls.Request
+	l, set, err := s.values(&serve.Request{Model: q.Model, Params: q.Params})
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
+		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
+			return nil, err
+		}
+	}
+	enc, err := s.encode(&serve.Request{Codec: q.Codec, CRF: q.CRF, Preset: q.Preset}, "")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := video.LiveFormat(q.Output, q.Container); err != nil {
+		return nil, err
+	}
+	idle := 10 * time.Second
+	if q.IdleTimeout > 0 {
+		idle = time.Duration(q.IdleTimeout * float64(time.Second))
+	}
+	var g int
+	select {
+	case g = <-s.free:
+	default:
+		return nil, serve.ErrBusy
+	}
+	l = s.groups[g][slices.Index(s.models, l)]
+	if _, grouped := l.Model.(model.Grouped); grouped && len(l.Ranks) > 0 {
+		s.free <- g
+		return nil, fmt.Errorf("model %s runs each video on a group of %d devices, and a live session runs on one: serve it with --ranks-per-task 1", l.Model.Name(), len(l.Ranks)+1)
+	}
+	return func() error {
+		defer func() { s.free <- g }()
+		_, err := l.Live(ctx, pipeline.LiveRequest{
+			Input:  video.LiveInput{URL: q.Input, Protocols: ls.InputProtocols},
+			Output: video.LiveOutput{URL: q.Output, Format: q.Container, Encode: enc, Protocols: ls.OutputProtocols},
+			Batch:  1, MaxLatency: time.Duration(q.MaxLatency * float64(time.Second)), Drop: q.Overload == "drop",
+			IdleTimeout: idle, Reconnect: q.Reconnect, Stats: ls.Stats, StatsEvery: time.Second,
+		}, set)
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return nil // stopped: the output is finished
+		}
+		return err
+	}, nil
+}

@@ -38,6 +38,10 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}/result", s.handleResult)
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handleCancel)
 	mux.HandleFunc("GET /v1/service/status", s.handleServiceStatus)
+	mux.HandleFunc("POST /v1/streams", s.handleStreamCreate)
+	mux.HandleFunc("GET /v1/streams", s.handleStreamList)
+	mux.HandleFunc("GET /v1/streams/{id}", s.handleStreamGet)
+	mux.HandleFunc("DELETE /v1/streams/{id}", s.handleStreamStop)
 	mux.HandleFunc("GET /v1/service/metadata", s.handleMetadata)
 	health := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -48,7 +52,7 @@ func (s *Service) Handler() http.Handler {
 	// The same paths with other methods: 405 as JSON (the mux's own is text).
 	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
 		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata",
-		"/healthz", "/health", "/metrics"} {
+		"/healthz", "/health", "/metrics", "/v1/streams", "/v1/streams/{id}"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 		})

@@ -112,6 +112,9 @@ type Config struct {
 	// before it answers that the task is stopping; DrainTimeout how long
 	// Serve lets requests in flight finish at shutdown (10 s).
 	CancelWait, DrainTimeout time.Duration
+	// StreamAllow lists the URLs live sessions may read and write, as
+	// scheme://host[:port] (host * for any); none: no live sessions.
+	StreamAllow []string
 }
 
 // withDefaults fills in the zero fields of c.
@@ -175,6 +178,9 @@ type Service struct {
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
+
+	allow []allowRule // Config.StreamAllow
+	live  streams     // the live sessions
 }
 
 // ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
@@ -194,7 +200,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 		cfg.OutputRoot = filepath.Join(cfg.Data, "output")
 	}
 	cfg = cfg.withDefaults()
-	var err error
+	allow, err := parseAllow(cfg.StreamAllow)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range []*string{&cfg.InputRoot, &cfg.OutputRoot} {
 		if err = os.MkdirAll(*d, 0o755); err != nil {
 			return nil, err
@@ -221,7 +230,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
 		tasks: map[string]*Task{}, queue: &fifo{},
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), allow: allow,
 	}
 	s.m = newMetrics(s)
 	if (cfg.Remote || cfg.Pull) && s.js() == nil {
@@ -760,6 +769,7 @@ func (s *Service) stopWorker() {
 		s.closing = true
 		s.mu.Unlock()
 		s.stop()
+		s.stopStreams()
 		s.workers.Wait()
 		if s.announced != nil { // a worker: gone from the list of workers
 			<-s.announced

@@ -237,3 +237,83 @@ func TestLiveErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestServeStreams: the service starts a live session from an allowed UDP
+// source to an allowed UDP sink, reports its statistics, refuses a second
+// while the only device is reserved, refuses disallowed URLs with 400, and
+// stops the session on DELETE with its output finished.
+func TestServeStreams(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	_, got := startLogged(t, bin, []string{`url=(http://\S+)`}, "serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+		"--device", "cpu", "--preset", "ultrafast", "--stream-allow", "udp://127.0.0.1")
+	a := api{t, got[0]}
+	in, outPort := freePort(t, "udp"), freePort(t, "udp")
+	inURL, outURL := fmt.Sprintf("udp://127.0.0.1:%d", in), fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", outPort)
+	for _, c := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"input": "udp://10.1.2.3:5000", "output": outURL}, "is not allowed (--stream-allow lets in udp://127.0.0.1)"},
+		{map[string]any{"input": inURL, "output": "tcp://127.0.0.1:80"}, `field "output": tcp://127.0.0.1:80 is not allowed`},
+		{map[string]any{"input": "/etc/passwd", "output": outURL}, "is not a URL"},
+		{map[string]any{"input": inURL, "output": outURL, "overload": "skip"}, "want wait or drop"},
+		{map[string]any{"input": inURL, "output": outURL, "model": "nope"}, "is not served"},
+	} {
+		if code, m := a.call("POST", "/v1/streams", c.body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), c.want) {
+			t.Errorf("%v: %d %v, want 400 with %q", c.body, code, m, c.want)
+		}
+	}
+	received := filepath.Join(dir, "received.ts")
+	recv := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-i", fmt.Sprintf("udp://127.0.0.1:%d?timeout=4000000", outPort), "-c", "copy", "-f", "mpegts", received)
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Process.Kill()
+	code, m := a.call("POST", "/v1/streams", map[string]any{"input": inURL, "output": outURL, "idle_timeout": 30})
+	if code != 201 {
+		t.Fatalf("start: %d %v", code, m)
+	}
+	id := m["stream_id"].(string)
+	if code, m := a.call("POST", "/v1/streams", map[string]any{"input": inURL, "output": outURL}); code != 503 {
+		t.Errorf("a second session on the one device: %d %v, want 503", code, m)
+	}
+	time.Sleep(300 * time.Millisecond)
+	publisher(t, inURL+"?pkt_size=1316", 60)
+	var stats map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, m = a.call("GET", "/v1/streams/"+id, nil)
+		stats, _ = m["stats"].(map[string]any)
+		if stats != nil && stats["out_frames"].(float64) >= 24 {
+			break
+		}
+		if m["status"] != "running" || time.Now().After(deadline) {
+			t.Fatalf("the session wrote no frames: %v", m)
+		}
+	}
+	code, m = a.call("DELETE", "/v1/streams/"+id, nil)
+	if code != 200 || m["status"] != "stopped" {
+		t.Fatalf("stop: %d %v", code, m)
+	}
+	t.Logf("stopped: %v", m["stats"])
+	recv.Wait()
+	if ts := framePTS(t, received); len(ts) < 24 {
+		t.Errorf("the sink received %d frames", len(ts))
+	}
+	// The device is free again.
+	code, m = a.call("POST", "/v1/streams", map[string]any{"input": inURL, "output": outURL, "idle_timeout": 1})
+	if code != 201 {
+		t.Fatalf("after the stop: %d %v", code, m)
+	}
+	_, list := a.call("GET", "/v1/streams", nil)
+	if n := len(list["streams"].([]any)); n != 2 {
+		t.Errorf("%d streams listed, want 2", n)
+	}
+	if code, _ := a.call("GET", "/v1/streams/s-none", nil); code != 404 {
+		t.Errorf("an unknown stream: %d", code)
+	}
+}

@@ -773,6 +773,9 @@ func TestServeWorkers(t *testing.T) {
 	}
 	first := worker()
 	a := api{t, got[0]}
+	if code, m := a.call("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:9", "output": "udp://127.0.0.1:10"}); code != 503 {
+		t.Errorf("a live session on the API alone: %d %v, want 503", code, m)
+	}
 	long := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv"})
 	for {
 		m := a.wait(long, serve.Processing, 60*time.Second)
