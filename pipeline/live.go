@@ -40,8 +40,8 @@ type LiveRequest struct {
 	// batches (default 1: the lowest latency).
 	Batch int
 	// MaxLatency bounds the frames in flight between the source and the
-	// sink to this many seconds of video (0: three batches: one filling,
-	// one computing, one writing).
+	// sink to this many seconds of video (0: a second's, and at least
+	// three batches: one filling, one computing, one writing).
 	MaxLatency time.Duration
 	// Drop drops whole input frames when the engine cannot keep up (the
 	// output keeps the times of the frames it has, so it is re-timed),
@@ -220,7 +220,17 @@ func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 			break // else the source did not come back: the stream is over
 		}
 		w, h := dec.Size()
-		eng, done, err := req.Open(w, h)
+		idle.timeout.Store(0) // the source waits while the model gets ready
+		if conn == 0 {
+			err = warmup(ctx, req, w, h)
+		}
+		var eng Engine
+		var done func()
+		if err == nil {
+			eng, done, err = req.Open(w, h)
+		}
+		idle.touch()
+		idle.timeout.Store(int64(req.IdleTimeout))
 		if err != nil {
 			idle.stop()
 			dec.Close()
@@ -292,6 +302,42 @@ func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	return &s, runErr
 }
 
+// warmup runs one batch of black frames through a session of its own,
+// so that the stream's first frames do not wait for kernels to compile
+// and convolution algorithms to be chosen (a queue's worth of frames
+// would be dropped or back up meanwhile). The session is then closed: the
+// stream's starts with no state.
+func warmup(ctx context.Context, req LiveRequest, w, h int) error {
+	eng, done, err := req.Open(w, h)
+	if err != nil {
+		return err
+	}
+	defer done()
+	n := max(req.Batch, 1)
+	if st, ok := eng.(Streamer); ok {
+		n = st.LiveBatch(0)
+	}
+	ow, oh := eng.OutputSize(w, h)
+	if ow <= 0 || oh <= 0 {
+		return nil // refused with its message later
+	}
+	format := backend.RGB24
+	if ow%2 == 0 && oh%2 == 0 {
+		format = backend.YUV420P
+	}
+	b, err := eng.NewBatch(n, w, h, format)
+	if err != nil {
+		return err
+	}
+	defer b.Free()
+	runtime.LockOSThread() // as the stream will drive it
+	defer runtime.UnlockOSThread()
+	if err := eng.Start(ctx, b, n); err != nil {
+		return err
+	}
+	return b.Wait()
+}
+
 // connect opens the source and reads its header, trying again until the
 // time until.
 func connect(ctx context.Context, req LiveRequest, until time.Time) (*video.LiveDecoder, *idleWatch, error) {
@@ -356,7 +402,7 @@ func watchIdle(dec *video.LiveDecoder, timeout time.Duration) *idleWatch {
 		for {
 			select {
 			case <-t.C:
-				if time.Since(time.Unix(0, w.last.Load())) > time.Duration(w.timeout.Load()) {
+				if to := time.Duration(w.timeout.Load()); to > 0 && time.Since(time.Unix(0, w.last.Load())) > to {
 					dec.Stop()
 					return
 				}
@@ -398,13 +444,17 @@ func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle 
 		size = st.LiveBatch
 	}
 	most := max(size(0), size(1))
-	depth := 3
+	fps := 25.0
+	if d := dec.FrameDuration(); d > 0 {
+		fps = 1e9 / float64(d)
+	}
+	// Batches in flight: MaxLatency's worth of video (at least one
+	// filling and one computing), by default a second's (at least one
+	// filling, one computing, one writing), which absorbs the bursts in
+	// which network sources deliver frames.
+	depth := max(3, min(32, int(fps)/most))
 	if req.MaxLatency > 0 {
-		fps := 25.0
-		if d := dec.FrameDuration(); d > 0 {
-			fps = 1e9 / float64(d)
-		}
-		depth = max(2, min(8, int(req.MaxLatency.Seconds()*fps)/most))
+		depth = max(2, min(32, int(req.MaxLatency.Seconds()*fps)/most))
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -150,7 +150,7 @@ func TestMessages(t *testing.T) {
 		want string
 	}{
 		{[]string{"restore", text, "-o", out}, "does not begin as an MP4 file does"},
-		{[]string{"restore", fifo, "-o", out}, "pipe"},
+		{[]string{"restore", fifo, "-o", out}, "live input " + fifo + ": nothing arrived within"}, // a FIFO is a live source
 		{[]string{"restore", in, "-o", dir}, "is a directory: give a file name"},
 		{[]string{"restore", in, "-o", out, "--frames", "-1"}, "--frames -1"},
 		{[]string{"restore", in, in, "-o", out}, "usage: vsr restore"},
