@@ -302,7 +302,8 @@ func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	return &s, runErr
 }
 
-// warmup runs one batch of black frames through a session of its own,
+// warmup runs a batch of black frames (a first and a middle chunk for a
+// Streamer) through a session of its own,
 // so that the stream's first frames do not wait for kernels to compile
 // and convolution algorithms to be chosen (a queue's worth of frames
 // would be dropped or back up meanwhile). The session is then closed: the
@@ -313,9 +314,9 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 		return err
 	}
 	defer done()
-	n := max(req.Batch, 1)
+	sizes := []int{max(req.Batch, 1)}
 	if st, ok := eng.(Streamer); ok {
-		n = st.LiveBatch(0)
+		sizes = []int{st.LiveBatch(0), st.LiveBatch(1)} // a first and a middle chunk
 	}
 	ow, oh := eng.OutputSize(w, h)
 	if ow <= 0 || oh <= 0 {
@@ -325,17 +326,22 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if ow%2 == 0 && oh%2 == 0 {
 		format = backend.YUV420P
 	}
-	b, err := eng.NewBatch(n, w, h, format)
+	b, err := eng.NewBatch(slices.Max(sizes), w, h, format)
 	if err != nil {
 		return err
 	}
 	defer b.Free()
 	runtime.LockOSThread() // as the stream will drive it
 	defer runtime.UnlockOSThread()
-	if err := eng.Start(ctx, b, n); err != nil {
-		return err
+	for _, n := range sizes {
+		if err := eng.Start(ctx, b, n); err != nil {
+			return err
+		}
+		if err := b.Wait(); err != nil {
+			return err
+		}
 	}
-	return b.Wait()
+	return nil
 }
 
 // connect opens the source and reads its header, trying again until the

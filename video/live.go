@@ -110,9 +110,6 @@ func OpenLive(ctx context.Context, in LiveInput) (*LiveDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f, ok := out.(*os.File); ok {
-		growPipe(f)
-	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, ffmpeg, err)
 	}

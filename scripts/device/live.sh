@@ -1,8 +1,8 @@
 #!/bin/bash
 # Live streams on the one H200 (issue 22). Run from .devbin holding vsr
 # and package/ffmpeg. A publisher sends the real 640x360 clip as MPEG-TS
-# over TCP at real time (-re) at RATE frames/s (the clip retimed; sound
-# only at 24); vsr restore --live --overload drop restores it to
+# over TCP at real time (-re, copied, pre-encoded) at RATE frames/s (the
+# clip retimed; sound only at 24); vsr restore --live --overload drop restores it to
 # 2560x1440 on cuda:0 into a sink; the final statistics line is printed.
 #   live.sh compact    realesr-animevideov3 x4 at 24 fps into MPEG-TS by
 #                      libx264 ultrafast, and at RATES (24 48 96) fps into
@@ -12,16 +12,16 @@
 set -u
 cd "$(dirname "$0")"; B=$PWD
 export PATH=$PWD/package:$PATH
+[ -x ./vsr ] && [ -x package/ffmpeg ] || { echo "no ./vsr or package/ffmpeg: unpack the .xz files first"; exit 1; }
 clip=../testdata/video/oa4_launch.webm
 secs=${SECS:-15}
-source() { # rate: a clip of secs seconds at rate frames/s
-  s=/tmp/src$1.mkv
+source() { # rate: the clip retimed to rate frames/s for secs seconds, as H.264 in MPEG-TS
+  s=/tmp/src$1.ts
   if [ ! -f $s ]; then
-    if [ $1 = 24 ]; then
-      ffmpeg -v error -stream_loop 9 -i $clip -t $secs -vf fps=24 -c:v ffv1 -c:a pcm_s16le $s
-    else
-      ffmpeg -v error -stream_loop 9 -i $clip -vf "fps=24,setpts=PTS*24/$1" -r $1 -frames:v $(($1 * secs)) -an -c:v ffv1 $s
-    fi
+    a=(-an)
+    [ $1 = 24 ] && a=(-c:a aac)
+    ffmpeg -v error -stream_loop 9 -i $clip -vf "fps=24,settb=1/$1,setpts=N" -r $1 -frames:v $(($1 * secs)) "${a[@]}" \
+      -c:v libx264 -preset ultrafast -tune zerolatency -g $1 -f mpegts $s
   fi
   echo $s
 }
@@ -31,15 +31,20 @@ run() { # rate, sink (x264 or raw), then vsr's model arguments
   port=$((20000 + RANDOM % 20000))
   out=(-o /tmp/live_out.ts --codec libx264 --preset ultrafast)
   [ $sink = raw ] && out=(-o /dev/null --container nut --codec rawvideo)
-  ./vsr restore --live "tcp://127.0.0.1:$port?listen=1" "${out[@]}" -y --device cuda:0 --json --stats-every 1000s \
+  ./vsr restore --live "tcp://127.0.0.1:$port?listen=1" "${out[@]}" -y --device cuda:0 --json --stats-every 2s \
     --idle-timeout 5s --overload drop "$@" > /tmp/live.json 2> /tmp/live.err &
   pid=$!
   for i in $(seq 1 240); do # the listener is up once the model is loaded
-    if ffmpeg -v error -re -i $src -c:v libx264 -preset ultrafast -tune zerolatency -g $rate -c:a aac -f mpegts "tcp://127.0.0.1:$port" 2>/dev/null; then break; fi
+    kill -0 $pid 2>/dev/null || break
+    if ffmpeg -v error -re -i $src -c copy -f mpegts "tcp://127.0.0.1:$port" 2>/dev/null; then break; fi
     sleep 0.5
   done
   wait $pid
   echo "rate $rate fps, $sink, $*: $(tail -1 /tmp/live.json) $(grep -v '^restoring' /tmp/live.err | tail -2)"
+  # every 2 s: seconds, frames in, out, dropped so far, latency p50, p99 over the interval
+  python3 -c 'import json,sys
+for l in open("/tmp/live.json"):
+    s=json.loads(l); print("  %5.1f s  in %5d  out %5d  dropped %4d  p50 %.3f  p99 %.3f" % (s["seconds"], s["in_frames"], s["out_frames"], s["dropped_frames"], s["latency_p50_seconds"], s["latency_p99_seconds"]))'
 }
 case "${1:-compact}" in
 compact)
