@@ -353,8 +353,11 @@ func connect(ctx context.Context, req LiveRequest, until time.Time) (*video.Live
 			return nil, nil, err
 		}
 		// Before its header, a source gets time to connect and ffmpeg to
-		// probe it.
+		// probe it; one that went away has until to come back.
 		wait := max(req.IdleTimeout, startWait)
+		if !until.IsZero() {
+			wait = max(time.Until(until), 100*time.Millisecond)
+		}
 		if req.IdleTimeout <= 0 {
 			wait = 0
 		}

@@ -229,6 +229,7 @@ func TestLiveErrors(t *testing.T) {
 		{"give its container with --container", "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", "-"},
 		{"Connection refused", "restore", "--device", "cpu", fmt.Sprintf("tcp://127.0.0.1:%d", port), "-o", filepath.Join(dir, "a.m3u8")},
 		{"nothing arrived within 10s", "restore", "--device", "cpu", fmt.Sprintf("udp://127.0.0.1:%d", freePort(t, "udp")), "-o", filepath.Join(dir, "b.m3u8"), "--idle-timeout", "500ms"},
+		{"live output tcp://127.0.0.1:" + strconv.Itoa(port) + ": tcp://127.0.0.1:" + strconv.Itoa(port) + ": Connection refused", "restore", "--device", "cpu", "--live", genClip(t, dir, 3, false, "mp4"), "-o", fmt.Sprintf("tcp://127.0.0.1:%d", port)},
 		{"does not exist: create it first", "restore", "--device", "cpu", "--live", genClip(t, dir, 3, false, "mp4"), "-o", filepath.Join(dir, "none", "c.m3u8")},
 	} {
 		_, stderr, err := vsrOutputs(c[1:]...)
@@ -315,5 +316,83 @@ func TestServeStreams(t *testing.T) {
 	}
 	if code, _ := a.call("GET", "/v1/streams/s-none", nil); code != 404 {
 		t.Errorf("an unknown stream: %d", code)
+	}
+}
+
+// TestLiveReconnect: with --reconnect, a source that ends and connects
+// again continues the same output (the model's state reset), its
+// timestamps after the first connection's; the stream ends when the
+// source stays away for the idle timeout.
+func TestLiveReconnect(t *testing.T) {
+	needFFmpeg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	port := freePort(t, "tcp")
+	out := filepath.Join(t.TempDir(), "out.mkv")
+	type result struct {
+		s    pipeline.LiveStats
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err, took, _ := liveRun(ctx, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--reconnect", "--idle-timeout", "3s")
+		done <- result{s, err, took}
+	}()
+	for conn := range 2 {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 1).Wait() == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %d: the publisher could not connect", conn+1)
+			}
+		}
+	}
+	published := time.Now()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("%+v; ended %v after the last publisher", r.s, time.Since(published).Round(10*time.Millisecond))
+	if r.s.Connections != 2 || r.s.InFrames != 48 || r.s.OutFrames != 48 {
+		t.Errorf("%d connections, %d frames in, %d out; want 2, 48, 48", r.s.Connections, r.s.InFrames, r.s.OutFrames)
+	}
+	checkLiveOutput(t, out, r.s.OutFrames)
+	if ts := framePTS(t, out); len(ts) == 48 && ts[47]-ts[0] < 1.9 {
+		t.Errorf("the second connection's frames overlap the first's: %v s for 48 frames at 24 fps", ts[47]-ts[0])
+	}
+}
+
+// TestLiveSwiftVREqualsFile: SwiftVR (the tiny checkpoint with its DiT)
+// restoring a clip read as a live stream, whose length it learns only at
+// its end, gives the frames of the same clip restored as a file, bitwise
+// (lossless output), for lengths that end inside a chunk and on a chunk's
+// boundary.
+func TestLiveSwiftVREqualsFile(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{20, 28, 53} {
+		in := filepath.Join(dir, fmt.Sprintf("in%d.mkv", n))
+		ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=24:duration=4", "-vf", fmt.Sprintf("trim=end_frame=%d", n), "-c:v", "ffv1", in)
+		lossless := []string{"--model", ck, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--device", "cpu"}
+		file, live := filepath.Join(dir, fmt.Sprintf("file%d.mkv", n)), filepath.Join(dir, fmt.Sprintf("live%d.mkv", n))
+		if _, err := vsr(t, append([]string{"restore", in, "-o", file}, lossless...)...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := vsr(t, append([]string{"restore", "--live", in, "-o", live}, lossless...)...); err != nil {
+			t.Fatal(err)
+		}
+		a, b := probe(t, file), probe(t, live)
+		if a.Frames != n || b.Frames != n {
+			t.Fatalf("%d frames: %d from the file, %d live", n, a.Frames, b.Frames)
+		}
+		if !bytes.Equal(decodeAll(t, a), decodeAll(t, b)) {
+			t.Errorf("%d frames: the live stream's frames differ from the file's", n)
+		}
 	}
 }
