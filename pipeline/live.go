@@ -20,11 +20,12 @@ import (
 // Planner) and can also run a stream whose length is not known:
 // LiveBatch(i) is the input frames of batch i while the stream goes on;
 // End(total) says the stream ended after total frames, before the Start of
-// the batch that holds its last frames (which may hold none: the engine
-// then only finishes its output).
+// the batch that holds its last frames. That batch may hold none: flush
+// says whether it must run all the same (an engine that still owes
+// frames, as SwiftVR its decoder's lag).
 type Streamer interface {
 	LiveBatch(i int) int
-	End(total int) error
+	End(total int) (flush bool, err error)
 }
 
 // LiveRequest is one live stream: frames in from a source as they arrive,
@@ -611,8 +612,13 @@ func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle 
 				continue
 			}
 			if j.end >= 0 {
-				if err := st.End(j.end); err != nil {
+				flush, err := st.End(j.end)
+				if err != nil {
 					cancel(err)
+					continue
+				}
+				if j.n == 0 && !flush {
+					free <- j.b
 					continue
 				}
 			}

@@ -364,35 +364,45 @@ func TestLiveReconnect(t *testing.T) {
 	}
 }
 
-// TestLiveSwiftVREqualsFile: SwiftVR (the tiny checkpoint with its DiT)
-// restoring a clip read as a live stream, whose length it learns only at
-// its end, gives the frames of the same clip restored as a file, bitwise
-// (lossless output), for lengths that end inside a chunk and on a chunk's
-// boundary.
-func TestLiveSwiftVREqualsFile(t *testing.T) {
+// TestLiveEqualsFile: SwiftVR (the tiny checkpoint with its DiT) and
+// CDA-VSR (a synthetic x2 checkpoint) restoring a clip read as a live
+// stream, whose length they learn only at its end, give the frames of the
+// same clip restored as a file, bitwise (lossless output), for lengths that
+// end inside a SwiftVR chunk and on a chunk's boundary. The clip has one
+// key frame, so CDA-VSR restarts its recurrence at the same frames both
+// ways (a live stream's key frames are not known).
+func TestLiveEqualsFile(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
-	ck := filepath.Join(dir, "ck")
+	ck, cda := filepath.Join(dir, "ck"), filepath.Join(dir, "cda.safetensors")
 	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{20, 28, 53} {
-		in := filepath.Join(dir, fmt.Sprintf("in%d.mkv", n))
-		ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=24:duration=4", "-vf", fmt.Sprintf("trim=end_frame=%d", n), "-c:v", "ffv1", in)
-		lossless := []string{"--model", ck, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--device", "cpu"}
-		file, live := filepath.Join(dir, fmt.Sprintf("file%d.mkv", n)), filepath.Join(dir, fmt.Sprintf("live%d.mkv", n))
-		if _, err := vsr(t, append([]string{"restore", in, "-o", file}, lossless...)...); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := vsr(t, append([]string{"restore", "--live", in, "-o", live}, lossless...)...); err != nil {
-			t.Fatal(err)
-		}
-		a, b := probe(t, file), probe(t, live)
-		if a.Frames != n || b.Frames != n {
-			t.Fatalf("%d frames: %d from the file, %d live", n, a.Frames, b.Frames)
-		}
-		if !bytes.Equal(decodeAll(t, a), decodeAll(t, b)) {
-			t.Errorf("%d frames: the live stream's frames differ from the file's", n)
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "cdavsr", "--scale", "2", "--seed", "3", "-o", cda); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model  string
+		frames []int
+	}{{ck, []int{20, 28, 53}}, {cda, []int{13}}} {
+		for _, n := range c.frames {
+			in := filepath.Join(dir, fmt.Sprintf("in%d.mkv", n))
+			ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=24:duration=4", "-vf", fmt.Sprintf("trim=end_frame=%d", n), "-c:v", "libx264", "-g", "1000", in)
+			lossless := []string{"--model", c.model, "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--device", "cpu"}
+			file, live := filepath.Join(dir, fmt.Sprintf("file%d.mkv", n)), filepath.Join(dir, fmt.Sprintf("live%d.mkv", n))
+			if _, err := vsr(t, append([]string{"restore", in, "-o", file, "-y"}, lossless...)...); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := vsr(t, append([]string{"restore", "--live", in, "-o", live, "-y"}, lossless...)...); err != nil {
+				t.Fatal(err)
+			}
+			a, b := probe(t, file), probe(t, live)
+			if a.Frames != n || b.Frames != n {
+				t.Fatalf("%s, %d frames: %d from the file, %d live", filepath.Base(c.model), n, a.Frames, b.Frames)
+			}
+			if !bytes.Equal(decodeAll(t, a), decodeAll(t, b)) {
+				t.Errorf("%s, %d frames: the live stream's frames differ from the file's", filepath.Base(c.model), n)
+			}
 		}
 	}
 }

@@ -179,6 +179,13 @@ func (s *session) Plan(total int) ([]int, error) {
 	return plan, nil
 }
 
+// LiveBatch takes a live stream one frame at a time: CDA-VSR's latency.
+func (s *session) LiveBatch(int) int { return 1 }
+
+// End needs nothing more of the session: each frame is restored as it
+// comes.
+func (s *session) End(int) (bool, error) { return false, nil }
+
 // batch is a batch's staging: on a GPU, page-locked host buffers with
 // device copies, the conversion to the output's pixel format on the GPU.
 type batch struct {

@@ -161,20 +161,21 @@ func (e *Session) LiveBatch(i int) int {
 // End tells a live session that its stream has total frames: the chunks
 // still to run are those of a video of that length, and the next batch
 // (holding the frames after the chunks run so far, possibly none) ends
-// the output.
-func (e *Session) End(total int) error {
+// the output: it always runs (flush), to write the frames the decoder's
+// lag holds back.
+func (e *Session) End(total int) (flush bool, err error) {
 	if !e.live {
-		return errors.New("swiftvr: End of a session that is not live")
+		return false, errors.New("swiftvr: End of a session that is not live")
 	}
 	cs, err := PlanChunks(total, e.opt.ClipLen)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(cs) < e.next || !slices.Equal(cs[:e.next], e.chunks[:e.next]) {
-		return fmt.Errorf("swiftvr: a stream of %d frames after %d whole chunks", total, e.next)
+		return false, fmt.Errorf("swiftvr: a stream of %d frames after %d whole chunks", total, e.next)
 	}
 	e.chunks, e.frames, e.live = cs, total, false
-	return nil
+	return true, nil
 }
 
 // maxOut bounds the output frames of one batch: a chunk writes its frames

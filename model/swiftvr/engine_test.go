@@ -323,8 +323,8 @@ func driveLive(t *testing.T, e *Session, video []byte, frames, w, h int) []byte 
 		run(read, e.LiveBatch(i))
 		read += e.LiveBatch(i)
 	}
-	if err := e.End(frames); err != nil {
-		t.Fatal(err)
+	if flush, err := e.End(frames); err != nil || !flush {
+		t.Fatal(flush, err)
 	}
 	run(read, frames-read)
 	return out
