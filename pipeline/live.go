@@ -263,12 +263,12 @@ func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 		}
 		if err == nil {
 			m.count(func(m *liveMeter) { m.conns++ })
-			if lastNS >= 0 { // a reconnected source starts its clock again
-				offset = -1
-			}
+			// A source that reconnected starts its clock again: its
+			// packets follow the last frame written.
+			rebase := lastNS >= 0
 			err = runLive(ctx, req, dec, idle, eng, enc, audio, m, format, w, h, func(ns int64) int64 {
-				if offset == -1 {
-					offset = lastNS + max(frameDur, 1e6) - ns
+				if rebase {
+					offset, rebase = lastNS+max(frameDur, 1e6)-ns, false
 				}
 				return ns + offset
 			}, &lastNS)
