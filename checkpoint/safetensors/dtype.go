@@ -24,10 +24,13 @@ const (
 	I8   DType = "I8"   // signed 8-bit integer
 	U8   DType = "U8"   // unsigned 8-bit integer
 	BOOL DType = "BOOL" // one byte per element, 0 or 1
+	// F8E4M3 is float8 e4m3fn (torch.float8_e4m3fn); its values usually
+	// carry a scale in another tensor (a layer's weight_scale).
+	F8E4M3 DType = "F8_E4M3"
 )
 
 // dtypeNames lists the supported dtypes for error messages.
-const dtypeNames = "BF16, F16, F32, F64, I64, I32, I16, I8, U8, BOOL"
+const dtypeNames = "BF16, F16, F32, F64, I64, I32, I16, I8, U8, BOOL, F8_E4M3"
 
 // Size is the size of one element in bytes, or 0 for an unsupported dtype.
 func (d DType) Size() int {
@@ -38,7 +41,7 @@ func (d DType) Size() int {
 		return 4
 	case F64, I64:
 		return 8
-	case I8, U8, BOOL:
+	case I8, U8, BOOL, F8E4M3:
 		return 1
 	}
 	return 0
@@ -74,9 +77,26 @@ func Float32Bytes(v []float32) []byte {
 	return out
 }
 
-// toFloat32 decodes little-endian BF16, F16 or F32 data.
+// Float32ToE4M3 encodes v as float8 e4m3fn, rounding to the nearest value
+// (ties to even) and saturating at ±448.
+func Float32ToE4M3(v []float32) []byte {
+	out := make([]byte, len(v))
+	for i, x := range v {
+		out[i] = half.ToE4M3(x)
+	}
+	return out
+}
+
+// toFloat32 decodes little-endian BF16, F16 or F32 data, or F8_E4M3 (its
+// raw values, without any scale).
 func toFloat32(d DType, b []byte) ([]float32, bool) {
 	switch d {
+	case F8E4M3:
+		out := make([]float32, len(b))
+		for i, x := range b {
+			out[i] = half.FromE4M3(x)
+		}
+		return out, true
 	case BF16, F16:
 		return half.DecodeSlice(b, d == BF16), true
 	case F32:

@@ -254,7 +254,7 @@ func (f *File) Bytes(name string) ([]byte, error) {
 }
 
 // Float32 is the named tensor converted to float32 in a new slice: exact for
-// BF16, F16 and F32; an error for any other dtype.
+// BF16, F16, F32 and F8_E4M3 (unscaled); an error for any other dtype.
 func (f *File) Float32(name string) ([]float32, error) {
 	b, err := f.Bytes(name)
 	if err != nil {
@@ -263,7 +263,7 @@ func (f *File) Float32(name string) ([]float32, error) {
 	t := f.tensors[name]
 	out, ok := toFloat32(t.DType, b)
 	if !ok {
-		return nil, fmt.Errorf("safetensors: %q: tensor %q is %s, not BF16, F16 or F32", f.path, name, t.DType)
+		return nil, fmt.Errorf("safetensors: %q: tensor %q is %s, not BF16, F16, F32 or F8_E4M3", f.path, name, t.DType)
 	}
 	return out, nil
 }

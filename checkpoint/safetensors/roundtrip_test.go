@@ -19,7 +19,7 @@ import (
 	"testing"
 )
 
-var allDTypes = []DType{BF16, F16, F32, F64, I64, I32, I16, I8, U8, BOOL}
+var allDTypes = []DType{BF16, F16, F32, F64, I64, I32, I16, I8, U8, BOOL, F8E4M3}
 
 func randBytes(r *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -30,13 +30,13 @@ func randBytes(r *rand.Rand, n int) []byte {
 }
 
 func TestDTypeSize(t *testing.T) {
-	want := map[DType]int{BF16: 2, F16: 2, F32: 4, F64: 8, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1}
+	want := map[DType]int{BF16: 2, F16: 2, F32: 4, F64: 8, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1, F8E4M3: 1}
 	for d, n := range want {
 		if d.Size() != n {
 			t.Errorf("%s.Size() = %d, want %d", d, d.Size(), n)
 		}
 	}
-	for _, d := range []DType{"", "bf16", "F8_E4M3", "U16", "C64"} {
+	for _, d := range []DType{"", "bf16", "F8_E5M2", "U16", "C64"} {
 		if d.Size() != 0 {
 			t.Errorf("%q.Size() = %d, want 0", d, d.Size())
 		}
@@ -110,12 +110,12 @@ func TestRoundTripEveryDType(t *testing.T) {
 			t.Errorf("%q: view capacity %d beyond its length %d", w.Name, cap(b), len(b))
 		}
 		_, err = f.Float32(w.Name)
-		isFloat := w.DType == BF16 || w.DType == F16 || w.DType == F32
+		isFloat := w.DType == BF16 || w.DType == F16 || w.DType == F32 || w.DType == F8E4M3
 		if isFloat != (err == nil) {
 			t.Errorf("%q: Float32 error %v", w.Name, err)
 		}
 		if err != nil {
-			checkOneLine(t, err, path, "is "+string(w.DType)+", not BF16, F16 or F32")
+			checkOneLine(t, err, path, "is "+string(w.DType)+", not BF16, F16, F32 or F8_E4M3")
 		}
 	}
 	// Info is a copy.
@@ -182,7 +182,7 @@ func TestWriteErrors(t *testing.T) {
 	}{
 		{"size", []WriteTensor{{Name: "a", DType: F32, Shape: []int{3}, Data: make([]byte, 8)}}, nil, `tensor "a": 8 bytes of data but F32 [3] needs 12`},
 		{"dup", []WriteTensor{good, good}, nil, `tensor "a" given twice`},
-		{"dtype", []WriteTensor{{Name: "a", DType: "F8_E4M3", Data: []byte{1}}}, nil, `unsupported dtype "F8_E4M3"`},
+		{"dtype", []WriteTensor{{Name: "a", DType: "F8_E5M2", Data: []byte{1}}}, nil, `unsupported dtype "F8_E5M2"`},
 		{"negative", []WriteTensor{{Name: "a", DType: U8, Shape: []int{-1}}}, nil, "negative dimension"},
 		{"overflow", []WriteTensor{{Name: "a", DType: F64, Shape: []int{math.MaxInt / 2, 4}}}, nil, "too large"},
 		{"empty name", []WriteTensor{{Name: "", DType: U8}}, nil, "empty name"},

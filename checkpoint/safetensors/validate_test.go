@@ -49,7 +49,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "shape nested", header: `{"w":{"dtype":"F32","shape":[[2]],"data_offsets":[0,8]}}`, data: 8, want: []string{`tensor "w": "shape" has an array, not an integer`}},
 		{name: "offsets type", header: `{"w":{"dtype":"F32","shape":[2],"data_offsets":{"a":0}}}`, data: 8, want: []string{`tensor "w": "data_offsets" is an object`}},
 		{name: "offsets null", header: `{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,null]}}`, data: 8, want: []string{`tensor "w": "data_offsets" has null, not an integer`}},
-		{name: "unknown dtype", header: `{"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}`, data: 8, want: []string{`tensor "w": unsupported dtype "F8_E4M3"`}},
+		{name: "unknown dtype", header: `{"w":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}}`, data: 8, want: []string{`tensor "w": unsupported dtype "F8_E5M2"`}},
 		{name: "lowercase dtype", header: `{"w":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}}`, data: 8, want: []string{`tensor "w": unsupported dtype "f32"`}},
 		{name: "negative dim", header: `{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, data: 8, want: []string{`tensor "w": "shape" has negative dimension -2`}},
 		{name: "fraction dim", header: `{"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}`, data: 8, want: []string{`tensor "w": "shape" has dimension 2.0, not an integer`}},

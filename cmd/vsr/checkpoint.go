@@ -19,7 +19,7 @@ func newCheckpoint() *cobra.Command {
 		Short: "Inspect checkpoints, or write synthetic ones for tests and benchmarks",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newCheckpointInspect(), newCheckpointSynth())
+	cmd.AddCommand(newCheckpointInspect(), newCheckpointSynth(), newCheckpointQuantize())
 	return cmd
 }
 
@@ -153,6 +153,36 @@ func newCheckpointSynth() *cobra.Command {
 	cmd.Flags().StringVar(&prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
 	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func newCheckpointQuantize() *cobra.Command {
+	var dtype string
+	cmd := &cobra.Command{
+		Use:   "quantize --dtype fp8 IN OUT",
+		Short: "Write a copy of a SwiftVR checkpoint with the DiT's linear weights in fp8",
+		Long: "Write to the new directory OUT a copy of the SwiftVR checkpoint IN whose DiT linear weights (the\n" +
+			"blocks' attention projections and feed-forward layers) are float8 e4m3 with a float32 scale per\n" +
+			"output channel, in LightX2V's fp8 layout (NAME.weight in F8_E4M3, NAME.weight_scale [out, 1]);\n" +
+			"every other file and tensor is copied as it was. vsr reads such checkpoints (its own or\n" +
+			"LightX2V's) as they are, dequantizing the weights at load.",
+		Example: `  vsr checkpoint quantize --dtype fp8 ~/models/swiftvr ~/models/swiftvr-fp8`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dtype != "fp8" {
+				return fmt.Errorf("--dtype %q: fp8 is the one quantization vsr writes", dtype)
+			}
+			start := time.Now()
+			if err := swiftvr.Quantize(args[0], args[1]); err != nil {
+				return err
+			}
+			r := swiftvr.Inspect(args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d DiT weights in fp8 e4m3 with per-channel scales, in %.1f s\n", args[1], r.FP8, time.Since(start).Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dtype, "dtype", "", "the number format: fp8 (float8 e4m3, a scale per output channel)")
+	_ = cmd.MarkFlagRequired("dtype")
 	return cmd
 }
 

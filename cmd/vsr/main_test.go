@@ -512,3 +512,46 @@ func TestBench(t *testing.T) {
 		t.Errorf("--requests 0: %v", err)
 	}
 }
+
+// TestCheckpointQuantize: vsr checkpoint quantize writes an fp8 copy that
+// inspect describes and restore runs; wrong requests fail in one line.
+func TestCheckpointQuantize(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck, fp8 := filepath.Join(dir, "ck"), filepath.Join(dir, "fp8")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := vsr(t, "checkpoint", "quantize", "--dtype", "fp8", ck, fp8); err != nil || !strings.Contains(out, "20 DiT weights in fp8") {
+		t.Fatalf("%s %v", out, err)
+	}
+	out, err := vsr(t, "checkpoint", "inspect", fp8, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		FP8      int               `json:"fp8_weights"`
+		DTypes   map[string]string `json:"dtypes"`
+		Problems []string          `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.FP8 != 20 || r.DTypes["dit"] != "BF16,F32,F8_E4M3" || len(r.Problems) != 0 {
+		t.Errorf("inspect: %+v, %v", r, err)
+	}
+	in := genClip(t, dir, 5, false, "mp4")
+	o := filepath.Join(dir, "o.mp4")
+	if _, err := vsr(t, "restore", in, "-o", o, "--model", fp8, "--progress", "none", "--device", "cpu"); err != nil {
+		t.Fatal(err)
+	}
+	if i := probe(t, o); i.Frames != 5 {
+		t.Errorf("%d frames", i.Frames)
+	}
+	for _, c := range [][]string{
+		{"already in fp8", "checkpoint", "quantize", "--dtype", "fp8", fp8, filepath.Join(dir, "x")},
+		{"exists: give a new directory", "checkpoint", "quantize", "--dtype", "fp8", ck, fp8},
+		{"fp8 is the one quantization", "checkpoint", "quantize", "--dtype", "int8", ck, filepath.Join(dir, "y")},
+	} {
+		if _, err := vsr(t, c[1:]...); err == nil || !strings.Contains(err.Error(), c[0]) {
+			t.Errorf("%v: %v, want %q", c[1:], err, c[0])
+		}
+	}
+}

@@ -474,6 +474,9 @@ type Report struct {
 	Params   PartCounts        `json:"params"`           // parameters (elements) per part, as found
 	DTypes   map[string]string `json:"dtypes,omitempty"` // dtypes per part, e.g. "BF16" or "BF16,I64"
 	Dims     Dims              `json:"dims"`             // sizes read from the files (0 where unknown)
+	// FP8 counts the DiT's weights in float8 e4m3 with a scale per output
+	// channel (vsr checkpoint quantize, LightX2V's fp8 layout).
+	FP8 int `json:"fp8_weights"`
 	Config   *Config           `json:"config,omitempty"` // config.json, when it could be read
 	Problems []string          `json:"problems"`         // empty when the checkpoint is usable
 }
@@ -509,6 +512,9 @@ func Inspect(dir string) *Report {
 			}
 			*ps.t++
 			*ps.p += shapeElems(info.Shape)
+			if ps.part == PartDiT && info.DType == safetensors.F8E4M3 {
+				r.FP8++
+			}
 			if !seen[string(info.DType)] {
 				seen[string(info.DType)] = true
 				dts = append(dts, string(info.DType))
@@ -548,6 +554,9 @@ func (r *Report) String() string {
 	part("reae", r.Tensors.ReAE, r.Params.ReAE, r.DTypes[string(PartReAE)])
 	part("prompt", r.Tensors.Prompt, r.Params.Prompt, r.DTypes[string(PartPrompt)])
 	part("dit", r.Tensors.DiT, r.Params.DiT, r.DTypes[string(PartDiT)])
+	if r.FP8 > 0 {
+		row("fp8", "%d linear weights in float8 e4m3, a float32 scale per output channel (NAME.weight_scale); dequantized at load", r.FP8)
+	}
 	d := r.Dims
 	row("reae dims", "in %d, encoder %d, decoder %d/%d/%d/%d, latent %d", d.ReAEChannels, d.EncoderWidth,
 		d.DecoderWidths[0], d.DecoderWidths[1], d.DecoderWidths[2], d.DecoderWidths[3], d.LatentChannels)
@@ -629,13 +638,13 @@ func (l *ckLoader) run() {
 	l.readDims()
 	l.ck.Config, l.ck.Dims = l.cfg, l.dims
 	if l.ck.ReAE != nil {
-		l.checkPart(ReAEFile, l.ck.ReAE, reaeSpecs(l.dims), floatDTypes)
+		l.checkPart(ReAEFile, l.ck.ReAE, reaeSpecs(l.dims), floatDTypes, false)
 	}
 	if l.ck.Prompt != nil {
 		l.checkPrompt()
 	}
 	if l.ck.DiT != nil && l.cfgOK {
-		l.checkPart("transformer", l.ck.DiT, ditSpecs(l.dims, ""), floatDTypes)
+		l.checkPart("transformer", l.ck.DiT, ditSpecs(l.dims, ""), floatDTypes, true)
 	}
 	l.checkLatents()
 }
@@ -816,7 +825,11 @@ var (
 // checkPart checks that every expected tensor is in s with the expected shape
 // and a supported dtype, that its byte range matches, and that s holds nothing
 // else (the official loaders are strict).
-func (l *ckLoader) checkPart(file string, s *safetensors.Set, want []TensorSpec, dtypes map[safetensors.DType]bool) {
+//
+// With fp8, the linear weights that Quantize writes may be float8 e4m3
+// (LightX2V's layout): each then needs its float scale NAME_scale of shape
+// [out, 1].
+func (l *ckLoader) checkPart(file string, s *safetensors.Set, want []TensorSpec, dtypes map[safetensors.DType]bool, fp8 bool) {
 	expected := make(map[string]bool, len(want))
 	var missing []string
 	for i := range want {
@@ -825,6 +838,17 @@ func (l *ckLoader) checkPart(file string, s *safetensors.Set, want []TensorSpec,
 		info, ok := s.Info(w.Name)
 		if !ok {
 			missing = append(missing, w.Name)
+			continue
+		}
+		if fp8 && info.DType == safetensors.F8E4M3 && fp8Quantized(w.Name, w.Shape) {
+			sc := w.Name + scaleSuffix
+			expected[sc] = true
+			if si, ok := s.Info(sc); !ok {
+				l.problem("%s: fp8 tensor %s has no scale %s", file, w.Name, sc)
+			} else if knownShape(w.Shape) {
+				l.checkTensor(file, si, []int{w.Shape[0], 1}, floatDTypes)
+			}
+			l.checkTensor(file, info, w.Shape, map[safetensors.DType]bool{safetensors.F8E4M3: true})
 			continue
 		}
 		l.checkTensor(file, info, w.Shape, dtypes)
