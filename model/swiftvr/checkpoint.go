@@ -467,18 +467,18 @@ func (p PartCounts) Total() int64 { return p.ReAE + p.Prompt + p.DiT }
 
 // Report describes a checkpoint directory and everything wrong with it.
 type Report struct {
-	Family   string            `json:"family"`
-	Dir      string            `json:"dir"`
-	Files    []string          `json:"files"`            // files found, relative to Dir
-	Tensors  PartCounts        `json:"tensors"`          // tensors per part, as found
-	Params   PartCounts        `json:"params"`           // parameters (elements) per part, as found
-	DTypes   map[string]string `json:"dtypes,omitempty"` // dtypes per part, e.g. "BF16" or "BF16,I64"
-	Dims     Dims              `json:"dims"`             // sizes read from the files (0 where unknown)
+	Family  string            `json:"family"`
+	Dir     string            `json:"dir"`
+	Files   []string          `json:"files"`            // files found, relative to Dir
+	Tensors PartCounts        `json:"tensors"`          // tensors per part, as found
+	Params  PartCounts        `json:"params"`           // parameters (elements) per part, as found
+	DTypes  map[string]string `json:"dtypes,omitempty"` // dtypes per part, e.g. "BF16" or "BF16,I64"
+	Dims    Dims              `json:"dims"`             // sizes read from the files (0 where unknown)
 	// FP8 counts the DiT's weights in float8 e4m3 with a scale per output
 	// channel (vsr checkpoint quantize, LightX2V's fp8 layout).
-	FP8 int `json:"fp8_weights"`
-	Config   *Config           `json:"config,omitempty"` // config.json, when it could be read
-	Problems []string          `json:"problems"`         // empty when the checkpoint is usable
+	FP8      int      `json:"fp8_weights"`
+	Config   *Config  `json:"config,omitempty"` // config.json, when it could be read
+	Problems []string `json:"problems"`         // empty when the checkpoint is usable
 }
 
 // OK reports whether the checkpoint has no problems.
