@@ -170,137 +170,158 @@ func (a *audioQueue) flush(enc *video.LiveEncoder, ns int64) error {
 // is ctx's.
 func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	now := time.Now()
-	m := &liveMeter{start: now, last: now}
-	var enc *video.LiveEncoder
+	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1}
 	defer func() {
-		if enc != nil {
-			enc.Abort()
+		if r.enc != nil {
+			r.enc.Abort()
 		}
 	}()
-	audio := &audioQueue{}
-	var offset, lastNS, frameDur int64 = 0, -1, 0
-	stop := make(chan struct{})
-	var stats sync.WaitGroup
-	if req.Stats != nil {
-		every := cmpOr(req.StatsEvery, 5*time.Second)
-		stats.Add(1)
-		go func() {
-			defer stats.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					req.Stats(m.snapshot(false))
-				case <-stop:
-					return
-				}
-			}
-		}()
-	}
-	finish := func() { close(stop); stats.Wait() }
-	var runErr error
-	for conn := 0; ; conn++ {
-		if conn > 0 && (!req.Reconnect || ctx.Err() != nil) {
-			break
-		}
-		var until time.Time // how long a source that went away may take to come back
-		if conn > 0 {
-			until = time.Now().Add(req.IdleTimeout)
-			if req.IdleTimeout <= 0 {
-				until = time.Now().Add(math.MaxInt64)
-			}
-		}
-		dec, idle, err := connect(ctx, req, until)
-		if err != nil {
-			if ctx.Err() != nil {
-				runErr = ctx.Err()
-			} else if conn == 0 {
-				runErr = err
-			}
-			break // else the source did not come back: the stream is over
-		}
-		w, h := dec.Size()
-		idle.timeout.Store(0) // the source waits while the model gets ready
-		if conn == 0 {
-			err = warmup(ctx, req, w, h)
-		}
-		var eng Engine
-		var done func()
-		if err == nil {
-			eng, done, err = req.Open(w, h)
-		}
-		idle.touch()
-		idle.timeout.Store(int64(req.IdleTimeout))
-		if err != nil {
-			idle.stop()
-			dec.Close()
-			runErr = err
-			break
-		}
-		ow, oh := eng.OutputSize(w, h)
-		format := backend.RGB24
-		if enc == nil {
-			if ow <= 0 || oh <= 0 {
-				err = fmt.Errorf("live input %s: a %dx%d video is too small for this model", req.Input.URL, w, h)
-			} else {
-				o := req.Output
-				o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
-				if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
-					o.Encode.InputPixFmt = "yuv420p"
-				} else {
-					o.Encode.InputPixFmt = "rgb24"
-				}
-				// The sink outlives a cancelled ctx, to be finished.
-				enc, err = video.NewLiveEncoder(context.WithoutCancel(ctx), o)
-				m.count(func(m *liveMeter) { m.w, m.h = ow, oh })
-			}
-		} else if ow != m.w || oh != m.h {
-			err = fmt.Errorf("live input %s came back at %dx%d, which restores to %dx%d, not the stream's %dx%d", req.Input.URL, w, h, ow, oh, m.w, m.h)
-		}
-		if err == nil && enc.FrameSize() != backend.RGB24.FrameBytes(ow, oh) {
-			format = backend.YUV420P
-		}
-		if err == nil {
-			m.count(func(m *liveMeter) { m.conns++ })
-			// A source that reconnected starts its clock again: its
-			// packets follow the last frame written.
-			rebase := lastNS >= 0
-			err = runLive(ctx, req, dec, idle, eng, enc, audio, m, format, w, h, func(ns int64) int64 {
-				if rebase {
-					offset, rebase = lastNS+max(frameDur, 1e6)-ns, false
-				}
-				return ns + offset
-			}, &lastNS)
-			if d := dec.FrameDuration(); d > 0 {
-				frameDur = d
-			}
-		}
-		idle.stop()
-		dec.Close()
-		done()
-		if err != nil {
-			runErr = err
-			break
-		}
-	}
-	if enc != nil && (runErr == nil || errors.Is(runErr, context.Canceled) && ctx.Err() != nil) {
+	stopStats := r.report()
+	err := r.run(ctx)
+	if r.enc != nil && (err == nil || errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 		// The source ended, or the stream was stopped: finish the sink.
-		err := audio.flush(enc, math.MaxInt64)
-		if cerr := enc.Close(); err == nil {
-			err = cerr
+		ferr := r.audio.flush(r.enc, math.MaxInt64)
+		if cerr := r.enc.Close(); ferr == nil {
+			ferr = cerr
 		}
-		enc = nil
-		if runErr == nil {
-			runErr = err
+		r.enc = nil
+		if err == nil {
+			err = ferr
 		}
 	}
-	finish()
-	s := m.snapshot(true)
+	stopStats()
+	s := r.m.snapshot(true)
 	if req.Stats != nil {
 		req.Stats(s)
 	}
-	return &s, runErr
+	return &s, err
+}
+
+// liveRun is a live stream's state across its source's connections.
+type liveRun struct {
+	req    LiveRequest
+	m      *liveMeter
+	enc    *video.LiveEncoder  // the sink, opened at the first connection
+	format backend.PixelFormat // of the frames it takes
+	audio  audioQueue
+	// The output's clock: the packets of a source that reconnected are
+	// shifted by offset to follow lastNS, the last frame written, by
+	// frameDur.
+	offset, lastNS, frameDur int64
+}
+
+// report calls req.Stats every StatsEvery until the returned stop.
+func (r *liveRun) report() (stop func()) {
+	if r.req.Stats == nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(cmpOr(r.req.StatsEvery, 5*time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				r.req.Stats(r.m.snapshot(false))
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// run streams each connection of the source: one, or with Reconnect as
+// long as the source comes back within IdleTimeout.
+func (r *liveRun) run(ctx context.Context) error {
+	for conn := 0; conn == 0 || r.req.Reconnect && ctx.Err() == nil; conn++ {
+		var until time.Time // how long a source that went away may take to come back
+		if conn > 0 {
+			until = time.Now().Add(r.req.IdleTimeout)
+			if r.req.IdleTimeout <= 0 {
+				until = time.Now().Add(math.MaxInt64)
+			}
+		}
+		dec, idle, err := connect(ctx, r.req, until)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && conn == 0:
+			return err
+		case err != nil:
+			return nil // the source did not come back: the stream is over
+		}
+		err = r.connection(ctx, dec, idle, conn == 0)
+		idle.stop()
+		dec.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connection streams one connection of the source, with an engine of its
+// own (warmed up first, on the first connection).
+func (r *liveRun) connection(ctx context.Context, dec *video.LiveDecoder, idle *idleWatch, first bool) error {
+	w, h := dec.Size()
+	idle.timeout.Store(0) // the source waits while the model gets ready
+	if first {
+		if err := warmup(ctx, r.req, w, h); err != nil {
+			return err
+		}
+	}
+	eng, done, err := r.req.Open(w, h)
+	if err != nil {
+		return err
+	}
+	defer done()
+	idle.touch()
+	idle.timeout.Store(int64(r.req.IdleTimeout))
+	ow, oh := eng.OutputSize(w, h)
+	switch {
+	case r.enc == nil:
+		if err := r.openSink(dec, w, h, ow, oh); err != nil {
+			return err
+		}
+	case ow != r.m.w || oh != r.m.h:
+		return fmt.Errorf("live input %s came back at %dx%d, which restores to %dx%d, not the stream's %dx%d", r.req.Input.URL, w, h, ow, oh, r.m.w, r.m.h)
+	}
+	r.m.count(func(m *liveMeter) { m.conns++ })
+	rebase := r.lastNS >= 0
+	err = r.stream(ctx, dec, idle, eng, w, h, func(ns int64) int64 {
+		if rebase {
+			r.offset, rebase = r.lastNS+max(r.frameDur, 1e6)-ns, false
+		}
+		return ns + r.offset
+	})
+	if d := dec.FrameDuration(); d > 0 {
+		r.frameDur = d
+	}
+	return err
+}
+
+// openSink starts the encoder for frames of ow x oh, with the source's
+// audio.
+func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
+	if ow <= 0 || oh <= 0 {
+		return fmt.Errorf("live input %s: a %dx%d video is too small for this model", r.req.Input.URL, w, h)
+	}
+	o := r.req.Output
+	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
+	r.format, o.Encode.InputPixFmt = backend.RGB24, "rgb24"
+	if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
+		r.format, o.Encode.InputPixFmt = backend.YUV420P, "yuv420p"
+	}
+	// The sink outlives a cancelled stream, to be finished.
+	enc, err := video.NewLiveEncoder(context.Background(), o)
+	if err != nil {
+		return err
+	}
+	r.enc = enc
+	r.m.count(func(m *liveMeter) { m.w, m.h = ow, oh })
+	return nil
 }
 
 // warmup runs a batch of black frames (a first and a middle chunk for a
@@ -441,9 +462,10 @@ type liveJob struct {
 	end int
 }
 
-// runLive streams one connection of the source through eng into enc.
-func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle *idleWatch, eng Engine, enc *video.LiveEncoder, audio *audioQueue,
-	m *liveMeter, format backend.PixelFormat, w, h int, clock func(int64) int64, lastNS *int64) error {
+// stream moves the frames of one connection of the source through eng
+// into the sink, clock turning the source's times into the output's.
+func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idleWatch, eng Engine, w, h int, clock func(int64) int64) error {
+	req, m, enc, audio := r.req, r.m, r.enc, &r.audio
 	_, planner := eng.(Planner)
 	st, streamer := eng.(Streamer)
 	if planner && !streamer {
@@ -477,7 +499,7 @@ func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle 
 		}
 	}()
 	for range depth {
-		b, err := eng.NewBatch(most, w, h, format)
+		b, err := eng.NewBatch(most, w, h, r.format)
 		if err != nil {
 			return err
 		}
@@ -596,7 +618,7 @@ func runLive(ctx context.Context, req LiveRequest, dec *video.LiveDecoder, idle 
 					cancel(err)
 					return
 				}
-				*lastNS = f.ns
+				r.lastNS = f.ns
 				m.written(time.Since(f.read))
 			}
 			free <- j.b
