@@ -63,18 +63,21 @@ type rankRun struct {
 
 // benchReport is what `vsr bench --json` prints.
 type benchReport struct {
-	Input    string     `json:"input"`
-	Frames   int        `json:"frames"`
-	InSize   string     `json:"input_size"`
-	OutSize  string     `json:"output_size"`
-	Device   string     `json:"device"`
-	Model    string     `json:"model"`
-	Codec    string     `json:"codec"`
-	Segments int        `json:"segments"`
-	Batch    int        `json:"batch"`
-	NoEncode bool       `json:"no_encode"`
-	Runs     []benchRun `json:"runs"`
-	Mean     benchRun   `json:"mean"` // mean of runs after the first
+	Input    string `json:"input"`
+	Frames   int    `json:"frames"`
+	InSize   string `json:"input_size"`
+	OutSize  string `json:"output_size"`
+	Device   string `json:"device"`
+	Model    string `json:"model"`
+	Codec    string `json:"codec"`
+	Segments int    `json:"segments"`
+	Batch    int    `json:"batch"`
+	NoEncode bool   `json:"no_encode"`
+	// EncodeProxy names what the encoders were given instead of the
+	// model's output (SwiftVR's --encode-proxy), "" when they got it.
+	EncodeProxy string     `json:"encode_proxy,omitempty"`
+	Runs        []benchRun `json:"runs"`
+	Mean        benchRun   `json:"mean"` // mean of runs after the first
 }
 
 func newBench() *cobra.Command {
@@ -164,6 +167,9 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	}
 	rep := benchReport{Input: input, Frames: info.Frames, InSize: fmt.Sprintf("%dx%d", info.Width, info.Height),
 		Device: ld.Devices(), Model: ld.Model.Name(), Codec: f.codec, Batch: app.BatchSize(f.batch, dev), NoEncode: f.noEncode}
+	if p, _ := set["encode-proxy"].(string); p != "" && p != "off" {
+		rep.EncodeProxy = p
+	}
 	probe, more, done, err := ld.Sessions(ctx, info, info.Frames, set)
 	if err != nil {
 		return err
@@ -369,6 +375,9 @@ func printBench(cmd *cobra.Command, r benchReport) {
 		batch = "a batch per chunk"
 	}
 	fmt.Fprintf(w, "device / model\t%s / %s, %s, %d segment(s), codec %s\n", r.Device, r.Model, batch, r.Segments, r.Codec)
+	if r.EncodeProxy != "" {
+		fmt.Fprintf(w, "encode proxy\t%s: the encoders got the input resized, not the model's output (which was computed all the same)\n", r.EncodeProxy)
+	}
 	fmt.Fprintf(w, "requests\t%d (mean of the last %d)\n", len(r.Runs), max(len(r.Runs)-1, 1))
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)

@@ -555,3 +555,31 @@ func TestCheckpointQuantize(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchEncodeProxy: vsr bench --encode-proxy bicubic labels its report
+// and hands the encoders the input resized (the output is that, not the
+// model's, checked in model/swiftvr's TestEncodeProxy); other families
+// refuse the flag.
+func TestBenchEncodeProxy(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	in := genClip(t, dir, 5, false, "mp4")
+	out, err := vsr(t, "bench", in, "--model", ck, "--device", "cpu", "--requests", "2", "--encode-proxy", "bicubic", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		EncodeProxy string `json:"encode_proxy"`
+		Frames      int    `json:"frames"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.EncodeProxy != "bicubic" || r.Frames != 5 {
+		t.Errorf("%+v, %v", r, err)
+	}
+	if _, err := vsr(t, "bench", in, "--device", "cpu", "--requests", "1", "--encode-proxy", "bicubic"); err == nil || !strings.Contains(err.Error(), "encode-proxy") {
+		t.Errorf("the compact model took --encode-proxy: %v", err)
+	}
+}

@@ -33,6 +33,12 @@ type Options struct {
 	// another, for frames whose autoencoder does not fit at once (see
 	// encodeBands). 0 or 1: whole frames.
 	Bands int
+	// EncodeProxy hands back, for each output frame, its input frame
+	// resized with bicubic to the output size, after all of the model's
+	// work on the chunk: a benchmark's stand-in for trained weights'
+	// output, which the encoders find as costly as natural video (random
+	// weights give noise).
+	EncodeProxy bool
 }
 
 // Session streams one video through SwiftVR chunk by chunk (ReAE encode,
@@ -58,6 +64,10 @@ type Session struct {
 	// live: a stream whose length is not known yet (frames 0 at
 	// NewSession); its chunks are made one batch at a time until End.
 	live bool
+	// proxy holds, with EncodeProxy, the input frames from proxyFrom on
+	// that output frames are still to be made of.
+	proxy     []backend.Tensor
+	proxyFrom int
 }
 
 // liveFrames stands for the length of a live stream until it ends: every
@@ -119,6 +129,9 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 
 // Close frees the request's state.
 func (e *Session) Close() {
+	for _, t := range e.proxy {
+		t.Free()
+	}
 	e.state.Free()
 	for _, st := range e.bandSt {
 		st.Free()
@@ -366,6 +379,21 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 		defer crop.Free()
 		return put(crop)
 	}
+	if e.opt.EncodeProxy {
+		if err := e.keepProxy(x, from, n); err != nil {
+			return err
+		}
+		out := lo
+		emit = func(y backend.Tensor, _ int) error {
+			for range y.Shape().N {
+				if err := e.putProxy(out, put); err != nil {
+					return err
+				}
+				out++
+			}
+			return nil
+		}
+	}
 	if e.bands != nil {
 		y, err := e.decodeBands(z, lo-(c.Start-3), hi-lo)
 		if err != nil {
@@ -375,6 +403,44 @@ func (e *Session) chunk(c Chunk, x backend.Tensor, from, n int, put func(backend
 		return emit(y, 0)
 	}
 	return e.r.DecodeTo(z, e.state, lo-(c.Start-3), hi-lo, emit)
+}
+
+// keepProxy keeps the input frames [from, from+n) of x, a chunk's real
+// frames, for EncodeProxy: output frames are only ever real frames.
+func (e *Session) keepProxy(x backend.Tensor, from, n int) error {
+	for i := range n {
+		f, err := e.r.b.Frames(x, from+i, 1)
+		if err != nil {
+			return err
+		}
+		e.proxy = append(e.proxy, f)
+	}
+	return nil
+}
+
+// putProxy passes output frame j as its input frame, cropped to a multiple
+// of 8 and resized with bicubic to the output size, and frees the input
+// frames before it.
+func (e *Session) putProxy(j int, put func(backend.Tensor) error) error {
+	b := e.r.b
+	for e.proxyFrom < j && len(e.proxy) > 1 {
+		e.proxy[0].Free()
+		e.proxy, e.proxyFrom = e.proxy[1:], e.proxyFrom+1
+	}
+	if len(e.proxy) == 0 || j < e.proxyFrom {
+		return fmt.Errorf("swiftvr: output frame %d has no input frame for the encode proxy", j)
+	}
+	c, err := b.CropPad(e.proxy[min(j-e.proxyFrom, len(e.proxy)-1)], e.inH&^7, e.inW&^7)
+	if err != nil {
+		return err
+	}
+	defer c.Free()
+	r, err := b.Resize(c, backend.Bicubic, e.opt.Height, e.opt.Width, backend.Window{}, backend.Window{})
+	if err != nil {
+		return err
+	}
+	defer r.Free()
+	return put(r)
 }
 
 // restore runs the DiT on chunk c's latents z with its history (see

@@ -359,3 +359,32 @@ func TestLiveSessionEqualsPlanned(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeProxy: with EncodeProxy the output frames are the input
+// frames, cropped to a multiple of 8 and resized with bicubic to the
+// output size, in order, one for each, for lengths around the chunk
+// boundaries, with the DiT running (its output is not what comes out).
+func TestEncodeProxy(t *testing.T) {
+	be := cpu.New(0)
+	r, dit := tinyModel(t, be)
+	const w, h, ow, oh = 42, 26, 64, 32
+	for _, f := range []int{1, 13, 29} {
+		v := video(f, w, h, 3)
+		e, err := NewSession(r, dit, w, h, f, Options{Width: ow, Height: oh, ClipLen: 8, EncodeProxy: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := drive(t, e, v, w, h)
+		e.Close()
+		x, _ := be.FromRGB8(v, f, h, w)
+		c, _ := be.CropPad(x, h&^7, w&^7)
+		y, _ := be.Resize(c, backend.Bicubic, oh, ow, backend.Window{}, backend.Window{})
+		want := make([]byte, f*ow*oh*3)
+		if err := be.ToRGB8(y, want); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%d frames: the proxy's frames are not the inputs resized", f)
+		}
+	}
+}

@@ -55,6 +55,8 @@ func (family) Params() []model.Param {
 			Help: "SwiftVR on one device: run the autoencoder in N height bands one after another, for frames whose autoencoder does not fit (0 = automatic, bands only when it would not fit; 1 = whole frames)"},
 		{Name: "graphs", Kind: model.String, Default: "on",
 			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
+		{Name: "encode-proxy", Kind: model.String, Default: "off", Local: true,
+			Help: "SwiftVR benchmarks: bicubic hands the encoders the input resized (bicubic, on the device) to the output size instead of the model's output, after all of the model's work, so that encoder time is measured on natural content rather than the noise of synthetic weights; off"},
 	}
 }
 
@@ -100,6 +102,9 @@ func check(p model.Params) error {
 	}
 	if g := p.String("graphs"); g != "on" && g != "off" {
 		return fmt.Errorf("--graphs (graphs) %q: want on or off", g)
+	}
+	if e := p.String("encode-proxy"); e != "off" && e != "bicubic" {
+		return fmt.Errorf("--encode-proxy %q: want off or bicubic", e)
 	}
 	if p.Int("reae-frame-batch") < 0 || p.Int("dit-overlap") < 0 || p.Int("reae-bands") < 0 {
 		return fmt.Errorf("--reae-frame-batch, --reae-bands and --dit-overlap must be >= 0")
@@ -160,7 +165,7 @@ func (m *resident) get(name string, p model.Params) any {
 // params merges the loader's parameters under the request's.
 func (m *resident) params(p model.Params) model.Params {
 	out := model.Params{Set: model.Values{}}
-	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs", "parallel", "reae-bands"} {
+	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs", "parallel", "reae-bands", "encode-proxy"} {
 		if v := m.get(name, p); v != nil {
 			out.Set[name] = v
 		}
@@ -301,7 +306,7 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 func (m *resident) options(p model.Params, w, h int) Options {
 	before, fb := p.String("temporal-grow") == "before", p.Int("reae-frame-batch")
 	return Options{Width: w, Height: h, ClipLen: p.Int("clip-len"), DiTOverlap: p.Int("dit-overlap"),
-		TGrowBefore: &before, FrameBatch: &fb, Bands: p.Int("reae-bands")}
+		TGrowBefore: &before, FrameBatch: &fb, Bands: p.Int("reae-bands"), EncodeProxy: p.String("encode-proxy") == "bicubic"}
 }
 
 // Warmup runs a synthetic request at output size w x h (see Warmup).
