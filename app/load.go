@@ -228,6 +228,15 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 	})
 }
 
+// oneDevice refuses a model that runs each video on several devices at
+// once: a live stream runs on one.
+func (l *Loaded) oneDevice() error {
+	if _, ok := l.Model.(model.Grouped); ok && len(l.Ranks) > 0 {
+		return fmt.Errorf("model %s runs each video on %d devices at once, and a live stream runs on one: give one device", l.Model.Name(), len(l.Ranks)+1)
+	}
+	return nil
+}
+
 // Live restores a live stream on l's device: req's Open is made here, a
 // session of the model for each connection of the source (its length not
 // known: model.Video.Frames 0) with the parameters set. A model that runs
@@ -237,8 +246,8 @@ func (l *Loaded) Live(ctx context.Context, req pipeline.LiveRequest, set model.V
 	if err := foreign(l.Family, set); err != nil {
 		return nil, err
 	}
-	if _, ok := l.Model.(model.Grouped); ok && len(l.Ranks) > 0 {
-		return nil, fmt.Errorf("a live stream runs on one device: give --device with one (this list has %d)", len(l.Ranks)+1)
+	if err := l.oneDevice(); err != nil {
+		return nil, err
 	}
 	req.Open = func(w, h int) (pipeline.Engine, func(), error) {
 		v := model.Video{Width: w, Height: h}

@@ -352,16 +352,25 @@ func convert(p model.Param, v any) (any, error) {
 	return nil, bad("a value")
 }
 
-// Validate checks what can be checked before the input is probed.
-func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
+// checked is the model a request runs on and its parameters, checked
+// against the resident model.
+func (s *Service) checked(q *serve.Request) (*Loaded, model.Values, error) {
 	l, set, err := s.values(q)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
 		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
-			return err
+			return nil, nil, err
 		}
+	}
+	return l, set, nil
+}
+
+// Validate checks what can be checked before the input is probed.
+func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
+	if _, _, err := s.checked(q); err != nil {
+		return err
 	}
 	ext := filepath.Ext(q.SaveResultPath)
 	if ext == "" {
@@ -497,14 +506,9 @@ var _ serve.StreamRunner = (*Service)(nil)
 // the group's first device until ctx is done or the source ends.
 func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() error, error) {
 	q := ls.Request
-	l, set, err := s.values(&serve.Request{Model: q.Model, Params: q.Params})
+	l, set, err := s.checked(&serve.Request{Model: q.Model, Params: q.Params})
 	if err != nil {
 		return nil, err
-	}
-	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
-		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
-			return nil, err
-		}
 	}
 	enc, err := s.encode(&serve.Request{Codec: q.Codec, CRF: q.CRF, Preset: q.Preset}, "")
 	if err != nil {
@@ -524,9 +528,9 @@ func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() erro
 		return nil, serve.ErrBusy
 	}
 	l = s.groups[g][slices.Index(s.models, l)]
-	if _, grouped := l.Model.(model.Grouped); grouped && len(l.Ranks) > 0 {
+	if err := l.oneDevice(); err != nil {
 		s.free <- g
-		return nil, fmt.Errorf("model %s runs each video on a group of %d devices, and a live session runs on one: serve it with --ranks-per-task 1", l.Model.Name(), len(l.Ranks)+1)
+		return nil, fmt.Errorf("%w (vsr serve --ranks-per-task 1)", err)
 	}
 	return func() error {
 		defer func() { s.free <- g }()

@@ -381,6 +381,10 @@ func TestLiveEqualsFile(t *testing.T) {
 	if _, err := vsr(t, "checkpoint", "synth", "--family", "cdavsr", "--scale", "2", "--seed", "3", "-o", cda); err != nil {
 		t.Fatal(err)
 	}
+	clip := genClip(t, dir, 3, false, "mp4")
+	if _, err := vsr(t, "restore", "--live", clip, "-o", filepath.Join(dir, "x.mkv"), "--model", ck, "--device", "cpu,cpu", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "a live stream runs on one: give one device") {
+		t.Errorf("SwiftVR live on a device list: %v", err)
+	}
 	for _, c := range []struct {
 		model  string
 		frames []int
