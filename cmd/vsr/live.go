@@ -63,10 +63,14 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 	}
 	defer closeAll(ld)
 	stderr := cmd.ErrOrStderr()
+	jsonOut := cmd.OutOrStdout()
+	if out == "-" {
+		jsonOut = stderr // stdout carries the stream
+	}
 	report := func(s pipeline.LiveStats) {
 		switch {
 		case f.asJSON:
-			json.NewEncoder(cmd.OutOrStdout()).Encode(s)
+			json.NewEncoder(jsonOut).Encode(s)
 		case f.progress != "none":
 			what := "live"
 			if s.Final {
@@ -80,8 +84,8 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 		fmt.Fprintf(stderr, "restoring the live stream %s into %s on %s with %s (%s; stop with Ctrl-C)\n", input, out, ld.Devices(), ld.Model.Name(), latencyNote(ld.Family.Name(), f))
 	}
 	_, err = ld.Live(cmd.Context(), pipeline.LiveRequest{
-		Input:  video.LiveInput{URL: input, Format: f.inputFormat},
-		Output: video.LiveOutput{URL: out, Format: f.container, Encode: enc},
+		Input:  video.LiveInput{URL: input, Format: f.inputFormat, Stdin: cmd.InOrStdin()},
+		Output: video.LiveOutput{URL: out, Format: f.container, Encode: enc, Stdout: cmd.OutOrStdout()},
 		Batch:  f.batch, MaxLatency: f.maxLatency, Drop: f.overload == "drop",
 		IdleTimeout: f.idleTimeout, Reconnect: f.reconnect,
 		Stats: report, StatsEvery: f.statsEvery,

@@ -410,3 +410,36 @@ func TestLiveEqualsFile(t *testing.T) {
 		}
 	}
 }
+
+// TestLivePipes: vsr restore - -o - --container mpegts restores what comes
+// on stdin onto stdout, as a pipe between two ffmpeg commands would, with
+// its statistics (--json) on stderr.
+func TestLivePipes(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.ts")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc=size=32x24:rate=24:duration=1", "-f", "lavfi", "-i", "sine=duration=1", "-c:v", "libx264", "-c:a", "aac", "-f", "mpegts", src)
+	in, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	root := newRoot()
+	root.SetArgs([]string{"restore", "-", "-o", "-", "--container", "mpegts", "--device", "cpu", "--preset", "ultrafast", "--json"})
+	root.SetIn(bytes.NewReader(in))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	got := filepath.Join(dir, "out.ts")
+	os.WriteFile(got, out.Bytes(), 0o644)
+	var final pipeline.LiveStats
+	for _, l := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		json.Unmarshal([]byte(l), &final)
+	}
+	if !final.Final || final.OutFrames != 24 {
+		t.Errorf("statistics on stderr: %+v\n%s", final, errb.String())
+	}
+	checkLiveOutput(t, got, 24)
+}

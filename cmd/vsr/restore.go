@@ -116,7 +116,7 @@ exist.`,
 	fl.BoolVar(&f.reconnect, "reconnect", false, "live: when the source ends, open it again (the model's state starts afresh) until it sends nothing for --idle-timeout")
 	fl.StringVar(&f.container, "container", "", "live: the output's container (mpegts, flv, matroska, hls, dash; default from the URL or extension; needed for -)")
 	fl.StringVar(&f.inputFormat, "input-format", "", "live: the input's format for ffmpeg (-f), for devices and pipes, e.g. v4l2, mpegts")
-	fl.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "live: statistics every this often (with --json, as JSON lines on stdout)")
+	fl.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "live: statistics every this often (with --json, as JSON lines on stdout, or on stderr when the stream goes to stdout)")
 	addFamilyFlags(fl)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
