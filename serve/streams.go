@@ -238,8 +238,16 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Info("live session ended", "stream", ls.ID, "status", ls.Status, "error", ls.Error)
 	}()
-	s.log.Info("live session started", "stream", ls.ID, "input", q.Input, "output", q.Output)
+	s.log.Info("live session started", "stream", ls.ID, "input", redacted(q.Input), "output", redacted(q.Output))
 	writeJSON(w, http.StatusCreated, s.streamView(ls))
+}
+
+// redacted is a URL for the log: a password in it is replaced by xxxxx.
+func redacted(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 func newStreamID() string {
