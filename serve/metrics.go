@@ -59,6 +59,12 @@ func newMetrics(s *Service) *metrics {
 	}
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})
+	if _, ok := s.runner.(StreamRunner); ok && !s.cfg.Remote {
+		m.reg.MustRegister(&streamCollector{s: s,
+			sessions: prometheus.NewDesc("vsr_live_sessions", "Live sessions of this process by status.", []string{"status"}, nil),
+			frames: prometheus.NewDesc("vsr_live_frames_total",
+				"Frames of the live sessions of this process: in from their sources, out to their sinks, dropped (--overload drop).", []string{"kind"}, nil)})
+	}
 	// Only where there is GPU memory to report (not on a CPU server).
 	if mr, ok := s.runner.(MemoryReporter); ok && hasGPU(mr) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -113,5 +119,31 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(ws)))
 	for _, w := range ws {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)
+	}
+}
+
+// streamCollector reports the live sessions at scrape time, from their
+// latest statistics.
+type streamCollector struct {
+	s                *Service
+	sessions, frames *prometheus.Desc
+}
+
+func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.sessions; ch <- c.frames }
+
+func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
+	byStatus := map[string]int{"running": 0, "finished": 0, "stopped": 0, "failed": 0}
+	var in, out, dropped int
+	c.s.live.mu.Lock()
+	for _, ls := range c.s.live.byID {
+		byStatus[ls.Status]++
+		in, out, dropped = in+ls.Stats.InFrames, out+ls.Stats.OutFrames, dropped+ls.Stats.Dropped
+	}
+	c.s.live.mu.Unlock()
+	for st, n := range byStatus {
+		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(n), st)
+	}
+	for kind, n := range map[string]int{"in": in, "out": out, "dropped": dropped} {
+		ch <- prometheus.MustNewConstMetric(c.frames, prometheus.CounterValue, float64(n), kind)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,6 +318,20 @@ func TestServeStreams(t *testing.T) {
 	}
 	if code, _ := a.call("GET", "/v1/streams/s-none", nil); code != 404 {
 		t.Errorf("an unknown stream: %d", code)
+	}
+	resp, err := http.Get(got[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`vsr_live_sessions{status="stopped"} 1`, `vsr_live_frames_total{kind="out"} `, `vsr_live_frames_total{kind="dropped"} 0`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+	if strings.Contains(string(metrics), `vsr_live_frames_total{kind="out"} 0`+"\n") {
+		t.Error("/metrics counts no frame out")
 	}
 }
 
