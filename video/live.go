@@ -328,6 +328,11 @@ func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
 	switch format {
 	case "hls":
 		args = append(args, "-hls_time", "2", "-hls_list_size", "0")
+	case "dash":
+		// Segments named after the manifest (ffmpeg's default names would
+		// be shared by every manifest in the folder).
+		base := strings.TrimSuffix(filepath.Base(o.URL), filepath.Ext(o.URL))
+		args = append(args, "-init_seg_name", base+"-init-$RepresentationID$.m4s", "-media_seg_name", base+"-$RepresentationID$-$Number%05d$.m4s")
 	case "":
 		if ext == ".mp4" || ext == ".mov" {
 			args = append(args, "-movflags", "frag_keyframe+empty_moov") // playable up to where it stopped

@@ -75,7 +75,9 @@ func liveRun(ctx context.Context, args ...string) (final pipeline.LiveStats, err
 // framePTS returns the video frames' timestamps of a media file.
 func framePTS(t *testing.T, path string) []float64 {
 	t.Helper()
-	out, err := exec.Command("ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", path).Output()
+	cmd := exec.Command("ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", filepath.Base(path))
+	cmd.Dir = filepath.Dir(path) // a DASH manifest names its segments relative to itself
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("ffprobe %s: %v", path, err)
 	}
@@ -458,4 +460,24 @@ func TestLivePipes(t *testing.T) {
 		t.Errorf("statistics on stderr: %+v\n%s", final, errb.String())
 	}
 	checkLiveOutput(t, got, 24)
+}
+
+// TestLiveDASH: two DASH outputs in one folder, each with its own
+// segments (named after the manifest), every frame in each.
+func TestLiveDASH(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	for i, n := range []int{12, 20} {
+		src := filepath.Join(dir, fmt.Sprintf("src%d.ts", i))
+		ffmpeg(t, "-f", "lavfi", "-i", fmt.Sprintf("testsrc=size=32x24:rate=24:duration=%v", float64(n)/24), "-c:v", "libx264", "-f", "mpegts", src)
+		mpd := filepath.Join(dir, fmt.Sprintf("out%d.mpd", i))
+		if _, err := vsr(t, "restore", "--live", src, "-o", mpd, "--device", "cpu", "--preset", "ultrafast", "--progress", "none"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range []int{12, 20} {
+		if ts := framePTS(t, filepath.Join(dir, fmt.Sprintf("out%d.mpd", i))); len(ts) != n {
+			t.Errorf("out%d.mpd: %d frames, want %d", i, len(ts), n)
+		}
+	}
 }
