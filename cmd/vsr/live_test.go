@@ -481,3 +481,43 @@ func TestLiveDASH(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSRT: a publisher calls vsr, which listens on SRT; every frame
+// comes out into MPEG-TS with its sound, in order.
+func TestLiveSRT(t *testing.T) {
+	needFFmpeg(t)
+	if out, _ := exec.Command("ffmpeg", "-hide_banner", "-protocols").Output(); !strings.Contains(string(out), " srt\n") {
+		t.Skip("this ffmpeg has no SRT")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	port := freePort(t, "udp")
+	out := filepath.Join(t.TempDir(), "out.ts")
+	type result struct {
+		s   pipeline.LiveStats
+		err error
+		log string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err, _, log := liveRun(ctx, fmt.Sprintf("srt://127.0.0.1:%d?mode=listener", port), "-o", out, "--idle-timeout", "5s")
+		done <- result{s, err, log}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		if publisher(t, fmt.Sprintf("srt://127.0.0.1:%d?mode=caller", port), 2).Wait() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the publisher could not connect to vsr")
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.log)
+	}
+	t.Logf("%+v", r.s)
+	if r.s.OutFrames < 40 || r.s.OutFrames != r.s.InFrames-r.s.Dropped {
+		t.Errorf("2 s at 24 fps over SRT: %d in, %d out, %d dropped", r.s.InFrames, r.s.OutFrames, r.s.Dropped)
+	}
+	checkLiveOutput(t, out, r.s.OutFrames)
+}
