@@ -20,6 +20,10 @@ type LiveInput struct {
 	URL string
 	// Format forces ffmpeg's input format (-f), for devices and pipes.
 	Format string
+	// Options are more input options, ffmpeg's "-key value" as
+	// "key=value", given before the input (listen=1 to be an RTMP server,
+	// rtsp_transport=tcp).
+	Options []string
 	// Protocols, when set, are the only protocols ffmpeg may open for this
 	// input (-protocol_whitelist): a playlist or manifest cannot make it
 	// pull other URLs.
@@ -87,6 +91,13 @@ func OpenLive(ctx context.Context, in LiveInput) (*LiveDecoder, error) {
 	}
 	if in.Format != "" {
 		args = append(args, "-f", in.Format)
+	}
+	for _, kv := range in.Options {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "-") {
+			return nil, fmt.Errorf("live input option %q: want key=value (ffmpeg's -key value)", kv)
+		}
+		args = append(args, "-"+k, v)
 	}
 	args = append(args, "-analyzeduration", "1000000", "-i", liveArg(in.URL, "pipe:0"), "-map", "0:v:0")
 	if !in.NoAudio {

@@ -84,7 +84,7 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 		fmt.Fprintf(stderr, "restoring the live stream %s into %s on %s with %s (%s; stop with Ctrl-C)\n", input, out, ld.Devices(), ld.Model.Name(), latencyNote(ld.Family.Name(), f))
 	}
 	_, err = ld.Live(cmd.Context(), pipeline.LiveRequest{
-		Input:  video.LiveInput{URL: input, Format: f.inputFormat, Stdin: cmd.InOrStdin()},
+		Input:  video.LiveInput{URL: input, Format: f.inputFormat, Options: f.inputOpt, Stdin: cmd.InOrStdin()},
 		Output: video.LiveOutput{URL: out, Format: f.container, Encode: enc, Stdout: cmd.OutOrStdout()},
 		Batch:  f.batch, MaxLatency: f.maxLatency, Drop: f.overload == "drop",
 		IdleTimeout: f.idleTimeout, Reconnect: f.reconnect,

@@ -231,6 +231,7 @@ func TestLiveErrors(t *testing.T) {
 	for _, c := range [][]string{
 		{`--overload "skip"`, "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", "x.m3u8", "--overload", "skip"},
 		{"give its container with --container", "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", "-"},
+		{`live input option "listen": want key=value`, "restore", "--device", "cpu", "udp://127.0.0.1:9", "-o", filepath.Join(dir, "o.m3u8"), "--input-opt", "listen"},
 		{"Connection refused", "restore", "--device", "cpu", fmt.Sprintf("tcp://127.0.0.1:%d", port), "-o", filepath.Join(dir, "a.m3u8")},
 		{"nothing arrived within 10s", "restore", "--device", "cpu", fmt.Sprintf("udp://127.0.0.1:%d", freePort(t, "udp")), "-o", filepath.Join(dir, "b.m3u8"), "--idle-timeout", "500ms"},
 		{"live output tcp://127.0.0.1:" + strconv.Itoa(port) + ": tcp://127.0.0.1:" + strconv.Itoa(port) + ": Connection refused", "restore", "--device", "cpu", "--live", genClip(t, dir, 3, false, "mp4"), "-o", fmt.Sprintf("tcp://127.0.0.1:%d", port)},
@@ -518,6 +519,46 @@ func TestLiveSRT(t *testing.T) {
 	t.Logf("%+v", r.s)
 	if r.s.OutFrames < 40 || r.s.OutFrames != r.s.InFrames-r.s.Dropped {
 		t.Errorf("2 s at 24 fps over SRT: %d in, %d out, %d dropped", r.s.InFrames, r.s.OutFrames, r.s.Dropped)
+	}
+	checkLiveOutput(t, out, r.s.OutFrames)
+}
+
+// TestLiveRTMP: vsr is the RTMP server (--input-opt listen=1) a publisher
+// pushes FLV to, and writes HLS.
+func TestLiveRTMP(t *testing.T) {
+	needFFmpeg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	port := freePort(t, "tcp")
+	url := fmt.Sprintf("rtmp://127.0.0.1:%d/live/cam", port)
+	out := filepath.Join(t.TempDir(), "out.m3u8")
+	type result struct {
+		s   pipeline.LiveStats
+		err error
+		log string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err, _, log := liveRun(ctx, url, "-o", out, "--input-opt", "listen=1", "--idle-timeout", "5s")
+		done <- result{s, err, log}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		pub := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=32x24:rate=24",
+			"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", "-f", "flv", url)
+		if pub.Run() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the publisher could not connect to vsr")
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("%v\n%s", r.err, r.log)
+	}
+	t.Logf("%+v", r.s)
+	if r.s.InFrames != 48 || r.s.OutFrames != 48 {
+		t.Errorf("2 s at 24 fps over RTMP: %d in, %d out", r.s.InFrames, r.s.OutFrames)
 	}
 	checkLiveOutput(t, out, r.s.OutFrames)
 }

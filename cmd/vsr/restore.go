@@ -49,8 +49,9 @@ type restoreFlags struct {
 	overload    string // wait or drop
 	idleTimeout time.Duration
 	reconnect   bool
-	container   string // the live output's -f
-	inputFormat string // the live input's -f
+	container   string   // the live output's -f
+	inputFormat string   // the live input's -f
+	inputOpt    []string // the live input's options
 	statsEvery  time.Duration
 }
 
@@ -116,6 +117,7 @@ exist.`,
 	fl.BoolVar(&f.reconnect, "reconnect", false, "live: when the source ends, open it again (the model's state starts afresh) until it sends nothing for --idle-timeout")
 	fl.StringVar(&f.container, "container", "", "live: the output's container (mpegts, flv, matroska, hls, dash; default from the URL or extension; needed for -)")
 	fl.StringVar(&f.inputFormat, "input-format", "", "live: the input's format for ffmpeg (-f), for devices and pipes, e.g. v4l2, mpegts")
+	fl.StringArrayVar(&f.inputOpt, "input-opt", nil, "live: an ffmpeg input option as key=value, given before the input (repeatable), e.g. listen=1 to be an RTMP server, rtsp_transport=tcp")
 	fl.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "live: statistics every this often (with --json, as JSON lines on stdout, or on stderr when the stream goes to stdout)")
 	addFamilyFlags(fl)
 	_ = cmd.MarkFlagRequired("output")
