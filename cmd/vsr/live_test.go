@@ -562,3 +562,49 @@ func TestLiveRTMP(t *testing.T) {
 	}
 	checkLiveOutput(t, out, r.s.OutFrames)
 }
+
+// TestLivePushOutputs: vsr pushes a stream to an RTMP server and to an
+// RTSP server (ffmpeg receivers listening on loopback), which record
+// every frame.
+func TestLivePushOutputs(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.ts")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc=size=32x24:rate=24:duration=1", "-f", "lavfi", "-i", "sine=duration=1", "-c:v", "libx264", "-c:a", "aac", "-f", "mpegts", src)
+	for _, c := range []struct{ name, url string }{
+		{"rtmp", "rtmp://127.0.0.1:%d/live/out"},
+		{"rtsp", "rtsp://127.0.0.1:%d/out"},
+	} {
+		url := fmt.Sprintf(c.url, freePort(t, "tcp"))
+		got := filepath.Join(dir, c.name+".mkv")
+		listen := []string{"-listen", "1"}
+		if c.name == "rtsp" {
+			listen = []string{"-rtsp_flags", "listen"}
+		}
+		recv := exec.Command("ffmpeg", append(append([]string{"-hide_banner", "-loglevel", "error"}, listen...), "-i", url, "-c", "copy", "-y", got)...)
+		if err := recv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+			if _, err = vsr(t, "restore", "--live", src, "-o", url, "--device", "cpu", "--preset", "ultrafast", "--progress", "none"); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			recv.Process.Kill()
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- recv.Wait() }()
+		select {
+		case <-waited:
+		case <-time.After(20 * time.Second):
+			recv.Process.Kill()
+			t.Fatalf("%s: the receiver did not finish", c.name)
+		}
+		if ts := framePTS(t, got); len(ts) != 24 {
+			t.Errorf("%s: the receiver recorded %d frames, want 24", c.name, len(ts))
+		}
+	}
+}
