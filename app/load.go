@@ -39,13 +39,19 @@ func Load(dev backend.Backend, spec string, set, defaults model.Values) (*Loaded
 	if err := foreign(f, set); err != nil {
 		return nil, err
 	}
-	def := model.Defaults(f.Params())
-	maps.Copy(def, defaults)
-	m, err := f.Load(dev, spec, model.Params{Set: set, Default: def})
+	m, err := f.Load(dev, spec, model.Params{Set: set, Default: mergedDefaults(f, defaults)})
 	if err != nil {
 		return nil, err
 	}
 	return &Loaded{Dev: dev, Family: f, Model: m, Spec: spec}, nil
+}
+
+// mergedDefaults are f's parameter defaults with those of defaults over
+// them.
+func mergedDefaults(f model.Family, defaults model.Values) model.Values {
+	def := model.Defaults(f.Params())
+	maps.Copy(def, defaults)
+	return def
 }
 
 // Close frees the model (not the device, which other models may share).

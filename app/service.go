@@ -53,6 +53,11 @@ type Served struct {
 	// the devices); 0 chooses: all of them when a served model runs one
 	// video on several devices (SwiftVR), else one device per task.
 	RanksPerTask int
+	// HeadersOnly opens the models of families that can (a
+	// model.HeaderLoader: SwiftVR) without their weights, on the first
+	// device only: the Service then validates requests and runs nothing
+	// (vsr serve --workers 0, whose tasks run on workers).
+	HeadersOnly bool
 }
 
 // NewService loads the models of cfg onto each group of devs. The
@@ -108,7 +113,15 @@ func loadGroup(devs []backend.Backend, specs []string, cfg Served) ([]*Loaded, e
 				}
 			}
 		}
-		l, err := LoadRanks(devs, spec, nil, def)
+		var l *Loaded
+		if hl, ok := f.(model.HeaderLoader); ok && cfg.HeadersOnly {
+			var m model.Model
+			if m, err = hl.LoadHeaders(spec, model.Params{Default: mergedDefaults(f, def)}); err == nil {
+				l = &Loaded{Dev: devs[0], Family: f, Model: m, Spec: spec}
+			}
+		} else {
+			l, err = LoadRanks(devs, spec, nil, def)
+		}
 		if err != nil {
 			return models, fmt.Errorf("--model %s: %w", spec, err)
 		}

@@ -202,6 +202,15 @@ type Session interface {
 	Close()
 }
 
+// HeaderLoader is implemented by families whose models can be opened
+// without their weights (read from the checkpoint's headers): a model so
+// opened names and describes itself and checks requests' parameters, but
+// makes no session. A server that only queues tasks for workers on other
+// machines (vsr serve --workers 0) opens them so.
+type HeaderLoader interface {
+	LoadHeaders(spec string, p Params) (Model, error)
+}
+
 // Grouped is implemented by models that run one video on several devices
 // at once (SwiftVR's chunk parallelism), where other models only spread
 // independent segments over devices: others are the same model loaded on

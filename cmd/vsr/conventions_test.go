@@ -536,7 +536,7 @@ func TestDeviceLists(t *testing.T) {
 	for k, want := range map[int]int{0: 2, 1: 2, 2: 1} {
 		f := serveFlags{maxQueue: 10, base: cpuRestore, ranksPerTask: k}
 		f.base.device = "cpu,cpu"
-		run, err := newServeRunner(newServe(), f)
+		run, err := newServeRunner(newServe(), f, false)
 		if err != nil {
 			t.Fatalf("serve --ranks-per-task %d: %v", k, err)
 		}
@@ -547,7 +547,7 @@ func TestDeviceLists(t *testing.T) {
 	}
 	f := serveFlags{maxQueue: 10, base: cpuRestore, ranksPerTask: 3}
 	f.base.device = "cpu,cpu"
-	if _, err := newServeRunner(newServe(), f); err == nil || !strings.Contains(err.Error(), "must divide the 2 device(s)") {
+	if _, err := newServeRunner(newServe(), f, false); err == nil || !strings.Contains(err.Error(), "must divide the 2 device(s)") {
 		t.Errorf("serve --ranks-per-task 3 on 2 devices: %v", err)
 	}
 	for dev, want := range map[string]string{"cpu,": "empty name", "auto,cpu": "auto stands alone", "cpu,tpu": "unknown device"} {

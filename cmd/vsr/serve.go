@@ -138,7 +138,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	ctx := cmd.Context()
-	run, err := newServeRunner(cmd, f)
+	if f.workers == 0 && f.warmupSize != "" {
+		return fmt.Errorf("--warmup-size with --workers 0: this server runs no task (its models are opened without their weights); warm up the vsr worker processes")
+	}
+	run, err := newServeRunner(cmd, f, f.workers == 0)
 	if err != nil {
 		return err
 	}
@@ -235,10 +238,11 @@ func readSmallFile(name string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(fh, limit))
 }
 
-// newServeRunner opens the device and loads the models of f: the
-// service's runner. Requests that do not set sr_ratio get LightX2V's 2
+// newServeRunner opens the device and loads the models of f (with
+// headersOnly, those that can be without their weights: a server that
+// runs no task): the service's runner. Requests that do not set sr_ratio get LightX2V's 2
 // (the flag --sr-ratio, or --scale for the compact models, changes it).
-func newServeRunner(cmd *cobra.Command, f serveFlags) (*app.Service, error) {
+func newServeRunner(cmd *cobra.Command, f serveFlags, headersOnly bool) (*app.Service, error) {
 	devs, err := app.OpenDevices(f.base.device, app.StorageType(f.base.dtype, f.models...))
 	if err != nil {
 		return nil, err
@@ -248,7 +252,7 @@ func newServeRunner(cmd *cobra.Command, f serveFlags) (*app.Service, error) {
 		fieldDefaults["sr_ratio"] = v
 	}
 	run, err := app.NewService(devs, app.Served{
-		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults, RanksPerTask: f.ranksPerTask,
+		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults, RanksPerTask: f.ranksPerTask, HeadersOnly: headersOnly,
 		Base: app.Job{Encode: encodeOptions(f.base), Batch: f.base.batch, Segments: f.base.segments},
 	})
 	if err != nil {

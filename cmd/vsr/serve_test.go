@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -125,7 +126,7 @@ var cpuRestore = restoreFlags{device: "cpu", dtype: "f16", codec: "libx264", crf
 // returns stops it.
 func serveWith(t *testing.T, f serveFlags) (api, *serve.Service, func()) {
 	t.Helper()
-	run, err := newServeRunner(newServe(), f)
+	run, err := newServeRunner(newServe(), f, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +494,7 @@ func TestServeSwiftVR(t *testing.T) {
 		return a, svc
 	}
 	bad := serveFlags{models: []string{ck}, warmupSize: "big", base: restoreFlags{device: "cpu", dtype: "f16", pixFmt: "yuv420p"}}
-	if _, err := newServeRunner(newServe(), bad); err == nil || !strings.Contains(err.Error(), "--warmup-size") {
+	if _, err := newServeRunner(newServe(), bad, false); err == nil || !strings.Contains(err.Error(), "--warmup-size") {
 		t.Errorf("--warmup-size big: %v", err)
 	}
 	a, svc := start("on")
@@ -847,4 +848,52 @@ func cpuTicks(pid int) int {
 		}
 	}
 	return n
+}
+
+// TestServeHeadersOnly: the API alone (--workers 0) opens a SwiftVR
+// checkpoint without its weights: it names the model and checks requests
+// against it, and runs nothing; --warmup-size is refused there.
+func TestServeHeadersOnly(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	f := serveFlags{maxQueue: 10, base: cpuRestore, models: []string{ck}}
+	f.base.dtype = "auto"
+	run, err := newServeRunner(newServe(), f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if names := run.ModelNames(); len(names) != 1 || names[0] != "swiftvr:ck" {
+		t.Errorf("models %v", names)
+	}
+	ctx := context.Background()
+	if err := run.Validate(ctx, &serve.Request{VideoPath: "a.mp4", SaveResultPath: "o.mp4", Params: map[string]any{"clip_len": 24.0}}); err != nil {
+		t.Errorf("a good request: %v", err)
+	}
+	if err := run.Validate(ctx, &serve.Request{VideoPath: "a.mp4", SaveResultPath: "o.mp4", Params: map[string]any{"temporal_grow": "sideways"}}); err == nil || !strings.Contains(err.Error(), "temporal_grow") {
+		t.Errorf("a bad parameter: %v", err)
+	}
+	l := run.Models()[0]
+	if _, err := l.Model.NewSession(ctx, model.Video{Width: 64, Height: 48, Frames: 5}, model.Params{}); err == nil || !strings.Contains(err.Error(), "opened without its weights") {
+		t.Errorf("a session of a model without weights: %v", err)
+	}
+	// The same flags with workers load the weights.
+	full, err := newServeRunner(newServe(), f, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := full.Models()[0].Model.NewSession(ctx, model.Video{Width: 64, Height: 48, Frames: 5}, model.Params{})
+	if err != nil {
+		t.Errorf("a session of the loaded model: %v", err)
+	} else {
+		s.Close()
+	}
+	full.Close()
+	_, stderr, err := vsrOutputs("serve", "--data", dir, "--device", "cpu", "--workers", "0", "--nats-listen", "127.0.0.1:-1", "--model", ck, "--warmup-size", "64x48")
+	if err == nil || !strings.Contains(fmt.Sprint(err, stderr), "--warmup-size with --workers 0") {
+		t.Errorf("--warmup-size on the API alone: %v", err)
+	}
 }

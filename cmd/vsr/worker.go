@@ -81,7 +81,7 @@ func runWorker(cmd *cobra.Command, f workerFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	run, err := newServeRunner(cmd, f.serveFlags)
+	run, err := newServeRunner(cmd, f.serveFlags, false)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package swiftvr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,6 +90,22 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 	}
 	return m, nil
 }
+
+// LoadHeaders opens the checkpoint at spec and checks its layout, without
+// reading a weight: the model checks requests, and makes no session.
+func (family) LoadHeaders(spec string, p model.Params) (model.Model, error) {
+	if err := check(p); err != nil {
+		return nil, err
+	}
+	ck, err := Open(spec)
+	if err != nil {
+		return nil, err
+	}
+	return &resident{ck: ck, name: "swiftvr:" + filepath.Base(filepath.Clean(spec)), def: p}, nil
+}
+
+// errNoWeights is a session asked of a model opened by LoadHeaders.
+var errNoWeights = errors.New("swiftvr: this model was opened without its weights (a server that only queues tasks for workers): it runs nothing")
 
 // check refuses values no SwiftVR model takes.
 func check(p model.Params) error {
@@ -196,6 +213,9 @@ func (m *resident) Check(p model.Params) error {
 }
 
 func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params) (model.Session, error) {
+	if m.reae == nil {
+		return nil, errNoWeights
+	}
 	p, opt, err := m.request(v, req)
 	if err != nil {
 		return nil, err
@@ -277,6 +297,9 @@ func autoBands(r *ReAE, w, h int, opt Options) int {
 // NewGroupSession runs a video on this model's device and the others'
 // at once, in the layout of --parallel (see Parallel).
 func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.Params, others []model.Model) (model.Session, error) {
+	if m.reae == nil {
+		return nil, errNoWeights
+	}
 	p, opt, err := m.request(v, req)
 	if err != nil {
 		return nil, err
@@ -311,6 +334,9 @@ func (m *resident) options(p model.Params, w, h int) Options {
 
 // Warmup runs a synthetic request at output size w x h (see Warmup).
 func (m *resident) Warmup(ctx context.Context, w, h int, f backend.PixelFormat, req model.Params) error {
+	if m.reae == nil {
+		return errNoWeights
+	}
 	p := m.params(req)
 	var dit *DiT
 	if p.String("dit") == "on" {
