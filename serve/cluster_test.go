@@ -1,11 +1,8 @@
 package serve
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
@@ -270,25 +267,13 @@ func TestRemoteFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	mw.WriteField("save_result_path", "up.mp4")
-	fw, _ := mw.CreateFormFile("video", "clip.mp4")
-	fw.Write([]byte("uploaded bytes"))
-	mw.Close()
-	resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	resp.Body.Close()
+	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
 	id, _ := m["task_id"].(string)
-	if resp.StatusCode != 200 || id == "" {
-		t.Fatalf("upload: %d %v", resp.StatusCode, m)
+	if code != 200 || id == "" {
+		t.Fatalf("upload: %d %v", code, m)
 	}
 	e.wait(id, Completed)
-	resp, err = http.Get(e.srv.URL + "/v1/tasks/" + id + "/result")
+	resp, err := http.Get(e.srv.URL + "/v1/tasks/" + id + "/result")
 	if err != nil {
 		t.Fatal(err)
 	}

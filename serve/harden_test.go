@@ -2,9 +2,7 @@ package serve
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -644,18 +642,7 @@ func TestFIFOSwapped(t *testing.T) {
 // name the start-up sweep knows; over-long encoder names are refused.
 func TestRequestLimits(t *testing.T) {
 	e := newEnv(t, Config{}, newFake(false))
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	fw, _ := mw.CreateFormFile("video", "clip")
-	fw.Write([]byte("video"))
-	mw.Close()
-	resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	resp.Body.Close()
+	_, m := e.upload(nil, "clip", []byte("video"))
 	st := e.wait(m["task_id"].(string), Completed)
 	if name := filepath.Base(st["video_path"].(string)); !uploadName.MatchString(name) {
 		t.Errorf("an upload without an extension was stored as %s", name)

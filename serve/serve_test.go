@@ -185,6 +185,30 @@ func (e *env) do(method, path string, body any) (int, map[string]any, http.Heade
 }
 
 // input writes a file into the input root.
+// upload posts a multipart upload of the form fields and, unless video
+// is nil, the file video named name.
+func (e *env) upload(fields map[string]string, name string, video []byte) (int, map[string]any) {
+	e.t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		mw.WriteField(k, v)
+	}
+	if video != nil {
+		fw, _ := mw.CreateFormFile("video", name)
+		fw.Write(video)
+	}
+	mw.Close()
+	resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
 func (e *env) input(name string) string {
 	p := filepath.Join(e.svc.InputRoot(), name)
 	os.MkdirAll(filepath.Dir(p), 0o755)
@@ -311,24 +335,7 @@ func TestEndpoints(t *testing.T) {
 func TestUpload(t *testing.T) {
 	e := newEnv(t, Config{MaxUpload: 1000}, newFake(false))
 	post := func(fields map[string]string, video []byte) (int, map[string]any) {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		for k, v := range fields {
-			mw.WriteField(k, v)
-		}
-		if video != nil {
-			fw, _ := mw.CreateFormFile("video", "clip.MP4")
-			fw.Write(video)
-		}
-		mw.Close()
-		resp, err := http.Post(e.srv.URL+"/v1/tasks/video/upload", mw.FormDataContentType(), &buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
+		return e.upload(fields, "clip.MP4", video)
 	}
 	code, m := post(map[string]string{"sr_ratio": "3", "size": "[48, 72]", "save_result_path": "up.mkv", "codec": "ffv1"}, []byte("video bytes"))
 	if code != 200 {
