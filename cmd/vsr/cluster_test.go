@@ -115,16 +115,8 @@ func (c *natsCluster) urls() string {
 func TestServeNATSCluster(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
-	os.MkdirAll(in, 0o755)
-	os.MkdirAll(out, 0o755)
-	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
-	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	bin := buildVSR(t, dir)
+	data, in, out := workerRoots(t, dir)
 	nc := newNATSCluster(t)
 	api := func() (*exec.Cmd, api) {
 		cmd, got := startLogged(t, bin, []string{`url=(http://\S+)`}, "serve", "--workers", "0", "--nats", nc.urls(),
@@ -253,10 +245,7 @@ func TestServeNATSCluster(t *testing.T) {
 //	go test ./cmd/vsr -run XXX -bench ServeWorkers -benchtime 1x
 func BenchmarkServeWorkers(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVSR(b, dir)
 	for _, workers := range []int{-1, 1, 2} {
 		name := fmt.Sprintf("%d workers", workers)
 		if workers < 0 {

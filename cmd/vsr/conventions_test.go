@@ -65,10 +65,7 @@ func TestConventions(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVSR(t, dir)
 	in := filepath.Join(dir, "long.mp4")
 	sizedClip(t, in, 64, 48, 200)
 	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {

@@ -52,24 +52,53 @@ func publisher(t *testing.T, url string, seconds int) *exec.Cmd {
 	return cmd
 }
 
-// liveRun runs vsr restore on a live stream in process with --json and
-// returns its final statistics, its error and how long it ran.
-func liveRun(ctx context.Context, args ...string) (final pipeline.LiveStats, err error, took time.Duration, stderr string) {
+// liveResult is how an in-process live restore ended.
+type liveResult struct {
+	s   pipeline.LiveStats // its final statistics
+	err error
+	log string // its stderr
+}
+
+// liveRun runs vsr restore on a live stream in process with --json.
+func liveRun(ctx context.Context, args ...string) liveResult {
 	var out, errb bytes.Buffer
 	root := newRoot()
 	root.SetArgs(append([]string{"restore", "--device", "cpu", "--preset", "ultrafast", "--json", "--stats-every", "500ms"}, args...))
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	start := time.Now()
-	err = root.ExecuteContext(ctx)
-	took = time.Since(start)
+	r := liveResult{err: root.ExecuteContext(ctx), log: errb.String()}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var s pipeline.LiveStats
 		if json.Unmarshal([]byte(l), &s) == nil && s.Final {
-			final = s
+			r.s = s
 		}
 	}
-	return final, err, took, errb.String()
+	return r
+}
+
+// startLive starts liveRun, bounded to 90 s, and returns where its result
+// comes.
+func startLive(t *testing.T, args ...string) <-chan liveResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan liveResult, 1)
+	go func() { done <- liveRun(ctx, args...) }()
+	return done
+}
+
+// retry calls try until it succeeds, for 20 s at most: a publisher
+// connecting once vsr listens, or vsr once a receiver does.
+func retry(t *testing.T, what string, try func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 }
 
 // framePTS returns the video frames' timestamps of a media file.
@@ -116,33 +145,12 @@ func checkLiveOutput(t *testing.T, path string, n int) {
 // publisher ends, the playlist gets its end tag and holds every frame.
 func TestLiveTCPToHLS(t *testing.T) {
 	needFFmpeg(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	port := freePort(t, "tcp")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "hls", "out.m3u8")
 	os.Mkdir(filepath.Dir(out), 0o755)
-	type result struct {
-		s   pipeline.LiveStats
-		err error
-		log string
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err, _, log := liveRun(ctx, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--idle-timeout", "20s")
-		done <- result{s, err, log}
-	}()
-	// Connect once vsr listens (bounded).
-	var pub *exec.Cmd
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		pub = publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 2)
-		if err := pub.Wait(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the publisher could not connect to vsr")
-		}
-	}
+	done := startLive(t, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--idle-timeout", "20s")
+	retry(t, "the publisher could not connect to vsr", func() error { return publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 2).Wait() })
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.log)
@@ -168,8 +176,6 @@ func TestLiveTCPToHLS(t *testing.T) {
 // not vsr's to count).
 func TestLiveUDPIdle(t *testing.T) {
 	needFFmpeg(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	in, outPort := freePort(t, "udp"), freePort(t, "udp")
 	dir := t.TempDir()
 	got := filepath.Join(dir, "received.ts")
@@ -178,22 +184,13 @@ func TestLiveUDPIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer recv.Process.Kill()
-	type result struct {
-		s    pipeline.LiveStats
-		err  error
-		took time.Duration
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err, took, _ := liveRun(ctx, fmt.Sprintf("udp://127.0.0.1:%d", in), "-o", fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", outPort), "--idle-timeout", "1s")
-		done <- result{s, err, took}
-	}()
+	done := startLive(t, fmt.Sprintf("udp://127.0.0.1:%d", in), "-o", fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", outPort), "--idle-timeout", "1s")
 	time.Sleep(500 * time.Millisecond)
 	pub := publisher(t, fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", in), 60)
 	time.Sleep(3 * time.Second)
 	pub.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()
-	var r result
+	var r liveResult
 	select {
 	case r = <-done:
 	case <-time.After(20 * time.Second):
@@ -251,10 +248,7 @@ func TestLiveErrors(t *testing.T) {
 func TestServeStreams(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVSR(t, dir)
 	_, got := startLogged(t, bin, []string{`url=(http://\S+)`}, "serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
 		"--device", "cpu", "--preset", "ultrafast", "--stream-allow", "udp://127.0.0.1")
 	a := api{t, got[0]}
@@ -344,29 +338,13 @@ func TestServeStreams(t *testing.T) {
 // source stays away for the idle timeout.
 func TestLiveReconnect(t *testing.T) {
 	needFFmpeg(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	port := freePort(t, "tcp")
 	out := filepath.Join(t.TempDir(), "out.mkv")
-	type result struct {
-		s    pipeline.LiveStats
-		err  error
-		took time.Duration
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err, took, _ := liveRun(ctx, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--reconnect", "--idle-timeout", "3s")
-		done <- result{s, err, took}
-	}()
+	done := startLive(t, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--reconnect", "--idle-timeout", "3s")
 	for conn := range 2 {
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 1).Wait() == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("connection %d: the publisher could not connect", conn+1)
-			}
-		}
+		retry(t, fmt.Sprintf("connection %d: the publisher could not connect", conn+1), func() error {
+			return publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 1).Wait()
+		})
 	}
 	published := time.Now()
 	r := <-done
@@ -490,28 +468,12 @@ func TestLiveSRT(t *testing.T) {
 	if out, _ := exec.Command("ffmpeg", "-hide_banner", "-protocols").Output(); !strings.Contains(string(out), " srt\n") {
 		t.Skip("this ffmpeg has no SRT")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	port := freePort(t, "udp")
 	out := filepath.Join(t.TempDir(), "out.ts")
-	type result struct {
-		s   pipeline.LiveStats
-		err error
-		log string
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err, _, log := liveRun(ctx, fmt.Sprintf("srt://127.0.0.1:%d?mode=listener", port), "-o", out, "--idle-timeout", "5s")
-		done <- result{s, err, log}
-	}()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		if publisher(t, fmt.Sprintf("srt://127.0.0.1:%d?mode=caller", port), 2).Wait() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the publisher could not connect to vsr")
-		}
-	}
+	done := startLive(t, fmt.Sprintf("srt://127.0.0.1:%d?mode=listener", port), "-o", out, "--idle-timeout", "5s")
+	retry(t, "the publisher could not connect to vsr", func() error {
+		return publisher(t, fmt.Sprintf("srt://127.0.0.1:%d?mode=caller", port), 2).Wait()
+	})
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.log)
@@ -527,31 +489,13 @@ func TestLiveSRT(t *testing.T) {
 // pushes FLV to, and writes HLS.
 func TestLiveRTMP(t *testing.T) {
 	needFFmpeg(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	port := freePort(t, "tcp")
-	url := fmt.Sprintf("rtmp://127.0.0.1:%d/live/cam", port)
+	url := fmt.Sprintf("rtmp://127.0.0.1:%d/live/cam", freePort(t, "tcp"))
 	out := filepath.Join(t.TempDir(), "out.m3u8")
-	type result struct {
-		s   pipeline.LiveStats
-		err error
-		log string
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err, _, log := liveRun(ctx, url, "-o", out, "--input-opt", "listen=1", "--idle-timeout", "5s")
-		done <- result{s, err, log}
-	}()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		pub := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=32x24:rate=24",
-			"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", "-f", "flv", url)
-		if pub.Run() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the publisher could not connect to vsr")
-		}
-	}
+	done := startLive(t, url, "-o", out, "--input-opt", "listen=1", "--idle-timeout", "5s")
+	retry(t, "the publisher could not connect to vsr", func() error {
+		return exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=32x24:rate=24",
+			"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2", "-c:v", "libx264", "-preset", "ultrafast", "-g", "12", "-c:a", "aac", "-f", "flv", url).Run()
+	})
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("%v\n%s", r.err, r.log)
@@ -585,16 +529,11 @@ func TestLivePushOutputs(t *testing.T) {
 		if err := recv.Start(); err != nil {
 			t.Fatal(err)
 		}
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-			if _, err = vsr(t, "restore", "--live", src, "-o", url, "--device", "cpu", "--preset", "ultrafast", "--progress", "none"); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil {
-			recv.Process.Kill()
-			t.Fatalf("%s: %v", c.name, err)
-		}
+		t.Cleanup(func() { recv.Process.Kill() })
+		retry(t, c.name+": vsr could not push to the receiver", func() error {
+			_, err := vsr(t, "restore", "--live", src, "-o", url, "--device", "cpu", "--preset", "ultrafast", "--progress", "none")
+			return err
+		})
 		waited := make(chan error, 1)
 		go func() { waited <- recv.Wait() }()
 		select {

@@ -43,6 +43,31 @@ func vsrOutputs(args ...string) (stdout, stderr string, err error) {
 	return out.String(), errb.String(), err
 }
 
+// buildVSR builds vsr into dir, for tests that run it as processes, and
+// returns its path.
+func buildVSR(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "vsr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// workerRoots makes a service's data folder in dir with its input and
+// output roots, the input holding long.mp4 (150 frames of 64x48) and
+// short.mp4 (5 frames of 24x16), for tests with workers.
+func workerRoots(t *testing.T, dir string) (data, in, out string) {
+	t.Helper()
+	data = filepath.Join(dir, "data")
+	in, out = filepath.Join(data, "input"), filepath.Join(data, "output")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
+	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	return data, in, out
+}
+
 // ffmpeg runs ffmpeg with args and fails the test on error.
 func ffmpeg(t testing.TB, args ...string) {
 	t.Helper()

@@ -298,10 +298,7 @@ func settle() (int, uint64) {
 func TestServeRestart(t *testing.T) {
 	needFFmpeg(t)
 	root := t.TempDir()
-	bin := filepath.Join(root, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildVSR(t, root)
 	for _, store := range [][]string{nil, {"--nats-listen", "127.0.0.1:-1"}} {
 		t.Run(fmt.Sprint("store", store), func(t *testing.T) { serveRestart(t, bin, store) })
 	}
@@ -755,16 +752,8 @@ func startLogged(t testing.TB, bin string, patterns []string, args ...string) (*
 func TestServeWorkers(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vsr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
-	os.MkdirAll(in, 0o755)
-	os.MkdirAll(out, 0o755)
-	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
-	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	bin := buildVSR(t, dir)
+	data, in, out := workerRoots(t, dir)
 	_, got := startLogged(t, bin, []string{`url=(http://\S+)`, `nats=(nats://\S+)`}, "serve", "--workers", "0",
 		"--nats-listen", "127.0.0.1:-1", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu")
 	worker := func() *exec.Cmd {
