@@ -530,7 +530,7 @@ func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() erro
 	if _, err := video.LiveFormat(q.Output, q.Container); err != nil {
 		return nil, err
 	}
-	idle := 10 * time.Second
+	idle := pipeline.DefaultIdleTimeout
 	if q.IdleTimeout > 0 {
 		idle = time.Duration(q.IdleTimeout * float64(time.Second))
 	}

@@ -410,6 +410,11 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return def
 }
 
+// DefaultIdleTimeout is the silence that ends a stream unless the caller
+// says otherwise (vsr restore --idle-timeout, a live session's
+// idle_timeout).
+const DefaultIdleTimeout = 10 * time.Second
+
 // startWait is the least time a source has to send its header.
 const startWait = 10 * time.Second
 

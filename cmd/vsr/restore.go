@@ -113,7 +113,7 @@ exist.`,
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
 	fl.DurationVar(&f.maxLatency, "max-latency", 0, "live: bound the frames in flight to this much video (0: one second's, at least three batches)")
 	fl.StringVar(&f.overload, "overload", "wait", "live, when the model cannot keep up: wait (the source backs up) or drop (whole input frames are dropped; the output keeps the others' times)")
-	fl.DurationVar(&f.idleTimeout, "idle-timeout", 10*time.Second, "live: finish the stream when the source sends nothing for this long (0: wait for ever)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", pipeline.DefaultIdleTimeout, "live: finish the stream when the source sends nothing for this long (0: wait for ever)")
 	fl.BoolVar(&f.reconnect, "reconnect", false, "live: when the source ends, open it again (the model's state starts afresh) until it sends nothing for --idle-timeout")
 	fl.StringVar(&f.container, "container", "", "live: the output's container (mpegts, flv, matroska, hls, dash; default from the URL or extension; needed for -)")
 	fl.StringVar(&f.inputFormat, "input-format", "", "live: the input's format for ffmpeg (-f), for devices and pipes, e.g. v4l2, mpegts")
