@@ -99,9 +99,10 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": oneLine(msg)})
 }
 
-// decodeRequest reads one JSON object into req, refusing unknown fields
-// and wrong types with a message that names the field.
-func decodeRequest(body io.Reader, req *Request) (int, error) {
+// decodeRequest reads one JSON object into req (a task's Request, a live
+// session's StreamRequest), refusing unknown fields and wrong types with a
+// message that names the field.
+func decodeRequest(body io.Reader, req any) (int, error) {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -159,10 +158,9 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var q StreamRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
-		code, err := jsonError(err)
+	// As a task's: a body trickled in too slowly is refused (408).
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	if code, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxJSON), &q); err != nil {
 		writeError(w, code, err.Error())
 		return
 	}

@@ -268,6 +268,16 @@ func TestServeStreams(t *testing.T) {
 			t.Errorf("%v: %d %v, want 400 with %q", c.body, code, m, c.want)
 		}
 	}
+	// The body is read as a task's: one object, nothing after it.
+	resp, err := http.Post(got[0]+"/v1/streams", "application/json", strings.NewReader(`{"input": "`+inURL+`", "output": "`+inURL+`"} {}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "data after the request object") {
+		t.Errorf("a body with data after its object: %d %s", resp.StatusCode, body)
+	}
 	received := filepath.Join(dir, "received.ts")
 	recv := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-i", fmt.Sprintf("udp://127.0.0.1:%d?timeout=4000000", outPort), "-c", "copy", "-f", "mpegts", received)
 	if err := recv.Start(); err != nil {
@@ -316,7 +326,7 @@ func TestServeStreams(t *testing.T) {
 	if code, _ := a.call("GET", "/v1/streams/s-none", nil); code != 404 {
 		t.Errorf("an unknown stream: %d", code)
 	}
-	resp, err := http.Get(got[0] + "/metrics")
+	resp, err = http.Get(got[0] + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
