@@ -64,14 +64,11 @@ func (family) Params() []model.Param {
 // Load opens the checkpoint and loads the ReAE and, unless "dit" is off,
 // the DiT; the weights stay resident.
 func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Model, error) {
-	if err := check(p); err != nil {
-		return nil, err
-	}
-	ck, err := Open(spec)
+	m, err := openResident(spec, p)
 	if err != nil {
 		return nil, err
 	}
-	m := &resident{ck: ck, name: "swiftvr:" + filepath.Base(filepath.Clean(spec)), def: p}
+	ck := m.ck
 	if m.reae, err = NewReAE(dev, FileSource{F: ck.ReAE}); err == nil && p.String("dit") != "off" {
 		if g, ok := dev.(backend.GPU); ok && g.StorageType() != "bf16" {
 			err = fmt.Errorf("the SwiftVR DiT needs --dtype bf16 (fp16 overflows), not %v", g.StorageType())
@@ -94,6 +91,16 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 // LoadHeaders opens the checkpoint at spec and checks its layout, without
 // reading a weight: the model checks requests, and makes no session.
 func (family) LoadHeaders(spec string, p model.Params) (model.Model, error) {
+	m, err := openResident(spec, p)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// openResident checks the loader's parameters and opens the checkpoint at
+// spec: a model without its weights yet.
+func openResident(spec string, p model.Params) (*resident, error) {
 	if err := check(p); err != nil {
 		return nil, err
 	}
