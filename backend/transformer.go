@@ -111,6 +111,23 @@ type Transformer interface {
 	AttentionWeights(q Tensor, k Weights, headDim int, eps float32) (Tensor, error)
 }
 
+// FP8 is implemented by backends that run linear layers in 8-bit floating
+// point (e4m3, on GPUs of compute capability 8.9 and newer): weights with
+// a scale per output channel, inputs with a scale per row, float32
+// accumulation, output (and accumulator, bias and GELU) in the storage
+// type.
+type FP8 interface {
+	// PrepareLinearFP8 is PrepareLinear for e4m3 weights, each output
+	// channel scaled by its largest magnitude; Linear quantises its input
+	// per row (unless LayerNormFP8 made it). It refuses where the device
+	// cannot run fp8, saying why.
+	PrepareLinearFP8(out, in int, w, bias []float32) (Weights, error)
+	// LayerNormFP8 is LayerNorm with its output quantised per row to e4m3,
+	// in one pass: a tensor that only Linear with fp8 weights, Rows and
+	// Free take.
+	LayerNormFP8(x Tensor, eps float32) (Tensor, error)
+}
+
 // Recorder is implemented by backends that can record the ops a function
 // queues once and replay them at a fraction of the host's cost (CUDA
 // graphs). A recording refers to tensors by their storage: replays read

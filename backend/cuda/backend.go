@@ -141,6 +141,7 @@ type Backend struct {
 	// gemm runs the transformer ops' matrix products (made on first use).
 	blasHandle *cublaslt.Handle
 	gemm       *cublaslt.Gemm
+	gemm8      *cublaslt.Gemm // fp8 inputs (see fp8.go)
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
@@ -353,6 +354,9 @@ func (b *Backend) Close() error {
 	b.slotMu.Unlock()
 	if b.conv != nil {
 		b.conv.close()
+	}
+	if b.gemm8 != nil {
+		b.gemm8.Close()
 	}
 	if b.gemm != nil {
 		b.gemm.Close()

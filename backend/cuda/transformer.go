@@ -129,17 +129,47 @@ func (b *Backend) matrix(t backend.Tensor, cols int) (*Tensor, error) {
 }
 
 // Linear runs one cuBLASLt GEMM with the bias (and GELU) in its epilogue;
-// accumulation is the GEMM's beta = 1 on acc.
+// accumulation is the GEMM's beta = 1 on acc. With fp8 weights the input
+// is quantised per row first, unless it is already (LayerNormFP8).
 func (b *Backend) Linear(xt backend.Tensor, wt backend.Weights, act backend.ActKind, acct backend.Tensor) (backend.Tensor, error) {
-	w, ok := wt.(*linearWeights)
-	if !ok {
+	var (
+		run     func(p *cublaslt.Plan, y *Tensor, beta float32) error
+		g       *cublaslt.Gemm
+		out, in int
+		rows    int
+		err     error
+	)
+	switch w := wt.(type) {
+	case *linearWeights:
+		x, err := b.matrix(xt, w.in)
+		if err != nil {
+			return nil, err
+		}
+		if g, err = b.gemmRunner(); err != nil {
+			return nil, err
+		}
+		out, in, rows = w.out, w.in, x.shape.W
+		run = func(p *cublaslt.Plan, y *Tensor, beta float32) error {
+			return g.RunBias(p, b.compute.Handle(), x.ptr(), w.w.Ptr(), y.ptr(), y.ptr(), w.bias.Ptr(), 1, beta)
+		}
+	case *fp8Weights:
+		x, owned, err := b.input8(xt, w.in)
+		if err != nil {
+			return nil, err
+		}
+		if owned {
+			defer x.Free()
+		}
+		if g, err = b.gemm8Runner(); err != nil {
+			return nil, err
+		}
+		out, in, rows = w.out, w.in, x.shape.W
+		run = func(p *cublaslt.Plan, y *Tensor, beta float32) error {
+			return g.RunScaled(p, b.compute.Handle(), x.ptr(), w.w.Ptr(), y.ptr(), y.ptr(), w.bias.Ptr(), x.scalePtr(), w.scale.Ptr(), 1, beta)
+		}
+	default:
 		return nil, fmt.Errorf("cuda linear given %T weights", wt)
 	}
-	x, err := b.matrix(xt, w.in)
-	if err != nil {
-		return nil, err
-	}
-	rows := x.shape.W
 	ep := cublaslt.EpilogueBias
 	switch {
 	case act == backend.ActGELUTanh && acct == nil:
@@ -147,32 +177,28 @@ func (b *Backend) Linear(xt backend.Tensor, wt backend.Weights, act backend.ActK
 	case act != backend.ActNone:
 		return nil, fmt.Errorf("linear: activation %d with accumulation %v is not supported", act, acct != nil)
 	}
-	g, err := b.gemmRunner()
-	if err != nil {
-		return nil, err
-	}
 	var y *Tensor
 	beta := float32(0)
 	if acct != nil {
-		if y, err = b.matrix(acct, w.out); err != nil {
+		if y, err = b.matrix(acct, out); err != nil {
 			return nil, err
 		}
 		if y.shape.W != rows {
 			return nil, fmt.Errorf("linear: accumulator %v for %d rows", y.shape, rows)
 		}
 		beta = 1
-	} else if y, err = b.alloc(backend.Matrix(rows, w.out)); err != nil {
+	} else if y, err = b.alloc(backend.Matrix(rows, out)); err != nil {
 		return nil, err
 	}
-	p, err := g.Plan(cublaslt.Shape{M: rows, N: w.out, K: w.in, TransB: true, Epilogue: ep})
+	p, err := g.Plan(cublaslt.Shape{M: rows, N: out, K: in, TransB: true, Epilogue: ep})
 	if err == nil {
-		err = g.RunBias(p, b.compute.Handle(), x.ptr(), w.w.Ptr(), y.ptr(), y.ptr(), w.bias.Ptr(), 1, beta)
+		err = run(p, y, beta)
 	}
 	if err != nil {
 		if acct == nil {
 			y.Free()
 		}
-		return nil, fmt.Errorf("linear %dx%d by %dx%d: %w", rows, w.in, w.in, w.out, err)
+		return nil, fmt.Errorf("linear %dx%d by %dx%d: %w", rows, in, in, out, err)
 	}
 	return y, nil
 }
@@ -336,6 +362,9 @@ func (b *Backend) AttentionWeights(qt backend.Tensor, kw backend.Weights, headDi
 // Rows returns rows [start, start+n) of the matrix x as a view sharing its
 // storage (and holding a reference to it).
 func (b *Backend) Rows(xt backend.Tensor, start, n int) (backend.Tensor, error) {
+	if q, ok := xt.(*q8Tensor); ok {
+		return b.rows8View(q, start, n)
+	}
 	x, err := b.tensor(xt)
 	if err != nil {
 		return nil, err

@@ -103,6 +103,7 @@ func newCheckpointSynth() *cobra.Command {
 	var family, preset, out, gate, prefix string
 	var seed uint64
 	var scale int
+	var outliers float32
 	cmd := &cobra.Command{
 		Use:   "synth --family swiftvr|cdavsr ... -o PATH",
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
@@ -137,7 +138,10 @@ func newCheckpointSynth() *cobra.Command {
 				size += specs[i].Bytes()
 			}
 			start := time.Now()
-			if err := swiftvr.Synth(out, preset, seed); err != nil {
+			if outliers != 0 && outliers <= 1 {
+				return fmt.Errorf("--outliers %g: want a factor above 1 (or 0 for none)", outliers)
+			}
+			if err := swiftvr.SynthOutliers(out, preset, seed, outliers); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s %s checkpoint to %s: %d tensors, %d parameters, %.2f GB, seed %d, in %.1f s\n",
@@ -152,6 +156,7 @@ func newCheckpointSynth() *cobra.Command {
 	cmd.Flags().StringVar(&gate, "gate", "", "CDA-VSR: sigmoid for aligned*sigmoid(w); empty for aligned*(1+w)")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
+	cmd.Flags().Float32Var(&outliers, "outliers", 0, fmt.Sprintf("SwiftVR: make every %dth output channel of the DiT blocks' linear layers this many times larger (the outlier channels of trained transformers, for fp8 checks); 0 for none", swiftvr.OutlierEvery))
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }

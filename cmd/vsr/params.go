@@ -46,9 +46,25 @@ func familyParams() []model.Param {
 	return out
 }
 
+// dtypeHelp is the help of --dtype.
+const dtypeHelp = "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), auto (bf16 for SwiftVR, else f16), " +
+	"or fp8 (SwiftVR: bf16 with the DiT's linear layers in fp8, as --dit-dtype fp8)"
+
 // familyValues returns the model parameters set on the command line.
+// --dtype fp8 is bf16 storage with --dit-dtype fp8.
 func familyValues(fl *pflag.FlagSet) (model.Values, error) {
 	set := model.Values{}
+	if d := fl.Lookup("dtype"); d != nil && d.Value.String() == "fp8" {
+		if v := fl.Lookup("dit-dtype"); v != nil && fl.Changed("dit-dtype") && v.Value.String() != "fp8" {
+			return nil, fmt.Errorf("--dtype fp8 with --dit-dtype %s: give one of them", v.Value.String())
+		}
+		if err := fl.Set("dtype", "bf16"); err != nil {
+			return nil, err
+		}
+		if err := fl.Set("dit-dtype", "fp8"); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range familyParams() {
 		if !fl.Changed(p.Name) {
 			continue

@@ -108,7 +108,7 @@ exist.`,
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for SwiftVR; else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
-	fl.StringVar(&f.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
+	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
 	fl.DurationVar(&f.maxLatency, "max-latency", 0, "live: bound the frames in flight to this much video (0: one second's, at least three batches)")

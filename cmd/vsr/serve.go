@@ -104,7 +104,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 // serve and vsr worker: the encoder's settings and the models' parameters.
 func addTaskFlags(fl *pflag.FlagSet, b *restoreFlags) {
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
-	fl.StringVar(&b.dtype, "dtype", "auto", "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), or auto (bf16 for SwiftVR, else f16)")
+	fl.StringVar(&b.dtype, "dtype", "auto", dtypeHelp)
 	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")

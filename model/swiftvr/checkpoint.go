@@ -161,6 +161,10 @@ type synthFill struct {
 	kind      synthFillKind
 	mean, std float32
 	prefix    int // fillNormal: when > 0, values from this index on are 0
+	// outlier, when > 1, multiplies every OutlierEvery-th row of cols
+	// values (output channels of a linear layer) by itself.
+	outlier float32
+	cols    int
 }
 
 type synthFillKind uint8

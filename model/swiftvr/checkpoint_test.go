@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/vsr-dev/vsr/tensor/half"
 	"math"
 	"os"
 	"path/filepath"
@@ -479,6 +480,53 @@ func TestSynthRefuses(t *testing.T) {
 	for _, e := range ents {
 		if strings.Contains(e.Name(), ".tmp-") {
 			t.Errorf("left %s behind", e.Name())
+		}
+	}
+}
+
+// TestSynthOutliers: with --outliers 20, every OutlierEvery-th output
+// channel of the blocks' linear layers is 20 times the plain checkpoint's,
+// and every other value is unchanged.
+func TestSynthOutliers(t *testing.T) {
+	plain := synthTiny(t, 7)
+	dir := filepath.Join(t.TempDir(), "ck")
+	if err := SynthOutliers(dir, "tiny", 7, 20); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, name := range []string{"blocks.0.ffn.net.0.proj.weight", "blocks.1.attn1.to_q.weight", "patch_embedding.weight", "blocks.0.ffn.net.0.proj.bias"} {
+		shape, x, err := FileSource{F: a.DiT}.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, y, err := FileSource{F: b.DiT}.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := shape[len(shape)-1]
+		outliers := strings.HasPrefix(name, "blocks.") && len(shape) == 2
+		n := 0
+		for i := range x {
+			want := x[i]
+			if outliers && (i/cols)%OutlierEvery == 0 {
+				want = half.FromBF16(half.ToBF16(20 * x[i]))
+				n++
+			}
+			if y[i] != want {
+				t.Fatalf("%s[%d] = %g, want %g (plain %g)", name, i, y[i], want, x[i])
+			}
+		}
+		if outliers != (n > 0) {
+			t.Errorf("%s: %d outlier values", name, n)
 		}
 	}
 }

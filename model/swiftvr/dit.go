@@ -50,6 +50,7 @@ type DiT struct {
 
 	b       backend.Backend
 	t       backend.Transformer
+	t8      backend.FP8 // the blocks' GEMMs in fp8; nil in bf16
 	d       Dims
 	eps     float32
 	patch   backend.Weights
@@ -70,24 +71,64 @@ type ditBlock struct {
 	ff1, ff2     backend.Weights // FFN, modulation folded into ff1, gate into ff2
 }
 
+// Precision is the number format of the DiT blocks' linear layers.
+type Precision int
+
+const (
+	// BF16 runs them in the storage type, bf16 (the default).
+	BF16 Precision = iota
+	// FP8 runs them in e4m3 (backend.FP8): weights with a scale per output
+	// channel, activations with a scale per token, float32 accumulation;
+	// the residual stream, norms, attention, the patch embedding and the
+	// head stay in bf16.
+	FP8
+)
+
+// ParsePrecision parses "bf16" or "fp8".
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "bf16":
+		return BF16, nil
+	case "fp8":
+		return FP8, nil
+	}
+	return 0, fmt.Errorf("DiT precision %q: want bf16 or fp8", s)
+}
+
+func (p Precision) String() string { return [...]string{"bf16", "fp8"}[p] }
+
 // NewDiT loads the transformer from src with the dimensions in d onto b,
-// whose backend must implement backend.Transformer. prompt is the prompt
-// embedding (prompt tokens x text dim).
-func NewDiT(b backend.Backend, src Source, d Dims, eps float32, prompt []float32) (*DiT, error) {
+// whose backend must implement backend.Transformer (and backend.FP8 for
+// prec FP8). prompt is the prompt embedding (prompt tokens x text dim).
+func NewDiT(b backend.Backend, src Source, d Dims, eps float32, prompt []float32, prec Precision) (*DiT, error) {
 	t, ok := b.(backend.Transformer)
 	if !ok {
 		return nil, fmt.Errorf("dit: backend %s cannot run transformers", b.Name())
+	}
+	var t8 backend.FP8
+	if prec == FP8 {
+		if t8, ok = b.(backend.FP8); !ok {
+			return nil, fmt.Errorf("dit: fp8 needs a GPU of compute capability 8.9 or newer; %s has no fp8 linear layers: use bf16", b.Name())
+		}
 	}
 	if d.Heads*d.HeadDim != d.Dim || d.HeadDim%2 != 0 || d.PatchSize != [3]int{1, 2, 2} || d.TextDim < 1 || len(prompt)%d.TextDim != 0 || len(prompt) == 0 {
 		return nil, fmt.Errorf("dit: %d heads x %d != dim %d, patch %v is not 1x2x2, or a prompt of %d values for text dim %d",
 			d.Heads, d.HeadDim, d.Dim, d.PatchSize, len(prompt), d.TextDim)
 	}
-	m := &DiT{FFNRows: 8192, Graphs: true, b: b, t: t, d: d, eps: eps}
+	m := &DiT{FFNRows: 8192, Graphs: true, b: b, t: t, t8: t8, d: d, eps: eps}
 	if err := m.load(src, prompt); err != nil {
 		m.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// Precision returns the number format of the blocks' linear layers.
+func (m *DiT) Precision() Precision {
+	if m.t8 != nil {
+		return FP8
+	}
+	return BF16
 }
 
 // Close frees the weights and the recordings.
@@ -124,6 +165,9 @@ type fold struct {
 	colShift []float32
 	onePlus  bool      // colScale holds s and the factor is 1+s
 	rowScale []float32 // W[o][i] *= rowScale[o], b[o] *= rowScale[o]
+	// hot marks a layer that runs on every token of every chunk: in fp8
+	// when the DiT is (layers run once at load stay in the storage type).
+	hot bool
 }
 
 // linear loads name.weight (out x in) and name.bias, folds and prepares it.
@@ -158,7 +202,12 @@ func (m *DiT) linear(src Source, name string, out, in int, f fold) (backend.Weig
 			bias[o] *= f.rowScale[o]
 		}
 	})
-	p, err := m.t.PrepareLinear(out, in, w, bias)
+	var p backend.Weights
+	if f.hot && m.t8 != nil {
+		p, err = m.t8.PrepareLinearFP8(out, in, w, bias)
+	} else {
+		p, err = m.t.PrepareLinear(out, in, w, bias)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dit: %s: %w", name, err)
 	}
@@ -292,13 +341,13 @@ func (m *DiT) load(src Source, prompt []float32) error {
 		}
 		shift, scale, gate, cShift, cScale, cGate := mv(0), mv(1), mv(2), mv(3), mv(4), mv(5)
 		var blk ditBlock
-		pre := fold{colScale: scale, colShift: shift, onePlus: true}
+		pre := fold{colScale: scale, colShift: shift, onePlus: true, hot: true}
 		a := p + "attn1."
 		for _, l := range []struct {
 			w    *backend.Weights
 			name string
 			f    fold
-		}{{&blk.q, a + "to_q", pre}, {&blk.k, a + "to_k", pre}, {&blk.v, a + "to_v", pre}, {&blk.o, a + "to_out.0", fold{rowScale: gate}}} {
+		}{{&blk.q, a + "to_q", pre}, {&blk.k, a + "to_k", pre}, {&blk.v, a + "to_v", pre}, {&blk.o, a + "to_out.0", fold{rowScale: gate, hot: true}}} {
 			if *l.w, err = m.linear(src, l.name, D, D, l.f); err != nil {
 				return err
 			}
@@ -318,7 +367,7 @@ func (m *DiT) load(src Source, prompt []float32) error {
 			return err
 		}
 		a = p + "attn2."
-		if blk.cq, err = m.linear(src, a+"to_q", D, D, fold{colScale: n2w, colShift: n2b}); err != nil {
+		if blk.cq, err = m.linear(src, a+"to_q", D, D, fold{colScale: n2w, colShift: n2b, hot: true}); err != nil {
 			return err
 		}
 		if merged != nil {
@@ -329,10 +378,10 @@ func (m *DiT) load(src Source, prompt []float32) error {
 		if err != nil {
 			return err
 		}
-		if blk.ff1, err = m.linear(src, p+"ffn.net.0.proj", d.FFNDim, D, fold{colScale: cScale, colShift: cShift, onePlus: true}); err != nil {
+		if blk.ff1, err = m.linear(src, p+"ffn.net.0.proj", d.FFNDim, D, fold{colScale: cScale, colShift: cShift, onePlus: true, hot: true}); err != nil {
 			return err
 		}
-		if blk.ff2, err = m.linear(src, p+"ffn.net.2", D, d.FFNDim, fold{rowScale: cGate}); err != nil {
+		if blk.ff2, err = m.linear(src, p+"ffn.net.2", D, d.FFNDim, fold{rowScale: cGate, hot: true}); err != nil {
 			return err
 		}
 		m.blocks = append(m.blocks, blk)
@@ -389,7 +438,7 @@ func (m *DiT) release(ws ...backend.Weights) {
 func (m *DiT) crossKV(src Source, a string, text backend.Tensor, blk *ditBlock) error {
 	D := m.d.Dim
 	var err error
-	if blk.co, err = m.linear(src, a+"to_out.0", D, D, fold{}); err != nil {
+	if blk.co, err = m.linear(src, a+"to_out.0", D, D, fold{hot: true}); err != nil {
 		return err
 	}
 	if blk.cNormQ, err = m.vector(src, a+"norm_q.weight", D); err != nil {
@@ -803,7 +852,7 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 	defer sc.free()
 	hd, none := m.d.HeadDim, backend.ActNone
 	// Self-attention in shifted windows, gated residual (gate in o).
-	norm, err := sc.add(m.t.LayerNorm(hid, m.eps))
+	norm, err := sc.add(m.norm(hid))
 	if err != nil {
 		return err
 	}
@@ -830,7 +879,7 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 	}
 	sc.drop(att)
 	// Cross-attention to the prompt, residual.
-	if norm, err = sc.add(m.t.LayerNorm(hid, m.eps)); err != nil {
+	if norm, err = sc.add(m.norm(hid)); err != nil {
 		return err
 	}
 	q, err := sc.add(m.t.Linear(norm, blk.cq, none, nil))
@@ -852,7 +901,7 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 	}
 	sc.drop(att)
 	// Feed-forward, gated residual (gate in ff2), in pieces of rows.
-	if norm, err = sc.add(m.t.LayerNorm(hid, m.eps)); err != nil {
+	if norm, err = sc.add(m.norm(hid)); err != nil {
 		return err
 	}
 	rows := hid.Shape().W
@@ -867,6 +916,15 @@ func (m *DiT) block(blk *ditBlock, hid backend.Tensor, rope *backend.RoPE, win b
 		}
 	}
 	return nil
+}
+
+// norm is the LayerNorm before a block's linear layers: quantised to fp8
+// by the same kernel when they run in fp8.
+func (m *DiT) norm(hid backend.Tensor) (backend.Tensor, error) {
+	if m.t8 != nil {
+		return m.t8.LayerNormFP8(hid, m.eps)
+	}
+	return m.t.LayerNorm(hid, m.eps)
 }
 
 // selfAttention is the window attention of q, k and v; on a rank of sh,

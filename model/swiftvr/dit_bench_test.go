@@ -1,6 +1,7 @@
 package swiftvr
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"testing"
@@ -33,7 +34,8 @@ func ditFLOPs(d Dims, prompt int, g backend.Grid) float64 {
 // as many tokens (2560x720 output, padded to 736 rows: 46x160 latents),
 // with the checkpoint in $VSR_SWIFTVR_CKPT (e.g. `vsr checkpoint synth
 // --preset full`), replaying a recorded CUDA graph and op by op. The pool
-// peak leaves out the graph's own memory.
+// peak leaves out the graph's own memory. With $VSR_DIT_FP8 set, the same
+// again with the blocks' linear layers in fp8.
 func BenchmarkDiTChunk(b *testing.B) {
 	dir := os.Getenv("VSR_SWIFTVR_CKPT")
 	if dir == "" {
@@ -58,13 +60,35 @@ func BenchmarkDiTChunk(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := time.Now()
-	d, err := NewDiT(g, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
-	if err != nil {
-		b.Fatal(err)
+	precs := []Precision{BF16}
+	if os.Getenv("VSR_DIT_FP8") != "" {
+		precs = append(precs, FP8)
 	}
-	defer d.Close()
-	b.Logf("loaded in %v, device pool peak %.2f GiB", time.Since(start), float64(g.PeakBytes())/(1<<30))
+	for _, prec := range precs {
+		start := time.Now()
+		d, err := NewDiT(g, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, prec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%v: loaded in %v, device pool peak %.2f GiB, device memory in use %.2f GiB", prec, time.Since(start),
+			float64(g.PeakBytes())/(1<<30), usedGiB(g))
+		b.Run(prec.String(), func(b *testing.B) { benchChunks(b, g, d, ck, prompt) })
+		d.Close()
+	}
+}
+
+// usedGiB is the device memory in use (cuMemGetInfo: this process's, on
+// a GPU of its own).
+func usedGiB(g *cuda.Backend) float64 {
+	free, total, err := g.Context().MemInfo()
+	if err != nil {
+		return math.NaN()
+	}
+	return float64(total-free) / (1 << 30)
+}
+
+// benchChunks runs BenchmarkDiTChunk's cases on d.
+func benchChunks(b *testing.B, g *cuda.Backend, d *DiT, ck *Checkpoint, prompt []float32) {
 	for _, c := range []struct {
 		name   string
 		f, h   int // latents; rows of 160 columns

@@ -31,14 +31,18 @@ func synthCheckpoint(t testing.TB, preset string) *Checkpoint {
 	return ck
 }
 
-// loadDiT loads ck's DiT onto b.
-func loadDiT(t testing.TB, b backend.Backend, ck *Checkpoint) *DiT {
+// loadDiT loads ck's DiT onto b (in bf16, or prec if given).
+func loadDiT(t testing.TB, b backend.Backend, ck *Checkpoint, prec ...Precision) *DiT {
 	t.Helper()
 	prompt, err := ck.PromptEmbedding()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
+	p := BF16
+	if len(prec) > 0 {
+		p = prec[0]
+	}
+	d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +178,7 @@ func TestPromptMerge(t *testing.T) {
 	var out [2][]float32
 	for i, merge := range []bool{true, false} {
 		withMerge(t, merge)
-		d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt)
+		d, err := NewDiT(b, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, BF16)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,6 +54,8 @@ func (family) Params() []model.Param {
 			Help: "SwiftVR on a device list: chunks (each device restores its own chunks), sequence (every device on each chunk: the DiT split by tokens and heads, the autoencoder by height bands), or chunks=A,sequence=B (A groups of B devices)"},
 		{Name: "reae-bands", Kind: model.Int, Default: 0,
 			Help: "SwiftVR on one device: run the autoencoder in N height bands one after another, for frames whose autoencoder does not fit (0 = automatic, bands only when it would not fit; 1 = whole frames)"},
+		{Name: "dit-dtype", Kind: model.String, Default: "bf16",
+			Help: "SwiftVR: number format of the DiT's linear layers, set when the model loads: bf16, or fp8 (e4m3 weights with a scale per output channel and activations with one per token; GPUs of compute capability 8.9 and newer; --dtype fp8 says the same)"},
 		{Name: "graphs", Kind: model.String, Default: "on",
 			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
 		{Name: "encode-proxy", Kind: model.String, Default: "off", Local: true,
@@ -75,7 +77,8 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 		} else {
 			var prompt []float32
 			if prompt, err = ck.PromptEmbedding(); err == nil {
-				if m.dit, err = NewDiT(dev, FileSource{F: ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt); err == nil {
+				prec, _ := ParsePrecision(p.String("dit-dtype")) // checked by openResident
+				if m.dit, err = NewDiT(dev, FileSource{F: ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, prec); err == nil {
 					m.dit.Graphs = p.String("graphs") != "off"
 				}
 			}
@@ -123,6 +126,9 @@ func check(p model.Params) error {
 	}
 	if d := p.String("dit"); d != "on" && d != "off" {
 		return fmt.Errorf("--dit (dit) %q: want on or off", d)
+	}
+	if _, err := ParsePrecision(p.String("dit-dtype")); err != nil {
+		return fmt.Errorf("--dit-dtype (dit_dtype): %w", err)
 	}
 	if g := p.String("graphs"); g != "on" && g != "off" {
 		return fmt.Errorf("--graphs (graphs) %q: want on or off", g)
@@ -189,7 +195,7 @@ func (m *resident) get(name string, p model.Params) any {
 // params merges the loader's parameters under the request's.
 func (m *resident) params(p model.Params) model.Params {
 	out := model.Params{Set: model.Values{}}
-	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "graphs", "parallel", "reae-bands", "encode-proxy"} {
+	for _, name := range []string{"sr-ratio", "clip-len", "reae-frame-batch", "dit-overlap", "temporal-grow", "dit", "dit-dtype", "graphs", "parallel", "reae-bands", "encode-proxy"} {
 		if v := m.get(name, p); v != nil {
 			out.Set[name] = v
 		}
@@ -215,6 +221,9 @@ func (m *resident) Check(p model.Params) error {
 			loaded = "on"
 		}
 		return fmt.Errorf("graphs %q: the DiT's graphs are set when the model loads (--graphs), and this one has them %s", g, loaded)
+	}
+	if d, ok := p.Set["dit-dtype"].(string); ok && m.dit != nil && d != m.dit.Precision().String() {
+		return fmt.Errorf("dit_dtype %q: the DiT's number format is set when the model loads (--dit-dtype), and this one is %v", d, m.dit.Precision())
 	}
 	return check(m.params(p))
 }

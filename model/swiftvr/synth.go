@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/tensor/half"
 )
 
 // Synth writes a synthetic checkpoint of the given preset ("tiny" or "full",
@@ -33,11 +34,33 @@ import (
 // never leaves a checkpoint Open would accept. Tensors are generated and
 // written one slice at a time: memory stays bounded for the 10 GB full preset.
 func Synth(dir, preset string, seed uint64) error {
+	return SynthOutliers(dir, preset, seed, 0)
+}
+
+// OutlierEvery is how often SynthOutliers makes an output channel large:
+// rows 0, OutlierEvery, 2·OutlierEvery, ... of every linear layer of the
+// DiT's blocks (about 1%).
+const OutlierEvery = 97
+
+// SynthOutliers is Synth with, when factor > 1, every OutlierEvery-th
+// output channel of the DiT blocks' linear layers factor times larger:
+// the few large-magnitude channels of trained transformers, in weights and
+// in the activations they make, for checking fp8's per-channel and
+// per-token scales.
+func SynthOutliers(dir, preset string, seed uint64, factor float32) error {
 	p, ok := presetFor(preset)
 	if !ok {
 		return fmt.Errorf("unknown preset %q (known: %s)", preset, strings.Join(Presets(), ", "))
 	}
 	specs, cfg := Layout(preset)
+	if factor > 1 {
+		for i := range specs {
+			t := &specs[i]
+			if t.Part == PartDiT && strings.HasPrefix(t.Name, "blocks.") && strings.HasSuffix(t.Name, ".weight") && len(t.Shape) == 2 {
+				t.fill.outlier, t.fill.cols = factor, t.Shape[1]
+			}
+		}
+	}
 	if dir == "" {
 		return errors.New("synth: no output directory")
 	}
@@ -342,6 +365,22 @@ func synthMix(x uint64) uint64 {
 
 // genChunk fills out (n elements of t's dtype) for chunk number chunk.
 func genChunk(t *TensorSpec, key, chunk uint64, out []byte, n int) error {
+	if err := genValues(t, key, chunk, out, n); err != nil || t.fill.outlier <= 1 {
+		return err
+	}
+	base := int64(chunk) * chunkElems
+	for i := 0; i < n; i++ {
+		if (base+int64(i))/int64(t.fill.cols)%OutlierEvery == 0 {
+			if err := putElem(t.DType, out, i, t.fill.outlier*getElem(t.DType, out, i)); err != nil {
+				return fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// genValues is genChunk before outliers.
+func genValues(t *TensorSpec, key, chunk uint64, out []byte, n int) error {
 	var rng rand.PCG
 	rng.Seed(key, synthMix(chunk))
 	f := t.fill
@@ -405,6 +444,19 @@ func genChunk(t *TensorSpec, key, chunk uint64, out []byte, n int) error {
 		}
 	}
 	return nil
+}
+
+// getElem reads element i of out, of a float dtype putElem writes.
+func getElem(dt safetensors.DType, out []byte, i int) float32 {
+	switch dt {
+	case "F32":
+		return math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:]))
+	case "BF16":
+		return half.FromBF16(binary.LittleEndian.Uint16(out[2*i:]))
+	case "F16":
+		return half.FromF16(binary.LittleEndian.Uint16(out[2*i:]))
+	}
+	return 0
 }
 
 // putElem stores v as element i of out in dtype dt.

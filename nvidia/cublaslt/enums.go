@@ -117,7 +117,25 @@ const (
 	descTransC       int32 = 5  // int32
 	descEpilogue     int32 = 7  // uint32
 	descBiasPointer  int32 = 8  // const void*
+	descAScalePtr    int32 = 17 // const void* (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)
+	descBScalePtr    int32 = 18 // const void*
 	descBiasDataType int32 = 26 // int32
+	descAScaleMode   int32 = 31 // int32 (cublasLtMatmulMatrixScale_t)
+	descBScaleMode   int32 = 32 // int32
+)
+
+// ScaleMode is how the scale factors of fp8 inputs apply
+// (cublasLtMatmulMatrixScale_t).
+type ScaleMode int32
+
+// cublasLtMatmulMatrixScale_t values vsr uses.
+const (
+	// ScaleScalar: one float32 per matrix (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F).
+	ScaleScalar ScaleMode = 0
+	// ScaleOuterVec: one float32 per row of the caller's A and one per
+	// column of D (per row of B when transB), the outer dimensions
+	// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLASLt 12.9 and newer).
+	ScaleOuterVec ScaleMode = 3
 )
 
 // cublasLtMatrixLayoutAttribute_t.

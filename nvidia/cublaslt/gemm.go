@@ -22,8 +22,13 @@ const DefaultAlignment = 256
 
 // Config fixes a Gemm's types and resources.
 type Config struct {
-	// InputType is the type of A and B: R16BF or R16F (R32F also works).
+	// InputType is the type of A and B: R16BF or R16F (R32F also works),
+	// or R8F_E4M3 (compute capability 8.9 and newer), whose products are
+	// scaled as Scale says and whose problems need TransB and not TransA
+	// (both operands contiguous along k).
 	InputType DataType
+	// Scale is how an R8F_E4M3 Gemm's scale factors apply (RunScaled).
+	Scale ScaleMode
 	// OutputType is the type of C and D: R16BF, R16F or R32F.
 	OutputType DataType
 	// Compute is the compute type; 0 means Compute32F (fp32 accumulation).
@@ -167,10 +172,13 @@ func NewGemm(h *Handle, cfg Config) (*Gemm, error) {
 	if cfg.Compute == 0 {
 		cfg.Compute = Compute32F
 	}
-	for _, t := range []DataType{cfg.InputType, cfg.OutputType} {
-		if t != R16BF && t != R16F && t != R32F {
-			return nil, fmt.Errorf("cublaslt: data type %v is not bf16, f16 or f32", t)
+	for i, t := range []DataType{cfg.InputType, cfg.OutputType} {
+		if t != R16BF && t != R16F && t != R32F && (i > 0 || t != R8F_E4M3) {
+			return nil, fmt.Errorf("cublaslt: data type %v is not bf16, f16 or f32 (or e4m3 for the inputs)", t)
 		}
+	}
+	if cfg.Scale != ScaleScalar && (cfg.InputType != R8F_E4M3 || cfg.Scale != ScaleOuterVec) {
+		return nil, fmt.Errorf("cublaslt: scale mode %d for %v inputs", cfg.Scale, cfg.InputType)
 	}
 	g := &Gemm{h: h, cfg: cfg, plans: map[Shape]*Plan{}, align: cfg.Alignment}
 	if g.align <= 0 {
@@ -211,11 +219,17 @@ func (g *Gemm) Stats() (hits, misses int) {
 	return g.hits, g.misses
 }
 
+// fp8 reports whether the Gemm's inputs are 8-bit floats.
+func (g *Gemm) fp8() bool { return g.cfg.InputType == R8F_E4M3 }
+
 // Plan returns the prepared plan for s, making it (and running the
 // heuristic) on first use.
 func (g *Gemm) Plan(s Shape) (*Plan, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if g.fp8() && (s.TransA || !s.TransB || s.K%16 != 0 || s.N%16 != 0) {
+		return nil, fmt.Errorf("cublaslt: fp8 shape %v: want A m×k, B n×k (transB) and k, n multiples of 16", s)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -251,6 +265,13 @@ func (g *Gemm) build(p *Plan) error {
 	if s.Epilogue > EpilogueDefault {
 		if err := setAttr("cublasLtMatmulDescSetAttribute(EPILOGUE)", lib.cublasLtMatmulDescSetAttribute, p.desc, descEpilogue, uint32(s.Epilogue)); err != nil {
 			return err
+		}
+	}
+	if g.cfg.Scale != ScaleScalar {
+		for _, a := range []int32{descAScaleMode, descBScaleMode} {
+			if err := setAttr("cublasLtMatmulDescSetAttribute(SCALE_MODE)", lib.cublasLtMatmulDescSetAttribute, p.desc, a, int32(g.cfg.Scale)); err != nil {
+				return err
+			}
 		}
 	}
 	if err := setAttr("cublasLtMatmulDescSetAttribute(TRANSA)", lib.cublasLtMatmulDescSetAttribute, p.desc, descTransA, int32(cm.opA)); err != nil {
@@ -329,6 +350,17 @@ func (g *Gemm) Run(p *Plan, stream uintptr, A, B, C, D cuda.DevicePtr, alpha, be
 // RunBias is Run for a plan whose Shape has a bias epilogue: bias holds N
 // values of D's type.
 func (g *Gemm) RunBias(p *Plan, stream uintptr, A, B, C, D, bias cuda.DevicePtr, alpha, beta float32) error {
+	return g.RunScaled(p, stream, A, B, C, D, bias, 0, 0, alpha, beta)
+}
+
+// RunScaled is RunBias for an fp8 Gemm: D = alpha·(sa·A)·(sb·B)ᵀ + beta·C,
+// where with ScaleOuterVec sa holds M float32 (one per row of A) and sb N
+// (one per row of B, a column of D), and with ScaleScalar each holds one;
+// all on the device, 16-byte aligned.
+func (g *Gemm) RunScaled(p *Plan, stream uintptr, A, B, C, D, bias, sa, sb cuda.DevicePtr, alpha, beta float32) error {
+	if g.fp8() != (sa != 0 && sb != 0) || uint64(sa)%16 != 0 || uint64(sb)%16 != 0 {
+		return fmt.Errorf("cublaslt: %v inputs given scales %#x and %#x", g.cfg.InputType, uint64(sa), uint64(sb))
+	}
 	if needs := p.shape.Epilogue&EpilogueBias != 0; needs != (bias != 0) {
 		return fmt.Errorf("cublaslt: plan %v given bias %#x", p.shape, uint64(bias))
 	}
@@ -350,6 +382,14 @@ func (g *Gemm) RunBias(p *Plan, stream uintptr, A, B, C, D, bias cuda.DevicePtr,
 	}
 	*p.alpha, *p.beta = alpha, beta
 	return g.h.do(func() error {
+		if sa != 0 { // cuBLASLt's A is the caller's B (see colMajor)
+			if err := setAttr("cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)", lib.cublasLtMatmulDescSetAttribute, p.desc, descAScalePtr, uintptr(sb)); err != nil {
+				return err
+			}
+			if err := setAttr("cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)", lib.cublasLtMatmulDescSetAttribute, p.desc, descBScalePtr, uintptr(sa)); err != nil {
+				return err
+			}
+		}
 		if bias != 0 {
 			if err := setAttr("cublasLtMatmulDescSetAttribute(BIAS_POINTER)", lib.cublasLtMatmulDescSetAttribute, p.desc, descBiasPointer, uintptr(bias)); err != nil {
 				return err

@@ -26,7 +26,7 @@ var (
 	envErr  error
 )
 
-func gpu(t *testing.T) *gpuEnv {
+func gpu(t testing.TB) *gpuEnv {
 	t.Helper()
 	envOnce.Do(func() {
 		if err := Load(); err != nil {
@@ -68,14 +68,14 @@ func gpu(t *testing.T) *gpuEnv {
 	return env
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func devBuf(t *testing.T, e *gpuEnv, n int) cuda.DevicePtr {
+func devBuf(t testing.TB, e *gpuEnv, n int) cuda.DevicePtr {
 	t.Helper()
 	b, err := e.ctx.Alloc(n)
 	must(t, err)

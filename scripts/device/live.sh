@@ -9,6 +9,11 @@
 #                      raw NUT on /dev/null (the engine without the encoder)
 #   live.sh swiftvr    the full-size synthetic checkpoint at RATES (24 48)
 #                      fps into raw NUT
+#   live.sh cdavsr     a synthetic x4 CDA-VSR checkpoint at RATES (24 48 96)
+#                      fps into raw NUT
+# After the table of 2 s intervals, "steady" counts the frames dropped
+# after the first STEADY (10) seconds of the stream, when the backlog of
+# the warm-up has been absorbed or dropped.
 set -u
 cd "$(dirname "$0")"; B=$PWD
 export PATH=$PWD/package:$PATH
@@ -44,7 +49,12 @@ run() { # rate, sink (x264 or raw), then vsr's model arguments
   # every 2 s: seconds, frames in, out, dropped so far, latency p50, p99 over the interval
   python3 -c 'import json,sys
 for l in open("/tmp/live.json"):
-    s=json.loads(l); print("  %5.1f s  in %5d  out %5d  dropped %4d  p50 %.3f  p99 %.3f" % (s["seconds"], s["in_frames"], s["out_frames"], s["dropped_frames"], s["latency_p50_seconds"], s["latency_p99_seconds"]))'
+    s=json.loads(l); print("  %5.1f s  in %5d  out %5d  dropped %4d  p50 %.3f  p99 %.3f" % (s["seconds"], s["in_frames"], s["out_frames"], s["dropped_frames"], s["latency_p50_seconds"], s["latency_p99_seconds"]))
+st=[json.loads(l) for l in open("/tmp/live.json")]
+base=[s for s in st if s["seconds"] <= '"${STEADY:-10}"']
+if base and len(st) > len(base):
+    b, e = base[-1], st[-1]
+    print("  steady (after %.0f s): in %d, dropped %d" % (b["seconds"], e["in_frames"]-b["in_frames"], e["dropped_frames"]-b["dropped_frames"]))'
 }
 case "${1:-compact}" in
 compact)
@@ -54,4 +64,8 @@ swiftvr)
   ck=/tmp/swck
   [ -d $ck ] || ./vsr checkpoint synth --family swiftvr --preset full --seed 1 -o $ck | tail -1
   for r in ${RATES:-24 48}; do run $r raw --model $ck --size 2560x1440; done ;;
+cdavsr)
+  ck=/tmp/cda.safetensors
+  [ -f $ck ] || ./vsr checkpoint synth --family cdavsr --seed 1 -o $ck | tail -1
+  for r in ${RATES:-24 48 96}; do run $r raw --model $ck; done ;;
 esac
