@@ -102,7 +102,11 @@ func sameKind(devs []backend.Backend) error {
 // StorageType resolves dtype "auto" for the models of specs: the storage
 // type a family needs (bf16 for SwiftVR), else f16.
 func StorageType(dtype string, specs ...string) string {
-	if dtype != "auto" {
+	switch dtype {
+	case "fp8": // bf16 storage, the SwiftVR DiT's linear layers in fp8 (dit-dtype)
+		return "bf16"
+	case "auto":
+	default:
 		return dtype
 	}
 	for _, s := range specs {

@@ -46,7 +46,7 @@ const (
 
 func init() {
 	backend.Register("cuda", func(device string, opt backend.Options) (backend.Backend, error) {
-		if err := opt.Unknown(device, "dtype", "fused_conv"); err != nil {
+		if err := opt.Unknown(device, "dtype", "fused_conv", "fp8_accum"); err != nil {
 			return nil, err
 		}
 		dt := F16
@@ -67,11 +67,19 @@ func init() {
 		default:
 			return nil, fmt.Errorf("device %s: fused_conv=%q: want on or off", device, opt["fused_conv"])
 		}
+		exact := false
+		switch opt["fp8_accum"] {
+		case "", "fast":
+		case "exact":
+			exact = true
+		default:
+			return nil, fmt.Errorf("device %s: fp8_accum=%q: want fast or exact", device, opt["fp8_accum"])
+		}
 		b, err := Open(device, dt)
 		if err != nil {
 			return nil, err
 		}
-		b.NoFusedConv = noFused
+		b.NoFusedConv, b.FP8ExactAccum = noFused, exact
 		return b, nil
 	})
 }
@@ -145,6 +153,11 @@ type Backend struct {
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool
+	// FP8ExactAccum makes fp8 GEMMs promote their partial sums to float32
+	// periodically, as bf16 GEMMs do, instead of accumulating in the
+	// tensor cores' own precision (fast accumulation, the default: about a
+	// quarter faster; device option fp8_accum=exact|fast).
+	FP8ExactAccum bool
 	// noChannelPad, scalarMoves, noConvFusion and scalarRows turn off the
 	// padded convolutions, the vectorised and per-pixel data-movement
 	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row

@@ -91,7 +91,8 @@ func (b *Backend) gemm8Runner() (*cublaslt.Gemm, error) {
 	if _, err := b.gemmRunner(); err != nil { // the handle
 		return nil, err
 	}
-	g, err := cublaslt.NewGemm(b.blasHandle, cublaslt.Config{InputType: cublaslt.R8F_E4M3, OutputType: cublaslt.R16BF, Scale: cublaslt.ScaleOuterVec})
+	g, err := cublaslt.NewGemm(b.blasHandle, cublaslt.Config{InputType: cublaslt.R8F_E4M3, OutputType: cublaslt.R16BF,
+		Scale: cublaslt.ScaleOuterVec, FastAccum: !b.FP8ExactAccum})
 	if err != nil {
 		return nil, err
 	}

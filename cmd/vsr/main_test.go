@@ -410,6 +410,21 @@ func TestSwiftVRRestore(t *testing.T) {
 	if i := probe(t, out); i.Frames != 29 || i.Width != 48 || i.Height != 32 {
 		t.Errorf("DiT on: %+v", i)
 	}
+	// fp8 needs a GPU that has it, and one way of asking for it.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dtype", "fp8"}, "compute capability 8.9"},
+		{[]string{"--dit-dtype", "fp8", "--device", "cpu"}, "compute capability 8.9"},
+		{[]string{"--dtype", "fp8", "--dit-dtype", "bf16"}, "give one of them"},
+		{[]string{"--dit-dtype", "fp16"}, "want bf16 or fp8"},
+	} {
+		args := append([]string{"restore", in, "-o", filepath.Join(dir, "fp8.mp4"), "--model", ck, "--progress", "none", "--device", "cpu"}, c.args...)
+		if _, err := vsr(t, args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
 	// One causal stream encoded as 3 segments joins to the same frames as
 	// one encoder, with the audio.
 	var frames [][]byte

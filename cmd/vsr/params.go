@@ -51,15 +51,13 @@ const dtypeHelp = "GPU storage type: f16, bf16, f32 (float32 without TF32; compa
 	"or fp8 (SwiftVR: bf16 with the DiT's linear layers in fp8, as --dit-dtype fp8)"
 
 // familyValues returns the model parameters set on the command line.
-// --dtype fp8 is bf16 storage with --dit-dtype fp8.
+// --dtype fp8 sets --dit-dtype fp8 (and app.StorageType makes it bf16
+// storage).
 func familyValues(fl *pflag.FlagSet) (model.Values, error) {
 	set := model.Values{}
 	if d := fl.Lookup("dtype"); d != nil && d.Value.String() == "fp8" {
 		if v := fl.Lookup("dit-dtype"); v != nil && fl.Changed("dit-dtype") && v.Value.String() != "fp8" {
 			return nil, fmt.Errorf("--dtype fp8 with --dit-dtype %s: give one of them", v.Value.String())
-		}
-		if err := fl.Set("dtype", "bf16"); err != nil {
-			return nil, err
 		}
 		if err := fl.Set("dit-dtype", "fp8"); err != nil {
 			return nil, err

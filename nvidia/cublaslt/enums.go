@@ -119,6 +119,7 @@ const (
 	descBiasPointer  int32 = 8  // const void*
 	descAScalePtr    int32 = 17 // const void* (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)
 	descBScalePtr    int32 = 18 // const void*
+	descFastAccum    int32 = 25 // int8 (CUBLASLT_MATMUL_DESC_FAST_ACCUM)
 	descBiasDataType int32 = 26 // int32
 	descAScaleMode   int32 = 31 // int32 (cublasLtMatmulMatrixScale_t)
 	descBScaleMode   int32 = 32 // int32

@@ -40,8 +40,8 @@ func quantRows(x []float64, rows, cols int) ([]byte, []float32) {
 // as errors of order one), each epilogue, and accumulation into C.
 func TestGPUMatmulFP8(t *testing.T) {
 	e := gpu(t)
-	rng := rand.New(rand.NewPCG(3, 4))
 	const m, n, k = 200, 96, 160
+	rng := rand.New(rand.NewPCG(3, 4))
 	spread := func(rows, cols int) []float64 {
 		x := make([]float64, rows*cols)
 		for r := 0; r < rows; r++ {
@@ -65,7 +65,17 @@ func TestGPUMatmulFP8(t *testing.T) {
 		c0[i] = rng.NormFloat64()
 	}
 	cBytes := encode(R16BF, c0)
-	g, err := NewGemm(e.h, Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec})
+	for _, fast := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fastaccum=%v", fast), func(t *testing.T) {
+			fp8Case(t, e, Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec, FastAccum: fast},
+				a, b, c0, bias, qa, qb, sa, sb, biasBytes, cBytes)
+		})
+	}
+}
+
+func fp8Case(t *testing.T, e *gpuEnv, cfg Config, a, b, c0, bias []float64, qa, qb []byte, sa, sb []float32, biasBytes, cBytes []byte) {
+	const m, n, k = 200, 96, 160
+	g, err := NewGemm(e.h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +155,8 @@ func BenchmarkGPUGemmDiT(b *testing.B) {
 		c    Config
 	}{{"bf16", Config{InputType: R16BF, OutputType: R16BF}},
 		{"fp8-outer", Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec}},
+		{"fp8-outer-fast", Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec, FastAccum: true}},
+		{"fp8-scalar-fast", Config{InputType: R8F_E4M3, OutputType: R16BF, FastAccum: true}},
 		{"fp8-scalar", Config{InputType: R8F_E4M3, OutputType: R16BF}}} {
 		g, err := NewGemm(e.h, cfg.c)
 		if err != nil {

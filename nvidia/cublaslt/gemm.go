@@ -29,6 +29,9 @@ type Config struct {
 	InputType DataType
 	// Scale is how an R8F_E4M3 Gemm's scale factors apply (RunScaled).
 	Scale ScaleMode
+	// FastAccum lets fp8 GEMMs accumulate in the tensor cores' own
+	// precision without periodic promotion to float32: faster, less exact.
+	FastAccum bool
 	// OutputType is the type of C and D: R16BF, R16F or R32F.
 	OutputType DataType
 	// Compute is the compute type; 0 means Compute32F (fp32 accumulation).
@@ -177,8 +180,11 @@ func NewGemm(h *Handle, cfg Config) (*Gemm, error) {
 			return nil, fmt.Errorf("cublaslt: data type %v is not bf16, f16 or f32 (or e4m3 for the inputs)", t)
 		}
 	}
-	if cfg.Scale != ScaleScalar && (cfg.InputType != R8F_E4M3 || cfg.Scale != ScaleOuterVec) {
-		return nil, fmt.Errorf("cublaslt: scale mode %d for %v inputs", cfg.Scale, cfg.InputType)
+	if (cfg.Scale != ScaleScalar || cfg.FastAccum) && (cfg.InputType != R8F_E4M3 || cfg.Scale != ScaleOuterVec && cfg.Scale != ScaleScalar) {
+		return nil, fmt.Errorf("cublaslt: scale mode %d (fast accumulation %v) for %v inputs", cfg.Scale, cfg.FastAccum, cfg.InputType)
+	}
+	if cfg.Scale != ScaleScalar && cfg.WorkspaceBytes < 0 {
+		return nil, errors.New("cublaslt: vector scales need a workspace")
 	}
 	g := &Gemm{h: h, cfg: cfg, plans: map[Shape]*Plan{}, align: cfg.Alignment}
 	if g.align <= 0 {
@@ -268,10 +274,22 @@ func (g *Gemm) build(p *Plan) error {
 		}
 	}
 	if g.cfg.Scale != ScaleScalar {
+		// Vector scales need pointers before the heuristic: a placeholder
+		// (any aligned device address) until RunScaled sets the real ones.
 		for _, a := range []int32{descAScaleMode, descBScaleMode} {
 			if err := setAttr("cublasLtMatmulDescSetAttribute(SCALE_MODE)", lib.cublasLtMatmulDescSetAttribute, p.desc, a, int32(g.cfg.Scale)); err != nil {
 				return err
 			}
+		}
+		for _, a := range []int32{descAScalePtr, descBScalePtr} {
+			if err := setAttr("cublasLtMatmulDescSetAttribute(SCALE_POINTER)", lib.cublasLtMatmulDescSetAttribute, p.desc, a, uintptr(g.ws)); err != nil {
+				return err
+			}
+		}
+	}
+	if g.cfg.FastAccum {
+		if err := setAttr("cublasLtMatmulDescSetAttribute(FAST_ACCUM)", lib.cublasLtMatmulDescSetAttribute, p.desc, descFastAccum, int8(1)); err != nil {
+			return err
 		}
 	}
 	if err := setAttr("cublasLtMatmulDescSetAttribute(TRANSA)", lib.cublasLtMatmulDescSetAttribute, p.desc, descTransA, int32(cm.opA)); err != nil {

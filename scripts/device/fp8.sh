@@ -9,8 +9,9 @@
 #                   the full-size synthetic checkpoint and one with outlier
 #                   channels (--outliers 20): vsr bf16 and fp8 against an
 #                   independent PyTorch float32 run (and PyTorch's own bf16),
-#                   PSNR over the RGB frames; vsr's bf16 output against
-#                   vsr-base's, bitwise
+#                   PSNR over the RGB frames (fp8 with fast and exact
+#                   accumulation); vsr's bf16 output against vsr-base's
+#                   and fp8 against itself, bitwise
 #   fp8.sh bench    the reference workload (361 frames), bf16 and fp8 in
 #                   turn: --no-encode, and libx265 ultrafast CRF 20 with
 #                   --encode-proxy bicubic; mean of the last 4 of 5 requests
@@ -35,40 +36,46 @@ psnr)
   [ -d $ckout ] || ./vsr checkpoint synth --family swiftvr --preset full --seed 1 --outliers 20 -o $ckout | tail -1
   ffmpeg -v error -y -i $clip -frames:v 49 -c:v ffv1 /tmp/in49.mkv
   ffmpeg -v error -y -i /tmp/in49.mkv -f rawvideo -pix_fmt rgb24 /tmp/in49.rgb
-  out() { # binary, checkpoint, dtype, name
-    ./$1 restore /tmp/in49.mkv -o /tmp/$4.mkv -y --model $2 --size 2560x1440 --dtype $3 --device cuda:0 --codec ffv1 --pix-fmt gbrp 2>&1 | tail -1
+  out() { # binary, checkpoint, dtype, name[, device]
+    ./$1 restore /tmp/in49.mkv -o /tmp/$4.mkv -y --model $2 --size 2560x1440 --dtype $3 --device ${5:-cuda:0} --codec ffv1 --pix-fmt gbrp 2>&1 | tail -1
     ffmpeg -v error -y -i /tmp/$4.mkv -f rawvideo -pix_fmt rgb24 /tmp/$4.rgb
   }
-  for c in $ck $ckout; do
-    n=$(basename $c)
-    out vsr $c bf16 ${n}_bf16; out vsr $c fp8 ${n}_fp8
-    for d in fp32 bf16; do
-      $py ../scripts/bench_torch_swiftvr.py $c --frames 49 --in-size 640x360 --out-size 2560x1440 --dtype $d \
-        --input-raw /tmp/in49.rgb --dump-out /tmp/${n}_torch_$d.rgb --repeats 1 --warmup 0 2>&1 | tail -1
-    done
-  done
-  out vsr-base $ck bf16 base_bf16
-  cmp /tmp/base_bf16.rgb /tmp/swck_bf16.rgb && echo "bf16 output bitwise equal to vsr-base's"
+  torch() { # checkpoint, dtype, name
+    $py ../scripts/bench_torch_swiftvr.py $1 --frames 49 --in-size 640x360 --out-size 2560x1440 --dtype $2 \
+      --input-raw /tmp/in49.rgb --dump-out /tmp/$3.rgb --repeats 1 --warmup 0 2>&1 | tail -1
+  }
+  out vsr $ck bf16 swck_bf16; out vsr $ck fp8 swck_fp8; out vsr $ck fp8 swck_fp8exact "cuda:0?dtype=bf16&fp8_accum=exact"
+  out vsr $ckout bf16 swck_out_bf16; out vsr $ckout fp8 swck_out_fp8
+  if [ -z "${NOBASE:-}" ]; then
+    out vsr-base $ck bf16 base_bf16
+    cmp /tmp/base_bf16.rgb /tmp/swck_bf16.rgb && echo "bf16 output bitwise equal to vsr-base's"
+  fi
+  out vsr $ck fp8 swck_fp8_again
+  cmp /tmp/swck_fp8.rgb /tmp/swck_fp8_again.rgb && echo "fp8 output bitwise equal run to run"
+  torch $ck fp32 swck_torch_fp32; torch $ckout fp32 swck_out_torch_fp32
+  [ -z "${NOBASE:-}" ] && torch $ck bf16 swck_torch_bf16
   $py - <<'PY'
 import numpy as np
-def load(n): return np.fromfile("/tmp/%s.rgb" % n, dtype=np.uint8).astype(np.float64)
+import os
+def load(n):
+    p = "/tmp/%s.rgb" % n
+    return np.fromfile(p, dtype=np.uint8).astype(np.float64) if os.path.exists(p) else np.zeros(0)
 def psnr(a, b):
     a, b = load(a), load(b)
-    if a.size != b.size: return "sizes %d vs %d" % (a.size, b.size)
+    if a.size != b.size or a.size == 0: return "sizes %d vs %d" % (a.size, b.size)
     return "%.2f dB" % (10 * np.log10(255**2 / np.mean((a - b) ** 2)))
-for c in ["swck", "swck_out"]:
-    print(c, "vsr bf16 vs torch fp32:", psnr(c + "_bf16", c + "_torch_fp32"),
-          "| vsr fp8 vs torch fp32:", psnr(c + "_fp8", c + "_torch_fp32"),
-          "| vsr fp8 vs vsr bf16:", psnr(c + "_fp8", c + "_bf16"),
-          "| torch bf16 vs torch fp32:", psnr(c + "_torch_bf16", c + "_torch_fp32"))
+for a, b in [("swck_bf16", "swck_torch_fp32"), ("swck_fp8", "swck_torch_fp32"), ("swck_fp8exact", "swck_torch_fp32"),
+             ("swck_fp8", "swck_bf16"), ("swck_fp8exact", "swck_bf16"), ("swck_torch_bf16", "swck_torch_fp32"),
+             ("swck_out_bf16", "swck_out_torch_fp32"), ("swck_out_fp8", "swck_out_torch_fp32"), ("swck_out_fp8", "swck_out_bf16")]:
+    print("%-16s against %-20s %s" % (a, b, psnr(a, b)))
 PY
   ;;
 bench)
   ffmpeg -v error -y -stream_loop 9 -i $clip -frames:v 361 -c:v libx264 -qp 0 -preset ultrafast /tmp/v361.mkv
-  for d in bf16 fp8; do
-    for mode in "--no-encode" "--codec libx265 --preset ultrafast --crf 20 --encode-proxy bicubic"; do
+  for mode in "--no-encode" "--codec libx265 --preset ultrafast --crf 20 --encode-proxy bicubic"; do
+    for d in bf16 fp8; do
       echo "== $d $mode"
-      ./vsr bench /tmp/v361.mkv --frames 361 --requests 5 --model $ck --size 2560x1440 --dtype $d --device cuda:0 $mode 2>&1 | tail -12
+      ./vsr bench /tmp/v361.mkv --frames 361 --requests 5 --model $ck --size 2560x1440 --dtype $d --device cuda:0 $mode 2>&1 | tail -14
     done
   done
   ;;

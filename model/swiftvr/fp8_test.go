@@ -9,6 +9,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/backend/cuda"
+	"github.com/vsr-dev/vsr/model"
 )
 
 // TestDiTFP8GPU runs the DiT with its blocks' linear layers in fp8 on the
@@ -62,5 +63,28 @@ func TestDiTFP8Refused(t *testing.T) {
 	_, err = NewDiT(cpu.New(0), FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, FP8)
 	if err == nil || !strings.Contains(err.Error(), "compute capability 8.9") {
 		t.Fatalf("fp8 on the CPU: %v", err)
+	}
+}
+
+// TestDiTDTypeRequest: the DiT's number format is set when the model
+// loads; a request that asks for another is refused, one that asks for
+// the loaded one (or nothing) is not.
+func TestDiTDTypeRequest(t *testing.T) {
+	dir := synthTiny(t, 3)
+	def := model.Defaults(family{}.Params())
+	m, err := family{}.Load(cpu.New(0), dir, model.Params{Default: def})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r := m.(*resident)
+	for v, ok := range map[string]bool{"bf16": true, "fp8": false} {
+		err := r.Check(model.Params{Set: model.Values{"dit-dtype": v}, Default: def})
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "set when the model loads")) {
+			t.Errorf("dit_dtype %s on a bf16 DiT: %v", v, err)
+		}
+	}
+	if err := r.Check(model.Params{Default: def}); err != nil {
+		t.Error(err)
 	}
 }
