@@ -410,6 +410,9 @@ func TestSwiftVRRestore(t *testing.T) {
 	if i := probe(t, out); i.Frames != 29 || i.Width != 48 || i.Height != 32 {
 		t.Errorf("DiT on: %+v", i)
 	}
+	if _, err := vsr(t, "checkpoint", "synth", "--preset", "tiny", "--outliers", "0.5", "-o", filepath.Join(dir, "ck2")); err == nil || !strings.Contains(err.Error(), "above 1") {
+		t.Errorf("synth --outliers 0.5: %v", err)
+	}
 	// fp8 needs a GPU that has it, and one way of asking for it.
 	for _, c := range []struct {
 		args []string

@@ -1,7 +1,8 @@
 // Package cublaslt binds cuBLASLt (libcublasLt.so.13, or .12) through
-// purego: matrix multiplies of bf16 or fp16 inputs with fp32 accumulation
-// (CUBLAS_COMPUTE_32F) and bf16, fp16 or fp32 output, with the algorithm
-// chosen once per shape by cublasLtMatmulAlgoGetHeuristic.
+// purego: matrix multiplies of bf16 or fp16 inputs, or of float8 e4m3
+// inputs with per-matrix or per-row/per-column scales, with fp32
+// accumulation (CUBLAS_COMPUTE_32F) and bf16, fp16 or fp32 output, with
+// the algorithm chosen once per shape by cublasLtMatmulAlgoGetHeuristic.
 //
 // # Layout convention (row-major)
 //

@@ -180,8 +180,11 @@ func NewGemm(h *Handle, cfg Config) (*Gemm, error) {
 			return nil, fmt.Errorf("cublaslt: data type %v is not bf16, f16 or f32 (or e4m3 for the inputs)", t)
 		}
 	}
-	if (cfg.Scale != ScaleScalar || cfg.FastAccum) && (cfg.InputType != R8F_E4M3 || cfg.Scale != ScaleOuterVec && cfg.Scale != ScaleScalar) {
-		return nil, fmt.Errorf("cublaslt: scale mode %d (fast accumulation %v) for %v inputs", cfg.Scale, cfg.FastAccum, cfg.InputType)
+	switch {
+	case cfg.InputType != R8F_E4M3 && (cfg.Scale != ScaleScalar || cfg.FastAccum):
+		return nil, fmt.Errorf("cublaslt: scale modes and fast accumulation are for e4m3 inputs, not %v", cfg.InputType)
+	case cfg.Scale != ScaleScalar && cfg.Scale != ScaleOuterVec:
+		return nil, fmt.Errorf("cublaslt: scale mode %d: want ScaleScalar or ScaleOuterVec", cfg.Scale)
 	}
 	if cfg.Scale != ScaleScalar && cfg.WorkspaceBytes < 0 {
 		return nil, errors.New("cublaslt: vector scales need a workspace")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -256,26 +255,7 @@ func TestGPUMatmulTiming(t *testing.T) {
 	A, B, D := devBuf(t, e, sz*sz*2), devBuf(t, e, sz*sz*2), devBuf(t, e, sz*sz*2)
 	must(t, e.stream.Memset8(A, 0x3c, sz*sz*2)) // bf16 0x3c3c ≈ 0.0115
 	must(t, e.stream.Memset8(B, 0x3c, sz*sz*2))
-	start, err := e.ctx.NewEvent(cuda.EventDefault)
-	must(t, err)
-	defer start.Close()
-	end, err := e.ctx.NewEvent(cuda.EventDefault)
-	must(t, err)
-	defer end.Close()
-	var times []time.Duration
-	for i := 0; i < 15; i++ {
-		must(t, start.Record(e.stream))
-		must(t, g.Matmul(e.stream, A, B, 0, D, sz, sz, sz, false, true, 1, 0))
-		must(t, end.Record(e.stream))
-		must(t, end.Synchronize())
-		d, err := cuda.ElapsedTime(start, end)
-		must(t, err)
-		if i >= 3 {
-			times = append(times, d)
-		}
-	}
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	med := times[len(times)/2]
+	med := time.Duration(medianGPU(t, e, func() error { return g.Matmul(e.stream, A, B, 0, D, sz, sz, sz, false, true, 1, 0) }) * 1e9)
 	p, _ := g.Plan(Shape{M: sz, N: sz, K: sz, TransB: true})
 	t.Logf("bf16 %d³ NT: median %v = %.0f TFLOP/s; plan %v", sz, med, 2*float64(sz)*sz*sz/med.Seconds()/1e12, p)
 }
