@@ -150,6 +150,8 @@ type Backend struct {
 	blasHandle *cublaslt.Handle
 	gemm       *cublaslt.Gemm
 	gemm8      *cublaslt.Gemm // fp8 inputs (see fp8.go)
+	fp8Once    sync.Once      // fp8Check's answer, found once
+	fp8Err     error
 	// NoFusedConv sends every convolution through cuDNN and a separate
 	// bias/activation pass (for comparison).
 	NoFusedConv bool

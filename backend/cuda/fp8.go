@@ -63,8 +63,14 @@ func (t *q8Tensor) ptr() cu.DevicePtr      { return t.data.ptr.Add(t.row * t.sha
 func (t *q8Tensor) scalePtr() cu.DevicePtr { return t.scale.ptr.Add(t.row * 4) }
 
 // fp8Check refuses fp8 where it cannot run: storage other than bf16, a GPU
-// without e4m3 tensor cores, or a cuBLASLt without per-row scales.
+// without e4m3 tensor cores, or a cuBLASLt without per-row scales. The
+// answer is found once (LayerNormFP8 asks on every call).
 func (b *Backend) fp8Check() error {
+	b.fp8Once.Do(func() { b.fp8Err = b.fp8Support() })
+	return b.fp8Err
+}
+
+func (b *Backend) fp8Support() error {
 	if b.dtype != BF16 {
 		return fmt.Errorf("fp8 linear layers need bf16 storage, not %v", b.dtype)
 	}
@@ -137,17 +143,19 @@ func (b *Backend) PrepareLinearFP8(out, in int, w, bias []float32) (backend.Weig
 	return lw, nil
 }
 
-// rows8 launches an fp8.cu row kernel over rows x cols.
-func (b *Backend) rows8(name string, rows, cols int, args ...any) error {
-	if cols%8 != 0 {
-		return fmt.Errorf("%s: rows of %d columns, want a multiple of 8", name, cols)
+// rows8 launches the fp8.cu row kernel name over rows x cols: its
+// arguments are the bf16 input, the e4m3 output, the scales, the columns
+// and then more.
+func (b *Backend) rows8(name string, rows, cols int, x, q, scale cu.DevicePtr, more ...any) error {
+	if cols%8 != 0 || x%16 != 0 {
+		return fmt.Errorf("%s: rows of %d columns (a multiple of 8, 16-byte aligned, wanted)", name, cols)
 	}
 	f, err := b.kernel(fp8Source, name)
 	if err != nil {
 		return err
 	}
 	return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(rows)}, Block: cu.Dim3{X: rowThreads}, Stream: b.compute},
-		append(args, int32(cols))...)
+		append([]any{x, q, scale, int32(cols)}, more...)...)
 }
 
 // alloc8 returns a q8Tensor of shape s with undefined contents.
@@ -168,16 +176,14 @@ func (b *Backend) alloc8(s backend.Shape) (*q8Tensor, error) {
 	return &q8Tensor{shape: s, data: data, scale: scale, b: b}, nil
 }
 
-// quantize returns x in e4m3 with a scale per row.
-func (b *Backend) quantize(x *Tensor) (*q8Tensor, error) {
-	if x.ptr()%16 != 0 {
-		return nil, fmt.Errorf("fp8: rows not 16-byte aligned")
-	}
+// quantize returns the rows of x through the fp8.cu kernel name (with
+// more arguments after the columns) as a new q8Tensor.
+func (b *Backend) quantize(x *Tensor, name string, more ...any) (*q8Tensor, error) {
 	q, err := b.alloc8(x.shape)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.rows8("quant_rows", x.shape.W, x.shape.C, x.ptr(), q.ptr(), q.scalePtr()); err != nil {
+	if err := b.rows8(name, x.shape.W, x.shape.C, x.ptr(), q.ptr(), q.scalePtr(), more...); err != nil {
 		q.Free()
 		return nil, err
 	}
@@ -193,20 +199,8 @@ func (b *Backend) LayerNormFP8(xt backend.Tensor, eps float32) (backend.Tensor, 
 	if err := b.fp8Check(); err != nil {
 		return nil, err
 	}
-	if x.ptr()%16 != 0 || x.shape.C%8 != 0 {
-		return nil, fmt.Errorf("fp8 layer norm: rows of %d columns (a multiple of 8, 16-byte aligned, wanted)", x.shape.C)
-	}
-	q, err := b.alloc8(x.shape)
+	q, err := b.quantize(x, "layer_norm_q8", eps)
 	if err != nil {
-		return nil, err
-	}
-	var f *cu.Function
-	if f, err = b.kernel(fp8Source, "layer_norm_q8"); err == nil {
-		err = f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(x.shape.W)}, Block: cu.Dim3{X: rowThreads}, Stream: b.compute},
-			x.ptr(), q.ptr(), q.scalePtr(), int32(x.shape.C), eps)
-	}
-	if err != nil {
-		q.Free()
 		return nil, fmt.Errorf("fp8 layer norm: %w", err)
 	}
 	return q, nil
@@ -238,6 +232,6 @@ func (b *Backend) input8(xt backend.Tensor, in int) (*q8Tensor, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	q, err := b.quantize(x)
+	q, err := b.quantize(x, "quant_rows")
 	return q, true, err
 }

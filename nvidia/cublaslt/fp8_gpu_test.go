@@ -67,71 +67,65 @@ func TestGPUMatmulFP8(t *testing.T) {
 	cBytes := encode(R16BF, c0)
 	for _, fast := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fastaccum=%v", fast), func(t *testing.T) {
-			fp8Case(t, e, Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec, FastAccum: fast},
-				a, b, c0, bias, qa, qb, sa, sb, biasBytes, cBytes)
-		})
-	}
-}
-
-func fp8Case(t *testing.T, e *gpuEnv, cfg Config, a, b, c0, bias []float64, qa, qb []byte, sa, sb []float32, biasBytes, cBytes []byte) {
-	const m, n, k = 200, 96, 160
-	g, err := NewGemm(e.h, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	A, B, C := devBuf(t, e, m*k), devBuf(t, e, n*k), devBuf(t, e, m*n*2)
-	SA, SB, Bias := devBuf(t, e, m*4), devBuf(t, e, n*4), devBuf(t, e, n*2)
-	must(t, e.stream.CopyHtoD(A, qa))
-	must(t, e.stream.CopyHtoD(B, qb))
-	must(t, e.stream.CopyHtoD(SA, cuda.AsBytes(sa)))
-	must(t, e.stream.CopyHtoD(SB, cuda.AsBytes(sb)))
-	must(t, e.stream.CopyHtoD(Bias, biasBytes))
-	for _, c := range []struct {
-		ep   Epilogue
-		beta float32
-	}{{0, 0}, {EpilogueBias, 0}, {EpilogueGELUBias, 0}, {EpilogueBias, 1}} {
-		t.Run(fmt.Sprintf("epilogue%d-beta%g", c.ep, c.beta), func(t *testing.T) {
-			p, err := g.Plan(Shape{M: m, N: n, K: k, TransB: true, Epilogue: c.ep})
+			g, err := NewGemm(e.h, Config{InputType: R8F_E4M3, OutputType: R16BF, Scale: ScaleOuterVec, FastAccum: fast})
 			if err != nil {
 				t.Fatal(err)
 			}
-			must(t, e.stream.CopyHtoD(C, cBytes))
-			var bp cuda.DevicePtr
-			if c.ep != 0 {
-				bp = Bias
+			defer g.Close()
+			A, B, C := devBuf(t, e, m*k), devBuf(t, e, n*k), devBuf(t, e, m*n*2)
+			SA, SB, Bias := devBuf(t, e, m*4), devBuf(t, e, n*4), devBuf(t, e, n*2)
+			must(t, e.stream.CopyHtoD(A, qa))
+			must(t, e.stream.CopyHtoD(B, qb))
+			must(t, e.stream.CopyHtoD(SA, cuda.AsBytes(sa)))
+			must(t, e.stream.CopyHtoD(SB, cuda.AsBytes(sb)))
+			must(t, e.stream.CopyHtoD(Bias, biasBytes))
+			for _, c := range []struct {
+				ep   Epilogue
+				beta float32
+			}{{0, 0}, {EpilogueBias, 0}, {EpilogueGELUBias, 0}, {EpilogueBias, 1}} {
+				t.Run(fmt.Sprintf("epilogue%d-beta%g", c.ep, c.beta), func(t *testing.T) {
+					p, err := g.Plan(Shape{M: m, N: n, K: k, TransB: true, Epilogue: c.ep})
+					if err != nil {
+						t.Fatal(err)
+					}
+					must(t, e.stream.CopyHtoD(C, cBytes))
+					var bp cuda.DevicePtr
+					if c.ep != 0 {
+						bp = Bias
+					}
+					must(t, g.RunScaled(p, e.stream.Handle(), A, B, C, C, bp, SA, SB, 1, c.beta))
+					out := make([]byte, m*n*2)
+					must(t, e.stream.CopyDtoH(out, C))
+					must(t, e.stream.Synchronize())
+					want := refGemm(a, b, c0, m, n, k, false, true, 1, float64(c.beta))
+					for i := range want {
+						if c.ep != 0 {
+							want[i] += bias[i%n]
+						}
+						if c.ep == EpilogueGELUBias {
+							x := want[i]
+							want[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+						}
+					}
+					// Row by row: rows differ in magnitude by up to 10^6.
+					worst := 0.0
+					got := decode(R16BF, out, m*n)
+					for r := 0; r < m; r++ {
+						worst = math.Max(worst, relErr(got[r*n:(r+1)*n], want[r*n:(r+1)*n]))
+					}
+					t.Logf("%v: worst row relative error %.2e", p, worst)
+					if worst > 1e-2 {
+						t.Fatalf("worst row relative error %.2e, want bf16 rounding (< 1e-2)", worst)
+					}
+				})
 			}
-			must(t, g.RunScaled(p, e.stream.Handle(), A, B, C, C, bp, SA, SB, 1, c.beta))
-			out := make([]byte, m*n*2)
-			must(t, e.stream.CopyDtoH(out, C))
-			must(t, e.stream.Synchronize())
-			want := refGemm(a, b, c0, m, n, k, false, true, 1, float64(c.beta))
-			for i := range want {
-				if c.ep != 0 {
-					want[i] += bias[i%n]
-				}
-				if c.ep == EpilogueGELUBias {
-					x := want[i]
-					want[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
-				}
+			if _, err := g.Plan(Shape{M: m, N: n, K: k}); err == nil {
+				t.Fatal("an fp8 plan without transB was accepted")
 			}
-			// Row by row: rows differ in magnitude by up to 10^6.
-			worst := 0.0
-			got := decode(R16BF, out, m*n)
-			for r := 0; r < m; r++ {
-				worst = math.Max(worst, relErr(got[r*n:(r+1)*n], want[r*n:(r+1)*n]))
-			}
-			t.Logf("%v: worst row relative error %.2e", p, worst)
-			if worst > 1e-2 {
-				t.Fatalf("worst row relative error %.2e, want bf16 rounding (< 1e-2)", worst)
+			if err := g.RunScaled(nil, e.stream.Handle(), A, B, C, C, 0, 0, 0, 1, 0); err == nil {
+				t.Fatal("an fp8 run without scales was accepted")
 			}
 		})
-	}
-	if _, err := g.Plan(Shape{M: m, N: n, K: k}); err == nil {
-		t.Fatal("an fp8 plan without transB was accepted")
-	}
-	if err := g.RunScaled(nil, e.stream.Handle(), A, B, C, C, 0, 0, 0, 1, 0); err == nil {
-		t.Fatal("an fp8 run without scales was accepted")
 	}
 }
 
