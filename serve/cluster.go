@@ -40,10 +40,13 @@ import (
 //     worker and the API never overwrite each other's change (a task the
 //     API cancelled while a worker took it is skipped).
 
-// js returns the JetStream store (nil when the tasks are elsewhere).
+// js returns the JetStream store (nil when the tasks are elsewhere; a
+// store that wraps it, as tests' do, gives it by jetStream).
 func (s *Service) js() *jsStore {
-	j, _ := s.st.(*jsStore)
-	return j
+	if j, ok := s.st.(interface{ jetStream() *jsStore }); ok {
+		return j.jetStream()
+	}
+	return nil
 }
 
 // apply takes in a task's record as the bucket holds it; s.mu is held.
@@ -336,7 +339,9 @@ func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
 }
 
 // release settles the message of a task a worker ran: acknowledged when
-// the task is over, handed back at once when the worker stopped before.
+// the task is over and its record says so, handed back at once when the
+// worker stopped before, or when the final record could not be written
+// (the task then runs again rather than stay "processing" for ever).
 func (s *Service) release(t *Task) {
 	if t.unsub != nil {
 		t.unsub.Unsubscribe()
@@ -344,18 +349,46 @@ func (s *Service) release(t *Task) {
 	if t.msg == nil {
 		return
 	}
-	if t.lost {
+	if t.Status.Final() {
+		s.saveFinal(t)
+	}
+	s.mu.Lock()
+	lost, saved := t.lost, t.Status.Final() && !t.unsaved
+	delete(s.tasks, t.ID) // a worker keeps no history
+	s.mu.Unlock()
+	switch {
+	case lost:
 		// Its message is another worker's now (or will be at the ack
 		// wait): a nak here would hand the task to a third worker.
 		t.msg = nil
-	} else if t.Status.Final() {
+	case saved:
 		t.msg.Ack()
-	} else {
+	default:
 		t.msg.Nak()
 	}
-	s.mu.Lock()
-	delete(s.tasks, t.ID) // a worker keeps no history
-	s.mu.Unlock()
+}
+
+// finalSaveFor is how long a worker keeps writing a finished task's record
+// when the writes fail (a NATS cluster electing a leader, say).
+const finalSaveFor = time.Minute
+
+// saveFinal writes again, every second for up to finalSaveFor, the record
+// of a finished task whose last write failed, keeping its message in
+// progress meanwhile.
+func (s *Service) saveFinal(t *Task) {
+	for end := time.Now().Add(finalSaveFor); ; {
+		s.mu.Lock()
+		done := !t.unsaved || t.lost || time.Now().After(end)
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		t.msg.InProgress()
+		time.Sleep(time.Second)
+		s.mu.Lock()
+		s.persist(t)
+		s.mu.Unlock()
+	}
 }
 
 // removeTemporariesOf removes the hidden temporaries an interrupted run

@@ -437,3 +437,48 @@ func TestRemoteTakeover(t *testing.T) {
 		}
 	}
 }
+
+// failFinal is a worker's task store whose first write of a finished task
+// fails, as a write does while a NATS cluster elects a leader.
+type failFinal struct {
+	*jsStore
+	mu     sync.Mutex
+	failed bool
+}
+
+func (f *failFinal) Put(t *Task) error {
+	f.mu.Lock()
+	fail := t.Status.Final() && !f.failed
+	f.failed = f.failed || fail
+	f.mu.Unlock()
+	if fail {
+		return fmt.Errorf("NATS task bucket: context deadline exceeded (test)")
+	}
+	return f.jsStore.Put(t)
+}
+
+// TestRemoteFinalWriteFails: when a worker cannot write a finished task's
+// record at once, it writes it again before acknowledging the message: the
+// API reports the task completed, run once (it stayed "processing" for
+// ever when the message was acknowledged anyway).
+func TestRemoteFinalWriteFails(t *testing.T) {
+	e, ws, fs := remote(t, 1, false, Config{})
+	ff := &failFinal{jsStore: ws[0].js()}
+	ws[0].mu.Lock()
+	ws[0].st = ff
+	ws[0].mu.Unlock()
+	e.input("a.mp4")
+	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4"})
+	if m := e.wait(id, Completed); m["attempts"] != 1.0 {
+		t.Errorf("attempts %v", m["attempts"])
+	}
+	ff.mu.Lock()
+	failed := ff.failed
+	ff.mu.Unlock()
+	fs[0].mu.Lock()
+	ran := slices.Clone(fs[0].ran)
+	fs[0].mu.Unlock()
+	if !failed || !slices.Equal(ran, []string{id}) {
+		t.Errorf("final write failed %v; runs %v, want %s once", failed, ran, id)
+	}
+}

@@ -431,6 +431,8 @@ func connect(urls string, c NATS, more ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
+func (s *jsStore) jetStream() *jsStore { return s }
+
 // Put records t: it creates the task's key, or updates it from the
 // revision this store last saw.
 func (s *jsStore) Put(t *Task) error {

@@ -564,6 +564,7 @@ func (s *Service) persist(t *Task) {
 		return
 	}
 	err := s.st.Put(t)
+	t.unsaved = err != nil && !errors.Is(err, errChanged)
 	if err == nil {
 		return
 	}

@@ -125,6 +125,7 @@ type Task struct {
 	cancel      context.CancelFunc // running task only
 	cancelAsked bool
 	lost        bool               // a worker's task whose lease it lost (see heartbeat)
+	unsaved     bool               // its last record write failed (not refused): release writes it again
 	done        chan struct{}      // closed when the running task has stopped
 	msg         jetstream.Msg      // a worker's task: its work queue message
 	unsub       *nats.Subscription // and its cancel subscription
