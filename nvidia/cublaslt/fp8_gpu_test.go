@@ -122,6 +122,17 @@ func TestGPUMatmulFP8(t *testing.T) {
 			if _, err := g.Plan(Shape{M: m, N: n, K: k}); err == nil {
 				t.Fatal("an fp8 plan without transB was accepted")
 			}
+			// A shape cuBLASLt 13.1 has no fast-accumulation kernel for
+			// (the SwiftVR block test's FFN down projection) is planned
+			// with exact accumulation instead of refused.
+			if p, err := g.Plan(Shape{M: 360, N: 3072, K: 14336, TransB: true, Epilogue: EpilogueBias}); err != nil {
+				t.Fatal(err)
+			} else {
+				t.Logf("%v: fast accumulation %v", p, p.FastAccum())
+				if p.FastAccum() && !fast {
+					t.Fatal("a plan of an exact Gemm accumulates fast")
+				}
+			}
 			if err := g.RunScaled(nil, e.stream.Handle(), A, B, C, C, 0, 0, 0, 1, 0); err == nil {
 				t.Fatal("an fp8 run without scales was accepted")
 			}

@@ -31,6 +31,9 @@ type Config struct {
 	Scale ScaleMode
 	// FastAccum lets fp8 GEMMs accumulate in the tensor cores' own
 	// precision without periodic promotion to float32: faster, less exact.
+	// It is a preference: a shape cuBLASLt has no such kernel for (seen on
+	// Hopper with per-row scales, m 360, k 14336) is planned with exact
+	// accumulation (Plan.FastAccum says which).
 	FastAccum bool
 	// OutputType is the type of C and D: R16BF, R16F or R32F.
 	OutputType DataType
@@ -130,6 +133,7 @@ type Plan struct {
 	ws          int
 	waves       float32
 	nAlgos      int
+	fast        bool // planned with fast accumulation
 	alpha, beta *float32 // host scalars, heap-allocated per plan
 	mu          sync.Mutex
 	closed      bool
@@ -137,6 +141,10 @@ type Plan struct {
 
 // Shape returns the plan's shape.
 func (p *Plan) Shape() Shape { return p.shape }
+
+// FastAccum reports whether the plan accumulates fp8 products without
+// promotion (Config.FastAccum, where cuBLASLt has a kernel for the shape).
+func (p *Plan) FastAccum() bool { return p.fast }
 
 // WorkspaceSize returns the workspace bytes the chosen algorithm uses.
 func (p *Plan) WorkspaceSize() int { return p.ws }
@@ -247,8 +255,14 @@ func (g *Gemm) Plan(s Shape) (*Plan, error) {
 		return p, nil
 	}
 	g.misses++
-	p := &Plan{shape: s, algo: new([8]uint64), alpha: new(float32), beta: new(float32)}
-	if err := g.h.do(func() error { return g.build(p) }); err != nil {
+	p := &Plan{shape: s, algo: new([8]uint64), alpha: new(float32), beta: new(float32), fast: g.cfg.FastAccum}
+	err := g.h.do(func() error { return g.build(p) })
+	if p.fast && errors.Is(err, ErrNotSupported) {
+		p.destroy()
+		p.fast = false
+		err = g.h.do(func() error { return g.build(p) })
+	}
+	if err != nil {
 		p.destroy()
 		return nil, fmt.Errorf("cublaslt: planning %v %v×%v->%v: %w", s, g.cfg.InputType, g.cfg.InputType, g.cfg.OutputType, err)
 	}
@@ -290,7 +304,7 @@ func (g *Gemm) build(p *Plan) error {
 			}
 		}
 	}
-	if g.cfg.FastAccum {
+	if p.fast {
 		if err := setAttr("cublasLtMatmulDescSetAttribute(FAST_ACCUM)", lib.cublasLtMatmulDescSetAttribute, p.desc, descFastAccum, int8(1)); err != nil {
 			return err
 		}
