@@ -143,6 +143,9 @@ type Backend struct {
 	// shared memory on this GPU, or it failed to compile).
 	fusedMod *cu.Module
 	fused    *cu.Function
+	// fusedMin is the fewest tiles a convolution's output needs for the
+	// fused kernel (minFusedWaves per multiprocessor; tests set 0).
+	fusedMin int
 	// comp compiles the kernel sources loaded on first use (see kernel).
 	comp    *nvrtc.Compiler
 	lazyMod map[string]*cu.Module
@@ -165,6 +168,9 @@ type Backend struct {
 	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row
 	// kernels, for the tests' and benchmarks' comparisons.
 	noChannelPad, scalarMoves, noConvFusion, scalarRows bool
+	// noConvGemm sends the convolutions conv1x1 and convTaps compute as
+	// GEMMs through cuDNN, for the same comparisons.
+	noConvGemm bool
 
 	pool *pool
 	pace *pacer
@@ -249,6 +255,7 @@ func (b *Backend) init(major, minor int) error {
 	if b.sms, err = b.dev.SMCount(); err != nil {
 		return err
 	}
+	b.fusedMin = minFusedWaves * b.sms
 	if b.compute, err = b.ctx.NewStream(); err != nil {
 		return err
 	}

@@ -85,6 +85,7 @@ var allTypes = []DType{F16, BF16, F32}
 func both(t *testing.T, dt DType, name string, f func(b backend.Backend) (backend.Tensor, error)) {
 	t.Helper()
 	g := open(t, dt)
+	g.fusedMin = 0 // the fused convolutions at the tests' small sizes too
 	c := cpu.New(0)
 	want, err := f(c)
 	if err != nil {
@@ -154,6 +155,46 @@ func TestOpsAgainstCPU(t *testing.T) {
 				return nil, err
 			}
 			return b.Conv2D(up(b, s, x), cw, p, backend.Activation{})
+		})
+		// 1x1: one GEMM in 16-bit storage (conv1x1), cuDNN in f32.
+		p1 := backend.ConvParams{KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}
+		both(t, dt, "conv1x1 64->48 +bias +leaky", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(48, 64, 1, 1, w[:48*64], bias[:48])
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p1, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.1})
+		})
+		// 3x3 with few outputs: a GEMM of the taps and tap_sum (convTaps).
+		s200 := backend.Shape{N: 2, H: 19, W: 23, C: 200}
+		x200, w200 := randSlice(r, s200.Elems(), -1, 1), randSlice(r, 16*200*9, -0.03, 0.03)
+		both(t, dt, "conv3x3 200->16 +bias +leaky", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(16, 200, 3, 3, w200, bias[:16])
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s200, x200), cw, p, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.1})
+		})
+		both(t, dt, "conv1x1 3->16 +bias +relu (padded inputs)", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(16, 3, 1, 1, wFirst[:16*3], bias[:16])
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, in3, x3), cw, p1, backend.Activation{Kind: backend.ActReLU})
+		})
+		both(t, dt, "conv1x1 64->12 +bias (padded outputs)", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(12, 64, 1, 1, w[:12*64], bias[:12])
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p1, backend.Activation{})
+		})
+		both(t, dt, "conv1x1 64->16 no bias", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(16, 64, 1, 1, w[:16*64], nil)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p1, backend.Activation{})
 		})
 		both(t, dt, "prelu", func(b backend.Backend) (backend.Tensor, error) {
 			return b.Activate(up(b, s, x), prelu(b))
@@ -330,6 +371,7 @@ func loadPair(t *testing.T, b backend.Backend, scale int, opt compact.Options) *
 func TestModelAgainstCPU(t *testing.T) {
 	for _, dt := range allTypes {
 		g := open(t, dt)
+		g.fusedMin = 0 // the fused convolutions on this small frame too
 		c := cpu.New(0)
 		rgb, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
 		if err != nil {

@@ -113,6 +113,28 @@ extern "C" __global__ void bias_act_##T(const S* in, S* out, const float* __rest
         out[i] = ST(activate(v, ch, act, alpha, slope, nslope));                                    \
     }                                                                                               \
 }                                                                                                   \
+/* tap_sum: the second half of a 3x3 convolution (zero padding 1) computed as a GEMM: z holds, per  \
+   pixel, each output channel's 9 taps (z[p, o*9 + ky*3 + kx] = the input pixel p times filter tap  \
+   (ky, kx) of output o); out[p, o] = act(bias[o] + the sum of the taps of the 9 neighbours).       \
+   One thread per output value; k outputs per pixel. */                                            \
+extern "C" __global__ void tap_sum_##T(const S* __restrict__ z, S* __restrict__ out, const float* __restrict__ bias, \
+                                       int n, int h, int w, int k, int act, float alpha,          \
+                                       const float* __restrict__ slope, int nslope) {               \
+    GRID_STRIDE(i, (long long)n * h * w * k) {                                                      \
+        int o = i % k; long long p = i / k;                                                         \
+        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
+        float v = bias ? bias[o] : 0.0f;                                                            \
+        for (int ky = 0; ky < 3; ky++) {                                                            \
+            int yy = py + ky - 1;                                                                   \
+            if (yy < 0 || yy >= h) continue;                                                        \
+            for (int kx = 0; kx < 3; kx++) {                                                        \
+                int xx = px + kx - 1;                                                               \
+                if (xx >= 0 && xx < w) v += LD(z[((f * h + yy) * w + xx) * 9 * k + o * 9 + ky * 3 + kx]); \
+            }                                                                                       \
+        }                                                                                           \
+        out[i] = ST(activate(v, o, act, alpha, slope, nslope));                                     \
+    }                                                                                               \
+}                                                                                                   \
 /* axpby: out = ca * a + cb * b. */                                                                 \
 extern "C" __global__ void axpby_##T(const S* a, const S* b, S* out, long long n, float ca, float cb) { \
     GRID_STRIDE(i, n) out[i] = ST(ca * LD(a[i]) + cb * LD(b[i]));                                   \
@@ -339,10 +361,12 @@ extern "C" __global__ void unfold_frames_##W(const S* __restrict__ in, S* __rest
     }                                                                                               \
 }                                                                                                   \
 /* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose  \
-   channel count was padded for cuDNN's tensor-core kernels. One thread per pixel. */               \
+   channel count was padded for cuDNN's tensor-core kernels. One thread per output value (one per   \
+   pixel was 90 times slower at 194 -> 200 channels: its accesses were a pixel apart). */          \
 extern "C" __global__ void pad_channels_##W(const S* __restrict__ in, S* __restrict__ out, long long p, int c, int cp) { \
-    GRID_STRIDE(i, p) {                                                                             \
-        for (int q = 0; q < cp; q++) out[i * cp + q] = q < c ? in[i * c + q] : (S)0;                \
+    GRID_STRIDE(i, p * cp) {                                                                        \
+        int q = i % cp;                                                                             \
+        out[i] = q < c ? in[i / cp * c + q] : (S)0;                                                 \
     }                                                                                               \
 }                                                                                                   \
 /* pixel_unshuffle_px and pixel_shuffle_px: the same moves for few channels, one thread per output  \
@@ -499,6 +523,66 @@ extern "C" __global__ void deform_sample_##T(const S* __restrict__ x, const S* _
             v = hh * hw * v1 + hh * lw * v2 + lh * hw * v3 + lh * lw * v4;                          \
         }                                                                                           \
         out[i] = ST(mask * v);                                                                      \
+    }                                                                                               \
+}                                                                                                   \
+/* The same three ops 16 bytes (V values) at a time, for pixels (warp_nearest_v, gate_v) or groups  \
+   (deform_sample_v) a whole number of 16-byte chunks, c8 chunks per pixel: each thread works out   \
+   its pixel's source coordinates, offsets or gate once for V channels. Same arithmetic. */         \
+extern "C" __global__ void warp_nearest_v_##T(const uint4* __restrict__ x, const S* __restrict__ mv, \
+                                              uint4* __restrict__ out, int n, int h, int w, int c8) { \
+    GRID_STRIDE(i, (long long)n * h * w * c8) {                                                     \
+        int q = i % c8; long long p = i / c8;                                                       \
+        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
+        int sx = nearest_coord(__fadd_rn((float)px, LD(mv[2 * p])), w);                             \
+        int sy = nearest_coord(__fadd_rn((float)py, LD(mv[2 * p + 1])), h);                         \
+        out[i] = x[((f * h + sy) * w + sx) * c8 + q];                                               \
+    }                                                                                               \
+}                                                                                                   \
+extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, const S* __restrict__ o, \
+        const S* __restrict__ mv, uint4* __restrict__ out, int n, int h, int w, int c8, int groups, \
+        float limit) {                                                                              \
+    const int V = 16 / sizeof(S);                                                                   \
+    int cg8 = c8 / groups;                                                                          \
+    GRID_STRIDE(i, (long long)n * h * w * c8) {                                                     \
+        int q = i % c8; long long p = i / c8; int g = q / cg8;                                      \
+        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
+        const S* op = o + p * 3 * groups;                                                         \
+        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LD(mv[2 * p + 1]));            \
+        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LD(mv[2 * p]));            \
+        float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
+        float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
+        union { uint4 u; S s[V]; } c[4], r;                                                         \
+        for (int k = 0; k < 4; k++) c[k].u.x = c[k].u.y = c[k].u.z = c[k].u.w = 0;                  \
+        float hh = 0.0f, hw = 0.0f, lh = 0.0f, lw = 0.0f;                                           \
+        bool in = hy > -1.0f && wx > -1.0f && hy < (float)h && wx < (float)w;                       \
+        if (in) {                                                                                   \
+            float hl = floorf(hy), wl = floorf(wx);                                                 \
+            lh = hy - hl; lw = wx - wl; hh = 1.0f - lh; hw = 1.0f - lw;                             \
+            int y0 = (int)hl, x0 = (int)wl;                                                         \
+            const uint4* img = x + f * h * w * c8 + q;                                            \
+            if (y0 >= 0 && x0 >= 0) c[0].u = img[((long long)y0 * w + x0) * c8];                  \
+            if (y0 >= 0 && x0 + 1 <= w - 1) c[1].u = img[((long long)y0 * w + x0 + 1) * c8];      \
+            if (y0 + 1 <= h - 1 && x0 >= 0) c[2].u = img[((long long)(y0 + 1) * w + x0) * c8];     \
+            if (y0 + 1 <= h - 1 && x0 + 1 <= w - 1) c[3].u = img[((long long)(y0 + 1) * w + x0 + 1) * c8]; \
+        }                                                                                           \
+        for (int e = 0; e < V; e++) {                                                               \
+            float v = 0.0f;                                                                         \
+            if (in) v = hh * hw * LD(c[0].s[e]) + hh * lw * LD(c[1].s[e]) + lh * hw * LD(c[2].s[e]) + lh * lw * LD(c[3].s[e]); \
+            r.s[e] = ST(mask * v);                                                                  \
+        }                                                                                           \
+        out[i] = r.u;                                                                               \
+    }                                                                                               \
+}                                                                                                   \
+extern "C" __global__ void gate_v_##T(const uint4* __restrict__ x, const S* __restrict__ wm,     \
+                                      uint4* __restrict__ out, long long px, int c8, int sig) {  \
+    const int V = 16 / sizeof(S);                                                                   \
+    GRID_STRIDE(i, px * c8) {                                                                       \
+        float wv = LD(wm[i / c8]);                                                                  \
+        float g = sig ? 1.0f / (1.0f + expf(-wv)) : 1.0f + wv;                                      \
+        union { uint4 u; S s[V]; } r;                                                               \
+        r.u = x[i];                                                                                 \
+        for (int e = 0; e < V; e++) r.s[e] = ST(LD(r.s[e]) * g);                                    \
+        out[i] = r.u;                                                                               \
     }                                                                                               \
 }                                                                                                   \
 /* gate: out = x * (1 + w), or x * sigmoid(w), w one value per pixel. */                            \

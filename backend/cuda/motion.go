@@ -30,7 +30,21 @@ func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c8, ok := b.chunks(s.C, x, y); ok {
+		return b.finish(y, b.launch("warp_nearest_v", true, int64(s.N*s.H*s.W*c8), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c8)))
+	}
 	return b.finish(y, b.launch("warp_nearest", true, int64(s.Elems()), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
+}
+
+// chunks returns the 16-byte chunks of c channels when the vectorised
+// motion kernels can run on ts (c a whole number of chunks, every tensor
+// 16-byte aligned).
+func (b *Backend) chunks(c int, ts ...*Tensor) (int, bool) {
+	ok := !b.scalarMoves && c%b.lanes() == 0
+	for _, t := range ts {
+		ok = ok && t.ptr()%16 == 0
+	}
+	return c / b.lanes(), ok
 }
 
 // DeformSample is the modulated deformable sampling (see backend.Motion).
@@ -51,6 +65,10 @@ func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit flo
 	if err != nil {
 		return nil, err
 	}
+	if c8, ok := b.chunks(s.C/groups, x, y); ok {
+		return b.finish(y, b.launch("deform_sample_v", true, int64(s.N*s.H*s.W*c8*groups), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
+			int32(s.N), int32(s.H), int32(s.W), int32(c8*groups), int32(groups), limit))
+	}
 	return b.finish(y, b.launch("deform_sample", true, int64(s.Elems()), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
 		int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(groups), limit))
 }
@@ -69,6 +87,9 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 	sig := int32(0)
 	if sigmoid {
 		sig = 1
+	}
+	if c8, ok := b.chunks(s.C, x, y); ok {
+		return b.finish(y, b.launch("gate_v", true, int64(s.N*s.H*s.W*c8), x.ptr(), w.ptr(), y.ptr(), int64(s.N*s.H*s.W), int32(c8), sig))
 	}
 	return b.finish(y, b.launch("gate", true, int64(s.Elems()), x.ptr(), w.ptr(), y.ptr(), int64(s.N*s.H*s.W), int32(s.C), sig))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/internal/check"
+	"github.com/vsr-dev/vsr/nvidia/cublaslt"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/tensor/half"
 )
@@ -222,10 +223,123 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 	if err != nil {
 		return nil, err
 	}
-	if res == nil && b.canFuse(w, p, act) {
+	switch {
+	case res == nil && b.canFuse(w, p, act, ys):
 		return b.finish(y, b.fusedConv(x, w, act, y))
+	case res == nil && b.canGemm(w, p):
+		return b.finish(y, b.conv1x1(x, w, act, y))
+	case res == nil && b.canTaps(w, p):
+		return b.finish(y, b.convTaps(x, w, act, y))
 	}
 	return b.finish(y, b.convCuDNN(x, w, p, act, res, y))
+}
+
+// canGemm reports whether a convolution is a plain matrix product that
+// conv1x1 computes: 1x1, stride 1, no padding or dilation, 16-bit storage.
+// (cuDNN picked a generic kernel 20 times slower than the GEMM for
+// CDA-VSR's 128 -> 128 deformable convolution.)
+func (b *Backend) canGemm(w *convWeights, p backend.ConvParams) bool {
+	return b.dtype != F32 && w.kh == 1 && w.kw == 1 && !b.noConvGemm &&
+		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
+		p.PadT == 0 && p.PadB == 0 && p.PadL == 0 && p.PadR == 0
+}
+
+// canTaps reports whether convTaps computes a convolution: 3x3, padding
+// 1, stride 1, 16-bit storage, input channels a multiple of 8 and at
+// least 9 times the outputs (the GEMM's output, 9 values per output
+// channel, is then no larger than its input). cuDNN ran CDA-VSR's
+// 194 -> 16 offset convolution at a fifth of the GEMM's rate.
+func (b *Backend) canTaps(w *convWeights, p backend.ConvParams) bool {
+	return b.dtype != F32 && w.kh == 3 && w.kw == 3 && w.in%8 == 0 && 9*w.out <= w.in && !b.noConvGemm &&
+		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
+		p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1
+}
+
+// gemmConv queues z = x · f as one cuBLASLt GEMM over the pixels of x
+// (NHWC, the rows of A) and the KRSC filter f (its rows are B, transposed):
+// z holds f.out values per pixel, plus bias (in z's type) when not 0.
+func (b *Backend) gemmConv(x *Tensor, f *convWeights, bias cu.DevicePtr, z *Tensor) error {
+	g, err := b.gemmRunner()
+	if err != nil {
+		return err
+	}
+	s := cublaslt.Shape{M: x.shape.N * x.shape.H * x.shape.W, N: f.out * f.kh * f.kw, K: f.in, TransB: true}
+	if bias != 0 {
+		s.Epilogue = cublaslt.EpilogueBias
+	}
+	pl, err := g.Plan(s)
+	if err != nil {
+		return err
+	}
+	return g.RunBias(pl, b.compute.Handle(), x.ptr(), f.w.ptr, z.ptr(), z.ptr(), bias, 1, 0)
+}
+
+// convTaps computes a 3x3 convolution with few outputs as a GEMM that
+// gives each output channel's 9 taps per pixel (the KRSC filter read as
+// 9*out rows), then tap_sum, which adds each output's taps from the 9
+// neighbours with the bias and the activation.
+func (b *Backend) convTaps(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
+	z, err := b.alloc(backend.Shape{N: x.shape.N, H: x.shape.H, W: x.shape.W, C: 9 * w.out})
+	if err != nil {
+		return err
+	}
+	defer z.Free()
+	if err := b.gemmConv(x, w, 0, z); err != nil {
+		return err
+	}
+	kind, alpha, slope, nslope, err := b.actArgs(act)
+	if err != nil {
+		return err
+	}
+	var bias cu.DevicePtr
+	if w.bias != nil {
+		bias = w.bias.ptr
+	}
+	s := y.shape
+	return b.launch("tap_sum", true, int64(s.Elems()), z.ptr(), y.ptr(), bias, int32(s.N), int32(s.H), int32(s.W), int32(s.C), kind, alpha, slope, nslope)
+}
+
+// conv1x1 computes a 1x1 convolution as one GEMM (gemmConv), the bias in
+// its epilogue. Channel counts that are not multiples of 8 run padded:
+// the input through pad_channels, the outputs into scratch; then, as for
+// an activation, one more pass (biasAct) finishes y.
+func (b *Backend) conv1x1(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
+	cw, in, out := w, x, y
+	var err error
+	if w.padded != nil {
+		cw = w.padded
+		if in, err = b.padChannels(x, cw.in); err != nil {
+			return err
+		}
+		if in != x {
+			defer in.Free()
+		}
+		if cw.out != w.out {
+			if out, err = b.alloc(backend.Shape{N: y.shape.N, H: y.shape.H, W: y.shape.W, C: cw.out}); err != nil {
+				return err
+			}
+			defer out.Free()
+		}
+	}
+	var bias cu.DevicePtr
+	if out == y && w.biasT != nil {
+		bias = w.biasT.ptr
+	}
+	if err := b.gemmConv(in, cw, bias, out); err != nil {
+		return err
+	}
+	if out == y && act.Kind == backend.ActNone {
+		return nil
+	}
+	kind, alpha, slope, nslope, err := b.actArgs(act)
+	if err != nil {
+		return err
+	}
+	bias = 0
+	if out != y && w.bias != nil {
+		bias = w.bias.ptr
+	}
+	return b.biasAct(out, y, bias, kind, alpha, slope, nslope)
 }
 
 // minFusedPixels is the fewest output pixels a convolution needs for
@@ -242,16 +356,12 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 	cw, in, out := w, x, y
 	if w.padded != nil && !b.noChannelPad {
 		cw = w.padded
-		if cw.in != w.in {
-			s := x.shape
-			var err error
-			if in, err = b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: cw.in}); err != nil {
-				return err
-			}
+		var err error
+		if in, err = b.padChannels(x, cw.in); err != nil {
+			return err
+		}
+		if in != x {
 			defer in.Free()
-			if err := b.launch(b.moves("pad_channels"), false, int64(s.N*s.H*s.W), x.ptr(), in.ptr(), int64(s.N*s.H*s.W), int32(s.C), int32(cw.in)); err != nil {
-				return err
-			}
 		}
 		if cw.out != w.out {
 			var err error
@@ -262,9 +372,11 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 		}
 	}
 	// cuDNN's epilogue: bias, residual and ReLU; or bias and a residual
-	// without activation (a residual block's second convolution).
+	// without activation (a residual block's second convolution); in fp16
+	// also the bias alone (a pass of 21 us saved per 640x360 frame of 64
+	// channels; not measured for the other types).
 	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil &&
-		(act.Kind == backend.ActReLU || act.Kind == backend.ActNone && res != nil) &&
+		(act.Kind == backend.ActReLU || act.Kind == backend.ActNone && (res != nil || b.dtype == F16)) &&
 		y.shape.N*y.shape.H*y.shape.W >= minFusedPixels {
 		return b.conv.forward(in, cw, p, y, &epilogue{bias: w.biasT.ptr, z: res, relu: act.Kind == backend.ActReLU})
 	}
@@ -305,6 +417,25 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 	return b.biasAct(y, y, 0, kind, alpha, slope, nslope)
 }
 
+// padChannels returns x with zero channels up to c (x itself when it has
+// c channels), for a filter padded for the tensor cores.
+func (b *Backend) padChannels(x *Tensor, c int) (*Tensor, error) {
+	s := x.shape
+	if s.C == c {
+		return x, nil
+	}
+	in, err := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: c})
+	if err != nil {
+		return nil, err
+	}
+	px := int64(s.N * s.H * s.W)
+	if err := b.launch(b.moves("pad_channels"), false, px*int64(c), x.ptr(), in.ptr(), px, int32(s.C), int32(c)); err != nil {
+		in.Free()
+		return nil, err
+	}
+	return in, nil
+}
+
 // biasAct computes y = act(x + bias) (in place when x == y) from the first
 // y.C channels of each pixel of x, eight values per thread when the
 // channel counts allow.
@@ -316,13 +447,24 @@ func (b *Backend) biasAct(x, y *Tensor, bias cu.DevicePtr, kind int32, alpha flo
 	return b.launch("bias_act", true, n, x.ptr(), y.ptr(), bias, int32(c), int32(cs), n, kind, alpha, slope, nslope)
 }
 
+// minFusedWaves is the fewest tiles per multiprocessor for which the
+// fused kernel is used: one CTA per multiprocessor loads the whole filter
+// and then loops over its tiles, so a small problem (one 640x360 frame is
+// 6.8 tiles per multiprocessor) is faster through cuDNN: 60 against 71 us
+// per 64 -> 64 convolution in a kernel profile, CDA-VSR at 254-263
+// against 241-243 frames/s (the compact model's batches of 8 frames are
+// 55 tiles per multiprocessor).
+const minFusedWaves = 8
+
 // canFuse reports whether the fused tensor-core kernel computes this
 // convolution: fp16, 3x3, padding 1, stride 1, no dilation, 16 to 64 input
 // channels (a multiple of 16), 8 to 64 outputs (a multiple of 8), and no
 // activation, PReLU, or ReLU and leaky ReLU (as PReLU with one slope) for
-// 48 outputs or more.
-func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation) bool {
+// 48 outputs or more; output ys of at least minFusedWaves tiles per
+// multiprocessor.
+func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation, ys backend.Shape) bool {
 	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
+		fusedTiles(ys.N, ys.H, ys.W) >= b.fusedMin &&
 		p.KH == 3 && p.KW == 3 && p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1 &&
 		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
 		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 &&
@@ -345,6 +487,9 @@ func (b *Backend) sharedSlope(v float32) (cu.DevicePtr, error) {
 	b.slopes[v] = k
 	return k.ptr, nil
 }
+
+// fusedTiles is the fused kernel's tiles of 2 rows x 128 pixels.
+func fusedTiles(n, h, w int) int { return n * ((h + 1) / 2) * ((w + 127) / 128) }
 
 // fusedConv runs conv + bias + PReLU in one persistent kernel: one CTA per
 // multiprocessor, each looping over tiles of 2 rows x 128 pixels.
@@ -372,7 +517,7 @@ func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y
 		}
 		nslope = 1
 	}
-	tiles := s.N * ((s.H + 1) / 2) * ((s.W + 127) / 128)
+	tiles := fusedTiles(s.N, s.H, s.W)
 	return b.fused.Launch(cu.LaunchConfig{
 		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: fusedBlock},
 		SharedMem: fusedSmem, Stream: b.compute,

@@ -57,7 +57,7 @@ func shapes(s int) map[string][]int {
 		conv(fmt.Sprintf("feature_extraction.%d.conv1", i), features, features, 3, true)
 		conv(fmt.Sprintf("feature_extraction.%d.conv2", i), features, features, 3, true)
 	}
-	conv("deform_align.conv_offset.0", 16, 2*features+features+2, 3, true)
+	conv("deform_align.conv_offset.0", 16, offsetIn, 3, true)
 	conv("deform_align.conv_offset.2", 16, 16, 3, true)
 	conv("deform_align.conv_offset.4", 16, 16, 3, true)
 	conv("deform_align.conv_offset.6", 3*Groups, 16, 1, true)

@@ -18,6 +18,7 @@ type Instance struct {
 	state   [2]backend.Tensor // state[cur] is the last step's; the other is written next
 	cur     int
 	started bool
+	offIn   backend.Tensor // the offset branch's input (see offsetInPadded)
 
 	// The CUDA-graph variant: each path (I, P) from each state buffer is
 	// recorded once it has run op by op (so that every plan and table it
@@ -47,6 +48,11 @@ func (n *Net) OpenWith(w, h int, graphs bool) (*Instance, error) {
 			return nil, err
 		}
 		in.state[i] = t
+	}
+	var err error
+	if in.offIn, err = zeros(n.b, w, h, offsetInPadded); err != nil {
+		in.Close()
+		return nil, err
 	}
 	if _, ok := n.b.(backend.Recorder); ok && graphs {
 		in.graphs = true
@@ -112,7 +118,7 @@ func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Ten
 	if p := b2i(!iPath); in.graphs && in.warm[p] {
 		out, err = in.replay(frame, mv, res, iPath)
 	} else {
-		out, err = in.net.step(frame, in.state[in.cur], mv, res, in.state[next], iPath)
+		out, err = in.net.step(frame, in.state[in.cur], mv, res, in.offIn, in.state[next], iPath)
 		in.warm[p] = in.warm[p] || err == nil
 	}
 	if err != nil {
@@ -151,7 +157,7 @@ func (in *Instance) replay(frame, mv, res backend.Tensor, iPath bool) (backend.T
 	}
 	if in.rec[p][cur] == nil {
 		r, err := b.(backend.Recorder).Record(func() error {
-			y, err := in.net.step(in.fixed[0], in.state[cur], in.fixed[1], in.fixed[2], in.state[1-cur], iPath)
+			y, err := in.net.step(in.fixed[0], in.state[cur], in.fixed[1], in.fixed[2], in.offIn, in.state[1-cur], iPath)
 			if err != nil {
 				return err
 			}
@@ -160,7 +166,7 @@ func (in *Instance) replay(frame, mv, res backend.Tensor, iPath bool) (backend.T
 		})
 		if err != nil {
 			in.graphs = false
-			return in.net.step(frame, in.state[cur], mv, res, in.state[1-cur], iPath)
+			return in.net.step(frame, in.state[cur], mv, res, in.offIn, in.state[1-cur], iPath)
 		}
 		in.rec[p][cur] = r
 	}
@@ -192,7 +198,7 @@ func (in *Instance) Close() {
 		}
 	}
 	in.rec = [2][2]backend.Recording{}
-	for _, ts := range [][]backend.Tensor{in.state[:], in.fixed[:], {in.out}} {
+	for _, ts := range [][]backend.Tensor{in.state[:], in.fixed[:], {in.out, in.offIn}} {
 		for i, t := range ts {
 			if t != nil {
 				t.Free()
@@ -200,5 +206,15 @@ func (in *Instance) Close() {
 			}
 		}
 	}
-	in.out = nil
+	in.out, in.offIn = nil, nil
+}
+
+// zeros returns a (1 h w c) tensor of zeros on b: one zero pixel padded.
+func zeros(b backend.Backend, w, h, c int) (backend.Tensor, error) {
+	z, err := b.Upload(backend.Shape{N: 1, H: 1, W: 1, C: c}, make([]float32, c))
+	if err != nil {
+		return nil, err
+	}
+	defer z.Free()
+	return b.CropPad(z, h, w)
 }

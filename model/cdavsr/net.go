@@ -67,6 +67,9 @@ func Load(b backend.Backend, path string) (*Net, error) {
 			return conv{}
 		}
 		shape := shapes(c.Scale)[name+".weight"]
+		if name == "deform_align.conv_offset.0" {
+			w, shape = padInputs(w, shape, offsetInPadded)
+		}
 		var bias []float32
 		if _, ok := shapes(c.Scale)[name+".bias"]; ok {
 			if bias, err = f.Float32(c.Prefix + name + ".bias"); err != nil {
@@ -141,6 +144,26 @@ func (n *Net) Close() {
 	*n = Net{}
 }
 
+// The offset branch's input is the warped state, the features and the
+// motion field: 194 channels, held in a buffer of 200 whose last 6 stay
+// zero (Instance.offIn) and read with zero weights, so that every part is
+// copied 16 bytes at a time and the convolution needs no padding pass.
+const (
+	offsetIn       = 2*features + features + 2
+	offsetInPadded = 200
+)
+
+// padInputs returns OIHW weights of shape with the input channels padded
+// with zeros to in, and the new shape.
+func padInputs(w []float32, shape []int, in int) ([]float32, []int) {
+	o, i, k := shape[0], shape[1], shape[2]*shape[3]
+	p := make([]float32, o*in*k)
+	for a := 0; a < o; a++ {
+		copy(p[a*in*k:], w[a*i*k:(a+1)*i*k])
+	}
+	return p, []int{o, in, shape[2], shape[3]}
+}
+
 var (
 	relu   = backend.Activation{Kind: backend.ActReLU}
 	lrelu  = backend.Activation{Kind: backend.ActLeaky, Alpha: 0.1}
@@ -189,9 +212,11 @@ func (n *Net) concat(ts ...backend.Tensor) (backend.Tensor, error) {
 }
 
 // step runs one frame: x (1 H W 3) in [0,1]; on the P path, state (1 H W
-// 128: feat then conv_h of the last frame), mv (1 H W 2) and res (1 H W 1).
-// It writes the new state into next and returns the output frame.
-func (n *Net) step(x, state, mv, res, next backend.Tensor, iPath bool) (backend.Tensor, error) {
+// 128: feat then conv_h of the last frame), mv (1 H W 2) and res (1 H W 1),
+// and offIn, the offset branch's input buffer (1 H W offsetInPadded,
+// zero beyond offsetIn). It writes the new state into next and returns the
+// output frame.
+func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (backend.Tensor, error) {
 	b := n.b
 	var free []backend.Tensor
 	defer func() {
@@ -228,9 +253,12 @@ func (n *Net) step(x, state, mv, res, next backend.Tensor, iPath bool) (backend.
 		if err != nil {
 			return nil, err
 		}
-		t, err := keep(n.concat(warped, feat, mv))
-		if err != nil {
-			return nil, err
+		t, at := offIn, 0
+		for _, part := range []backend.Tensor{warped, feat, mv} {
+			if err := b.CopyChannels(t, at, part); err != nil {
+				return nil, err
+			}
+			at += part.Shape().C
 		}
 		for i, c := range n.offset {
 			act := lrelu
