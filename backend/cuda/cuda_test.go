@@ -156,7 +156,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 			}
 			return b.Conv2D(up(b, s, x), cw, p, backend.Activation{})
 		})
-		// 1x1: one GEMM in 16-bit storage (conv1x1), cuDNN in f32.
+		// 1x1: one GEMM in fp16 (conv1x1), cuDNN in bf16 and f32.
 		p1 := backend.ConvParams{KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}
 		both(t, dt, "conv1x1 64->48 +bias +leaky", func(b backend.Backend) (backend.Tensor, error) {
 			cw, err := b.PrepareConv(48, 64, 1, 1, w[:48*64], bias[:48])
@@ -165,7 +165,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 			}
 			return b.Conv2D(up(b, s, x), cw, p1, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.1})
 		})
-		// 3x3 with few outputs: a GEMM of the taps and tap_sum (convTaps).
+		// 3x3 with few outputs: in fp16 a GEMM of the taps and tap_sum (convTaps).
 		s200 := backend.Shape{N: 2, H: 19, W: 23, C: 200}
 		x200, w200 := randSlice(r, s200.Elems(), -1, 1), randSlice(r, 16*200*9, -0.03, 0.03)
 		both(t, dt, "conv3x3 200->16 +bias +leaky", func(b backend.Backend) (backend.Tensor, error) {
