@@ -33,4 +33,8 @@ type Motion interface {
 	// clamped coordinates. mv (N H W 2) gives every pixel its block's vector
 	// (p came from p + mv), res (N H W 1) is (cur(p) - prev(p + mv)) * scale.
 	MatchBlocks(cur, prev Tensor, block, rng int, scale float32) (mv, res Tensor, err error)
+	// MeanAbs returns the mean absolute value of each tensor (summed in
+	// float64, in a fixed order): the scene-cut statistic of residuals,
+	// for a batch of frames with one wait for the device.
+	MeanAbs(ts ...Tensor) ([]float64, error)
 }

@@ -136,6 +136,23 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 	return out, nil
 }
 
+// MeanAbs returns each tensor's mean absolute value (see backend.Motion).
+func (b *Backend) MeanAbs(ts ...backend.Tensor) ([]float64, error) {
+	out := make([]float64, len(ts))
+	for i, tt := range ts {
+		t, err := b.tensor(tt)
+		if err != nil {
+			return nil, err
+		}
+		var s float64
+		for _, v := range t.Data {
+			s += math.Abs(float64(v))
+		}
+		out[i] = s / float64(len(t.Data))
+	}
+	return out, nil
+}
+
 // MatchBlocks is block matching with quarter-pel refinement (see
 // backend.Motion).
 func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, block, rng int, scale float32) (backend.Tensor, backend.Tensor, error) {

@@ -8,7 +8,10 @@ import (
 	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
-var _ backend.Transformer = (*Backend)(nil)
+var (
+	_ backend.Transformer = (*Backend)(nil)
+	_ backend.Motion      = (*Backend)(nil)
+)
 
 // linearWeights is a linear layer as a packed in x out matrix (Wᵀ).
 type linearWeights struct {

@@ -585,6 +585,21 @@ extern "C" __global__ void gate_v_##T(const uint4* __restrict__ x, const S* __re
         out[i] = r.u;                                                                               \
     }                                                                                               \
 }                                                                                                   \
+/* mean_abs: *out = the mean |x| of n values, summed in double by one CTA of 1024 threads in a    \
+   fixed order (a strided sum per thread, then a tree), so that the result is the same every run.  \
+   Launch: one block of 1024 threads. */                                                           \
+extern "C" __global__ void mean_abs_##T(const S* __restrict__ x, long long n, double* __restrict__ out) { \
+    __shared__ double part[1024];                                                                   \
+    double s = 0.0;                                                                                 \
+    for (long long i = threadIdx.x; i < n; i += 1024) s += fabs((double)LD(x[i]));                \
+    part[threadIdx.x] = s;                                                                          \
+    __syncthreads();                                                                                \
+    for (int h = 512; h > 0; h >>= 1) {                                                             \
+        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];                            \
+        __syncthreads();                                                                            \
+    }                                                                                               \
+    if (threadIdx.x == 0) *out = part[0] / (double)n;                                               \
+}                                                                                                   \
 /* gate: out = x * (1 + w), or x * sigmoid(w), w one value per pixel. */                            \
 extern "C" __global__ void gate_##T(const S* __restrict__ x, const S* __restrict__ wm,          \
                                     S* __restrict__ out, long long px, int c, int sig) {         \

@@ -94,6 +94,39 @@ func (b *Backend) Gate(xt, wt backend.Tensor, sigmoid bool) (backend.Tensor, err
 	return b.finish(y, b.launch("gate", true, int64(s.Elems()), x.ptr(), w.ptr(), y.ptr(), int64(s.N*s.H*s.W), int32(s.C), sig))
 }
 
+// MeanAbs returns each tensor's mean absolute value (see backend.Motion):
+// one CTA per tensor writes its mean into scratch, and one copy brings all
+// of them back.
+func (b *Backend) MeanAbs(ts ...backend.Tensor) ([]float64, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	out, err := b.pool.get(int64(8 * len(ts)))
+	if err != nil {
+		return nil, err
+	}
+	defer b.pool.put(out)
+	f, err := b.fn("mean_abs", true)
+	if err != nil {
+		return nil, err
+	}
+	for i, tt := range ts {
+		t, err := b.tensor(tt)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: 1}, Block: cu.Dim3{X: 1024}, Stream: b.compute},
+			t.ptr(), int64(t.shape.Elems()), out.ptr.Add(8*i)); err != nil {
+			return nil, err
+		}
+	}
+	v := make([]float64, len(ts))
+	if err := b.compute.CopyDtoH(cu.AsBytes(v), out.ptr); err != nil {
+		return nil, err
+	}
+	return v, b.compute.Synchronize()
+}
+
 // MatchBlocks is block matching with quarter-pel refinement (see
 // backend.Motion): the planes go to float32 scratch, one CTA matches each
 // block, and the vectors and residual come back in the storage type.

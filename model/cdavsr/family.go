@@ -209,7 +209,10 @@ func (s *session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, e
 }
 
 // Start restores the first k frames of the batch in order and queues
-// their conversion and copy back.
+// their conversion and copy back. The side data of all k frames is queued
+// first, the scene cuts among them are found with one wait for the device
+// (MeanAbs), and then the network's steps are queued: a wait per frame
+// left the GPU idle while the host looked at each residual.
 func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	b, ok := bt.(*batch)
 	if !ok {
@@ -229,16 +232,42 @@ func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 		return err
 	}
 	defer out.Free()
-	for i := 0; i < k; i++ {
-		if err := ctx.Err(); err != nil {
+	fw := make([]frameWork, k)
+	defer func() {
+		for i := range fw {
+			fw[i].free()
+		}
+	}()
+	prev := s.prev
+	var cuts []backend.Tensor // residuals that decide a scene cut
+	var cutAt []int
+	for i := range fw {
+		f := &fw[i]
+		if f.x, err = bk.Frames(x, i, 1); err != nil {
 			return err
 		}
-		xi, err := bk.Frames(x, i, 1)
+		if err := s.side(f, s.frame+i, prev); err != nil {
+			return fmt.Errorf("frame %d: %w", s.frame+i, err)
+		}
+		prev = f.luma
+		if f.luma != nil && f.res != nil {
+			cuts, cutAt = append(cuts, f.res), append(cutAt, i)
+		}
+	}
+	if len(cuts) > 0 {
+		means, err := bk.(backend.Motion).MeanAbs(cuts...)
 		if err != nil {
 			return err
 		}
-		y, err := s.step(xi)
-		xi.Free()
+		for j, i := range cutAt {
+			fw[i].reset = means[j] > SceneCut
+		}
+	}
+	for i := range fw {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		y, err := s.step(&fw[i])
 		if err == nil {
 			err = bk.CopyFrames(out, i, y)
 			y.Free()
@@ -251,79 +280,75 @@ func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	return err
 }
 
-// step restores one frame: side data against the previous frame, the
-// reset decision, the network.
-func (s *session) step(x backend.Tensor) (backend.Tensor, error) {
-	bk := s.m.net.b
-	every := s.frame == 0 || (s.every > 0 && s.frame%s.every == 0)
-	var mv, res, luma backend.Tensor
-	var reset bool
+// frameWork is one frame of a batch from its side data to its step.
+type frameWork struct {
+	x, luma, mv, res backend.Tensor
+	reset            bool
+}
+
+func (f *frameWork) free() {
+	for _, t := range []backend.Tensor{f.x, f.luma, f.mv, f.res} {
+		if t != nil {
+			t.Free()
+		}
+	}
+	*f = frameWork{}
+}
+
+// side finds frame's side data against prev (the last frame's luma) and
+// whether it restarts the recurrence, short of a scene cut (Start decides
+// those from the residuals): computed, with f.luma for the next frame, or
+// read from sideDir.
+func (s *session) side(f *frameWork, frame int, prev backend.Tensor) error {
+	every := frame == 0 || (s.every > 0 && frame%s.every == 0)
 	var err error
 	if s.sideDir != "" {
-		if reset = every || s.callerResets[s.frame]; !reset {
-			if mv, res, err = s.readSide(); err != nil {
-				return nil, err
-			}
+		if f.reset = every || s.callerResets[frame]; !f.reset {
+			f.mv, f.res, err = s.readSide(frame)
 		}
-	} else {
-		reset = every || (s.frame < len(s.keys) && s.keys[s.frame])
-		prev := s.prev
-		if reset {
-			prev = nil // no motion search
-		}
-		if luma, mv, res, err = s.m.net.sideData(x, prev, s.rng); err != nil {
-			return nil, err
-		}
-		if mv != nil {
-			if reset, err = sceneCut(bk, res); err != nil {
-				luma.Free()
-				mv.Free()
-				res.Free()
-				return nil, err
-			}
-		}
+		return err
 	}
-	if mv != nil {
-		defer mv.Free()
-		defer res.Free()
+	if f.reset = every || (frame < len(s.keys) && s.keys[frame]); f.reset {
+		prev = nil // no motion search
 	}
+	f.luma, f.mv, f.res, err = s.m.net.sideData(f.x, prev, s.rng)
+	return err
+}
+
+// step restores frame s.frame through the instance; its luma becomes the
+// previous frame's.
+func (s *session) step(f *frameWork) (backend.Tensor, error) {
 	if s.dumpDir != "" {
-		if err := s.dump(mv, res, reset); err != nil {
-			if luma != nil {
-				luma.Free()
-			}
+		if err := s.dump(f.mv, f.res, f.reset); err != nil {
 			return nil, err
 		}
 	}
-	y, err := s.in.Step(x, mv, res, reset)
+	y, err := s.in.Step(f.x, f.mv, f.res, f.reset)
 	if err != nil {
-		if luma != nil {
-			luma.Free()
-		}
 		return nil, err
 	}
 	if s.prev != nil {
 		s.prev.Free()
 	}
-	s.prev = luma
-	if reset {
+	s.prev, f.luma = f.luma, nil
+	if f.reset {
 		s.Resets++
 	}
 	s.frame++
 	return y, nil
 }
 
-// readSide reads the current frame's side data from sideDir.
-func (s *session) readSide() (backend.Tensor, backend.Tensor, error) {
+// readSide reads frame's side data from sideDir.
+func (s *session) readSide(frame int) (backend.Tensor, backend.Tensor, error) {
 	bk := s.m.net.b
 	n := s.w * s.h
-	mvc, err := readNPY(filepath.Join(s.sideDir, mvName(s.frame)), []int{2, s.h, s.w})
+	mvc, err := readNPY(filepath.Join(s.sideDir, mvName(frame)), []int{2, s.h, s.w})
 	if err != nil {
-		return nil, nil, fmt.Errorf("side data of frame %d: %w", s.frame, err)
+		return nil, nil, fmt.Errorf("side data of frame %d: %w", frame, err)
 	}
-	rv, err := readNPY(filepath.Join(s.sideDir, resName(s.frame)), []int{1, s.h, s.w})
+	rv, err := readNPY(filepath.Join(s.sideDir, resName(frame)), []int{1, s.h, s.w})
 	if err != nil {
-		return nil, nil, fmt.Errorf("side data of frame %d: %w", s.frame, err)
+		return nil, nil, fmt.Errorf("side data of frame %d: %w", frame, err)
 	}
 	mv := make([]float32, 2*n) // (2,H,W) to NHWC
 	for i := 0; i < n; i++ {
@@ -398,19 +423,6 @@ func writeResets(path string, frames []int) error {
 		fmt.Fprintln(&b, f)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
-
-// sceneCut reports whether the mean absolute residual passes SceneCut.
-func sceneCut(b backend.Backend, res backend.Tensor) (bool, error) {
-	v, err := b.Download(res)
-	if err != nil {
-		return false, err
-	}
-	var sum float64
-	for _, r := range v {
-		sum += float64(max(r, -r))
-	}
-	return sum/float64(len(v)) > SceneCut, nil
 }
 
 func (s *session) Close() {

@@ -11,9 +11,9 @@ import (
 )
 
 // TestSessionResets: the recurrence restarts on the first frame, every
-// reset-every frames and on the key frames of a stream with inter frames,
-// not on every frame of an intra-only one; one frame per Start gives the
-// bytes of whole batches.
+// reset-every frames, on the key frames of a stream with inter frames (not
+// on every frame of an intra-only one) and on scene cuts; one frame per
+// Start gives the bytes of whole batches.
 func TestSessionResets(t *testing.T) {
 	b := cpu.New(0)
 	m, err := family{}.Load(b, synthFile(t, t.TempDir(), 2, nil, ""), model.Params{})
@@ -29,7 +29,7 @@ func TestSessionResets(t *testing.T) {
 		}
 	}
 	const n = 6
-	run := func(v model.Video, set model.Values, per int) ([]byte, int) {
+	run := func(v model.Video, set model.Values, per int, rgb []byte) ([]byte, int) {
 		s, err := m.NewSession(context.Background(), v, model.Params{Set: set, Default: model.Defaults(family{}.Params())})
 		if err != nil {
 			t.Fatal(err)
@@ -51,19 +51,29 @@ func TestSessionResets(t *testing.T) {
 		return out, s.(*session).Resets
 	}
 	v := model.Video{Width: gw, Height: gh, Frames: n}
-	whole, resets := run(v, model.Values{"reset-every": 2}, 6)
+	whole, resets := run(v, model.Values{"reset-every": 2}, 6, rgb)
 	if resets != 3 {
 		t.Errorf("reset-every 2 over 6 frames: %d resets, want 3", resets)
 	}
-	if one, _ := run(v, model.Values{"reset-every": 2}, 1); !bytes.Equal(one, whole) {
+	if one, _ := run(v, model.Values{"reset-every": 2}, 1, rgb); !bytes.Equal(one, whole) {
 		t.Error("one frame per Start differs from a batch of 6")
 	}
+	// Scene cuts: frame 3 is black, so frames 3 and 4 start scenes.
+	cut := append([]byte(nil), rgb...)
+	clear(cut[3*gw*gh*3 : 4*gw*gh*3])
+	whole, resets = run(v, model.Values{"reset-every": 0}, 6, cut)
+	if resets != 3 {
+		t.Errorf("scene cuts at frames 3 and 4: %d resets, want 3", resets)
+	}
+	if one, r := run(v, model.Values{"reset-every": 0}, 1, cut); !bytes.Equal(one, whole) || r != resets {
+		t.Errorf("scene cut: one frame per Start (%d resets) differs from a batch of 6 (%d)", r, resets)
+	}
 	v.Keys = []bool{true, false, false, true, false, false}
-	if _, r := run(v, model.Values{"reset-every": 0}, 6); r != 2 {
+	if _, r := run(v, model.Values{"reset-every": 0}, 6, rgb); r != 2 {
 		t.Errorf("key frames 0 and 3: %d resets, want 2", r)
 	}
 	v.Keys = []bool{true, true, true, true, true, true}
-	if _, r := run(v, model.Values{"reset-every": 0}, 6); r != 1 {
+	if _, r := run(v, model.Values{"reset-every": 0}, 6, rgb); r != 1 {
 		t.Errorf("intra-only stream: %d resets, want 1 (its first frame)", r)
 	}
 	if _, err := m.NewSession(context.Background(), v, model.Params{Set: model.Values{"reset-every": -1}}); err == nil {

@@ -128,6 +128,24 @@ func motionShape(t *testing.T, c *cpu.Backend, g *cuda.Backend, rnd func(int, fl
 	both("gate sigmoid", func(b backend.Backend, x, _, _, w backend.Tensor) (backend.Tensor, error) {
 		return b.(backend.Motion).Gate(x, w, true)
 	})
+	// The scene-cut statistic of two tensors at once.
+	var means [2][]float64
+	for i, b := range []backend.Backend{c, g} {
+		x, _ := b.Upload(s, xv)
+		w, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
+		m, err := b.(backend.Motion).MeanAbs(x, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		means[i] = m
+		x.Free()
+		w.Free()
+	}
+	for j := range means[0] {
+		if e := math.Abs(means[1][j]-means[0][j]) / means[0][j]; !(e < bound) {
+			t.Errorf("mean abs %d, %d channels: GPU %s %g, CPU %g", j, s.C, g.StorageType(), means[1][j], means[0][j])
+		}
+	}
 }
 
 // BenchmarkStepGPU times the network's P step (and I step) at 320x180 and
