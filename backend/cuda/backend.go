@@ -168,9 +168,6 @@ type Backend struct {
 	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row
 	// kernels, for the tests' and benchmarks' comparisons.
 	noChannelPad, scalarMoves, noConvFusion, scalarRows bool
-	// noConvGemm sends the convolutions conv1x1 and convTaps compute as
-	// GEMMs through cuDNN, for the same comparisons.
-	noConvGemm bool
 
 	pool *pool
 	pace *pacer

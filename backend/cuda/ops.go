@@ -240,18 +240,19 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 // CDA-VSR's 128 -> 128 deformable convolution. bf16, SwiftVR's ReAE,
 // keeps cuDNN's choices, whose speed and error were measured.)
 func (b *Backend) canGemm(w *convWeights, p backend.ConvParams) bool {
-	return b.dtype == F16 && w.kh == 1 && w.kw == 1 && !b.noConvGemm &&
+	return b.dtype == F16 && w.kh == 1 && w.kw == 1 &&
 		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
 		p.PadT == 0 && p.PadB == 0 && p.PadL == 0 && p.PadR == 0
 }
 
 // canTaps reports whether convTaps computes a convolution: 3x3, padding
-// 1, stride 1, fp16 storage (as canGemm), input channels a multiple of 8
-// and at least 9 times the outputs (the GEMM's output, 9 values per
-// output channel, is then no larger than its input). cuDNN ran CDA-VSR's
-// 194 -> 16 offset convolution at half the rate of GEMM and tap_sum.
+// 1, stride 1, fp16 storage (as canGemm), channel counts multiples of 8
+// (16-byte rows for the GEMM) and at least 9 inputs per output (the GEMM's
+// output, 9 values per output channel, is then no larger than its input).
+// cuDNN ran CDA-VSR's 194 -> 16 offset convolution at half the rate of
+// GEMM and tap_sum.
 func (b *Backend) canTaps(w *convWeights, p backend.ConvParams) bool {
-	return b.dtype == F16 && w.kh == 3 && w.kw == 3 && w.in%8 == 0 && 9*w.out <= w.in && !b.noConvGemm &&
+	return b.dtype == F16 && w.kh == 3 && w.kw == 3 && w.padded == nil && 9*w.out <= w.in &&
 		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
 		p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1
 }
