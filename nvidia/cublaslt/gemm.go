@@ -133,7 +133,7 @@ type Plan struct {
 	ws          int
 	waves       float32
 	nAlgos      int
-	fast        bool // planned with fast accumulation
+	fast        bool     // planned with fast accumulation
 	alpha, beta *float32 // host scalars, heap-allocated per plan
 	mu          sync.Mutex
 	closed      bool
