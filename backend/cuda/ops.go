@@ -226,7 +226,7 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 	switch {
 	case res == nil && b.canFuse(w, p, act, ys):
 		return b.finish(y, b.fusedConv(x, w, act, y))
-	case res == nil && b.canGemm(w, p):
+	case res == nil && b.canGemm(p):
 		return b.finish(y, b.conv1x1(x, w, act, y))
 	case res == nil && b.canTaps(w, p):
 		return b.finish(y, b.convTaps(x, w, act, y))
@@ -239,10 +239,8 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 // (cuDNN picked a generic kernel 20 times slower than the GEMM for
 // CDA-VSR's 128 -> 128 deformable convolution. bf16, SwiftVR's ReAE,
 // keeps cuDNN's choices, whose speed and error were measured.)
-func (b *Backend) canGemm(w *convWeights, p backend.ConvParams) bool {
-	return b.dtype == F16 && w.kh == 1 && w.kw == 1 &&
-		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
-		p.PadT == 0 && p.PadB == 0 && p.PadL == 0 && p.PadR == 0
+func (b *Backend) canGemm(p backend.ConvParams) bool {
+	return b.dtype == F16 && unitConv(p, 1, 0)
 }
 
 // canTaps reports whether convTaps computes a convolution: 3x3, padding
@@ -252,9 +250,15 @@ func (b *Backend) canGemm(w *convWeights, p backend.ConvParams) bool {
 // cuDNN ran CDA-VSR's 194 -> 16 offset convolution at half the rate of
 // GEMM and tap_sum.
 func (b *Backend) canTaps(w *convWeights, p backend.ConvParams) bool {
-	return b.dtype == F16 && w.kh == 3 && w.kw == 3 && w.padded == nil && 9*w.out <= w.in &&
-		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
-		p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1
+	return b.dtype == F16 && unitConv(p, 3, 1) && w.padded == nil && 9*w.out <= w.in
+}
+
+// unitConv reports whether p is a k x k convolution of stride 1, without
+// dilation, padded by pad on every side (Conv2DAdd has checked that the
+// weights are k x k too).
+func unitConv(p backend.ConvParams, k, pad int) bool {
+	return p.KH == k && p.KW == k && p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
+		p.PadT == pad && p.PadB == pad && p.PadL == pad && p.PadR == pad
 }
 
 // gemmConv queues z = x · f as one cuBLASLt GEMM over the pixels of x
@@ -469,9 +473,7 @@ const minFusedWaves = 8
 // multiprocessor.
 func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation, ys backend.Shape) bool {
 	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
-		fusedTiles(ys.N, ys.H, ys.W) >= b.fusedMin &&
-		p.KH == 3 && p.KW == 3 && p.PadT == 1 && p.PadB == 1 && p.PadL == 1 && p.PadR == 1 &&
-		p.StrideH == 1 && p.StrideW == 1 && p.DilH == 1 && p.DilW == 1 &&
+		fusedTiles(ys.N, ys.H, ys.W) >= b.fusedMin && unitConv(p, 3, 1) &&
 		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 &&
 		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU ||
 			// ReLU and leaky ReLU where the kernel computes no wasted
