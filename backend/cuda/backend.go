@@ -109,13 +109,16 @@ func (b *Backend) need16(op string) error {
 	return nil
 }
 
-// esize is the bytes of one stored value.
-func (b *Backend) esize() int {
-	if b.dtype == F32 {
+// size is the bytes of one value.
+func (d DType) size() int {
+	if d == F32 {
 		return 4
 	}
 	return 2
 }
+
+// esize is the bytes of one stored value.
+func (b *Backend) esize() int { return b.dtype.size() }
 
 // lanes is how many stored values the 16-byte data-movement kernels move
 // at a time (see vec8).
@@ -470,6 +473,12 @@ func (b *Backend) kernel(src *Source, name string) (*cu.Function, error) {
 	return f, nil
 }
 
+// launchAs is launch of the kernel name specialised for type dt (of
+// tensors that may be float32 beside the storage type: see wide.go).
+func (b *Backend) launchAs(name string, dt DType, n int64, args ...any) error {
+	return b.launch(name+"_"+dt.String(), false, n, args...)
+}
+
 // launch runs a grid-stride kernel over n items on the compute stream.
 func (b *Backend) launch(name string, typed bool, n int64, args ...any) error {
 	return b.launchOn(b.compute, name, typed, n, args...)
@@ -500,6 +509,17 @@ type Tensor struct {
 	// needs the values materialises it, and frame outputs compute it
 	// straight into 8-bit frames.
 	lazy *lazyShuffle
+	// wide marks float32 values in a backend whose storage type is
+	// narrower (backend.Wide): only the ops that take them unwrap it.
+	wide bool
+}
+
+// dt is the type of t's values.
+func (t *Tensor) dt() DType {
+	if t.wide {
+		return F32
+	}
+	return t.b.dtype
 }
 
 // Shape returns the tensor's shape.
@@ -526,19 +546,37 @@ func (t *Tensor) ptr() cu.DevicePtr { return t.buf.ptr.Add(t.off) }
 
 // alloc returns a tensor with undefined contents, for an op's output: it
 // also paces the host (see pacer).
-func (b *Backend) alloc(s backend.Shape) (*Tensor, error) {
+func (b *Backend) alloc(s backend.Shape) (*Tensor, error) { return b.allocAs(s, b.dtype) }
+
+// allocAs is alloc for values of type dt: the storage type, or float32
+// beside it.
+func (b *Backend) allocAs(s backend.Shape, dt DType) (*Tensor, error) {
+	if dt != b.dtype && dt != F32 {
+		return nil, fmt.Errorf("cuda: %s tensors beside %s storage", dt, b.dtype)
+	}
 	if err := b.pace.step(b); err != nil {
 		return nil, err
 	}
-	blk, err := b.pool.get(int64(s.Elems()) * int64(b.esize()))
+	blk, err := b.pool.get(int64(s.Elems()) * int64(dt.size()))
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{shape: s, buf: blk, b: b}, nil
+	return &Tensor{shape: s, buf: blk, b: b, wide: dt != b.dtype}, nil
 }
 
-// tensor unwraps t, computing it first if it is lazy.
+// tensor unwraps t, computing it first if it is lazy. It refuses float32
+// tensors beside a narrower storage type: the ops that take them use
+// anyTensor.
 func (b *Backend) tensor(t backend.Tensor) (*Tensor, error) {
+	ct, err := b.anyTensor(t)
+	if err == nil && ct.wide {
+		err = fmt.Errorf("cuda: a float32 tensor given to an op that takes %s tensors", b.dtype)
+	}
+	return ct, err
+}
+
+// anyTensor is tensor for the ops that take float32 tensors too.
+func (b *Backend) anyTensor(t backend.Tensor) (*Tensor, error) {
 	ct, ok := t.(*Tensor)
 	if !ok {
 		return nil, fmt.Errorf("cuda backend given a %T tensor", t)

@@ -61,7 +61,7 @@ func (b *Backend) CropPad(xt backend.Tensor, h, w int) (backend.Tensor, error) {
 
 // Frames copies frames [start, start+n).
 func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
+	x, err := b.anyTensor(xt)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +73,8 @@ func (b *Backend) Frames(xt backend.Tensor, start, n int) (backend.Tensor, error
 	if os == s {
 		return b.share(x), nil
 	}
-	fs := s.H * s.W * s.C * b.esize()
-	y, err := b.alloc(os)
+	fs := s.H * s.W * s.C * x.dt().size()
+	y, err := b.allocAs(os, x.dt())
 	if err != nil {
 		return nil, err
 	}
@@ -91,15 +91,19 @@ func (b *Backend) Empty(s backend.Shape) (backend.Tensor, error) {
 
 // CopyFrames copies src into dst's frames from at on, in stream order.
 func (b *Backend) CopyFrames(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, src, err := b.two(dstt, srct)
+	dst, src, err := b.anyTwo(dstt, srct)
 	if err != nil {
 		return err
 	}
 	if err := check.CopyFrames(dst.shape, at, src.shape); err != nil {
 		return err
 	}
-	fs := dst.shape.H * dst.shape.W * dst.shape.C * b.esize()
-	return b.compute.CopyDtoD(dst.ptr().Add(at*fs), src.ptr(), src.shape.Elems()*b.esize())
+	if err := sameType("copy frames", dst, src); err != nil {
+		return err
+	}
+	es := dst.dt().size()
+	fs := dst.shape.H * dst.shape.W * dst.shape.C * es
+	return b.compute.CopyDtoD(dst.ptr().Add(at*fs), src.ptr(), src.shape.Elems()*es)
 }
 
 // ConcatFrames stacks tensors along time.
@@ -233,5 +237,5 @@ func (b *Backend) vec8(c, n int, ptrs ...cu.DevicePtr) bool {
 // the model made itself.
 func (b *Backend) share(x *Tensor) *Tensor {
 	b.pool.retain(x.buf)
-	return &Tensor{shape: x.shape, buf: x.buf, off: x.off, b: b}
+	return &Tensor{shape: x.shape, buf: x.buf, off: x.off, b: b, wide: x.wide}
 }

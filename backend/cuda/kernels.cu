@@ -484,30 +484,30 @@ __device__ __forceinline__ int nearest_coord(float c, int n) {
     return (int)rintf(u);
 }
 
-#define MOTION_KERNELS(T, S, LD, ST)                                                                      \
+#define WARP_KERNELS(T, S, LD, ST, M, LDM)                                                                  \
 /* warp_nearest: out[p] = x[p + mv(p)], mv (x then y) per pixel. */                                 \
-extern "C" __global__ void warp_nearest_##T(const S* __restrict__ x, const S* __restrict__ mv,   \
+extern "C" __global__ void warp_nearest_##T(const S* __restrict__ x, const M* __restrict__ mv,   \
                                             S* __restrict__ out, int n, int h, int w, int c) {   \
     GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
         int ch = i % c; long long p = i / c;                                                        \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        int sx = nearest_coord(__fadd_rn((float)px, LD(mv[2 * p])), w);                             \
-        int sy = nearest_coord(__fadd_rn((float)py, LD(mv[2 * p + 1])), h);                         \
+        int sx = nearest_coord(__fadd_rn((float)px, LDM(mv[2 * p])), w);                             \
+        int sy = nearest_coord(__fadd_rn((float)py, LDM(mv[2 * p + 1])), h);                         \
         out[i] = x[((f * h + sy) * w + sx) * c + ch];                                               \
     }                                                                                               \
 }                                                                                                   \
 /* deform_sample: mmcv's modulated bilinear sampling of a 1x1 DCNv2 with offsets limit*tanh(o) + mv \
    and masks sigmoid(o[2G + g]); zero outside the image. */                                         \
 extern "C" __global__ void deform_sample_##T(const S* __restrict__ x, const S* __restrict__ o,  \
-        const S* __restrict__ mv, S* __restrict__ out, int n, int h, int w, int c, int groups,  \
+        const M* __restrict__ mv, S* __restrict__ out, int n, int h, int w, int c, int groups,  \
         float limit) {                                                                              \
     int cg = c / groups;                                                                            \
     GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
         int ch = i % c; long long p = i / c; int g = ch / cg;                                       \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
         const S* op = o + p * 3 * groups;                                                         \
-        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LD(mv[2 * p + 1]));            \
-        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LD(mv[2 * p]));            \
+        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LDM(mv[2 * p + 1]));            \
+        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LDM(mv[2 * p]));            \
         float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
         float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
         float v = 0.0f;                                                                             \
@@ -528,18 +528,18 @@ extern "C" __global__ void deform_sample_##T(const S* __restrict__ x, const S* _
 /* The same three ops 16 bytes (V values) at a time, for pixels (warp_nearest_v, gate_v) or groups  \
    (deform_sample_v) a whole number of 16-byte chunks, c8 chunks per pixel: each thread works out   \
    its pixel's source coordinates, offsets or gate once for V channels. Same arithmetic. */         \
-extern "C" __global__ void warp_nearest_v_##T(const uint4* __restrict__ x, const S* __restrict__ mv, \
+extern "C" __global__ void warp_nearest_v_##T(const uint4* __restrict__ x, const M* __restrict__ mv, \
                                               uint4* __restrict__ out, int n, int h, int w, int c8) { \
     GRID_STRIDE(i, (long long)n * h * w * c8) {                                                     \
         int q = i % c8; long long p = i / c8;                                                       \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        int sx = nearest_coord(__fadd_rn((float)px, LD(mv[2 * p])), w);                             \
-        int sy = nearest_coord(__fadd_rn((float)py, LD(mv[2 * p + 1])), h);                         \
+        int sx = nearest_coord(__fadd_rn((float)px, LDM(mv[2 * p])), w);                             \
+        int sy = nearest_coord(__fadd_rn((float)py, LDM(mv[2 * p + 1])), h);                         \
         out[i] = x[((f * h + sy) * w + sx) * c8 + q];                                               \
     }                                                                                               \
 }                                                                                                   \
 extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, const S* __restrict__ o, \
-        const S* __restrict__ mv, uint4* __restrict__ out, int n, int h, int w, int c8, int groups, \
+        const M* __restrict__ mv, uint4* __restrict__ out, int n, int h, int w, int c8, int groups, \
         float limit) {                                                                              \
     const int V = 16 / sizeof(S);                                                                   \
     int cg8 = c8 / groups;                                                                          \
@@ -547,8 +547,8 @@ extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, cons
         int q = i % c8; long long p = i / c8; int g = q / cg8;                                      \
         int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
         const S* op = o + p * 3 * groups;                                                         \
-        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LD(mv[2 * p + 1]));            \
-        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LD(mv[2 * p]));            \
+        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LDM(mv[2 * p + 1]));            \
+        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LDM(mv[2 * p]));            \
         float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
         float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
         union { uint4 u; S s[V]; } c[4], r;                                                         \
@@ -572,7 +572,16 @@ extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, cons
         }                                                                                           \
         out[i] = r.u;                                                                               \
     }                                                                                               \
-}                                                                                                   \
+}
+
+/* M is the motion field's type: the storage type, or float32 beside it ("m" kernels, backend.Wide). */
+WARP_KERNELS(f16, u16, ld_f16, st_f16, u16, ld_f16)
+WARP_KERNELS(bf16, u16, ld_bf16, st_bf16, u16, ld_bf16)
+WARP_KERNELS(f32, float, ld_f32, st_f32, float, ld_f32)
+WARP_KERNELS(f16m, u16, ld_f16, st_f16, float, ld_f32)
+WARP_KERNELS(bf16m, u16, ld_bf16, st_bf16, float, ld_f32)
+
+#define MOTION_KERNELS(T, S, LD, ST)                                                                      \
 extern "C" __global__ void gate_v_##T(const uint4* __restrict__ x, const S* __restrict__ wm,     \
                                       uint4* __restrict__ out, long long px, int c8, int sig) {  \
     const int V = 16 / sizeof(S);                                                                   \
@@ -613,6 +622,18 @@ extern "C" __global__ void gate_##T(const S* __restrict__ x, const S* __restrict
 MOTION_KERNELS(f16, u16, ld_f16, st_f16)
 MOTION_KERNELS(bf16, u16, ld_bf16, st_bf16)
 MOTION_KERNELS(f32, float, ld_f32, st_f32)
+
+/* copy_channels_A_B: channels [at, at+c) of out (oc channels) = in (c channels), converted from type
+   A to type B: float32 tensors beside the storage type (backend.Wide). */
+#define COPY_CHANNELS(A, SA, LDA, B, SB, STB)                                                             \
+extern "C" __global__ void copy_channels_##A##_##B(const SA* __restrict__ in, SB* __restrict__ out,    \
+                                                   long long px, int c, int oc, int at) {               \
+    GRID_STRIDE(i, px * c) out[(i / c) * oc + at + i % c] = STB(LDA(in[i]));                            \
+}
+COPY_CHANNELS(f16, u16, ld_f16, f32, float, st_f32)
+COPY_CHANNELS(f32, float, ld_f32, f16, u16, st_f16)
+COPY_CHANNELS(bf16, u16, ld_bf16, f32, float, st_f32)
+COPY_CHANNELS(f32, float, ld_f32, bf16, u16, st_bf16)
 
 /* match_blocks: block matching with quarter-pel refinement, one CTA (256 threads) per block, in the
    CPU backend's order of decisions (MatchBlocks in backend/cpu/motion.go): whole-pixel candidates

@@ -10,7 +10,8 @@ import (
 
 var _ backend.Motion = (*Backend)(nil)
 
-// motionArgs unwraps x and the per-pixel map m of c channels.
+// motionArgs unwraps x and the per-pixel map m of c channels, both in the
+// storage type.
 func (b *Backend) motionArgs(xt, mt backend.Tensor, c int, what string) (*Tensor, *Tensor, error) {
 	x, m, err := b.two(xt, mt)
 	if err != nil {
@@ -19,9 +20,28 @@ func (b *Backend) motionArgs(xt, mt backend.Tensor, c int, what string) (*Tensor
 	return x, m, check.Motion(x.shape, m.shape, c, what)
 }
 
+// warpArgs unwraps the image x and the motion field mv of a warp: x in
+// the storage type, mv in it or in float32 (backend.Wide). It returns the
+// suffix of the kernels for the pair: the type, and "m" for a float32 mv.
+func (b *Backend) warpArgs(xt, mvt backend.Tensor, what string) (*Tensor, *Tensor, string, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	mv, err := b.anyTensor(mvt)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	suffix := "_" + b.dtype.String()
+	if mv.wide {
+		suffix += "m"
+	}
+	return x, mv, suffix, check.Motion(x.shape, mv.shape, 2, what)
+}
+
 // WarpNearest samples x at p + mv(p) (see backend.Motion).
 func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
-	x, mv, err := b.motionArgs(xt, mvt, 2, "warp: motion field")
+	x, mv, suffix, err := b.warpArgs(xt, mvt, "warp: motion field")
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +51,9 @@ func (b *Backend) WarpNearest(xt, mvt backend.Tensor) (backend.Tensor, error) {
 		return nil, err
 	}
 	if c8, ok := b.chunks(s.C, x, y); ok {
-		return b.finish(y, b.launch("warp_nearest_v", true, int64(s.N*s.H*s.W*c8), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c8)))
+		return b.finish(y, b.launch("warp_nearest_v"+suffix, false, int64(s.N*s.H*s.W*c8), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(c8)))
 	}
-	return b.finish(y, b.launch("warp_nearest", true, int64(s.Elems()), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
+	return b.finish(y, b.launch("warp_nearest"+suffix, false, int64(s.Elems()), x.ptr(), mv.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C)))
 }
 
 // chunks returns the 16-byte chunks of c channels when the vectorised
@@ -49,7 +69,7 @@ func (b *Backend) chunks(c int, ts ...*Tensor) (int, bool) {
 
 // DeformSample is the modulated deformable sampling (see backend.Motion).
 func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit float32) (backend.Tensor, error) {
-	x, mv, err := b.motionArgs(xt, mvt, 2, "deform: motion field")
+	x, mv, suffix, err := b.warpArgs(xt, mvt, "deform: motion field")
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +86,10 @@ func (b *Backend) DeformSample(xt, ot, mvt backend.Tensor, groups int, limit flo
 		return nil, err
 	}
 	if c8, ok := b.chunks(s.C/groups, x, y); ok {
-		return b.finish(y, b.launch("deform_sample_v", true, int64(s.N*s.H*s.W*c8*groups), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
+		return b.finish(y, b.launch("deform_sample_v"+suffix, false, int64(s.N*s.H*s.W*c8*groups), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
 			int32(s.N), int32(s.H), int32(s.W), int32(c8*groups), int32(groups), limit))
 	}
-	return b.finish(y, b.launch("deform_sample", true, int64(s.Elems()), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
+	return b.finish(y, b.launch("deform_sample"+suffix, false, int64(s.Elems()), x.ptr(), o.ptr(), mv.ptr(), y.ptr(),
 		int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(groups), limit))
 }
 
@@ -106,12 +126,12 @@ func (b *Backend) MeanAbs(ts ...backend.Tensor) ([]float64, error) {
 		return nil, err
 	}
 	defer b.pool.put(out)
-	f, err := b.fn("mean_abs", true)
-	if err != nil {
-		return nil, err
-	}
 	for i, tt := range ts {
-		t, err := b.tensor(tt)
+		t, err := b.anyTensor(tt)
+		if err != nil {
+			return nil, err
+		}
+		f, err := b.fn("mean_abs_"+t.dt().String(), false)
 		if err != nil {
 			return nil, err
 		}
@@ -129,12 +149,20 @@ func (b *Backend) MeanAbs(ts ...backend.Tensor) ([]float64, error) {
 
 // MatchBlocks is block matching with quarter-pel refinement (see
 // backend.Motion): the planes go to float32 scratch, one CTA matches each
-// block, and the vectors and residual come back in the storage type.
+// block, and the vectors and residual come back in the planes' type (the
+// storage type, or float32 beside it).
 func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, bs, rng int, scale float32) (backend.Tensor, backend.Tensor, error) {
-	cur, prev, err := b.motionArgs(curt, prevt, 1, "match: previous plane")
+	cur, prev, err := b.anyTwo(curt, prevt)
+	if err == nil {
+		err = sameType("match", cur, prev)
+	}
+	if err == nil {
+		err = check.Motion(cur.shape, prev.shape, 1, "match: previous plane")
+	}
 	if err != nil {
 		return nil, nil, err
 	}
+	dt := cur.dt()
 	s := cur.shape
 	if s.C != 1 || bs < 1 || bs > 16 || rng < 0 || rng > 64 {
 		return nil, nil, fmt.Errorf("match: %d-channel planes, block %d, range %d (want 1 channel, block 1-16 on the GPU, range 0-64)", s.C, bs, rng)
@@ -169,10 +197,10 @@ func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, bs, rng int, scale flo
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := b.launch("plane_f32", true, px, cur.ptr(), cf.ptr, px); err != nil {
+	if err := b.launchAs("plane_f32", dt, px, cur.ptr(), cf.ptr, px); err != nil {
 		return nil, nil, err
 	}
-	if err := b.launch("plane_f32", true, px, prev.ptr(), pf.ptr, px); err != nil {
+	if err := b.launchAs("plane_f32", dt, px, prev.ptr(), pf.ptr, px); err != nil {
 		return nil, nil, err
 	}
 	f, err := b.fn("match_blocks", false)
@@ -184,16 +212,16 @@ func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, bs, rng int, scale flo
 		cf.ptr, pf.ptr, mvf.ptr, resf.ptr, int32(s.H), int32(s.W), int32(bs), int32(rng), scale); err != nil {
 		return nil, nil, err
 	}
-	mv, err := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2})
+	mv, err := b.allocAs(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2}, dt)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := b.alloc(backend.Shape{N: s.N, H: s.H, W: s.W, C: 1})
+	res, err := b.allocAs(backend.Shape{N: s.N, H: s.H, W: s.W, C: 1}, dt)
 	if err != nil {
 		mv.Free()
 		return nil, nil, err
 	}
-	if err := b.launch("match_out", true, px, mvf.ptr, resf.ptr, mv.ptr(), res.ptr(), px); err != nil {
+	if err := b.launchAs("match_out", dt, px, mvf.ptr, resf.ptr, mv.ptr(), res.ptr(), px); err != nil {
 		mv.Free()
 		res.Free()
 		return nil, nil, err

@@ -51,21 +51,25 @@ func (b *Backend) Upload(s backend.Shape, data []float32) (backend.Tensor, error
 
 // Download copies a tensor to the host as float32.
 func (b *Backend) Download(tt backend.Tensor) ([]float32, error) {
-	t, err := b.tensor(tt)
+	t, err := b.anyTensor(tt)
 	if err != nil {
 		return nil, err
 	}
 	n := int64(t.shape.Elems())
-	tmp, err := b.pool.get(n * 4)
-	if err != nil {
-		return nil, err
-	}
-	defer b.pool.put(tmp)
-	if err := b.launch("to_f32", true, n, t.ptr(), tmp.ptr, n); err != nil {
-		return nil, err
+	src := t.ptr()
+	if t.dt() != F32 {
+		tmp, err := b.pool.get(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		defer b.pool.put(tmp)
+		if err := b.launch("to_f32", true, n, t.ptr(), tmp.ptr, n); err != nil {
+			return nil, err
+		}
+		src = tmp.ptr
 	}
 	out := make([]float32, n)
-	if err := b.compute.CopyDtoH(cu.AsBytes(out), tmp.ptr); err != nil {
+	if err := b.compute.CopyDtoH(cu.AsBytes(out), src); err != nil {
 		return nil, err
 	}
 	return out, b.compute.Synchronize()
@@ -579,11 +583,25 @@ func (b *Backend) two(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
 	return x, y, err
 }
 
-// pair unwraps the two operands of an elementwise op, of one shape.
+// anyTwo is two for ops that take float32 tensors too.
+func (b *Backend) anyTwo(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
+	x, err := b.anyTensor(at)
+	if err != nil {
+		return nil, nil, err
+	}
+	y, err := b.anyTensor(bt)
+	return x, y, err
+}
+
+// pair unwraps the two operands of an elementwise op, of one shape and
+// one type (the storage type, or float32 beside it).
 func (b *Backend) pair(at, bt backend.Tensor) (*Tensor, *Tensor, error) {
-	x, y, err := b.two(at, bt)
+	x, y, err := b.anyTwo(at, bt)
 	if err == nil && x.shape != y.shape {
 		err = fmt.Errorf("elementwise op on shapes %v and %v", x.shape, y.shape)
+	}
+	if err == nil {
+		err = sameType("elementwise op", x, y)
 	}
 	return x, y, err
 }
@@ -594,12 +612,12 @@ func (b *Backend) Binary(op backend.BinaryOp, at, bt backend.Tensor) (backend.Te
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.alloc(x.shape)
+	y, err := b.allocAs(x.shape, x.dt())
 	if err != nil {
 		return nil, err
 	}
 	n := int64(x.shape.Elems())
-	return b.finish(y, b.launch("binary", true, n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)))
+	return b.finish(y, b.launchAs("binary", x.dt(), n, x.ptr(), z.ptr(), y.ptr(), n, int32(op)))
 }
 
 // AddScaled computes ca*a + cb*b elementwise.
@@ -608,30 +626,31 @@ func (b *Backend) AddScaled(at backend.Tensor, ca float32, bt backend.Tensor, cb
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.alloc(x.shape)
+	y, err := b.allocAs(x.shape, x.dt())
 	if err != nil {
 		return nil, err
 	}
 	n := int64(x.shape.Elems())
-	return b.finish(y, b.launch("axpby", true, n, x.ptr(), z.ptr(), y.ptr(), n, ca, cb))
+	return b.finish(y, b.launchAs("axpby", x.dt(), n, x.ptr(), z.ptr(), y.ptr(), n, ca, cb))
 }
 
 // CopyChannels copies src into channels [at, at+src.C) of dst.
+// The two may be of different types (backend.Wide): the values are
+// converted.
 func (b *Backend) CopyChannels(dstt backend.Tensor, at int, srct backend.Tensor) error {
-	dst, src, err := b.two(dstt, srct)
+	dst, src, err := b.anyTwo(dstt, srct)
 	if err != nil {
 		return err
 	}
 	if err := check.Channels(dst.shape, at, src.shape); err != nil {
 		return err
 	}
-	s := src.shape
-	return b.copyBlock(src, dst, s.N*s.H*s.W, s.C, s.C, 0, dst.shape.C, at)
+	return b.copyChannels(src, dst, at)
 }
 
 // Channels returns channels [at, at+n) of x.
 func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
+	x, err := b.anyTensor(xt)
 	if err != nil {
 		return nil, err
 	}
@@ -640,7 +659,7 @@ func (b *Backend) Channels(xt backend.Tensor, at, n int) (backend.Tensor, error)
 	if err := check.Channels(x.shape, at, s); err != nil {
 		return nil, err
 	}
-	y, err := b.alloc(s)
+	y, err := b.allocAs(s, x.dt())
 	if err != nil {
 		return nil, err
 	}
@@ -689,13 +708,14 @@ func (b *Backend) CopyBand(dstt backend.Tensor, y0 int, srct backend.Tensor) err
 // time where every size, offset and address allows.
 func (b *Backend) copyBlock(src, dst *Tensor, rows, n, ss, so, ds, d0 int) error {
 	sizes := []int{n, ss, so, ds, d0}
-	name, l := "copy_block8", b.lanes()
+	es := src.dt().size()
+	name, l := "copy_block8", 16/es
 	vec := !b.scalarMoves && src.ptr()%16 == 0 && dst.ptr()%16 == 0
 	for _, v := range sizes {
 		vec = vec && v%l == 0
 	}
 	if !vec {
-		name, l = b.moves("copy_block"), 1
+		name, l = fmt.Sprintf("copy_block_w%d", es), 1
 	}
 	args := []any{src.ptr(), dst.ptr(), int64(rows)}
 	for _, v := range sizes {
@@ -757,7 +777,7 @@ func (b *Backend) axis(mode backend.ResizeMode, out, dstOff, dstFull, srcLen, sr
 
 // Resize resamples x with the taps every backend shares.
 func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
+	x, err := b.anyTensor(xt)
 	if err != nil {
 		return nil, err
 	}
@@ -774,11 +794,11 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: s.C})
+	y, err := b.allocAs(backend.Shape{N: s.N, H: oh, W: ow, C: s.C}, x.dt())
 	if err != nil {
 		return nil, err
 	}
-	if l := b.lanes(); mode == backend.Nearest && b.vec8(s.C, max(s.Elems(), y.shape.Elems()), x.ptr(), y.ptr()) {
+	if l := b.lanes(); mode == backend.Nearest && !x.wide && b.vec8(s.C, max(s.Elems(), y.shape.Elems()), x.ptr(), y.ptr()) {
 		return b.finish(y, b.launch("nearest8", false, int64(y.shape.Elems()/l), x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C/l), int32(oh), int32(ow),
 			ay.idx.ptr, ax.idx.ptr))
 	}
@@ -786,7 +806,7 @@ func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int,
 	if s.C <= 4 && !b.scalarMoves {
 		name, n = "resize_px", int64(y.shape.N*oh*ow)
 	}
-	return b.finish(y, b.launch(name, true, n, x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
+	return b.finish(y, b.launchAs(name, x.dt(), n, x.ptr(), y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(oh), int32(ow),
 		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)))
 }
 
@@ -866,16 +886,16 @@ func (b *Backend) FromRGB8(rgb []byte, n, h, w int) (backend.Tensor, error) {
 	if err := b.compute.CopyHtoD(tmp.ptr, rgb); err != nil {
 		return nil, err
 	}
-	return b.fromRGB8Device(tmp.ptr, s)
+	return b.fromRGB8Device(tmp.ptr, s, b.dtype)
 }
 
-func (b *Backend) fromRGB8Device(src cu.DevicePtr, s backend.Shape) (*Tensor, error) {
-	t, err := b.alloc(s)
+func (b *Backend) fromRGB8Device(src cu.DevicePtr, s backend.Shape, dt DType) (*Tensor, error) {
+	t, err := b.allocAs(s, dt)
 	if err != nil {
 		return nil, err
 	}
 	n := int64(s.Elems())
-	if err := b.launch("from_rgb8", true, n, src, t.ptr(), n); err != nil {
+	if err := b.launchAs("from_rgb8", dt, n, src, t.ptr(), n); err != nil {
 		t.Free()
 		return nil, err
 	}
@@ -904,15 +924,15 @@ func (b *Backend) toFrames(tt backend.Tensor, f backend.PixelFormat, dst cu.Devi
 		}
 		return size, b.shuffleAddInto(ct.lazy, dst, mode)
 	}
-	t, err := b.tensor(ct)
+	t, err := b.anyTensor(ct)
 	if err != nil {
 		return 0, err
 	}
 	if f == backend.YUV420P {
-		return size, b.launch("to_yuv420", true, int64(s.N*(s.H/2)*(s.W/2)), t.ptr(), dst, int32(s.N), int32(s.H), int32(s.W))
+		return size, b.launchAs("to_yuv420", t.dt(), int64(s.N*(s.H/2)*(s.W/2)), t.ptr(), dst, int32(s.N), int32(s.H), int32(s.W))
 	}
 	n := int64(s.Elems())
-	return size, b.launch("to_rgb8", true, n, t.ptr(), dst, n)
+	return size, b.launchAs("to_rgb8", t.dt(), n, t.ptr(), dst, n)
 }
 
 // ToRGB8 converts to RGB24 bytes on the device and copies them to dst.

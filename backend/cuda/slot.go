@@ -87,7 +87,10 @@ func (s *Slot) Out() []byte { return s.hout.Bytes()[:s.outBytes] }
 
 // Input queues the upload of n RGB24 frames and their conversion to a
 // tensor on the compute stream, after the upload.
-func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
+func (s *Slot) Input(n, h, w int) (backend.Tensor, error) { return s.input(n, h, w, s.b.dtype) }
+
+// input is Input into values of type dt.
+func (s *Slot) input(n, h, w int, dt DType) (backend.Tensor, error) {
 	size := n * h * w * 3
 	if size > s.hin.Size() {
 		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", s.hin.Size(), n, w, h, size)
@@ -105,7 +108,7 @@ func (s *Slot) Input(n, h, w int) (backend.Tensor, error) {
 	if err := s.start.Record(b.compute); err != nil {
 		return nil, err
 	}
-	return b.fromRGB8Device(s.din.ptr, backend.Shape{N: n, H: h, W: w, C: 3})
+	return b.fromRGB8Device(s.din.ptr, backend.Shape{N: n, H: h, W: w, C: 3}, dt)
 }
 
 // Put converts t into the device output buffer from frame at on, on the

@@ -220,14 +220,15 @@ func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	}
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	bk := s.m.net.b
-	x, err := b.Input(k, s.h, s.w)
+	net := s.m.net
+	bk := net.b
+	x, err := net.input(b.Slot, k, s.h, s.w)
 	if err != nil {
 		return err
 	}
 	defer x.Free()
 	ow, oh := s.OutputSize(s.w, s.h)
-	out, err := bk.Empty(backend.Shape{N: k, H: oh, W: ow, C: 3})
+	out, err := net.empty(backend.Shape{N: k, H: oh, W: ow, C: 3})
 	if err != nil {
 		return err
 	}
@@ -340,7 +341,7 @@ func (s *session) step(f *frameWork) (backend.Tensor, error) {
 
 // readSide reads frame's side data from sideDir.
 func (s *session) readSide(frame int) (backend.Tensor, backend.Tensor, error) {
-	bk := s.m.net.b
+	net := s.m.net
 	n := s.w * s.h
 	mvc, err := readNPY(filepath.Join(s.sideDir, mvName(frame)), []int{2, s.h, s.w})
 	if err != nil {
@@ -354,11 +355,11 @@ func (s *session) readSide(frame int) (backend.Tensor, backend.Tensor, error) {
 	for i := 0; i < n; i++ {
 		mv[2*i], mv[2*i+1] = mvc[i], mvc[n+i]
 	}
-	mt, err := bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 2}, mv)
+	mt, err := net.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 2}, mv)
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := bk.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 1}, rv)
+	rt, err := net.Upload(backend.Shape{N: 1, H: s.h, W: s.w, C: 1}, rv)
 	if err != nil {
 		mt.Free()
 		return nil, nil, err

@@ -121,9 +121,9 @@ func runSequence(t *testing.T, b backend.Backend, net *Net) [][]float32 {
 	defer in.Close()
 	var outs [][]float32
 	for k := range frames {
-		x, _ := b.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[k])
-		mv, _ := b.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[k])
-		res, _ := b.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[k])
+		x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[k])
+		mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[k])
+		res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[k])
 		y, err := in.Step(x, mv, res, false)
 		if err != nil {
 			t.Fatalf("step %d: %v", k, err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,21 @@ func motionShape(t *testing.T, c *cpu.Backend, g *cuda.Backend, rnd func(int, fl
 		if e := relErr(res[1], res[0]); !(e < bound) {
 			t.Errorf("%s, %d channels: GPU %s against CPU: relative error %.3g, want < %g", name, s.C, g.StorageType(), e, bound)
 		}
+		// A float32 motion field beside half-precision storage (the
+		// instance's): the same values here, so the same result bitwise.
+		if w := backend.WideOf(g); w != nil {
+			x, _ := g.Upload(s, xv)
+			mv, _ := w.UploadF32(backend.Shape{N: 1, H: s.H, W: s.W, C: 2}, mvv)
+			o, _ := g.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 12}, ov)
+			wt, _ := g.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
+			y, err := f(g, x, mv, o, wt)
+			if err != nil {
+				t.Fatalf("%s with a float32 motion field: %v", name, err)
+			}
+			if v, _ := g.Download(y); relErr(v, res[1]) != 0 {
+				t.Errorf("%s, %d channels: a float32 motion field changes the result (relative %.3g)", name, s.C, relErr(v, res[1]))
+			}
+		}
 	}
 	both("warp", func(b backend.Backend, x, mv, _, _ backend.Tensor) (backend.Tensor, error) {
 		return b.(backend.Motion).WarpNearest(x, mv)
@@ -179,9 +195,9 @@ func BenchmarkStepGPU(bb *testing.B) {
 					}
 					return v
 				}
-				x, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
-				mv, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 2}, fill(w*h*2, 3))
-				res, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 1}, fill(w*h, 0.05))
+				x, _ := net.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
+				mv, _ := net.Upload(backend.Shape{N: 1, H: h, W: w, C: 2}, fill(w*h*2, 3))
+				res, _ := net.Upload(backend.Shape{N: 1, H: h, W: w, C: 1}, fill(w*h, 0.05))
 				timeStep := func(reset bool) time.Duration {
 					st := time.Now()
 					y, err := in.Step(x, mv, res, reset)
@@ -222,7 +238,7 @@ func BenchmarkStepGPU(bb *testing.B) {
 				if err != nil {
 					bb.Fatal(err)
 				}
-				x2, _ := g.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
+				x2, _ := net.Upload(backend.Shape{N: 1, H: h, W: w, C: 3}, fill(w*h*3, 1))
 				var ds []float64
 				for k := 0; k < 25; k++ {
 					st := time.Now()
@@ -259,6 +275,51 @@ func TestMatcherGPU(t *testing.T) {
 	testMatcher(t, gpu(t, cuda.F16), rgb, 48, 32)
 }
 
+// TestWideInstanceGPU: beside half-precision layers the instance keeps
+// its inputs, output and state in float32, as CDA-VSR's reference runtime
+// does, and refuses inputs of the storage type before touching the state.
+func TestWideInstanceGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := gpu(t, cuda.F16)
+	net, err := Load(g, synthFile(t, t.TempDir(), 4, nil, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	in, err := net.OpenWith(gw, gh, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	for i, st := range append(in.state[:], in.fixed[:]...) {
+		if !g.IsF32(st) {
+			t.Errorf("buffer %d of the instance is not float32", i)
+		}
+	}
+	frames, mvs, ress := goldenInputs()
+	half, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[0])
+	defer half.Free()
+	if _, err := in.Step(half, nil, nil, true); err == nil || !strings.Contains(err.Error(), "frame holds half-precision values; the instance takes float32") {
+		t.Errorf("a frame in f16: %v, want a refusal", err)
+	}
+	for k := 0; k < 3; k++ {
+		x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[k])
+		mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[k])
+		res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[k])
+		y, err := in.Step(x, mv, res, false)
+		if err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		if !g.IsF32(y) {
+			t.Errorf("step %d: the output is not float32", k)
+		}
+		for _, t := range []backend.Tensor{x, mv, res, y} {
+			t.Free()
+		}
+	}
+}
+
 // TestGraphsGPU: the CUDA-graph variant gives the plain steps' outputs,
 // bitwise, over I and P steps from both state buffers and a reset.
 func TestGraphsGPU(t *testing.T) {
@@ -283,9 +344,9 @@ func TestGraphsGPU(t *testing.T) {
 				// I P P P, reset, P P P, reset: every path from both buffers, twice.
 				for k := 0; k < 12; k++ {
 					f := k % gsteps
-					x, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
-					mv, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
-					res, _ := g.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
+					x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
+					mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
+					res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
 					y, err := in.Step(x, mv, res, k == 4 || k == 9)
 					if err != nil {
 						t.Fatal(err)

@@ -42,7 +42,7 @@ func (n *Net) OpenWith(w, h int, graphs bool) (*Instance, error) {
 	}
 	in := &Instance{net: n, w: w, h: h}
 	for i := range in.state {
-		t, err := n.b.Empty(backend.Shape{N: 1, H: h, W: w, C: 2 * features})
+		t, err := n.empty(backend.Shape{N: 1, H: h, W: w, C: 2 * features})
 		if err != nil {
 			in.Close()
 			return nil, err
@@ -57,14 +57,14 @@ func (n *Net) OpenWith(w, h int, graphs bool) (*Instance, error) {
 	if _, ok := n.b.(backend.Recorder); ok && graphs {
 		in.graphs = true
 		for i, c := range []int{3, 2, 1} {
-			t, err := n.b.Empty(backend.Shape{N: 1, H: h, W: w, C: c})
+			t, err := n.empty(backend.Shape{N: 1, H: h, W: w, C: c})
 			if err != nil {
 				in.Close()
 				return nil, err
 			}
 			in.fixed[i] = t
 		}
-		t, err := n.b.Empty(backend.Shape{N: 1, H: h * n.Scale, W: w * n.Scale, C: 3})
+		t, err := n.empty(backend.Shape{N: 1, H: h * n.Scale, W: w * n.Scale, C: 3})
 		if err != nil {
 			in.Close()
 			return nil, err
@@ -84,9 +84,11 @@ func (in *Instance) Reset() { in.started = false }
 // motion field mv (1 H W 2, in input pixels, x then y) and the residual
 // res (1 H W 1, in luma ranges). The first step, and a step with reset,
 // take the I path and ignore mv and res. It returns the output frame
-// (1 sH sW 3), which the caller frees and later steps never change. Every
-// input is checked before any state changes; a failed step leaves the
-// history as it was.
+// (1 sH sW 3), which the caller frees and later steps never change. The
+// inputs, the output and the recurrent state are float32 whatever the
+// precision of the layers (Net.Upload makes inputs). Every input is
+// checked before any state changes; a failed step leaves the history as
+// it was.
 func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Tensor, error) {
 	if in.state[0] == nil {
 		return nil, errors.New("cdavsr: step on a closed instance")
@@ -98,6 +100,9 @@ func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Ten
 		}
 		if s := t.Shape(); s != (backend.Shape{N: 1, H: in.h, W: in.w, C: c}) {
 			return fmt.Errorf("cdavsr: %s of shape %v; the instance takes [1 %d %d %d]", what, s, in.h, in.w, c)
+		}
+		if !in.net.isF32(t) {
+			return fmt.Errorf("cdavsr: %s holds half-precision values; the instance takes float32 (Net.Upload)", what)
 		}
 		return nil
 	}
@@ -173,7 +178,7 @@ func (in *Instance) replay(frame, mv, res backend.Tensor, iPath bool) (backend.T
 	if err := in.rec[p][cur].Replay(0); err != nil {
 		return nil, err
 	}
-	y, err := b.Empty(in.out.Shape())
+	y, err := in.net.empty(in.out.Shape())
 	if err != nil {
 		return nil, err
 	}

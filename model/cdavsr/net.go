@@ -23,7 +23,11 @@ type resBlock struct{ c1, c2 conv }
 // Net is the CDA-VSR network on a backend. Its layers are plain fields;
 // it holds no per-video state (see Instance).
 type Net struct {
-	b       backend.Backend
+	b backend.Backend
+	// wide holds the inputs, outputs and recurrent state in float32 when
+	// the storage type is narrower (as CDA-VSR's reference runtime keeps
+	// them in its fp16 engines); nil when every tensor is float32.
+	wide    backend.Wide
 	Scale   int
 	Sigmoid bool // the gate is aligned*sigmoid(w), not aligned*(1+w)
 
@@ -55,7 +59,7 @@ func Load(b backend.Backend, path string) (*Net, error) {
 		return nil, err
 	}
 	defer f.Close()
-	n := &Net{b: b, Scale: c.Scale, Sigmoid: c.Gate == GateSigmoid}
+	n := &Net{b: b, wide: backend.WideOf(b), Scale: c.Scale, Sigmoid: c.Gate == GateSigmoid}
 	var lerr error
 	get := func(name string, k int) conv {
 		if lerr != nil {
@@ -170,6 +174,44 @@ var (
 	linear = backend.Activation{}
 )
 
+// Upload makes an input tensor for Instance.Step: float32, the values
+// kept exactly, also beside a narrower storage type.
+func (n *Net) Upload(s backend.Shape, data []float32) (backend.Tensor, error) {
+	if n.wide != nil {
+		return n.wide.UploadF32(s, data)
+	}
+	return n.b.Upload(s, data)
+}
+
+// input is s.Input in float32 (see Net.wide).
+func (n *Net) input(s backend.Slot, k, h, w int) (backend.Tensor, error) {
+	if ws, ok := s.(backend.WideSlot); ok && n.wide != nil {
+		return ws.InputF32(k, h, w)
+	}
+	return s.Input(k, h, w)
+}
+
+// empty returns an uninitialised float32 tensor (see Net.wide).
+func (n *Net) empty(s backend.Shape) (backend.Tensor, error) {
+	if n.wide != nil {
+		return n.wide.EmptyF32(s)
+	}
+	return n.b.Empty(s)
+}
+
+// isF32 reports whether t is of the type of the instance's inputs.
+func (n *Net) isF32(t backend.Tensor) bool { return n.wide == nil || n.wide.IsF32(t) }
+
+// narrow returns x, float32, in the storage type for the layers: a new
+// tensor beside a narrower storage type, else x itself.
+func (n *Net) narrow(x backend.Tensor) (t backend.Tensor, made bool, err error) {
+	if n.wide == nil {
+		return x, false, nil
+	}
+	t, err = n.wide.Convert(x, false)
+	return t, err == nil, err
+}
+
 // blocks runs residual blocks on x, consuming it.
 func (n *Net) blocks(x backend.Tensor, rb []resBlock) (backend.Tensor, error) {
 	for _, r := range rb {
@@ -215,7 +257,9 @@ func (n *Net) concat(ts ...backend.Tensor) (backend.Tensor, error) {
 // 128: feat then conv_h of the last frame), mv (1 H W 2) and res (1 H W 1),
 // and offIn, the offset branch's input buffer (1 H W offsetInPadded,
 // zero beyond offsetIn). It writes the new state into next and returns the
-// output frame.
+// output frame. x, state, mv, res, next and the output are float32 (see
+// Net.wide): the layers read them narrowed, the warps read mv as it is,
+// and the output is the float32 bilinear base plus the network's part.
 func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (backend.Tensor, error) {
 	b := n.b
 	var free []backend.Tensor
@@ -230,7 +274,18 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 		}
 		return t, err
 	}
-	f0, err := b.Conv2D(x, n.first.w, n.first.p, linear)
+	narrow := func(t backend.Tensor) (backend.Tensor, error) {
+		y, made, err := n.narrow(t)
+		if made {
+			free = append(free, y)
+		}
+		return y, err
+	}
+	xs, err := narrow(x)
+	if err != nil {
+		return nil, err
+	}
+	f0, err := b.Conv2D(xs, n.first.w, n.first.p, linear)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +304,9 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 		}
 	} else {
 		mb := b.(backend.Motion)
+		if state, err = narrow(state); err != nil { // exact: its values came from the layers
+			return nil, err
+		}
 		warped, err := keep(mb.WarpNearest(state, mv))
 		if err != nil {
 			return nil, err
@@ -277,7 +335,10 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 		if err != nil {
 			return nil, err
 		}
-		w := res
+		w, err := narrow(res)
+		if err != nil {
+			return nil, err
+		}
 		for i, c := range n.weight {
 			act := lrelu
 			if i == len(n.weight)-1 {
@@ -321,8 +382,13 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 	if err != nil {
 		return nil, err
 	}
-	xs := x.Shape()
-	base, err := keep(b.Resize(x, backend.Bilinear, xs.H*n.Scale, xs.W*n.Scale, backend.Window{}, backend.Window{}))
+	if n.wide != nil {
+		if sh, err = keep(n.wide.Convert(sh, true)); err != nil {
+			return nil, err
+		}
+	}
+	s := x.Shape()
+	base, err := keep(b.Resize(x, backend.Bilinear, s.H*n.Scale, s.W*n.Scale, backend.Window{}, backend.Window{}))
 	if err != nil {
 		return nil, err
 	}

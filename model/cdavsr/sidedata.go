@@ -17,17 +17,25 @@ const LumaRange = 255
 // Block is the motion search's block size, as a codec's 8x8 blocks.
 const Block = 8
 
+// lumaWeights are the BT.601 weights of R, G and B, in luma levels.
+var lumaWeights = [3]float32{0.299 * LumaRange, 0.587 * LumaRange, 0.114 * LumaRange}
+
 // lumaConv prepares the 1x1 convolution from RGB in [0,1] to full-range
 // luma.
 func lumaConv(b backend.Backend) (conv, error) {
-	w, err := b.PrepareConv(1, 3, 1, 1, []float32{0.299 * LumaRange, 0.587 * LumaRange, 0.114 * LumaRange}, nil)
+	w, err := b.PrepareConv(1, 3, 1, 1, lumaWeights[:], nil)
 	return conv{w: w, p: backend.ConvParams{KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}}, err
 }
 
 // sideData computes the luma of frame x and, against the previous luma,
-// the motion field and the residual.
+// the motion field and the residual, all of x's type.
 func (n *Net) sideData(x, prev backend.Tensor, rng int) (luma, mv, res backend.Tensor, err error) {
-	if luma, err = n.b.Conv2D(x, n.luma.w, n.luma.p, linear); err != nil || prev == nil {
+	if n.wide != nil {
+		luma, err = n.luma32(x)
+	} else {
+		luma, err = n.b.Conv2D(x, n.luma.w, n.luma.p, linear)
+	}
+	if err != nil || prev == nil {
 		return luma, nil, nil, err
 	}
 	mv, res, err = n.b.(backend.Motion).MatchBlocks(luma, prev, Block, rng, 1.0/LumaRange)
@@ -36,4 +44,33 @@ func (n *Net) sideData(x, prev backend.Tensor, rng int) (luma, mv, res backend.T
 		return nil, nil, nil, err
 	}
 	return luma, mv, res, nil
+}
+
+// luma32 is the luma of a float32 frame in float32 (see Net.wide): the
+// weighted sum of its channels, where a half-precision convolution would
+// round a luma of 200 to an eighth of a level.
+func (n *Net) luma32(x backend.Tensor) (backend.Tensor, error) {
+	var sum backend.Tensor
+	for c, w := range lumaWeights {
+		ch, err := n.b.Channels(x, c, 1)
+		if err != nil {
+			if sum != nil {
+				sum.Free()
+			}
+			return nil, err
+		}
+		if sum == nil {
+			sum, err = n.b.AddScaled(ch, w, ch, 0)
+		} else {
+			var s backend.Tensor
+			s, err = n.b.AddScaled(sum, 1, ch, w)
+			sum.Free()
+			sum = s
+		}
+		ch.Free()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sum, nil
 }

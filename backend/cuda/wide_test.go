@@ -1,0 +1,166 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/tensor/half"
+)
+
+// TestWideGPU: float32 tensors beside f16 and bf16 storage (backend.Wide).
+// Uploads and downloads keep values exactly, conversions round as the
+// host's half package does, and every op that takes float32 tensors gives
+// bitwise the F32 backend's result for them; ops that do not take them
+// refuse them.
+func TestWideGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ref := open(t, F32)
+	r := rand.New(rand.NewPCG(7, 8))
+	s := backend.Shape{N: 2, H: 9, W: 14, C: 6}
+	v := randSlice(r, s.Elems(), -3, 3)
+	plane := backend.Shape{N: 1, H: 24, W: 32, C: 1}
+	cur, prev := randSlice(r, plane.Elems(), 0, 255), randSlice(r, plane.Elems(), 0, 255)
+	for _, dt := range []DType{F16, BF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			b := open(t, dt)
+			w := backend.WideOf(b)
+			if w == nil {
+				t.Fatal("WideOf: nil for a half-precision backend")
+			}
+			x := must(t)(w.UploadF32(s, v))
+			if !w.IsF32(x) || !slices.Equal(got(t, b, x), v) {
+				t.Fatal("UploadF32 + Download does not give the values back")
+			}
+			// Conversions.
+			n := must(t)(w.Convert(x, false))
+			if w.IsF32(n) {
+				t.Fatal("Convert(x, false) gave a float32 tensor")
+			}
+			want := make([]float32, len(v))
+			for i, f := range v {
+				if dt == F16 {
+					want[i] = half.FromF16(half.ToF16(f))
+				} else {
+					want[i] = half.FromBF16(half.ToBF16(f))
+				}
+			}
+			if !slices.Equal(got(t, b, n), want) {
+				t.Error("Convert to the storage type does not round to nearest")
+			}
+			if back := must(t)(w.Convert(n, true)); !w.IsF32(back) || !slices.Equal(got(t, b, back), want) {
+				t.Error("Convert of storage values to float32 is not exact")
+			}
+			// CopyChannels into a wider float32 tensor, from both types.
+			dst := must(t)(w.EmptyF32(backend.Shape{N: 2, H: 9, W: 14, C: 13}))
+			if err := b.CopyChannels(dst, 1, x); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.CopyChannels(dst, 7, n); err != nil {
+				t.Fatal(err)
+			}
+			d := got(t, b, dst)
+			for p := 0; p < s.N*s.H*s.W; p++ {
+				for c := 0; c < 6; c++ {
+					if d[p*13+1+c] != v[p*6+c] || d[p*13+7+c] != want[p*6+c] {
+						t.Fatalf("CopyChannels: pixel %d channel %d: %g %g, want %g %g", p, c, d[p*13+1+c], d[p*13+7+c], v[p*6+c], want[p*6+c])
+					}
+				}
+			}
+			// The ops that take float32 tensors, against the F32 backend.
+			type op func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error)
+			ops := map[string]op{
+				"resize bilinear": func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) {
+					return b.Resize(x, backend.Bilinear, 36, 56, backend.Window{}, backend.Window{})
+				},
+				"resize nearest": func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) {
+					return b.Resize(x, backend.Nearest, 18, 28, backend.Window{}, backend.Window{})
+				},
+				"binary": func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error) {
+					return b.Binary(backend.OpAdd, x, y)
+				},
+				"add scaled": func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error) {
+					return b.AddScaled(x, 0.3, y, -1.7)
+				},
+				"channels": func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) { return b.Channels(x, 2, 3) },
+				"frames":   func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) { return b.Frames(x, 1, 1) },
+				"copy frames": func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error) {
+					z, err := b.Empty(s)
+					if wb := backend.WideOf(b); wb != nil {
+						z, err = wb.EmptyF32(s)
+					}
+					if err == nil {
+						err = b.CopyFrames(z, 0, x)
+					}
+					return z, err
+				},
+			}
+			y2 := randSlice(r, s.Elems(), -1, 1)
+			for name, f := range ops {
+				run := func(b backend.Backend, up func(backend.Shape, []float32) (backend.Tensor, error)) []float32 {
+					xt, yt := must(t)(up(s, v)), must(t)(up(s, y2))
+					out, err := f(b, xt, yt)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if wb := backend.WideOf(b); wb != nil && !wb.IsF32(out) {
+						t.Fatalf("%s: a float32 input gave a %s result", name, dt)
+					}
+					return got(t, b, out)
+				}
+				if a, e := run(b, w.UploadF32), run(ref, ref.Upload); !slices.Equal(a, e) {
+					t.Errorf("%s: float32 beside %s differs from the F32 backend (relative %.3g)", name, dt, relErr(a, e))
+				}
+			}
+			// Block matching on float32 planes gives float32 side data.
+			var side [2][2][]float32
+			for i, bk := range []backend.Backend{b, ref} {
+				up := ref.Upload
+				if i == 0 {
+					up = w.UploadF32
+				}
+				mv, res, err := bk.(backend.Motion).MatchBlocks(must(t)(up(plane, cur)), must(t)(up(plane, prev)), 8, 6, 1.0/255)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 && (!w.IsF32(mv) || !w.IsF32(res)) {
+					t.Fatal("MatchBlocks of float32 planes gave storage-type results")
+				}
+				side[i] = [2][]float32{got(t, bk, mv), got(t, bk, res)}
+			}
+			if !slices.Equal(side[0][0], side[1][0]) || !slices.Equal(side[0][1], side[1][1]) {
+				t.Error("MatchBlocks of float32 planes differs from the F32 backend")
+			}
+			// An op that takes only the storage type refuses float32.
+			if _, err := b.Activate(x, backend.Activation{Kind: backend.ActReLU}); err == nil || !strings.Contains(err.Error(), "float32 tensor given to an op that takes") {
+				t.Errorf("Activate of a float32 tensor: %v, want a refusal", err)
+			}
+			if err := b.CopyFrames(n, 0, x); err == nil {
+				t.Error("CopyFrames between types: no error")
+			}
+		})
+	}
+}
+
+func must(t *testing.T) func(backend.Tensor, error) backend.Tensor {
+	return func(x backend.Tensor, err error) backend.Tensor {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+}
+
+func got(t *testing.T, b backend.Backend, x backend.Tensor) []float32 {
+	t.Helper()
+	v, err := b.Download(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

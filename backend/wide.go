@@ -1,0 +1,45 @@
+package backend
+
+// Wide is implemented by backends whose storage type is narrower than
+// float32 (CUDA in f16 or bf16) and that hold float32 tensors beside it:
+// the inputs, outputs and recurrent state of a model whose reference keeps
+// them in float32 while its layers run in half precision (CDA-VSR, as its
+// TensorRT runtime does).
+//
+// Only the ops that say so take float32 tensors; the others refuse them.
+// Those that do: Download, Frames, CopyFrames (both tensors of one type),
+// CopyChannels (converting when the types differ), Resize and Binary (all
+// operands of one type, the result of that type), the motion fields of
+// Motion's WarpNearest and DeformSample, MeanAbs, and MatchBlocks (whose
+// results take the type of its planes).
+type Wide interface {
+	// EmptyF32 is Empty for a float32 tensor.
+	EmptyF32(s Shape) (Tensor, error)
+	// UploadF32 is Upload into a float32 tensor: the values are kept
+	// exactly.
+	UploadF32(s Shape, data []float32) (Tensor, error)
+	// Convert returns a copy of x in float32 when f32 is set, else in the
+	// storage type (rounded to nearest).
+	Convert(x Tensor, f32 bool) (Tensor, error)
+	// IsF32 reports whether t holds float32 values.
+	IsF32(t Tensor) bool
+}
+
+// WideSlot is implemented by the Slots of Wide backends.
+type WideSlot interface {
+	// InputF32 is Input into a float32 tensor.
+	InputF32(n, h, w int) (Tensor, error)
+}
+
+// WideOf returns b's float32 tensors when its storage type is narrower
+// than float32, and nil when every tensor of b is float32 already.
+func WideOf(b Backend) Wide {
+	w, ok := b.(Wide)
+	if !ok {
+		return nil
+	}
+	if g, ok := b.(GPU); ok && g.StorageType() == "f32" {
+		return nil
+	}
+	return w
+}
