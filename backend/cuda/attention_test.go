@@ -331,3 +331,153 @@ func BenchmarkAttention(bb *testing.B) {
 		return b.Attention(q, k, v, d)
 	})
 }
+
+// attnQuant8 returns x (rows x heads*128) as the fp8 attention kernel sees
+// it: each row's head quantised to e4m3 with scale amax/448, dequantised.
+func attnQuant8(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for v := 0; v < len(x); v += 128 {
+		amax := float32(0)
+		for _, f := range x[v : v+128] {
+			amax = max(amax, float32(math.Abs(float64(f))))
+		}
+		scale, inv := float32(1), float32(1)
+		if amax > 0 {
+			scale, inv = amax/half.E4M3Max, half.E4M3Max/amax
+		}
+		for i, f := range x[v : v+128] {
+			out[v+i] = half.FromE4M3(half.ToE4M3(f*inv)) * scale
+		}
+	}
+	return out
+}
+
+// TestAttentionFP8 runs the attention ops with fp8_attention (S = Q Kᵀ on
+// e4m3 tensor cores): against the float64 reference of the quantised q and
+// k (what the kernel computes, within bf16's bound), and against the exact
+// reference, whose error is what fp8 adds (logged beside bf16's).
+func TestAttentionFP8(t *testing.T) {
+	b := open(t, BF16)
+	if err := b.fp8Check(); err != nil {
+		t.Skip(err)
+	}
+	const heads, d = 2, 128
+	cols := heads * d
+	type run struct {
+		name   string
+		q, k   int // rows
+		op     func(q, k, v backend.Tensor) (backend.Tensor, error)
+		ref    func(q, k, v []float32) []float64
+		window bool
+	}
+	rows := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i
+		}
+		return s
+	}
+	var runs []run
+	for _, c := range []struct{ lq, lk int }{{1000, 512}, {1000, 37}, {130, 1}} {
+		runs = append(runs, run{fmt.Sprintf("attention %dx%d", c.lq, c.lk), c.lq, c.lk,
+			func(q, k, v backend.Tensor) (backend.Tensor, error) { return b.Attention(q, k, v, d) },
+			func(q, k, v []float32) []float64 {
+				out := make([]float64, c.lq*cols)
+				attnRef(q, k, v, cols, d, rows(c.lq), rows(c.lk), out)
+				return out
+			}, false})
+	}
+	for _, c := range []struct {
+		g       backend.Grid
+		shifted bool
+	}{{backend.Grid{F: 2, H: 20, W: 36}, true}, {backend.Grid{F: 3, H: 10, W: 7}, false}} {
+		w := attnWindows(c.g, c.shifted)
+		runs = append(runs, run{fmt.Sprintf("window attention %+v shifted=%v", c.g, c.shifted), c.g.Tokens(), c.g.Tokens(),
+			func(q, k, v backend.Tensor) (backend.Tensor, error) { return b.WindowAttention(q, k, v, d, c.g, w) },
+			func(q, k, v []float32) []float64 { return attnWindowRef(q, k, v, cols, d, c.g, w) }, true})
+	}
+	for _, c := range runs {
+		r := rand.New(rand.NewPCG(uint64(c.q), uint64(c.k)))
+		q := attnData(r, BF16, c.q*cols, math.Sqrt2)
+		k := attnData(r, BF16, c.k*cols, math.Sqrt2)
+		v := attnData(r, BF16, c.k*cols, 1)
+		qt, kt, vt := attnUpload(t, b, c.q, cols, q), attnUpload(t, b, c.k, cols, k), attnUpload(t, b, c.k, cols, v)
+		var outs [2][]float32
+		for i, on := range []bool{false, true} {
+			b.FP8Attention = on
+			attnPoison(t, b, c.q, cols)
+			y, err := c.op(qt, kt, vt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outs[i], err = b.Download(y); err != nil {
+				t.Fatal(err)
+			}
+			y.Free()
+		}
+		b.FP8Attention = false
+		attnCheck(t, c.name+" fp8, against the quantised q and k,", BF16, outs[1], c.ref(attnQuant8(q), attnQuant8(k), v), cols)
+		exact := c.ref(q, k, v)
+		rel := func(out []float32) float64 {
+			var num, den float64
+			for i, x := range exact {
+				num += (float64(out[i]) - x) * (float64(out[i]) - x)
+				den += x * x
+			}
+			return math.Sqrt(num / den)
+		}
+		e8, e16 := rel(outs[1]), rel(outs[0])
+		t.Logf("%s: relative error against float64, fp8 scores %.3g, bf16 %.3g", c.name, e8, e16)
+		if !(e8 < 0.2) {
+			t.Errorf("%s: fp8 scores' relative error %.3g, want < 0.2", c.name, e8)
+		}
+		for _, x := range []backend.Tensor{qt, kt, vt} {
+			x.Free()
+		}
+	}
+}
+
+// BenchmarkAttentionFP8 times the DiT's two attention ops with and without
+// fp8 scores, in turn: 24 heads of 128 on a chunk of 6 x 45 x 80 latents
+// (shifted windows), and its cross-attention over 512 keys.
+func BenchmarkAttentionFP8(bb *testing.B) {
+	b := open(bb, BF16)
+	if err := b.fp8Check(); err != nil {
+		bb.Skip(err)
+	}
+	g := backend.Grid{F: 6, H: 45, W: 80}
+	w := attnWindows(g, true)
+	const heads, d, lk = 24, 128, 512
+	cols, n := heads*d, g.Tokens()
+	r := rand.New(rand.NewPCG(1, 2))
+	q := attnUpload(bb, b, n, cols, attnData(r, BF16, n*cols, math.Sqrt2))
+	k := attnUpload(bb, b, n, cols, attnData(r, BF16, n*cols, math.Sqrt2))
+	v := attnUpload(bb, b, n, cols, attnData(r, BF16, n*cols, 1))
+	kc := attnUpload(bb, b, lk, cols, attnData(r, BF16, lk*cols, math.Sqrt2))
+	vc := attnUpload(bb, b, lk, cols, attnData(r, BF16, lk*cols, 1))
+	for _, c := range []struct {
+		name  string
+		flops float64
+		op    func() (backend.Tensor, error)
+	}{
+		{"window", 4 * float64(n) * float64(g.F*swiftvr.Window*swiftvr.Window) * d * heads,
+			func() (backend.Tensor, error) { return b.WindowAttention(q, k, v, d, g, w) }},
+		{"cross", 4 * float64(n) * lk * d * heads, func() (backend.Tensor, error) { return b.Attention(q, kc, vc, d) }},
+	} {
+		for _, on := range []bool{false, true} {
+			bb.Run(fmt.Sprintf("%s/fp8=%v", c.name, on), func(bb *testing.B) {
+				b.FP8Attention = on
+				defer func() { b.FP8Attention = false }()
+				run := func() {
+					y, err := c.op()
+					if err != nil {
+						bb.Fatal(err)
+					}
+					y.Free()
+				}
+				run()
+				bb.ReportMetric(c.flops/perOp(bb, b, run)/1e12, "TFLOP/s")
+			})
+		}
+	}
+}
