@@ -187,24 +187,6 @@ __device__ __forceinline__ void at_load_rows(u32 s, const unsigned char* __restr
     }
 }
 
-// at_load_kv queues the copies of a key tile of k and v in the storage
-// type (RB bytes a row each, rows ld bytes apart) into the K and V tiles at
-// sk and sv: at_load_rows of both in one pass, each row's offset found once.
-template <int RB>
-__device__ __forceinline__ void at_load_kv(u32 sk, u32 sv, const unsigned char* __restrict__ k,
-                                           const unsigned char* __restrict__ v, int ld, const int* idx, int tid) {
-    constexpr int CH = RB / 16, RPP = AT_THREADS / CH;
-    const int c = tid % CH;
-#pragma unroll
-    for (int p = 0; p < AT_BK / RPP; p++) {
-        const int r = tid / CH + p * RPP, row = idx[r];
-        const long long off = (long long)(row < 0 ? 0 : row) * ld + c * 16;
-        const u32 so = r * RB + ((c ^ (r & 7)) << 4);
-        at_cp16(sk + so, k + off, row >= 0 ? 16 : 0);
-        at_cp16(sv + so, v + off, row >= 0 ? 16 : 0);
-    }
-}
-
 // at_load_scales queues the copies of a key tile's scales (fp8 keys): entry
 // r is ks[idx[r] * heads], zero where idx[r] < 0.
 __device__ __forceinline__ void at_load_scales(u32 s, const float* __restrict__ ks, int heads, const int* idx, int tid) {
@@ -256,13 +238,9 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
     }
     at_load_q<QB>(sQ, q, qld, qb, q0, nq, tid);
     __syncthreads();
-    if (Q8) {
-        at_load_rows<QB>(sK, k, qld, idx, tid);
-        at_load_rows<RB>(sV, (const unsigned char*)v, ld * 2, idx, tid);
-        at_load_scales(sS, ks + head, heads, idx, tid);
-    } else {
-        at_load_kv<RB>(sK, sV, k, (const unsigned char*)v, qld, idx, tid);
-    }
+    at_load_rows<QB>(sK, k, qld, idx, tid);
+    at_load_rows<RB>(sV, (const unsigned char*)v, ld * 2, idx, tid);
+    if (Q8) at_load_scales(sS, ks + head, heads, idx, tid);
     at_commit();
 
     // ldmatrix lane roles. A (Q, 16x16) and B of V (.trans): lane l gives
@@ -299,13 +277,9 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
             const int* ti = idx + st * AT_BK;
-            if (Q8) {
-                at_load_rows<QB>(sK + st * AT_BK * QB, k, qld, ti, tid);
-                at_load_rows<RB>(sV + st * AT_BK * RB, (const unsigned char*)v, ld * 2, ti, tid);
-                at_load_scales(sS + st * AT_BK * 4, ks + head, heads, ti, tid);
-            } else {
-                at_load_kv<RB>(sK + st * AT_BK * RB, sV + st * AT_BK * RB, k, (const unsigned char*)v, qld, ti, tid);
-            }
+            at_load_rows<QB>(sK + st * AT_BK * QB, k, qld, ti, tid);
+            at_load_rows<RB>(sV + st * AT_BK * RB, (const unsigned char*)v, ld * 2, ti, tid);
+            if (Q8) at_load_scales(sS + st * AT_BK * 4, ks + head, heads, ti, tid);
         }
         at_commit();
         if (t + 2 < ntiles && tid < AT_BK) { // tile t's rows are used: replace them by tile t+2's

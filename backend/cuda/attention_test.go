@@ -438,10 +438,8 @@ func TestAttentionFP8(t *testing.T) {
 }
 
 // BenchmarkAttentionFP8 times the DiT's two attention ops with and without
-// fp8 scores (and builds of the fp8 kernel with one block per
-// multiprocessor, and with Q in registers), in turn: 24 heads of 128 on a
-// chunk of 6 x 45 x 80 latents (shifted windows), and its cross-attention
-// over 512 keys.
+// fp8 scores, in turn: 24 heads of 128 on a chunk of 6 x 45 x 80 latents
+// (shifted windows), and its cross-attention over 512 keys.
 func BenchmarkAttentionFP8(bb *testing.B) {
 	b := open(bb, BF16)
 	if err := b.fp8Check(); err != nil {
@@ -466,21 +464,10 @@ func BenchmarkAttentionFP8(bb *testing.B) {
 			func() (backend.Tensor, error) { return b.WindowAttention(q, k, v, d, g, w) }},
 		{"cross", 4 * float64(n) * lk * d * heads, func() (backend.Tensor, error) { return b.Attention(q, kc, vc, d) }},
 	} {
-		// bf16, then fp8 scores with the default build and two variants.
-		for _, v := range []struct {
-			name string
-			src  *Source
-		}{{"bf16", nil}, {"fp8", attentionFP8Source},
-			{"fp8-minb1", &Source{Name: "attention_fp8_minb1.cu", Code: attentionCode, Options: []string{"-DAT_FP8=1", "-DAT_MINB=1"}}},
-			{"fp8-qreg", &Source{Name: "attention_fp8_qreg.cu", Code: attentionCode, Options: []string{"-DAT_FP8=1", "-DAT_QREG=1", "-DAT_MINB=1"}}},
-		} {
-			bb.Run(c.name+"/"+v.name, func(bb *testing.B) {
-				if v.src != nil {
-					defer func(s *Source) { attentionFP8Source = s }(attentionFP8Source)
-					attentionFP8Source = v.src
-					b.FP8Attention = true
-					defer func() { b.FP8Attention = false }()
-				}
+		for _, on := range []bool{false, true} {
+			bb.Run(fmt.Sprintf("%s/fp8=%v", c.name, on), func(bb *testing.B) {
+				b.FP8Attention = on
+				defer func() { b.FP8Attention = false }()
 				run := func() {
 					y, err := c.op()
 					if err != nil {
@@ -489,11 +476,6 @@ func BenchmarkAttentionFP8(bb *testing.B) {
 					y.Free()
 				}
 				run()
-				if v.src != nil {
-					if f, err := b.kernel(v.src, "attention_q8_d128_bf16"); err == nil {
-						bb.Logf("%s: %s", v.src.Name, fnInfo(f))
-					}
-				}
 				bb.ReportMetric(c.flops/perOp(bb, b, run)/1e12, "TFLOP/s")
 			})
 		}
