@@ -60,9 +60,6 @@ typedef unsigned int u32;
 #ifndef AT_QREG
 #define AT_QREG 0 // 1: Q fragments in registers (0: ldmatrix them every tile)
 #endif
-#ifndef AT_FP8
-#define AT_FP8 0 // 1: the e4m3 kernels too (compute capability 8.9 and newer)
-#endif
 #ifndef AT_MINB
 #define AT_MINB 2 // __launch_bounds__ blocks per multiprocessor
 #endif
@@ -126,16 +123,6 @@ __device__ __forceinline__ void at_mma(float* c, const u32* a, u32 b0, u32 b1) {
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// at_mma8: c += a b for a 16x32 A and a 32x8 B fragment of e4m3 values
-// (fragments laid out as the 16-bit ones with two values per half).
-__device__ __forceinline__ void at_mma8(float* c, const u32* a, u32 b0, u32 b1) {
-#if AT_FP8
-    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
 // at_pack rounds two floats to the storage type, lo in the low half (the
 // lower address, the lower column).
 template <bool BF>
@@ -157,59 +144,45 @@ __device__ __forceinline__ float at_shfl_xor(float v, int m) {
     return r;
 }
 
-// at_load_q queues the cp.async copies of query rows [q0, q0+AT_BQ) (RB
-// bytes each from q, rows ld bytes apart) into the tile at shared address
-// s; rows >= nq are zero-filled.
-template <int RB>
-__device__ __forceinline__ void at_load_q(u32 s, const unsigned char* __restrict__ q, int ld, const at_box& b, int q0,
-                                          int nq, int tid) {
-    constexpr int CH = RB / 16, RPP = AT_THREADS / CH;
+// at_load_q queues the cp.async copies of query rows [q0, q0+AT_BQ) (D
+// columns from q) into the tile at shared address s; rows >= nq are
+// zero-filled.
+template <int D>
+__device__ __forceinline__ void at_load_q(u32 s, const u16* __restrict__ q, int ld, const at_box& b, int q0, int nq,
+                                          int tid) {
+    constexpr int CH = D / 8, RPP = AT_THREADS / CH;
     const int c = tid % CH;
 #pragma unroll
     for (int p = 0; p < AT_BQ / RPP; p++) {
         const int r = tid / CH + p * RPP, j = q0 + r;
         const bool ok = j < nq;
-        at_cp16(s + r * RB + ((c ^ (r & 7)) << 4), ok ? q + at_row(b, j) * ld + c * 16 : q, ok ? 16 : 0);
+        at_cp16(s + r * (D * 2) + ((c ^ (r & 7)) << 4), ok ? q + at_row(b, j) * ld + c * 8 : q, ok ? 16 : 0);
     }
 }
 
-// at_load_rows queues the copies of a key tile's rows of x (RB bytes each,
-// rows ld bytes apart) into the tile at s: tile row r is row idx[r] of x,
-// zeros where idx[r] < 0.
-template <int RB>
-__device__ __forceinline__ void at_load_rows(u32 s, const unsigned char* __restrict__ x, int ld, const int* idx, int tid) {
-    constexpr int CH = RB / 16, RPP = AT_THREADS / CH;
+// at_load_kv queues the copies of a key tile into the K and V tiles at sk
+// and sv: tile row r is row idx[r] of k and v, zeros where idx[r] < 0.
+template <int D>
+__device__ __forceinline__ void at_load_kv(u32 sk, u32 sv, const u16* __restrict__ k, const u16* __restrict__ v,
+                                           int ld, const int* idx, int tid) {
+    constexpr int CH = D / 8, RPP = AT_THREADS / CH;
     const int c = tid % CH;
 #pragma unroll
     for (int p = 0; p < AT_BK / RPP; p++) {
         const int r = tid / CH + p * RPP, row = idx[r];
-        at_cp16(s + r * RB + ((c ^ (r & 7)) << 4), x + (long long)(row < 0 ? 0 : row) * ld + c * 16, row >= 0 ? 16 : 0);
+        const long long off = (long long)(row < 0 ? 0 : row) * ld + c * 8;
+        const u32 so = r * (D * 2) + ((c ^ (r & 7)) << 4);
+        at_cp16(sk + so, k + off, row >= 0 ? 16 : 0);
+        at_cp16(sv + so, v + off, row >= 0 ? 16 : 0);
     }
 }
 
-// at_load_scales queues the copies of a key tile's scales (fp8 keys): entry
-// r is ks[idx[r] * heads], zero where idx[r] < 0.
-__device__ __forceinline__ void at_load_scales(u32 s, const float* __restrict__ ks, int heads, const int* idx, int tid) {
-    if (tid < AT_BK) {
-        const int row = idx[tid];
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s + tid * 4),
-                     "l"(ks + (long long)(row < 0 ? 0 : row) * heads), "r"(row >= 0 ? 4 : 0) : "memory");
-    }
-}
-
-// at_body is the kernel for one block. Q8: q and k are e4m3 (one byte a
-// value, rows ld bytes apart) with float32 scales qs and ks per row and
-// head (row r, head h at r * heads + h), and S = Q K^T runs on e4m3
-// tensor cores (mma m16n8k32) before the scales are applied; otherwise q
-// and k are in the storage type like v, and qs, ks are unused.
-template <int D, bool BF, bool Q8>
-__device__ __forceinline__ void at_body(const void* __restrict__ qp, const void* __restrict__ kp,
+template <int D, bool BF>
+__device__ __forceinline__ void at_body(const u16* __restrict__ q, const u16* __restrict__ k,
                                         const u16* __restrict__ v, u16* __restrict__ o, int ld, int F, int H,
                                         int W, int KH, int KW, int kh, int kw, int nwx, float sl,
-                                        const at_table& tab, const float* __restrict__ qs,
-                                        const float* __restrict__ ks, unsigned char* smp) {
-    constexpr int RB = D * 2, CH = D / 8;                       // storage-type rows: bytes, 16-byte chunks
-    constexpr int QB = Q8 ? D : RB, KS = Q8 ? D / 32 : D / 16; // Q and K rows: bytes; k-steps of S
+                                        const at_table& tab, unsigned char* smp) {
+    constexpr int RB = D * 2, CH = D / 8, KS = D / 16; // row bytes, chunks, k-steps of S
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wy = blockIdx.y / nwx, wx = blockIdx.y - wy * nwx;
     const at_box qb = {tab.ynq[wy], tab.xnq[wx], tab.yq0[wy], tab.xq0[wx], H, W};
@@ -217,48 +190,33 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
     if (q0 >= nq) return;
     const at_box kb = {kh, kw, tab.yk0[wy], tab.xk0[wx], KH, KW};
     const int nk = F * kh * kw, ntiles = (nk + AT_BK - 1) / AT_BK;
-    const int head = blockIdx.z, heads = gridDim.z, col = head * D;
-    const int qld = Q8 ? ld : ld * 2; // bytes between rows of q and k
-    const unsigned char* q = (const unsigned char*)qp + col * (QB / D);
-    const unsigned char* k = (const unsigned char*)kp + col * (QB / D);
+    const int col = blockIdx.z * D;
+    q += col;
+    k += col;
     v += col;
     o += col;
 
-    // Shared memory: Q tile, K tiles (2 stages), V tiles (2 stages), the
-    // rows of the key tiles (idx[u & 1] = tile u's, -1 past the end),
-    // computed a tile ahead by the first AT_BK threads, and for Q8 the key
-    // tiles' scales (2 stages).
-    const u32 sQ = at_smem_addr(smp), sK = sQ + AT_BQ * QB, sV = sK + 2 * AT_BK * QB; // stage s at + s*AT_BK*row bytes
-    int* idx = (int*)(smp + AT_BQ * QB + 2 * AT_BK * QB + 2 * AT_BK * RB);
-    const u32 sS = at_smem_addr(idx + 2 * AT_BK);
-    const float* kscale = (const float*)(idx + 2 * AT_BK);
+    // Shared memory: Q tile, K tiles (2 stages), V tiles (2 stages), and
+    // the rows of the key tiles (idx[u & 1] = tile u's, -1 past the end),
+    // computed a tile ahead by the first AT_BK threads.
+    const u32 sQ = at_smem_addr(smp), sK = sQ + AT_BQ * RB, sV = sK + 2 * AT_BK * RB; // stage s at + s*AT_BK*RB
+    int* idx = (int*)(smp + (AT_BQ + 4 * AT_BK) * RB);
     if (tid < AT_BK) {
         idx[tid] = tid < nk ? (int)at_row(kb, tid) : -1;
         idx[AT_BK + tid] = AT_BK + tid < nk ? (int)at_row(kb, AT_BK + tid) : -1;
     }
-    at_load_q<QB>(sQ, q, qld, qb, q0, nq, tid);
+    at_load_q<D>(sQ, q, ld, qb, q0, nq, tid);
     __syncthreads();
-    at_load_rows<QB>(sK, k, qld, idx, tid);
-    at_load_rows<RB>(sV, (const unsigned char*)v, ld * 2, idx, tid);
-    if (Q8) at_load_scales(sS, ks + head, heads, idx, tid);
+    at_load_kv<D>(sK, sV, k, v, ld, idx, tid);
     at_commit();
 
     // ldmatrix lane roles. A (Q, 16x16) and B of V (.trans): lane l gives
     // row (l & 7) + 8*((l >> 3) & 1), chunk +(l >> 4); B of K: key
     // (l & 7) + 8*(l >> 4), chunk +((l >> 3) & 1). Every row is = l (mod 8).
-    // The e4m3 fragments are the 16-bit ones with two values a half.
     const int sw = lane & 7;
     const int arow = sw + ((lane >> 3) & 1) * 8, ach = lane >> 4;
     const int krow = sw + (lane >> 4) * 8, kch = (lane >> 3) & 1;
     const int g = lane >> 2, tq = lane & 3; // accumulator row g (and g+8), columns 2tq, 2tq+1
-
-    // The scales of the warp's query rows g and g+8 (Q8).
-    float sq0 = 0.0f, sq1 = 0.0f;
-    if (Q8) {
-        const int j0 = q0 + warp * 16 + g, j1 = j0 + 8;
-        if (j0 < nq) sq0 = qs[at_row(qb, j0) * heads + head];
-        if (j1 < nq) sq1 = qs[at_row(qb, j1) * heads + head];
-    }
 
     u32 qf[AT_QREG ? KS : 1][4];
     float acc[D / 8][4];
@@ -272,21 +230,18 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
         if (AT_QREG && t == 0) {
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
-                at_ldsm(sQ + (warp * 16 + arow) * QB + (((2 * kk + ach) ^ sw) << 4), qf[kk]);
+                at_ldsm(sQ + (warp * 16 + arow) * RB + (((2 * kk + ach) ^ sw) << 4), qf[kk]);
         }
         if (t + 1 < ntiles) {
-            const int st = (t + 1) & 1;
-            const int* ti = idx + st * AT_BK;
-            at_load_rows<QB>(sK + st * AT_BK * QB, k, qld, ti, tid);
-            at_load_rows<RB>(sV + st * AT_BK * RB, (const unsigned char*)v, ld * 2, ti, tid);
-            if (Q8) at_load_scales(sS + st * AT_BK * 4, ks + head, heads, ti, tid);
+            const u32 off = ((t + 1) & 1) * AT_BK * RB;
+            at_load_kv<D>(sK + off, sV + off, k, v, ld, idx + ((t + 1) & 1) * AT_BK, tid);
         }
         at_commit();
         if (t + 2 < ntiles && tid < AT_BK) { // tile t's rows are used: replace them by tile t+2's
             const int j = (t + 2) * AT_BK + tid;
             idx[(t & 1) * AT_BK + tid] = j < nk ? (int)at_row(kb, j) : -1;
         }
-        const u32 sk = sK + (t & 1) * AT_BK * QB, sv = sV + (t & 1) * AT_BK * RB;
+        const u32 sk = sK + (t & 1) * AT_BK * RB, sv = sV + (t & 1) * AT_BK * RB;
 
         // S = Q K^T: s[n] is keys 8n..8n+7 of the tile.
         float s[AT_BK / 8][4];
@@ -295,30 +250,14 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
             u32 qa[4];
-            if (!AT_QREG) at_ldsm(sQ + (warp * 16 + arow) * QB + (((2 * kk + ach) ^ sw) << 4), qa);
+            if (!AT_QREG) at_ldsm(sQ + (warp * 16 + arow) * RB + (((2 * kk + ach) ^ sw) << 4), qa);
             const u32* a = AT_QREG ? qf[kk] : qa;
 #pragma unroll
             for (int p = 0; p < AT_BK / 16; p++) {
                 u32 b[4];
-                at_ldsm(sk + (p * 16 + krow) * QB + (((2 * kk + kch) ^ sw) << 4), b);
-                if (Q8) {
-                    at_mma8(s[2 * p], a, b[0], b[1]);
-                    at_mma8(s[2 * p + 1], a, b[2], b[3]);
-                } else {
-                    at_mma<BF>(s[2 * p], a, b[0], b[1]);
-                    at_mma<BF>(s[2 * p + 1], a, b[2], b[3]);
-                }
-            }
-        }
-        if (Q8) { // scale: row i by its query's scale, column j by its key's
-            const float* kst = kscale + (t & 1) * AT_BK;
-#pragma unroll
-            for (int n = 0; n < AT_BK / 8; n++) {
-                const float k0 = kst[n * 8 + 2 * tq], k1 = kst[n * 8 + 2 * tq + 1];
-                s[n][0] *= sq0 * k0;
-                s[n][1] *= sq0 * k1;
-                s[n][2] *= sq1 * k0;
-                s[n][3] *= sq1 * k1;
+                at_ldsm(sk + (p * 16 + krow) * RB + (((2 * kk + kch) ^ sw) << 4), b);
+                at_mma<BF>(s[2 * p], a, b[0], b[1]);
+                at_mma<BF>(s[2 * p + 1], a, b[2], b[3]);
             }
         }
         if ((t + 1) * AT_BK > nk) { // the last tile: mask keys past the end
@@ -391,7 +330,6 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
     l1 += at_shfl_xor(l1, 2);
     const float i0 = 1.0f / l0, i1 = 1.0f / l1;
     const int r0 = warp * 16 + g; // r0 & 7 == r0 + 8 & 7 == g
-    if (Q8) __syncthreads(); // the output rows reach into the K tiles, which other warps may still read
 #pragma unroll
     for (int i = 0; i < D / 8; i++) {
         const u32 a = sQ + r0 * RB + ((i ^ g) << 4) + tq * 4;
@@ -421,46 +359,10 @@ __device__ __forceinline__ void at_body(const void* __restrict__ qp, const void*
         int ld, int F, int H, int W, int KH, int KW, int kh, int kw, int nwx, float sl,                          \
         const __grid_constant__ at_table tab) {                                                                   \
         extern __shared__ __attribute__((aligned(128))) unsigned char at_smem[];                                  \
-        at_body<D, BF, false>(q, k, v, o, ld, F, H, W, KH, KW, kh, kw, nwx, sl, tab, 0, 0, at_smem);             \
+        at_body<D, BF>(q, k, v, o, ld, F, H, W, KH, KW, kh, kw, nwx, sl, tab, at_smem);                       \
     }
 
 AT_KERNEL(128, bf16, true)
 AT_KERNEL(128, f16, false)
 AT_KERNEL(64, bf16, true)
 AT_KERNEL(64, f16, false)
-
-#if AT_FP8
-// attention_q8_d128_bf16(q, qs, k, ks, v, o, ...): q and k in e4m3 with
-// their scales (see at_body), v and o bf16. Compiled with -DAT_FP8=1 for
-// GPUs of compute capability 8.9 and newer (attention.go's fp8 source).
-extern "C" __global__ void __launch_bounds__(AT_THREADS, AT_MINB) attention_q8_d128_bf16(
-    const unsigned char* __restrict__ q, const float* __restrict__ qs, const unsigned char* __restrict__ k,
-    const float* __restrict__ ks, const u16* __restrict__ v, u16* __restrict__ o, int ld, int F, int H, int W, int KH,
-    int KW, int kh, int kw, int nwx, float sl, const __grid_constant__ at_table tab) {
-    extern __shared__ __attribute__((aligned(128))) unsigned char at_smem[];
-    at_body<128, true, true>(q, k, v, o, ld, F, H, W, KH, KW, kh, kw, nwx, sl, tab, qs, ks, at_smem);
-}
-
-// quant_heads: x (rows x heads*D bf16, D = 128) to e4m3 per row and head,
-// q = x * 448 / amax, scale = amax / 448 (1 for an all-zero vector), at
-// q[r * heads*D + h*D ...] and scale[r * heads + h]. One warp per (row,
-// head), 4 values a lane: blocks of 256 threads, rows*heads/8 of them
-// rounded up.
-extern "C" __global__ void quant_heads(const u16* __restrict__ x, unsigned char* __restrict__ q,
-                                       float* __restrict__ scale, long long vecs) {
-    const long long w = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (w >= vecs) return;
-    const int lane = threadIdx.x & 31;
-    const uint2 u = *(const uint2*)(x + w * 128 + lane * 4);
-    float f[4] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                  __uint_as_float(u.y & 0xffff0000u)};
-    float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
-    for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, at_shfl_xor(amax, m));
-    const float inv = amax > 0.0f ? 448.0f / amax : 1.0f;
-    if (lane == 0) scale[w] = amax > 0.0f ? amax / 448.0f : 1.0f;
-    unsigned short lo, hi;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(f[1] * inv), "f"(f[0] * inv));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(f[3] * inv), "f"(f[2] * inv));
-    *(u32*)(q + w * 128 + lane * 4) = (u32)lo | ((u32)hi << 16);
-}
-#endif

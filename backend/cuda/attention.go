@@ -26,10 +26,6 @@ type attnKernel struct {
 
 var attnDefault = attnKernel{attentionSource, 8}
 
-// attentionFP8Source is attention.cu with its e4m3 kernels (attention_q8_*,
-// quant_heads), built apart: they need compute capability 8.9.
-var attentionFP8Source = &Source{Name: "attention_fp8.cu", Code: attentionCode, Options: []string{"-DAT_FP8=1"}}
-
 // Geometry of attention.cu: keys per tile (AT_BK), windows per axis
 // (AT_MAXWIN).
 const (
@@ -129,17 +125,11 @@ func (b *Backend) attention(q, k, v *Tensor, headDim int, a attnGeom) (backend.T
 		return nil, fmt.Errorf("attention: %d heads", heads)
 	}
 	kn := attnDefault
-	fp8 := b.FP8Attention && headDim == 128
-	name, src := fmt.Sprintf("attention_d%d_%s", headDim, b.dtype), kn.src
-	smem := (16*kn.warps+4*attnBK)*headDim*2 + 8*attnBK
-	if fp8 { // q and k tiles of one byte a value; the key tiles' scales
-		name, src = "attention_q8_d128_bf16", attentionFP8Source
-		smem = (16*kn.warps+2*attnBK)*headDim + 2*attnBK*headDim*2 + 16*attnBK
-	}
-	f, err := b.kernel(src, name)
+	f, err := b.kernel(kn.src, fmt.Sprintf("attention_d%d_%s", headDim, b.dtype))
 	if err != nil {
 		return nil, err
 	}
+	smem := (16*kn.warps+4*attnBK)*headDim*2 + 8*attnBK
 	if err := f.SetAttribute(cu.FuncMaxDynamicSharedSizeBytes, smem); err != nil {
 		return nil, err
 	}
@@ -149,20 +139,6 @@ func (b *Backend) attention(q, k, v *Tensor, headDim int, a attnGeom) (backend.T
 	}
 	if q.shape.W == 0 {
 		return y, nil
-	}
-	args := []any{q.ptr(), k.ptr()}
-	if fp8 {
-		q8, k8, err := b.quantHeads(q, k)
-		if err != nil {
-			y.Free()
-			return nil, err
-		}
-		defer func() {
-			for _, blk := range append(q8, k8...) {
-				b.pool.put(blk)
-			}
-		}()
-		args = []any{q8[0].ptr, q8[1].ptr, k8[0].ptr, k8[1].ptr}
 	}
 	// The table (struct at_table): yq0, ynq, yk0, xq0, xnq, xk0, each
 	// attnMaxWin int32s; and the most queries of one problem.
@@ -188,44 +164,7 @@ func (b *Backend) attention(q, k, v *Tensor, headDim int, a attnGeom) (backend.T
 		Block:     cu.Dim3{X: uint32(32 * kn.warps)},
 		SharedMem: uint32(smem),
 		Stream:    b.compute,
-	}, append(args, v.ptr(), y.ptr(), int32(cols), int32(a.F), int32(a.H), int32(a.W), int32(a.KH), int32(a.KW),
-		int32(a.kh), int32(a.kw), int32(len(a.xs)), sl, raw)...)
+	}, q.ptr(), k.ptr(), v.ptr(), y.ptr(), int32(cols), int32(a.F), int32(a.H), int32(a.W), int32(a.KH), int32(a.KW),
+		int32(a.kh), int32(a.kw), int32(len(a.xs)), sl, raw)
 	return b.finish(y, err)
-}
-
-// quantHeads quantises q and k to e4m3 per row and head of 128 (kernel
-// quant_heads): for each, the values and the float32 scales, in pool
-// blocks the caller puts back.
-func (b *Backend) quantHeads(q, k *Tensor) (qb, kb []*block, err error) {
-	f, err := b.kernel(attentionFP8Source, "quant_heads")
-	if err != nil {
-		return nil, nil, err
-	}
-	var got []*block
-	quant := func(x *Tensor) error {
-		n := int64(x.shape.Elems())
-		vecs := n / 128
-		data, err := b.pool.get(n)
-		if err != nil {
-			return err
-		}
-		got = append(got, data)
-		scale, err := b.pool.get(4 * vecs)
-		if err != nil {
-			return err
-		}
-		got = append(got, scale)
-		return f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32((vecs + 7) / 8)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
-			x.ptr(), data.ptr, scale.ptr, vecs)
-	}
-	if err = quant(q); err == nil {
-		err = quant(k)
-	}
-	if err != nil {
-		for _, blk := range got {
-			b.pool.put(blk)
-		}
-		return nil, nil, err
-	}
-	return got[:2], got[2:], nil
 }

@@ -46,7 +46,7 @@ const (
 
 func init() {
 	backend.Register("cuda", func(device string, opt backend.Options) (backend.Backend, error) {
-		if err := opt.Unknown(device, "dtype", "fused_conv", "fp8_accum", "fp8_attention"); err != nil {
+		if err := opt.Unknown(device, "dtype", "fused_conv", "fp8_accum"); err != nil {
 			return nil, err
 		}
 		dt := F16
@@ -59,40 +59,26 @@ func init() {
 		default:
 			return nil, fmt.Errorf("device %s: dtype=%q: want f16, bf16 or f32", device, opt["dtype"])
 		}
-		// choice reads a setting of two values, the default first, and
-		// reports whether it is the other one.
-		choice := func(key, def, other string) (bool, error) {
-			switch opt[key] {
-			case "", def:
-				return false, nil
-			case other:
-				return true, nil
-			}
-			return false, fmt.Errorf("device %s: %s=%q: want %s or %s", device, key, opt[key], def, other)
+		noFused := false
+		switch opt["fused_conv"] {
+		case "", "on":
+		case "off":
+			noFused = true
+		default:
+			return nil, fmt.Errorf("device %s: fused_conv=%q: want on or off", device, opt["fused_conv"])
 		}
-		noFused, err := choice("fused_conv", "on", "off")
-		if err != nil {
-			return nil, err
-		}
-		exact, err := choice("fp8_accum", "fast", "exact")
-		if err != nil {
-			return nil, err
-		}
-		attn8, err := choice("fp8_attention", "off", "on")
-		if err != nil {
-			return nil, err
+		exact := false
+		switch opt["fp8_accum"] {
+		case "", "fast":
+		case "exact":
+			exact = true
+		default:
+			return nil, fmt.Errorf("device %s: fp8_accum=%q: want fast or exact", device, opt["fp8_accum"])
 		}
 		b, err := Open(device, dt)
 		if err != nil {
 			return nil, err
 		}
-		if attn8 {
-			if err := b.fp8Check(); err != nil {
-				b.Close()
-				return nil, fmt.Errorf("device %s: fp8_attention=on: %w", device, err)
-			}
-		}
-		b.FP8Attention = attn8
 		b.NoFusedConv, b.FP8ExactAccum = noFused, exact
 		return b, nil
 	})
@@ -180,11 +166,6 @@ type Backend struct {
 	// tensor cores' own precision (fast accumulation, the default: about a
 	// quarter faster; device option fp8_accum=exact|fast).
 	FP8ExactAccum bool
-	// FP8Attention computes the DiT's attention scores (S = Q Kᵀ, head
-	// dimension 128) on e4m3 tensor cores, q and k quantised per token
-	// and head; the softmax and P V stay bf16. Set by the device setting
-	// fp8_attention=on (bf16 storage, compute capability 8.9 or newer).
-	FP8Attention bool
 	// noChannelPad, scalarMoves, noConvFusion and scalarRows turn off the
 	// padded convolutions, the vectorised and per-pixel data-movement
 	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row

@@ -35,8 +35,7 @@ func ditFLOPs(d Dims, prompt int, g backend.Grid) float64 {
 // with the checkpoint in $VSR_SWIFTVR_CKPT (e.g. `vsr checkpoint synth
 // --preset full`), replaying a recorded CUDA graph and op by op. The pool
 // peak leaves out the graph's own memory. With $VSR_DIT_FP8 set, the same
-// again with the blocks' linear layers in fp8, and then with the attention
-// scores in fp8 too (the device setting fp8_attention).
+// again with the blocks' linear layers in fp8.
 func BenchmarkDiTChunk(b *testing.B) {
 	dir := os.Getenv("VSR_SWIFTVR_CKPT")
 	if dir == "" {
@@ -61,20 +60,11 @@ func BenchmarkDiTChunk(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	type run struct {
-		prec  Precision
-		attn8 bool // fp8_attention
-	}
-	runs := []run{{BF16, false}}
+	precs := []Precision{BF16}
 	if os.Getenv("VSR_DIT_FP8") != "" {
-		runs = append(runs, run{FP8, false}, run{FP8, true})
+		precs = append(precs, FP8)
 	}
-	for _, r := range runs {
-		prec, name := r.prec, r.prec.String()
-		if r.attn8 {
-			name += "-attention"
-		}
-		g.FP8Attention = r.attn8
+	for _, prec := range precs {
 		start := time.Now()
 		d, err := NewDiT(g, FileSource{ck.DiT}, ck.Dims, float32(ck.Config.Eps), prompt, prec)
 		if err != nil {
@@ -82,7 +72,7 @@ func BenchmarkDiTChunk(b *testing.B) {
 		}
 		b.Logf("%v: loaded in %v, device pool peak %.2f GiB, device memory in use %.2f GiB", prec, time.Since(start),
 			float64(g.PeakBytes())/(1<<30), usedGiB(g))
-		b.Run(name, func(b *testing.B) { benchChunks(b, g, d, ck, prompt) })
+		b.Run(prec.String(), func(b *testing.B) { benchChunks(b, g, d, ck, prompt) })
 		d.Close()
 	}
 }
