@@ -21,15 +21,16 @@ func TestKernelSyntax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, src := range map[string]string{"kernels.cu": kernelSource, "convfused.cu": fusedConvSource,
-		"attention.cu": attentionCode, "transformer.cu": transformerCode, "fp8.cu": fp8Code} {
-		path := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	for _, src := range []*Source{{Name: "kernels.cu", Code: kernelSource}, {Name: "convfused.cu", Code: fusedConvSource},
+		attentionSource, transformerSource, fp8Source} {
+		path := filepath.Join(t.TempDir(), src.Name)
+		if err := os.WriteFile(path, []byte(src.Code), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(gxx, "-fsyntax-only", "-x", "c++", "-std=c++17", "-include", stub, path).CombinedOutput()
+		args := append([]string{"-fsyntax-only", "-x", "c++", "-std=c++17", "-include", stub}, src.Options...) // -D options
+		out, err := exec.Command(gxx, append(args, path)...).CombinedOutput()
 		if err != nil {
-			t.Errorf("%s: %v\n%s", name, err, out)
+			t.Errorf("%s: %v\n%s", src.Name, err, out)
 		}
 	}
 }
