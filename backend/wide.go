@@ -6,12 +6,12 @@ package backend
 // them in float32 while its layers run in half precision (CDA-VSR, as its
 // TensorRT runtime does).
 //
-// Only the ops that say so take float32 tensors; the others refuse them.
-// Those that do: Download, Frames, CopyFrames (both tensors of one type),
-// CopyChannels (converting when the types differ), Resize and Binary (all
+// Only these ops take float32 tensors; the others refuse them: Download,
+// Frames, Channels, CopyFrames (both tensors of one type), CopyChannels
+// (converting when the types differ), Resize, Binary and AddScaled (all
 // operands of one type, the result of that type), the motion fields of
-// Motion's WarpNearest and DeformSample, MeanAbs, and MatchBlocks (whose
-// results take the type of its planes).
+// Motion's WarpNearest and DeformSample, MeanAbs, MatchBlocks (whose
+// results take the type of its planes), and a Slot's Put.
 type Wide interface {
 	// EmptyF32 is Empty for a float32 tensor.
 	EmptyF32(s Shape) (Tensor, error)

@@ -121,9 +121,7 @@ func runSequence(t *testing.T, b backend.Backend, net *Net) [][]float32 {
 	defer in.Close()
 	var outs [][]float32
 	for k := range frames {
-		x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[k])
-		mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[k])
-		res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[k])
+		x, mv, res := uploadStep(net, frames[k], mvs[k], ress[k])
 		y, err := in.Step(x, mv, res, false)
 		if err != nil {
 			t.Fatalf("step %d: %v", k, err)
@@ -135,6 +133,14 @@ func runSequence(t *testing.T, b backend.Backend, net *Net) [][]float32 {
 		}
 	}
 	return outs
+}
+
+// uploadStep makes a step's inputs of gw x gh for net (Net.Upload).
+func uploadStep(net *Net, frame, mv, res []float32) (x, m, r backend.Tensor) {
+	x, _ = net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frame)
+	m, _ = net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mv)
+	r, _ = net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, res)
+	return x, m, r
 }
 
 // TestGoldenInputs keeps testdata/cdavsr's inputs equal to goldenInputs

@@ -100,35 +100,30 @@ func motionAgainstCPU(t *testing.T, g *cuda.Backend, bound float64) {
 
 func motionShape(t *testing.T, c *cpu.Backend, g *cuda.Backend, rnd func(int, float32, float32, bool) []float32, s backend.Shape, bound float64) {
 	xv, mvv, ov, wv := rnd(s.Elems(), -1, 1, false), rnd(s.N*s.H*s.W*2, -30, 30, true), rnd(s.N*s.H*s.W*12, -2, 2, false), rnd(s.N*s.H*s.W, -1, 1, false)
-	both := func(name string, f func(b backend.Backend, x, mv, o, w backend.Tensor) (backend.Tensor, error)) {
-		var res [2][]float32
-		for i, b := range []backend.Backend{c, g} {
-			x, _ := b.Upload(s, xv)
-			mv, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 2}, mvv)
-			o, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 12}, ov)
-			w, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
-			y, err := f(b, x, mv, o, w)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			res[i], _ = b.Download(y)
+	// run applies f to the inputs on b, the motion field uploaded by upMV.
+	run := func(name string, b backend.Backend, upMV func(backend.Shape, []float32) (backend.Tensor, error),
+		f func(b backend.Backend, x, mv, o, w backend.Tensor) (backend.Tensor, error)) []float32 {
+		x, _ := b.Upload(s, xv)
+		mv, _ := upMV(backend.Shape{N: 1, H: s.H, W: s.W, C: 2}, mvv)
+		o, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 12}, ov)
+		w, _ := b.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
+		y, err := f(b, x, mv, o, w)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		if e := relErr(res[1], res[0]); !(e < bound) {
+		v, _ := b.Download(y)
+		return v
+	}
+	both := func(name string, f func(b backend.Backend, x, mv, o, w backend.Tensor) (backend.Tensor, error)) {
+		want, got := run(name, c, c.Upload, f), run(name, g, g.Upload, f)
+		if e := relErr(got, want); !(e < bound) {
 			t.Errorf("%s, %d channels: GPU %s against CPU: relative error %.3g, want < %g", name, s.C, g.StorageType(), e, bound)
 		}
 		// A float32 motion field beside half-precision storage (the
 		// instance's): the same values here, so the same result bitwise.
 		if w := backend.WideOf(g); w != nil {
-			x, _ := g.Upload(s, xv)
-			mv, _ := w.UploadF32(backend.Shape{N: 1, H: s.H, W: s.W, C: 2}, mvv)
-			o, _ := g.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 12}, ov)
-			wt, _ := g.Upload(backend.Shape{N: 1, H: s.H, W: s.W, C: 1}, wv)
-			y, err := f(g, x, mv, o, wt)
-			if err != nil {
-				t.Fatalf("%s with a float32 motion field: %v", name, err)
-			}
-			if v, _ := g.Download(y); relErr(v, res[1]) != 0 {
-				t.Errorf("%s, %d channels: a float32 motion field changes the result (relative %.3g)", name, s.C, relErr(v, res[1]))
+			if v := run(name, g, w.UploadF32, f); relErr(v, got) != 0 {
+				t.Errorf("%s, %d channels: a float32 motion field changes the result (relative %.3g)", name, s.C, relErr(v, got))
 			}
 		}
 	}
@@ -304,9 +299,7 @@ func TestWideInstanceGPU(t *testing.T) {
 		t.Errorf("a frame in f16: %v, want a refusal", err)
 	}
 	for k := 0; k < 3; k++ {
-		x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[k])
-		mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[k])
-		res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[k])
+		x, mv, res := uploadStep(net, frames[k], mvs[k], ress[k])
 		y, err := in.Step(x, mv, res, false)
 		if err != nil {
 			t.Fatalf("step %d: %v", k, err)
@@ -344,9 +337,7 @@ func TestGraphsGPU(t *testing.T) {
 				// I P P P, reset, P P P, reset: every path from both buffers, twice.
 				for k := 0; k < 12; k++ {
 					f := k % gsteps
-					x, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[f])
-					mv, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 2}, mvs[f])
-					res, _ := net.Upload(backend.Shape{N: 1, H: gh, W: gw, C: 1}, ress[f])
+					x, mv, res := uploadStep(net, frames[f], mvs[f], ress[f])
 					y, err := in.Step(x, mv, res, k == 4 || k == 9)
 					if err != nil {
 						t.Fatal(err)
