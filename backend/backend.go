@@ -223,6 +223,14 @@ type Backend interface {
 	Close() error
 }
 
+// Owner is implemented by backends that tell their own tensors from
+// others' (another GPU's, another kind of backend's), for models that
+// check their inputs before touching any state.
+type Owner interface {
+	// Owns reports whether t is a live or freed tensor of this backend.
+	Owns(t Tensor) bool
+}
+
 // GPU is implemented by backends that run on a GPU. It answers what the
 // service and the benchmarks ask of a device without importing its
 // package.

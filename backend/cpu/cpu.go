@@ -47,6 +47,15 @@ type Tensor struct {
 // Shape returns the tensor's shape.
 func (t *Tensor) Shape() backend.Shape { return t.shape }
 
+var _ backend.Owner = (*Backend)(nil)
+
+// Owns reports whether t is a CPU tensor: any CPU backend reads any of
+// them.
+func (b *Backend) Owns(t backend.Tensor) bool {
+	_, ok := t.(*Tensor)
+	return ok
+}
+
 // Free returns the tensor's storage to its backend's pool.
 func (t *Tensor) Free() {
 	if t.Data != nil && t.b != nil {

@@ -15,7 +15,15 @@ import (
 var (
 	_ backend.Wide     = (*Backend)(nil)
 	_ backend.WideSlot = (*Slot)(nil)
+	_ backend.Owner    = (*Backend)(nil)
 )
+
+// Owns reports whether t is a tensor of this backend (not of another GPU's
+// or another context's).
+func (b *Backend) Owns(t backend.Tensor) bool {
+	ct, ok := t.(*Tensor)
+	return ok && ct.b == b
+}
 
 // EmptyF32 returns an uninitialised float32 tensor.
 func (b *Backend) EmptyF32(s backend.Shape) (backend.Tensor, error) {

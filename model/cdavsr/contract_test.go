@@ -165,6 +165,12 @@ func FuzzInspect(f *testing.F) {
 	})
 }
 
+// foreign is a tensor of no backend vsr has.
+type foreign struct{ s backend.Shape }
+
+func (f foreign) Shape() backend.Shape { return f.s }
+func (f foreign) Free()                {}
+
 // TestInstance: a reset step equals a fresh instance's first step; two
 // instances interleaved on one backend equal each alone; bad inputs are
 // refused without touching the history.
@@ -231,6 +237,11 @@ func TestInstance(t *testing.T) {
 		if _, err := c.Step(args[0], args[1], args[2], false); err == nil {
 			t.Error("a step with a wrong input was taken")
 		}
+	}
+	// A tensor of another device: refused by name.
+	if _, err := c.Step(foreign{backend.Shape{N: 1, H: gh, W: gw, C: 3}}, mv, wrong, false); err == nil ||
+		!strings.Contains(err.Error(), "frame is not a tensor of cpu, where the instance runs") {
+		t.Errorf("a frame of another device: %v", err)
 	}
 	same("after refused steps", step(c, 1, false), alone[1])
 	c.Close()

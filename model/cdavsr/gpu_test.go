@@ -272,7 +272,8 @@ func TestMatcherGPU(t *testing.T) {
 
 // TestWideInstanceGPU: beside half-precision layers the instance keeps
 // its inputs, output and state in float32, as CDA-VSR's reference runtime
-// does, and refuses inputs of the storage type before touching the state.
+// does, and refuses inputs of the storage type or of another backend
+// before touching the state.
 func TestWideInstanceGPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -297,6 +298,11 @@ func TestWideInstanceGPU(t *testing.T) {
 	defer half.Free()
 	if _, err := in.Step(half, nil, nil, true); err == nil || !strings.Contains(err.Error(), "frame holds half-precision values; the instance takes float32") {
 		t.Errorf("a frame in f16: %v, want a refusal", err)
+	}
+	// A frame of another backend (another context on the same GPU).
+	other, _ := gpu(t, cuda.F16).UploadF32(backend.Shape{N: 1, H: gh, W: gw, C: 3}, frames[0])
+	if _, err := in.Step(other, nil, nil, true); err == nil || !strings.Contains(err.Error(), "frame is not a tensor of cuda:0") {
+		t.Errorf("a frame of another backend: %v, want a refusal", err)
 	}
 	for k := 0; k < 3; k++ {
 		x, mv, res := uploadStep(net, frames[k], mvs[k], ress[k])

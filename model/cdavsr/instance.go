@@ -86,9 +86,9 @@ func (in *Instance) Reset() { in.started = false }
 // take the I path and ignore mv and res. It returns the output frame
 // (1 sH sW 3), which the caller frees and later steps never change. The
 // inputs, the output and the recurrent state are float32 whatever the
-// precision of the layers (Net.Upload makes inputs). Every input is
-// checked before any state changes; a failed step leaves the history as
-// it was.
+// precision of the layers (Net.Upload makes inputs). Every input's shape,
+// type and device are checked before any state changes; a failed step
+// leaves the history as it was.
 func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Tensor, error) {
 	if in.state[0] == nil {
 		return nil, errors.New("cdavsr: step on a closed instance")
@@ -100,6 +100,9 @@ func (in *Instance) Step(frame, mv, res backend.Tensor, reset bool) (backend.Ten
 		}
 		if s := t.Shape(); s != (backend.Shape{N: 1, H: in.h, W: in.w, C: c}) {
 			return fmt.Errorf("cdavsr: %s of shape %v; the instance takes [1 %d %d %d]", what, s, in.h, in.w, c)
+		}
+		if o, ok := in.net.b.(backend.Owner); ok && !o.Owns(t) {
+			return fmt.Errorf("cdavsr: %s is not a tensor of %s, where the instance runs", what, in.net.b.Name())
 		}
 		if !in.net.isF32(t) {
 			return fmt.Errorf("cdavsr: %s holds half-precision values; the instance takes float32 (Net.Upload)", what)
