@@ -41,7 +41,7 @@ type Net struct {
 	recP   []resBlock
 	h      conv
 	up     conv
-	luma   conv // RGB to luma, for the side data
+	luma   conv // RGB to luma, for the side data (unset with wide: luma32)
 }
 
 // Load checks the checkpoint at path against the contract (header only)
@@ -116,7 +116,7 @@ func Load(b backend.Backend, path string) (*Net, error) {
 	n.recP = blocks("reconstruction_P", blocksP)
 	n.h = get("conv_h", 3)
 	n.up = get("upconv1", 3)
-	if lerr == nil {
+	if lerr == nil && n.wide == nil { // beside narrower storage the luma is float32 (luma32)
 		n.luma, lerr = lumaConv(b)
 	}
 	if lerr != nil {
