@@ -126,7 +126,10 @@ func (b *Backend) lanes() int { return 16 / b.esize() }
 
 // moves names the data-movement kernel for the storage width (kernels.cu's
 // MOVES).
-func (b *Backend) moves(name string) string { return fmt.Sprintf("%s_w%d", name, b.esize()) }
+func (b *Backend) moves(name string) string { return movesOf(name, b.esize()) }
+
+// movesOf names the data-movement kernel for values of es bytes.
+func movesOf(name string, es int) string { return fmt.Sprintf("%s_w%d", name, es) }
 
 // Backend runs ops on one GPU. Like every backend it is used by one
 // goroutine at a time; Slot.Wait may be called from others.

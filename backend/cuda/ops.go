@@ -715,7 +715,7 @@ func (b *Backend) copyBlock(src, dst *Tensor, rows, n, ss, so, ds, d0 int) error
 		vec = vec && v%l == 0
 	}
 	if !vec {
-		name, l = fmt.Sprintf("copy_block_w%d", es), 1
+		name, l = movesOf("copy_block", es), 1
 	}
 	args := []any{src.ptr(), dst.ptr(), int64(rows)}
 	for _, v := range sizes {
