@@ -231,6 +231,22 @@ type Owner interface {
 	Owns(t Tensor) bool
 }
 
+// SliceConver is implemented by backends that convolve a channel prefix of
+// one tensor into a channel slice of another, so that the concatenations
+// of a dense block (realesrgan-x4plus's) are views of one buffer that each
+// convolution reads a prefix of and writes its part into, not copies.
+type SliceConver interface {
+	// CanSliceConv reports whether SliceConv runs w with p and act from a
+	// tensor of inC channels into one of outC channels as fast as Conv2D:
+	// models use it only then.
+	CanSliceConv(w Weights, p ConvParams, act Activation, inC, outC int) bool
+	// SliceConv writes act(conv(x[..., :w.In()], w) + bias) into channels
+	// [at, at+w.Out()) of y, a tensor of x's frames and size (p keeps the
+	// size). x and y may be one tensor when the channels read and written
+	// do not overlap.
+	SliceConv(x Tensor, w Weights, p ConvParams, act Activation, y Tensor, at int) error
+}
+
 // GPU is implemented by backends that run on a GPU. It answers what the
 // service and the benchmarks ask of a device without importing its
 // package.

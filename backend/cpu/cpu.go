@@ -48,6 +48,7 @@ type Tensor struct {
 func (t *Tensor) Shape() backend.Shape { return t.shape }
 
 var _ backend.Owner = (*Backend)(nil)
+var _ backend.SliceConver = (*Backend)(nil)
 
 // Owns reports whether t is a CPU tensor: any CPU backend reads any of
 // them.
@@ -261,20 +262,64 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 			return nil, fmt.Errorf("conv residual of shape %v, output %v", res.shape, want)
 		}
 	}
+	out := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
+	return out, b.conv(x, w, p, act, res, out, 0)
+}
+
+// CanSliceConv reports true: the CPU convolves any channel prefix into
+// any channel slice.
+func (b *Backend) CanSliceConv(backend.Weights, backend.ConvParams, backend.Activation, int, int) bool {
+	return true
+}
+
+// SliceConv convolves channels [0, w.In()) of x into channels [at,
+// at+w.Out()) of y. x and y may be the same tensor when the channels read
+// and written do not overlap.
+func (b *Backend) SliceConv(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation, yt backend.Tensor, at int) error {
+	x, y, err := b.two(xt, yt)
+	if err != nil {
+		return err
+	}
+	w, ok := wt.(*convWeights)
+	if !ok {
+		return fmt.Errorf("cpu conv given %T weights", wt)
+	}
+	if err := check.SliceConv(x.shape, y.shape, p, w.in, w.out, w.kh, w.kw, at, x == y); err != nil {
+		return err
+	}
+	return b.conv(x, w, p, act, nil, y, at)
+}
+
+// conv computes a convolution of channels [0, w.in) of x into channels
+// [at, at+w.out) of out, one output row at a time: the row's im2col patch
+// matrix times the packed weights, then the residual and the activation,
+// on all cores.
+func (b *Backend) conv(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, res, out *Tensor, at int) error {
 	slope, err := b.slope(act, w.out)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := b.alloc(backend.Shape{N: s.N, H: oh, W: ow, C: w.out})
+	s, os := x.shape, out.shape
+	oh, ow := os.H, os.W
 	k := w.kh * w.kw * w.in
-	for w := range min(b.Workers, s.N*oh) { // grown here, not by the workers
-		b.col(w, ow*k)
+	strided := os.C != w.out
+	for wk := range min(b.Workers, s.N*oh) { // grown here, not by the workers
+		n := ow * k
+		if strided {
+			n += ow * w.out // the row's result before it goes into its slice
+		}
+		b.col(wk, n)
 	}
 	b.parallelW(s.N*oh, func(wk, r int) {
 		n, oy := r/oh, r%oh
 		col := b.cols[wk][:ow*k]
-		im2colRow(col, x.Data[n*s.H*s.W*s.C:], s, p, oy, ow)
-		dst := out.Data[(n*oh+oy)*ow*w.out:][:ow*w.out]
+		im2colRow(col, x.Data[n*s.H*s.W*s.C:], s, w.in, p, oy, ow)
+		var dst []float32
+		if strided {
+			dst = b.cols[wk][ow*k:][:ow*w.out]
+		} else {
+			dst = out.Data[(n*oh+oy)*ow*w.out:][:ow*w.out]
+		}
 		gemm(ow, col, k, w.pb, w.bias, dst, w.out)
 		if res != nil {
 			for i, v := range res.Data[(n*oh+oy)*ow*w.out:][:ow*w.out] {
@@ -282,14 +327,17 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 			}
 		}
 		activate(dst, w.out, act, slope)
+		if strided {
+			copyBlock(dst, out.Data[(n*oh+oy)*ow*os.C:], ow, w.out, w.out, 0, os.C, at)
+		}
 	})
-	return out, nil
+	return nil
 }
 
 // im2colRow writes, for each output column ox of output row oy, the kh*kw*c
-// input values under the kernel (zeros outside the image) into col.
-func im2colRow(col, img []float32, s backend.Shape, p backend.ConvParams, oy, ow int) {
-	c := s.C
+// input values of channels [0, c) under the kernel (zeros outside the
+// image) into col.
+func im2colRow(col, img []float32, s backend.Shape, c int, p backend.ConvParams, oy, ow int) {
 	k := p.KH * p.KW * c
 	for ox := 0; ox < ow; ox++ {
 		dst := col[ox*k : (ox+1)*k]
@@ -302,7 +350,7 @@ func im2colRow(col, img []float32, s backend.Shape, p backend.ConvParams, oy, ow
 					clear(d)
 					continue
 				}
-				copy(d, img[(iy*s.W+ix)*c:])
+				copy(d, img[(iy*s.W+ix)*s.C:])
 			}
 		}
 	}

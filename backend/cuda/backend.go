@@ -85,6 +85,7 @@ func init() {
 }
 
 var _ backend.GPU = (*Backend)(nil)
+var _ backend.SliceConver = (*Backend)(nil)
 
 // DType is the storage type of activations and weights.
 type DType int
@@ -149,6 +150,9 @@ type Backend struct {
 	// shared memory on this GPU, or it failed to compile).
 	fusedMod *cu.Module
 	fused    *cu.Function
+	// slice is the fused kernel's dense-block build (sliceSource), nil
+	// until first used.
+	slice *cu.Function
 	// fusedMin is the fewest tiles a convolution's output needs for the
 	// fused kernel (minFusedWaves per multiprocessor; tests set 0).
 	fusedMin int

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,11 @@ import (
 
 // loadGraph loads an ncnn graph from files onto b.
 func loadGraph(t testing.TB, b backend.Backend, param, bin string) *compact.Model {
+	return loadGraphWith(t, b, param, bin, compact.Options{})
+}
+
+// loadGraphWith is loadGraph with options.
+func loadGraphWith(t testing.TB, b backend.Backend, param, bin string, opt compact.Options) *compact.Model {
 	t.Helper()
 	p, err := os.ReadFile(param)
 	if err != nil {
@@ -23,7 +29,7 @@ func loadGraph(t testing.TB, b backend.Backend, param, bin string) *compact.Mode
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := compact.LoadFiles(b, filepath.Base(param), p, w)
+	m, err := compact.LoadWith(b, filepath.Base(param), bytes.NewReader(p), w, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +68,9 @@ func x4plus(t testing.TB) (string, string) {
 }
 
 // TestDenseAgainstCPU runs the small dense-block graphs and
-// realesrgan-x4plus, if fetched, on the GPU against the CPU.
+// realesrgan-x4plus, if fetched, on the GPU against the CPU, with the
+// dense blocks' concatenations as views of one buffer (dense-16 and
+// x4plus in fp16: the fused kernel's dense-block build) and as copies.
 func TestDenseAgainstCPU(t *testing.T) {
 	rgb, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
 	if err != nil {
@@ -70,7 +78,7 @@ func TestDenseAgainstCPU(t *testing.T) {
 	}
 	type graph struct{ name, param, bin string }
 	graphs := []graph{}
-	for _, g := range []int{8, 4} {
+	for _, g := range []int{8, 4, 16} {
 		base := fmt.Sprintf("../../testdata/compact/dense-%d", g)
 		graphs = append(graphs, graph{fmt.Sprintf("dense-%d", g), base + ".param", base + ".bin"})
 	}
@@ -83,17 +91,22 @@ func TestDenseAgainstCPU(t *testing.T) {
 		want := forward(t, c, loadGraph(t, c, gr.param, gr.bin), rgb, 1, 32, 48)
 		for _, dt := range allTypes {
 			g := open(t, dt)
-			got := forward(t, g, loadGraph(t, g, gr.param, gr.bin), rgb, 1, 32, 48)
-			if e := relErr(got, want); !(e <= bound(dt)) {
-				t.Errorf("%s %v: relative error %.3g against the CPU, want <= %.3g", gr.name, dt, e, bound(dt))
-			} else {
-				t.Logf("%s %v: relative error %.3g against the CPU", gr.name, dt, e)
+			for _, copies := range []bool{false, true} {
+				m := loadGraphWith(t, g, gr.param, gr.bin, compact.Options{CopyConcat: copies})
+				got := forward(t, g, m, rgb, 1, 32, 48)
+				if e := relErr(got, want); !(e <= bound(dt)) {
+					t.Errorf("%s %v (concatenations copied: %v): relative error %.3g against the CPU, want <= %.3g", gr.name, dt, copies, e, bound(dt))
+				} else {
+					t.Logf("%s %v (concatenations copied: %v): relative error %.3g against the CPU", gr.name, dt, copies, e)
+				}
 			}
 		}
 	}
 }
 
-// BenchmarkX4plus times realesrgan-x4plus on batches of 640x360 frames.
+// BenchmarkX4plus times realesrgan-x4plus on batches of 640x360 frames:
+// fp16 with the dense blocks' buffers (the fused kernel's dense-block
+// build) and with their concatenations copied (cuDNN), and bf16 (cuDNN).
 func BenchmarkX4plus(bb *testing.B) {
 	param, bin := x4plus(bb)
 	const n, h, w = 4, 360, 640
@@ -102,10 +115,15 @@ func BenchmarkX4plus(bb *testing.B) {
 	for i := range rgb {
 		rgb[i] = byte(r.IntN(256))
 	}
-	for _, dt := range []DType{F16, BF16} {
-		bb.Run(dt.String(), func(bb *testing.B) {
+	for _, c := range []struct {
+		name   string
+		dt     DType
+		copies bool
+	}{{"f16", F16, false}, {"f16-copies", F16, true}, {"bf16", BF16, false}} {
+		dt := c.dt
+		bb.Run(c.name, func(bb *testing.B) {
 			g := open(bb, dt)
-			m := loadGraph(bb, g, param, bin)
+			m := loadGraphWith(bb, g, param, bin, compact.Options{CopyConcat: c.copies})
 			x, err := g.FromRGB8(rgb, n, h, w)
 			if err != nil {
 				bb.Fatal(err)

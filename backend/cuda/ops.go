@@ -478,11 +478,19 @@ const minFusedWaves = 8
 func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation, ys backend.Shape) bool {
 	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
 		fusedTiles(ys.N, ys.H, ys.W) >= b.fusedMin && unitConv(p, 3, 1) &&
-		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 &&
-		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU ||
-			// ReLU and leaky ReLU where the kernel computes no wasted
-			// channels (below 48 outputs it computes 64 and drops some).
-			(act.Kind == backend.ActReLU || act.Kind == backend.ActLeaky) && w.out >= 48)
+		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 && fusedAct(act) &&
+		// ReLU and leaky ReLU where the kernel computes no wasted
+		// channels (below 48 outputs it computes 64 and drops some).
+		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU || w.out >= 48)
+}
+
+// fusedAct reports whether the fused kernel's PReLU epilogue computes act.
+func fusedAct(act backend.Activation) bool {
+	switch act.Kind {
+	case backend.ActNone, backend.ActPReLU, backend.ActReLU, backend.ActLeaky:
+		return true
+	}
+	return false
 }
 
 // sharedSlope returns a device float32 holding v, made once per value: the
@@ -506,6 +514,14 @@ func fusedTiles(n, h, w int) int { return n * ((h + 1) / 2) * ((w + 127) / 128) 
 // multiprocessor, each looping over tiles of 2 rows x 128 pixels.
 func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
 	s := x.shape
+	return b.launchFused(b.fused, fusedBlock, fusedSmem, fusedTiles(s.N, s.H, s.W), x, w, act, y.ptr(), y.shape.C)
+}
+
+// launchFused queues fn, a build of the fused kernel (convfused.cu), over
+// tiles: channels [0, w.in) of x convolved into yp, whose pixels are ys
+// values apart.
+func (b *Backend) launchFused(fn *cu.Function, block, smem, tiles int, x *Tensor, w *convWeights, act backend.Activation, yp cu.DevicePtr, ys int) error {
+	s := x.shape
 	var bias, slope cu.DevicePtr
 	var nslope int32
 	if w.bias != nil {
@@ -528,11 +544,110 @@ func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y
 		}
 		nslope = 1
 	}
-	tiles := fusedTiles(s.N, s.H, s.W)
-	return b.fused.Launch(cu.LaunchConfig{
-		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: fusedBlock},
-		SharedMem: fusedSmem, Stream: b.compute,
-	}, x.ptr(), w.w.ptr, bias, slope, nslope, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(w.out))
+	return fn.Launch(cu.LaunchConfig{
+		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: uint32(block)},
+		SharedMem: uint32(smem), Stream: b.compute,
+	}, x.ptr(), w.w.ptr, bias, slope, nslope, yp, int32(s.N), int32(s.H), int32(s.W), int32(w.in), int32(w.out), int32(s.C), int32(ys))
+}
+
+// sliceSource is the fused kernel's dense-block build (see convfused.cu):
+// tiles of 4 rows x 64 pixels, room for 96 filter rows, so that a
+// 32-output convolution reads up to 192 channels, and 4 compute warps of
+// 64 pixels x 32 channels (on the H200, 64 -> 32 of a 192-channel buffer
+// took 155 us for 4 frames of 640x360 with them, 191 us with 8 warps of 16
+// channels).
+var sliceSource = &Source{Name: "convslice.cu", Code: fusedConvSource, Options: []string{"-DCF_TM=64", "-DCF_FROWS=96", "-DCF_NG=1"}}
+
+// Launch shape of sliceSource's kernel.
+const (
+	sliceBlock = 192
+	sliceSmem  = 212096
+	sliceRows  = 96
+)
+
+// sliceTiles is the dense-block build's tiles of 4 rows x 64 pixels.
+func sliceTiles(n, h, w int) int { return n * ((h + 3) / 4) * ((w + 63) / 64) }
+
+// sliceKernel returns the dense-block build, compiling it on first use.
+func (b *Backend) sliceKernel() (*cu.Function, error) {
+	if b.slice != nil {
+		return b.slice, nil
+	}
+	f, err := b.kernel(sliceSource, "conv3x3_bias_prelu_f16")
+	if err == nil {
+		err = f.SetAttribute(cu.FuncMaxDynamicSharedSizeBytes, sliceSmem)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.slice = f
+	return f, nil
+}
+
+// filterRows is how many filter rows the fused kernel holds for a
+// convolution of in channels to out: a group of rows per 64 channels,
+// each 16, 32 or 48 rows for that many outputs, else 64.
+func filterRows(in, out int) int {
+	rows := 64
+	if out == 16 || out == 32 || out == 48 && in == 64 {
+		rows = out
+	}
+	return (in + 63) / 64 * rows
+}
+
+// CanSliceConv reports whether the dense-block build of the fused kernel
+// runs the convolution: fp16, 3x3, padding 1, stride 1, input channels a
+// multiple of 16, the filter rows within the build's room (32 outputs from
+// up to 192 channels), pixels of inC and outC channels 16-byte aligned.
+func (b *Backend) CanSliceConv(wt backend.Weights, p backend.ConvParams, act backend.Activation, inC, outC int) bool {
+	w, ok := wt.(*convWeights)
+	if !ok || b.fused == nil || b.NoFusedConv || b.dtype != F16 || !unitConv(p, 3, 1) || !fusedAct(act) ||
+		w.in%16 != 0 || w.out%8 != 0 || w.out > 64 || inC%8 != 0 || outC%8 != 0 || filterRows(w.in, w.out) > sliceRows {
+		return false
+	}
+	_, err := b.sliceKernel()
+	return err == nil
+}
+
+// SliceConv convolves channels [0, w.In()) of x into channels [at,
+// at+w.Out()) of y in the dense-block build of the fused kernel, or, where
+// CanSliceConv says no, through Channels, Conv2D and CopyChannels.
+func (b *Backend) SliceConv(xt backend.Tensor, wt backend.Weights, p backend.ConvParams, act backend.Activation, yt backend.Tensor, at int) error {
+	x, y, err := b.two(xt, yt)
+	if err != nil {
+		return err
+	}
+	w, ok := wt.(*convWeights)
+	if !ok {
+		return fmt.Errorf("cuda conv given %T weights", wt)
+	}
+	if err := check.SliceConv(x.shape, y.shape, p, w.in, w.out, w.kh, w.kw, at, x.ptr() == y.ptr()); err != nil {
+		return err
+	}
+	if at%8 != 0 || !b.CanSliceConv(w, p, act, x.shape.C, y.shape.C) {
+		return b.sliceConvCopies(x, w, p, act, y, at)
+	}
+	s := x.shape
+	return b.launchFused(b.slice, sliceBlock, sliceSmem, sliceTiles(s.N, s.H, s.W), x, w, act, y.ptr().Add(at*b.esize()), y.shape.C)
+}
+
+// sliceConvCopies is SliceConv through copies of the channels.
+func (b *Backend) sliceConvCopies(x *Tensor, w *convWeights, p backend.ConvParams, act backend.Activation, y *Tensor, at int) error {
+	in := backend.Tensor(x)
+	if x.shape.C != w.in {
+		part, err := b.Channels(x, 0, w.in)
+		if err != nil {
+			return err
+		}
+		defer part.Free()
+		in = part
+	}
+	out, err := b.Conv2D(in, w, p, act)
+	if err != nil {
+		return err
+	}
+	defer out.Free()
+	return b.CopyChannels(y, at, out)
 }
 
 // Activate applies an activation to a copy of x.

@@ -22,7 +22,7 @@ func TestKernelSyntax(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, src := range []*Source{{Name: "kernels.cu", Code: kernelSource}, {Name: "convfused.cu", Code: fusedConvSource},
-		attentionSource, transformerSource, fp8Source} {
+		sliceSource, attentionSource, transformerSource, fp8Source} {
 		path := filepath.Join(t.TempDir(), src.Name)
 		if err := os.WriteFile(path, []byte(src.Code), 0o644); err != nil {
 			t.Fatal(err)

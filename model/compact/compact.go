@@ -65,6 +65,7 @@ const (
 	opShuffleAdd // PixelShuffle(in[0]) + Nearest(in[1]), on a ShuffleAdder backend
 	opConcat     // along channels
 	opEltwise    // sum (with coefficients) or product of its inputs
+	opBuffer     // a dense block's buffer, with in[0] copied into its first channels (see denseBuffers)
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
@@ -87,6 +88,7 @@ type op struct {
 	ws    float32
 	binop backend.BinaryOp
 	coef  []float32 // Eltwise sum coefficients, nil for all ones
+	into  *sliceOut // a convolution writing into a dense block's buffer
 }
 
 // Model is an ncnn graph bound to a backend.
@@ -116,6 +118,9 @@ type Options struct {
 	// sum as separate ops instead of the fused ShuffleAdder kernel (for
 	// testing the fused kernel against them).
 	SeparateTail bool
+	// CopyConcat keeps a dense block's concatenations as copies instead of
+	// views of one buffer (for testing the buffers against them).
+	CopyConcat bool
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
@@ -368,6 +373,9 @@ func (m *Model) fuse() error {
 		out = m.fuseShuffleAdd(out, producer)
 	}
 	m.ops = out
+	if !m.opt.CopyConcat {
+		m.denseBuffers()
+	}
 	return nil
 }
 

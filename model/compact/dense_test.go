@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,9 +96,15 @@ func f16(v float32) uint16 {
 
 // TestDenseGraphFiles keeps testdata/compact/dense-*.param/.bin (which the
 // GPU tests load) equal to what denseGraph makes.
+// denseFiles are the dense-block graphs kept under testdata/compact
+// (dense-G for growth G) for the GPU tests: growth 16 on 32 features is
+// the shape of realesrgan-x4plus's blocks (multiples of 16 channels) at a
+// quarter of the width.
+var denseFiles = map[int][2]int{8: {12, 8}, 4: {14, 4}, 16: {32, 16}}
+
 func TestDenseGraphFiles(t *testing.T) {
-	for _, g := range []int{8, 4} {
-		param, bin := denseGraph(16-g/2, g, uint64(g))
+	for g, fs := range denseFiles {
+		param, bin := denseGraph(fs[0], g, uint64(fs[1]))
 		base := filepath.Join("..", "..", "testdata", "compact", fmt.Sprintf("dense-%d", g))
 		if os.Getenv("VSR_UPDATE_TESTDATA") != "" {
 			os.WriteFile(base+".param", []byte(param), 0o644)
@@ -132,6 +139,9 @@ func TestDenseGraph(t *testing.T) {
 		if folded != 2 {
 			t.Errorf("growth %d: %d Eltwise sums folded into convolutions, want 2", g, folded)
 		}
+		if n := countOps(m, opBuffer); n != 2 || countOps(m, opConcat) != 0 {
+			t.Errorf("growth %d: %d dense-block buffers and %d concatenations left, want 2 and 0", g, n, countOps(m, opConcat))
+		}
 		rgb := randFrames(2, 19, 13, 7)
 		x, err := b.FromRGB8(rgb, 2, 13, 19)
 		if err != nil {
@@ -164,6 +174,66 @@ func TestDenseGraph(t *testing.T) {
 		if !bytes.Equal(whole, tiled) {
 			t.Errorf("growth %d: tiles of 32 differ from the whole frame", g)
 		}
+	}
+}
+
+// countOps counts m's ops of kind k.
+func countOps(m *Model, k opKind) int {
+	n := 0
+	for _, o := range m.ops {
+		if o.kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDenseBuffers checks that the dense blocks' buffers give the bytes
+// of the concatenations they replace, and that blocks whose parts are read
+// elsewhere keep their concatenations.
+func TestDenseBuffers(t *testing.T) {
+	b := cpu.New(0)
+	param, bin := denseGraph(8, 8, 8) // parts as wide as the features (see odd below)
+	load := func(param string, opt Options) *Model {
+		m, err := LoadWith(b, "dense", strings.NewReader(param), bin, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	rgb := randFrames(2, 19, 13, 5)
+	run := func(m *Model) []float32 {
+		x, err := b.FromRGB8(rgb, 2, 13, 19)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Free()
+		y, err := m.Forward(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Free()
+		v, _ := b.Download(y)
+		return v
+	}
+	views, copies := load(param, Options{}), load(param, Options{CopyConcat: true})
+	if countOps(copies, opBuffer) != 0 || countOps(copies, opConcat) != 8 {
+		t.Fatalf("CopyConcat: %d buffers, %d concatenations", countOps(copies, opBuffer), countOps(copies, opConcat))
+	}
+	if !slices.Equal(run(views), run(copies)) {
+		t.Error("the dense-block buffers give other values than the concatenations")
+	}
+	// A part that a later layer also reads (r1_x2 into the residual sum)
+	// keeps the first block's concatenations; the second block still
+	// gets its buffer.
+	odd := strings.Replace(param, "Eltwise rr 2 1 r2 a rr", "Eltwise rr 2 1 r2 r1_x2 rr", 1)
+	m := load(odd, Options{})
+	if countOps(m, opBuffer) != 1 || countOps(m, opConcat) != 4 {
+		t.Errorf("a part read outside its block: %d buffers and %d concatenations, want 1 and 4", countOps(m, opBuffer), countOps(m, opConcat))
+	}
+	if !slices.Equal(run(m), run(load(odd, Options{CopyConcat: true}))) {
+		t.Error("with one block kept as concatenations, the values differ")
 	}
 }
 

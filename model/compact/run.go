@@ -42,9 +42,14 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 		var err error
 		switch o.kind {
 		case opConv:
-			if len(o.in) > 1 {
+			switch {
+			case o.into != nil:
+				err = m.b.(backend.SliceConver).SliceConv(in, o.w, o.conv, o.act, vals[o.into.buf], o.into.at)
+			case in.Shape().C != o.w.In(): // a prefix of a dense block's buffer
+				y, err = m.sliceConv(o, in)
+			case len(o.in) > 1:
 				y, err = m.b.Conv2DAdd(in, o.w, o.conv, o.act, vals[o.in[1]])
-			} else {
+			default:
 				y, err = m.b.Conv2D(in, o.w, o.conv, o.act)
 			}
 		case opAct:
@@ -57,6 +62,8 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.(backend.ShuffleAdder).ShuffleAddNearest(in, vals[o.in[1]], o.r, o.order)
 		case opConcat:
 			y, err = m.concat(o, vals)
+		case opBuffer:
+			y, err = m.buffer(o, in)
 		case opEltwise:
 			y, err = m.eltwise(o, vals)
 		case opResize:
@@ -73,7 +80,7 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			return nil, fmt.Errorf("%s: %w", o.layer, err)
 		}
 		vals[o.out] = y
-		for _, i := range o.in {
+		for _, i := range o.reads() {
 			if left[i]--; left[i] == 0 && i != m.input {
 				vals[i].Free()
 				vals[i] = nil
@@ -100,6 +107,37 @@ func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 			return nil, err
 		}
 		at += m.chans[i]
+	}
+	return y, nil
+}
+
+// buffer makes a dense block's buffer with x in its first channels.
+func (m *Model) buffer(o *op, x backend.Tensor) (backend.Tensor, error) {
+	s := x.Shape()
+	s.C = m.chans[o.out]
+	y, err := m.b.Empty(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.b.CopyChannels(y, 0, x); err != nil {
+		y.Free()
+		return nil, err
+	}
+	return y, nil
+}
+
+// sliceConv runs convolution o on the channel prefix of x its weights
+// read, into a new tensor.
+func (m *Model) sliceConv(o *op, x backend.Tensor) (backend.Tensor, error) {
+	s := x.Shape()
+	s.C = o.w.Out()
+	y, err := m.b.Empty(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.b.(backend.SliceConver).SliceConv(x, o.w, o.conv, o.act, y, 0); err != nil {
+		y.Free()
+		return nil, err
 	}
 	return y, nil
 }

@@ -38,6 +38,23 @@ func ConvOutput(s backend.Shape, p backend.ConvParams, in, kh, kw int) (oh, ow i
 	return oh, ow, nil
 }
 
+// SliceConv checks a SliceConv of the first in channels of an x-shaped
+// tensor into channels [at, at+out) of a y-shaped one (same, when x and y
+// are one tensor): the convolution keeps the frame size, and the channels
+// read and written do not overlap in one tensor.
+func SliceConv(x, y backend.Shape, p backend.ConvParams, in, out, kh, kw, at int, same bool) error {
+	if x.C < in || p.KH != kh || p.KW != kw {
+		return fmt.Errorf("slice conv: input has %d channels, kernel %dx%d; weights want %d channels, kernel %dx%d", x.C, p.KH, p.KW, in, kh, kw)
+	}
+	if oh, ow := p.OutSize(x.H, x.W); oh != x.H || ow != x.W || y.N != x.N || y.H != x.H || y.W != x.W {
+		return fmt.Errorf("slice conv: a %dx%d kernel from a %v tensor into a %v one does not keep the frame size", kh, kw, x, y)
+	}
+	if at < 0 || at+out > y.C || same && at < in {
+		return fmt.Errorf("slice conv: %d outputs do not fit channels from %d of a %v tensor that it reads %d channels of", out, at, y, in)
+	}
+	return nil
+}
+
 // Channels checks that src fits channels [at, at+src.C) of dst.
 func Channels(dst backend.Shape, at int, src backend.Shape) error {
 	if src.N != dst.N || src.H != dst.H || src.W != dst.W || src.C < 1 || at < 0 || at+src.C > dst.C {
