@@ -279,7 +279,7 @@ type fusedEmu struct {
 }
 
 func (e *fusedEmu) tileRows() int { return 256 / e.tm }
-func (e *fusedEmu) rowB() int { return (e.tm + 2) * fusedPixB }
+func (e *fusedEmu) rowB() int     { return (e.tm + 2) * fusedPixB }
 
 func (e *fusedEmu) cpAsync(dst int, src []uint16) {
 	if dst%16 != 0 {
