@@ -175,6 +175,26 @@ func TestOpsAgainstCPU(t *testing.T) {
 			}
 			return b.Conv2D(up(b, s200, x200), cw, p, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.1})
 		})
+		// A dense block's convolution: a channel prefix into a slice of
+		// the same tensor (fp16: the fused kernel's dense-block build;
+		// bf16 and f32 through copies), and at an offset the kernel's
+		// 16-byte stores cannot take (copies in every type).
+		both(t, dt, "slice conv 160 of 200 -> 32 at 168 +bias +leaky, in place", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(32, 160, 3, 3, w200[:32*160*9], bias[:32])
+			if err != nil {
+				return nil, err
+			}
+			xt := up(b, s200, x200)
+			return xt, b.(backend.SliceConver).SliceConv(xt, cw, p, backend.Activation{Kind: backend.ActLeaky, Alpha: 0.2}, xt, 168)
+		})
+		both(t, dt, "slice conv 64 of 200 -> 16 at 4 +bias", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(16, 64, 3, 3, w200[:16*64*9], bias[:16])
+			if err != nil {
+				return nil, err
+			}
+			yt := up(b, backend.Shape{N: 2, H: 19, W: 23, C: 24}, make([]float32, 2*19*23*24))
+			return yt, b.(backend.SliceConver).SliceConv(up(b, s200, x200), cw, p, backend.Activation{}, yt, 4)
+		})
 		both(t, dt, "conv1x1 3->16 +bias +relu (padded inputs)", func(b backend.Backend) (backend.Tensor, error) {
 			cw, err := b.PrepareConv(16, 3, 1, 1, wFirst[:16*3], bias[:16])
 			if err != nil {

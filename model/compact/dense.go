@@ -16,10 +16,10 @@ type sliceOut struct{ buf, at int }
 // Concats whose inputs are a prefix of its inputs, as in the residual dense
 // blocks of realesrgan-x4plus, where conv k reads cat(x, x1, ..., x(k-1))
 // and writes xk. The buffer is the longest Concat's blob: an opBuffer
-// allocates it and copies the block's first input x into it, the
-// convolution computing each later part writes straight into its channels,
-// and a convolution reading a shorter Concat reads a prefix of it. The
-// copies of every part into every later Concat go away. Blocks whose
+// allocates it and copies the block's first input x into it, and the
+// convolution computing each later part reads a prefix of it (a shorter
+// Concat) and writes straight into its own channels. The copies of every
+// part into every later Concat go away. Blocks whose
 // convolutions the backend cannot run so keep their Concats.
 func (m *Model) denseBuffers() {
 	sc, ok := m.b.(backend.SliceConver)
@@ -55,9 +55,9 @@ func (m *Model) denseBuffers() {
 	if len(blocks) == 0 {
 		return
 	}
-	starts := map[int]*op{} // op index -> the opBuffer to insert before it
+	starts := map[int][]*op{} // op index -> the opBuffers to insert before it
 	for _, d := range blocks {
-		starts[d.start] = &op{layer: d.top.layer, kind: opBuffer, in: []int{d.top.in[0]}, out: d.top.out}
+		starts[d.start] = append(starts[d.start], &op{layer: d.top.layer, kind: opBuffer, in: []int{d.top.in[0]}, out: d.top.out})
 		for blob, at := range d.parts {
 			c := m.producer(blob)
 			c.into = &sliceOut{buf: d.top.out, at: at}
@@ -68,9 +68,7 @@ func (m *Model) denseBuffers() {
 	}
 	var out []*op
 	for i, o := range m.ops {
-		if s := starts[i]; s != nil {
-			out = append(out, s)
-		}
+		out = append(out, starts[i]...)
 		if !done[i] {
 			out = append(out, o)
 		}
@@ -83,16 +81,17 @@ func (m *Model) denseBuffers() {
 type denseBlock struct {
 	top     *op         // the longest Concat: its blob is the buffer
 	parts   map[int]int // blobs after the first input -> their channel offset
-	readers []*op       // convolutions reading a shorter Concat
+	readers []*op       // the convolutions reading a shorter Concat
 	start   int         // the op before which the buffer is made
 }
 
 // denseBlock checks the block of Concat top and its prefix Concats
 // members (op indices, top's among them): every part after the first is
 // computed by a convolution with one input that nothing but the members
-// reads, every shorter member is read by convolutions with one input only,
-// the backend runs each of those convolutions from its prefix into its
-// slice, and the first part is computed before the buffer is needed.
+// reads and that the backend runs from its input (a prefix of the buffer
+// when that is a shorter member) into its slice, the shorter members are
+// read by those convolutions only and are not the model's output, and
+// the first part is computed before the buffer is needed.
 func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (denseBlock, bool) {
 	d := denseBlock{top: top, parts: map[int]int{}, start: len(m.ops)}
 	if len(top.in) < 2 || len(members) < 2 {
@@ -101,6 +100,9 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 	memberOut := map[int]bool{}
 	for _, j := range members {
 		memberOut[m.ops[j].out] = true
+	}
+	if memberOut[m.output] && m.output != top.out {
+		return d, false // a shorter Concat is the model's output
 	}
 	width := m.chans[top.out]
 	at := m.chans[top.in[0]]
@@ -111,6 +113,7 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 		d.parts[blob] = at
 		at += m.chans[blob]
 	}
+	produced := 0
 	for i, o := range m.ops {
 		for k, blob := range o.in {
 			if _, part := d.parts[blob]; part && (o.kind != opConcat || !memberOut[o.out]) {
@@ -119,25 +122,19 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 			if !memberOut[blob] || blob == top.out {
 				continue
 			}
-			// o reads a shorter Concat: it must be a one-input
-			// convolution reading a prefix of the buffer.
-			outC := 0
-			if o.kind == opConv {
-				outC = o.w.Out()
-				if _, part := d.parts[o.out]; part {
-					outC = width
-				}
-			}
-			if k != 0 || len(o.in) != 1 || o.kind != opConv || !sc.CanSliceConv(o.w, o.conv, o.act, width, outC) {
+			// o reads a shorter Concat: it must be the convolution
+			// computing a later part (checked below), reading a prefix
+			// of the buffer.
+			if _, part := d.parts[o.out]; !part || k != 0 {
 				return d, false
 			}
 			d.readers = append(d.readers, o)
-			d.start = min(d.start, i)
 		}
 		if _, part := d.parts[o.out]; part {
 			if o.kind != opConv || len(o.in) != 1 {
 				return d, false
 			}
+			produced++
 			inC := m.chans[o.in[0]]
 			if memberOut[o.in[0]] {
 				inC = width
@@ -148,9 +145,12 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 			d.start = min(d.start, i)
 		}
 	}
+	if produced != len(d.parts) {
+		return d, false // a part is the model's input
+	}
 	for _, o := range m.ops[:d.start] {
 		if o.out == top.in[0] {
-			return d, o.into == nil
+			return d, true
 		}
 	}
 	return d, top.in[0] == m.input

@@ -43,10 +43,8 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 		switch o.kind {
 		case opConv:
 			switch {
-			case o.into != nil:
+			case o.into != nil: // into a dense block's buffer, perhaps from a prefix of it
 				err = m.b.(backend.SliceConver).SliceConv(in, o.w, o.conv, o.act, vals[o.into.buf], o.into.at)
-			case in.Shape().C != o.w.In(): // a prefix of a dense block's buffer
-				y, err = m.sliceConv(o, in)
 			case len(o.in) > 1:
 				y, err = m.b.Conv2DAdd(in, o.w, o.conv, o.act, vals[o.in[1]])
 			default:
@@ -60,10 +58,8 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.Binary(o.binop, in, vals[o.in[1]])
 		case opShuffleAdd:
 			y, err = m.b.(backend.ShuffleAdder).ShuffleAddNearest(in, vals[o.in[1]], o.r, o.order)
-		case opConcat:
+		case opConcat, opBuffer:
 			y, err = m.concat(o, vals)
-		case opBuffer:
-			y, err = m.buffer(o, in)
 		case opEltwise:
 			y, err = m.eltwise(o, vals)
 		case opResize:
@@ -92,7 +88,9 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 	return out, nil
 }
 
-// concat stacks o's inputs along channels.
+// concat stacks o's inputs along channels into a tensor of o's output
+// channels: as many as the inputs' for a Concat, more for a dense block's
+// buffer (opBuffer), whose other channels its convolutions write.
 func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 	s := vals[o.in[0]].Shape()
 	s.C = m.chans[o.out]
@@ -107,37 +105,6 @@ func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 			return nil, err
 		}
 		at += m.chans[i]
-	}
-	return y, nil
-}
-
-// buffer makes a dense block's buffer with x in its first channels.
-func (m *Model) buffer(o *op, x backend.Tensor) (backend.Tensor, error) {
-	s := x.Shape()
-	s.C = m.chans[o.out]
-	y, err := m.b.Empty(s)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.b.CopyChannels(y, 0, x); err != nil {
-		y.Free()
-		return nil, err
-	}
-	return y, nil
-}
-
-// sliceConv runs convolution o on the channel prefix of x its weights
-// read, into a new tensor.
-func (m *Model) sliceConv(o *op, x backend.Tensor) (backend.Tensor, error) {
-	s := x.Shape()
-	s.C = o.w.Out()
-	y, err := m.b.Empty(s)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.b.(backend.SliceConver).SliceConv(x, o.w, o.conv, o.act, y, 0); err != nil {
-		y.Free()
-		return nil, err
 	}
 	return y, nil
 }

@@ -88,7 +88,8 @@ func TestFetch(t *testing.T) {
 
 // TestX4plusGolden runs realesrgan-x4plus on the CPU on two real crops and
 // compares with an independent float64 PyTorch RRDBNet (see
-// testdata/compact/README.md).
+// testdata/compact/README.md), its dense blocks' concatenations as
+// buffers.
 func TestX4plusGolden(t *testing.T) {
 	fetched(t, "realesrgan-x4plus")
 	b := cpu.New(0)
@@ -103,6 +104,9 @@ func TestX4plusGolden(t *testing.T) {
 	}
 	if f := g.FLOPs(640, 360) / 1e12; f < 8 || f > 9 {
 		t.Errorf("%.2f TFLOP per 640x360 frame, want about 8.4", f)
+	}
+	if n, c := countOps(g, opBuffer), countOps(g, opConcat); n != 69 || c != 0 {
+		t.Errorf("%d dense-block buffers and %d concatenations, want 69 (23 RRDBs of 3 blocks) and 0", n, c)
 	}
 	for _, fx := range []struct{ frame, w, h int }{{0, 48, 32}, {150, 33, 21}} {
 		base := filepath.Join("..", "..", "testdata", "compact", fmt.Sprintf("frame%d_%dx%d", fx.frame, fx.w, fx.h))
