@@ -484,59 +484,73 @@ __device__ __forceinline__ int nearest_coord(float c, int n) {
     return (int)rintf(u);
 }
 
+/* deform_pt: where deform_sample samples for one group of one pixel: the mask, the bilinear
+   weights, frame f and top-left corner (y0, x0), whether the point is inside the image at all (in)
+   and which of its four corners are (c[k]: corner (y0 + k/2, x0 + k%2)). */
+struct deform_pt { float mask, hh, hw, lh, lw; long long f; int y0, x0; bool in, c[4]; };
+
 #define WARP_KERNELS(T, S, LD, ST, M, LDM)                                                                  \
-/* warp_nearest: out[p] = x[p + mv(p)], mv (x then y) per pixel. */                                 \
+/* warp_src: the pixel warp_nearest reads for pixel p: p + mv(p) (x then y), nearest, clamped. */   \
+__device__ __forceinline__ long long warp_src_##T(const M* __restrict__ mv, long long p, int h, int w) { \
+    int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                         \
+    int sx = nearest_coord(__fadd_rn((float)px, LDM(mv[2 * p])), w);                                 \
+    int sy = nearest_coord(__fadd_rn((float)py, LDM(mv[2 * p + 1])), h);                             \
+    return (f * h + sy) * w + sx;                                                                   \
+}                                                                                                   \
+/* deform_at: mmcv's modulated bilinear sampling point of a 1x1 DCNv2 for group g of pixel p, with  \
+   offsets limit*tanh(o) + mv and mask sigmoid(o[2G + g]). */                                       \
+__device__ __forceinline__ deform_pt deform_at_##T(const S* __restrict__ o, const M* __restrict__ mv, \
+        long long p, int g, int groups, int h, int w, float limit) {                                \
+    deform_pt d;                                                                                    \
+    int px = p % w, py = (p / w) % h; d.f = p / ((long long)w * h);                                 \
+    const S* op = o + p * 3 * groups;                                                               \
+    float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LDM(mv[2 * p + 1]));                \
+    float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LDM(mv[2 * p]));                \
+    d.mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                         \
+    float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                             \
+    d.in = hy > -1.0f && wx > -1.0f && hy < (float)h && wx < (float)w;                              \
+    d.hh = d.hw = d.lh = d.lw = 0.0f; d.y0 = d.x0 = 0;                                              \
+    if (d.in) {                                                                                     \
+        float hl = floorf(hy), wl = floorf(wx);                                                     \
+        d.lh = hy - hl; d.lw = wx - wl; d.hh = 1.0f - d.lh; d.hw = 1.0f - d.lw;                     \
+        d.y0 = (int)hl; d.x0 = (int)wl;                                                             \
+    }                                                                                               \
+    for (int k = 0; k < 4; k++) {                                                                   \
+        int y = d.y0 + (k >> 1), x = d.x0 + (k & 1);                                                \
+        d.c[k] = d.in && y >= 0 && x >= 0 && y <= h - 1 && x <= w - 1;                              \
+    }                                                                                               \
+    return d;                                                                                       \
+}                                                                                                   \
+/* warp_nearest: out[p] = x[p + mv(p)], per value. */                                              \
 extern "C" __global__ void warp_nearest_##T(const S* __restrict__ x, const M* __restrict__ mv,   \
                                             S* __restrict__ out, int n, int h, int w, int c) {   \
-    GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
-        int ch = i % c; long long p = i / c;                                                        \
-        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        int sx = nearest_coord(__fadd_rn((float)px, LDM(mv[2 * p])), w);                             \
-        int sy = nearest_coord(__fadd_rn((float)py, LDM(mv[2 * p + 1])), h);                         \
-        out[i] = x[((f * h + sy) * w + sx) * c + ch];                                               \
-    }                                                                                               \
+    GRID_STRIDE(i, (long long)n * h * w * c) out[i] = x[warp_src_##T(mv, i / c, h, w) * c + i % c]; \
 }                                                                                                   \
-/* deform_sample: mmcv's modulated bilinear sampling of a 1x1 DCNv2 with offsets limit*tanh(o) + mv \
-   and masks sigmoid(o[2G + g]); zero outside the image. */                                         \
+/* deform_sample: the sampled value times the mask, zero outside the image, per value. */          \
 extern "C" __global__ void deform_sample_##T(const S* __restrict__ x, const S* __restrict__ o,  \
         const M* __restrict__ mv, S* __restrict__ out, int n, int h, int w, int c, int groups,  \
         float limit) {                                                                              \
     int cg = c / groups;                                                                            \
     GRID_STRIDE(i, (long long)n * h * w * c) {                                                      \
-        int ch = i % c; long long p = i / c; int g = ch / cg;                                       \
-        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        const S* op = o + p * 3 * groups;                                                         \
-        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LDM(mv[2 * p + 1]));            \
-        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LDM(mv[2 * p]));            \
-        float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
-        float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
+        int ch = i % c; long long p = i / c;                                                        \
+        deform_pt d = deform_at_##T(o, mv, p, ch / cg, groups, h, w, limit);                       \
         float v = 0.0f;                                                                             \
-        if (hy > -1.0f && wx > -1.0f && hy < (float)h && wx < (float)w) {                           \
-            float hl = floorf(hy), wl = floorf(wx);                                                 \
-            float lh = hy - hl, lw = wx - wl, hh = 1.0f - lh, hw = 1.0f - lw;                       \
-            int y0 = (int)hl, x0 = (int)wl;                                                         \
-            const S* img = x + f * h * w * c + ch;                                                \
-            float v1 = (y0 >= 0 && x0 >= 0) ? LD(img[((long long)y0 * w + x0) * c]) : 0.0f;         \
-            float v2 = (y0 >= 0 && x0 + 1 <= w - 1) ? LD(img[((long long)y0 * w + x0 + 1) * c]) : 0.0f; \
-            float v3 = (y0 + 1 <= h - 1 && x0 >= 0) ? LD(img[((long long)(y0 + 1) * w + x0) * c]) : 0.0f; \
-            float v4 = (y0 + 1 <= h - 1 && x0 + 1 <= w - 1) ? LD(img[((long long)(y0 + 1) * w + x0 + 1) * c]) : 0.0f; \
-            v = hh * hw * v1 + hh * lw * v2 + lh * hw * v3 + lh * lw * v4;                          \
+        if (d.in) {                                                                                 \
+            const S* img = x + d.f * h * w * c + ch;                                                \
+            float vk[4];                                                                            \
+            for (int k = 0; k < 4; k++)                                                             \
+                vk[k] = d.c[k] ? LD(img[((long long)(d.y0 + (k >> 1)) * w + d.x0 + (k & 1)) * c]) : 0.0f; \
+            v = d.hh * d.hw * vk[0] + d.hh * d.lw * vk[1] + d.lh * d.hw * vk[2] + d.lh * d.lw * vk[3]; \
         }                                                                                           \
-        out[i] = ST(mask * v);                                                                      \
+        out[i] = ST(d.mask * v);                                                                    \
     }                                                                                               \
 }                                                                                                   \
-/* The same three ops 16 bytes (V values) at a time, for pixels (warp_nearest_v, gate_v) or groups  \
+/* The same two ops 16 bytes (V values) at a time, for pixels (warp_nearest_v) or groups           \
    (deform_sample_v) a whole number of 16-byte chunks, c8 chunks per pixel: each thread works out   \
-   its pixel's source coordinates, offsets or gate once for V channels. Same arithmetic. */         \
+   its pixel's source or sampling point once for V channels. Same arithmetic. */                    \
 extern "C" __global__ void warp_nearest_v_##T(const uint4* __restrict__ x, const M* __restrict__ mv, \
                                               uint4* __restrict__ out, int n, int h, int w, int c8) { \
-    GRID_STRIDE(i, (long long)n * h * w * c8) {                                                     \
-        int q = i % c8; long long p = i / c8;                                                       \
-        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        int sx = nearest_coord(__fadd_rn((float)px, LDM(mv[2 * p])), w);                             \
-        int sy = nearest_coord(__fadd_rn((float)py, LDM(mv[2 * p + 1])), h);                         \
-        out[i] = x[((f * h + sy) * w + sx) * c8 + q];                                               \
-    }                                                                                               \
+    GRID_STRIDE(i, (long long)n * h * w * c8) out[i] = x[warp_src_##T(mv, i / c8, h, w) * c8 + i % c8]; \
 }                                                                                                   \
 extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, const S* __restrict__ o, \
         const M* __restrict__ mv, uint4* __restrict__ out, int n, int h, int w, int c8, int groups, \
@@ -544,31 +558,18 @@ extern "C" __global__ void deform_sample_v_##T(const uint4* __restrict__ x, cons
     const int V = 16 / sizeof(S);                                                                   \
     int cg8 = c8 / groups;                                                                          \
     GRID_STRIDE(i, (long long)n * h * w * c8) {                                                     \
-        int q = i % c8; long long p = i / c8; int g = q / cg8;                                      \
-        int px = p % w, py = (p / w) % h; long long f = p / ((long long)w * h);                     \
-        const S* op = o + p * 3 * groups;                                                         \
-        float dy = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g]))), LDM(mv[2 * p + 1]));            \
-        float dx = __fadd_rn(__fmul_rn(limit, tanhf(LD(op[2 * g + 1]))), LDM(mv[2 * p]));            \
-        float mask = 1.0f / (1.0f + expf(-LD(op[2 * groups + g])));                                 \
-        float hy = __fadd_rn((float)py, dy), wx = __fadd_rn((float)px, dx);                         \
+        int q = i % c8; long long p = i / c8;                                                       \
+        deform_pt d = deform_at_##T(o, mv, p, q / cg8, groups, h, w, limit);                       \
         union { uint4 u; S s[V]; } c[4], r;                                                         \
-        for (int k = 0; k < 4; k++) c[k].u.x = c[k].u.y = c[k].u.z = c[k].u.w = 0;                  \
-        float hh = 0.0f, hw = 0.0f, lh = 0.0f, lw = 0.0f;                                           \
-        bool in = hy > -1.0f && wx > -1.0f && hy < (float)h && wx < (float)w;                       \
-        if (in) {                                                                                   \
-            float hl = floorf(hy), wl = floorf(wx);                                                 \
-            lh = hy - hl; lw = wx - wl; hh = 1.0f - lh; hw = 1.0f - lw;                             \
-            int y0 = (int)hl, x0 = (int)wl;                                                         \
-            const uint4* img = x + f * h * w * c8 + q;                                            \
-            if (y0 >= 0 && x0 >= 0) c[0].u = img[((long long)y0 * w + x0) * c8];                  \
-            if (y0 >= 0 && x0 + 1 <= w - 1) c[1].u = img[((long long)y0 * w + x0 + 1) * c8];      \
-            if (y0 + 1 <= h - 1 && x0 >= 0) c[2].u = img[((long long)(y0 + 1) * w + x0) * c8];     \
-            if (y0 + 1 <= h - 1 && x0 + 1 <= w - 1) c[3].u = img[((long long)(y0 + 1) * w + x0 + 1) * c8]; \
+        const uint4* img = x + d.f * h * w * c8 + q;                                                \
+        for (int k = 0; k < 4; k++) {                                                               \
+            c[k].u.x = c[k].u.y = c[k].u.z = c[k].u.w = 0;                                          \
+            if (d.c[k]) c[k].u = img[((long long)(d.y0 + (k >> 1)) * w + d.x0 + (k & 1)) * c8];     \
         }                                                                                           \
         for (int e = 0; e < V; e++) {                                                               \
             float v = 0.0f;                                                                         \
-            if (in) v = hh * hw * LD(c[0].s[e]) + hh * lw * LD(c[1].s[e]) + lh * hw * LD(c[2].s[e]) + lh * lw * LD(c[3].s[e]); \
-            r.s[e] = ST(mask * v);                                                                  \
+            if (d.in) v = d.hh * d.hw * LD(c[0].s[e]) + d.hh * d.lw * LD(c[1].s[e]) + d.lh * d.hw * LD(c[2].s[e]) + d.lh * d.lw * LD(c[3].s[e]); \
+            r.s[e] = ST(d.mask * v);                                                                \
         }                                                                                           \
         out[i] = r.u;                                                                               \
     }                                                                                               \
