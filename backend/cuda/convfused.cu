@@ -253,17 +253,17 @@ __device__ __forceinline__ void cf_store(float (&acc)[4][NT][4], const float (&b
 }
 
 // cf_body is the kernel for NT n8-tiles per warp (CF_NG warp columns of
-// 8*NT channels) and CC = 16-channel steps per channel group (0: known at
-// run time only). A CTA's work is a sequence of steps, one channel group
-// of one tile each (the groups of a tile in order, then its next tile);
-// the stages are double-buffered by step, and the accumulators carry over
-// the groups of a tile.
-template <int NT, int CC>
+// 8*NT channels), CC = 16-channel steps per channel group (0: known at run
+// time only) and ONE = 1 when c <= 64 (one group). A CTA's work is a
+// sequence of steps, one channel group of one tile each (the groups of a
+// tile in order, then its next tile); the stages are double-buffered by
+// step, and the accumulators carry over the groups of a tile.
+template <int NT, int CC, int ONE>
 __device__ __forceinline__ void cf_body(const u16* __restrict__ x, int xs, const u16* __restrict__ wt,
                                         const float* __restrict__ bias, const float* __restrict__ slope, int nslope,
                                         u16* __restrict__ y, int ys, int N, int H, int W, int C, int K, u32 sm) {
     const int KR = CF_NG * NT * 8; // filter rows (output channels) computed per group
-    const int G = (C + 63) >> 6;   // channel groups
+    const int G = ONE ? 1 : (C + 63) >> 6; // channel groups
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int mg = warp & 3, ng = warp >> 2;
     const u32 fb = sm, sb0 = sm + CF_FILTB;
@@ -393,10 +393,10 @@ conv3x3_bias_prelu_f16(const u16* __restrict__ x, const u16* __restrict__ wt, co
         (ys & 7) || blockDim.x != CF_THREADS)
         return;
     const u32 sm = (cf_smem_addr(cf_smem) + 127u) & ~127u;
-    if (c == 64 && k == 64) cf_body<8 / CF_NG, 4>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
-    else if (c == 64 && k == 48) cf_body<6 / CF_NG, 4>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
-    else if (k == 32 && (c & 63) == 0) cf_body<4 / CF_NG, 4>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
-    else if (k == 32) cf_body<4 / CF_NG, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
-    else if (k == 16) cf_body<2 / CF_NG, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
-    else cf_body<8 / CF_NG, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    if (c == 64 && k == 64) cf_body<8 / CF_NG, 4, 1>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    else if (c == 64 && k == 48) cf_body<6 / CF_NG, 4, 1>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    else if (k == 32 && (c & 63) == 0) cf_body<4 / CF_NG, 4, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    else if (k == 32) cf_body<4 / CF_NG, 0, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    else if (k == 16) cf_body<2 / CF_NG, 0, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
+    else cf_body<8 / CF_NG, 0, 0>(x, xs, wt, bias, slope, nslope, y, ys, n, h, w, c, k, sm);
 }
