@@ -38,6 +38,13 @@ var kernelSource string
 //go:embed convfused.cu
 var fusedConvSource string
 
+// sliceConvCode is the fused kernel generalised to strided inputs and
+// outputs and to channel groups (see convslice.cu), compiled on first use
+// (sliceSource).
+//
+//go:embed convslice.cu
+var sliceConvCode string
+
 // Launch shape of conv3x3_bias_prelu_f16 (see convfused.cu).
 const (
 	fusedBlock = 320

@@ -1,11 +1,14 @@
 package cuda
 
-// Tests and benchmark of the fused conv3x3 + bias + PReLU kernel in
-// convfused.cu, standalone (no Backend): TestFusedConvLayout replays the
-// kernel's shared-memory layout, ldmatrix/mma fragments and epilogue on the
-// CPU (no GPU needed); TestFusedConv checks the kernel on the GPU against a
-// float64 reference; TestFusedConvBench times it against cuDNN plus the
-// backend's bias+PReLU pass at 8 x 360 x 640 x 64 -> 64.
+// Tests and benchmark of the fused conv3x3 + bias + PReLU kernels,
+// convfused.cu and its generalisation convslice.cu, standalone (no
+// Backend): TestFusedConvLayout replays convslice.cu's shared-memory
+// layout, ldmatrix/mma fragments and epilogue on the CPU (no GPU needed;
+// for one channel group and unstrided pixels it is convfused.cu's);
+// TestFusedConv checks both on the GPU against a float64 reference;
+// TestFusedConvBench times them against cuDNN plus the backend's
+// bias+PReLU pass at 8 x 360 x 640 x 64 -> 64; TestSliceConvBench times
+// realesrgan-x4plus's dense-block convolutions.
 
 import (
 	"github.com/vsr-dev/vsr/tensor/half"
@@ -264,7 +267,7 @@ func fusedCompare(p *fusedProblem, y []uint16, ref []float64) (float64, string) 
 
 // ---- CPU replay of the kernel ------------------------------------------
 
-// fusedEmu replays convfused.cu thread by thread on the CPU: the same
+// fusedEmu replays convslice.cu thread by thread on the CPU: the same
 // address arithmetic, shared-memory image, fragment semantics (from the PTX
 // ISA: ldmatrix, mma.m16n8k16) and epilogue, so that the layout and index
 // math are checked without a GPU.
@@ -610,8 +613,8 @@ func (e *fusedEmu) store(acc [][][32][4]float32, t, warp, NT, HP, WS int) {
 }
 
 func TestFusedConvLayout(t *testing.T) {
-	if !strings.Contains(fusedConvSource, fmt.Sprint(fusedSmem)) || !strings.Contains(fusedConvSource, fmt.Sprint(sliceSmem)) {
-		t.Fatalf("convfused.cu does not mention the shared-memory sizes %d and %d this test assumes", fusedSmem, sliceSmem)
+	if !strings.Contains(fusedConvSource, fmt.Sprint(fusedSmem)) || !strings.Contains(sliceConvCode, fmt.Sprint(sliceSmem)) {
+		t.Fatalf("convfused.cu and convslice.cu do not mention the shared-memory sizes %d and %d this test assumes", fusedSmem, sliceSmem)
 	}
 	type shape struct {
 		n, h, w, c, k, grid int
@@ -672,14 +675,18 @@ var (
 	fusedSkip string
 )
 
-// fusedCompile compiles convfused.cu with extra options (e.g. -D probes).
-func fusedCompile(ctx *cu.Context, major, minor int, opts ...string) (*cu.Module, string, error) {
+// fusedCompile compiles convfused.cu, or convslice.cu with slice, with
+// extra options (e.g. -D probes).
+func fusedCompile(ctx *cu.Context, major, minor int, slice bool, opts ...string) (*cu.Module, string, error) {
 	comp, err := nvrtc.NewCompiler(major, minor)
 	if err != nil {
 		return nil, "", err
 	}
 	base := []string{"-default-device"}
 	prog := nvrtc.Program{Name: "convfused.cu", Source: fusedConvSource, Options: append(append(base, "--ptxas-options=-v"), opts...)}
+	if slice {
+		prog.Name, prog.Source = "convslice.cu", sliceConvCode
+	}
 	out, err := comp.Compile(prog)
 	if err != nil {
 		// perhaps this NVRTC refuses --ptxas-options: try without
@@ -729,7 +736,7 @@ func fusedSetup(t testing.TB) *fusedKernel {
 			return
 		}
 		start := time.Now()
-		if k.mod, k.log, err = fusedCompile(k.ctx, major, minor); err != nil {
+		if k.mod, k.log, err = fusedCompile(k.ctx, major, minor, false); err != nil {
 			fusedErr = err
 			return
 		}
@@ -773,13 +780,21 @@ func fnInfo(fn *cu.Function) string {
 	return fmt.Sprintf("%d registers, %d bytes local memory, %d bytes static shared memory", regs, local, static)
 }
 
-// fusedLaunch queues the kernel (any build: the largest one's shared
-// memory) for p's shape and strides, y at p's output channel.
-func fusedLaunch(fn *cu.Function, threads, sms int, st *cu.Stream, x, w, bias, slope cu.DevicePtr, y cu.DevicePtr, p *fusedProblem) error {
-	return fn.Launch(cu.LaunchConfig{
+// fusedLaunch queues a build of convfused.cu, or of convslice.cu with
+// slice (with the largest build's shared memory), for p's shape; a slice
+// build also gets p's strides, y at p's output channel.
+func fusedLaunch(fn *cu.Function, threads, sms int, st *cu.Stream, x, w, bias, slope cu.DevicePtr, y cu.DevicePtr, p *fusedProblem, slice bool) error {
+	cfg := cu.LaunchConfig{
 		Grid: cu.Dim3{X: uint32(fusedGrid(p.N, p.H, p.W, sms))}, Block: cu.Dim3{X: uint32(threads)},
 		SharedMem: sliceSmem, Stream: st,
-	}, x, w, bias, slope, int32(p.nslope), y.Add(2*p.At), int32(p.N), int32(p.H), int32(p.W), int32(p.C), int32(p.K), int32(p.XS), int32(p.YS))
+	}
+	if !slice {
+		if p.XS != p.C || p.YS != p.K {
+			return fmt.Errorf("convfused.cu has no strides (%v)", p)
+		}
+		return fn.Launch(cfg, x, w, bias, slope, int32(p.nslope), y, int32(p.N), int32(p.H), int32(p.W), int32(p.C), int32(p.K))
+	}
+	return fn.Launch(cfg, x, w, bias, slope, int32(p.nslope), y.Add(2*p.At), int32(p.N), int32(p.H), int32(p.W), int32(p.C), int32(p.K), int32(p.XS), int32(p.YS))
 }
 
 // fusedBufs holds one problem's device buffers.
@@ -845,8 +860,9 @@ func TestFusedConv(t *testing.T) {
 		name          string
 		fn            *cu.Function
 		threads, rows int
+		slice         bool // convslice.cu: strides and several channel groups
 	}
-	kernels := []kernel{{"default", k.fn, fusedDefaultThreads, 64}}
+	kernels := []kernel{{"default", k.fn, fusedDefaultThreads, 64, false}}
 	major, minor, err := k.ctx.Device().ComputeCapability()
 	if err != nil {
 		t.Fatal(err)
@@ -855,7 +871,8 @@ func TestFusedConv(t *testing.T) {
 		if strings.Contains(v, "PROBE") {
 			continue
 		}
-		mod, log, err := fusedCompile(k.ctx, major, minor, strings.Fields(v)...)
+		slice, opts := fusedVariant(v)
+		mod, log, err := fusedCompile(k.ctx, major, minor, slice, opts...)
 		if err != nil {
 			t.Errorf("variant %q: %v", v, err)
 			continue
@@ -867,7 +884,7 @@ func TestFusedConv(t *testing.T) {
 			continue
 		}
 		t.Logf("variant %q: %s; %s", v, fnInfo(fn), log)
-		kernels = append(kernels, kernel{v, fn, fusedVariantThreads(v), fusedVariantRows(v)})
+		kernels = append(kernels, kernel{v, fn, fusedVariantThreads(opts), fusedVariantRows(opts), slice})
 	}
 	for i, c := range []struct {
 		n, h, w, c, k int
@@ -900,12 +917,12 @@ func TestFusedConv(t *testing.T) {
 		}
 		ref := p.reference()
 		for _, kn := range kernels {
-			if filterRows(c.c, c.k) > kn.rows {
+			if filterRows(c.c, c.k) > kn.rows || !kn.slice && (c.xs > 0 || c.c > 64) {
 				continue
 			}
 			b := fusedUpload(t, k.ctx, st, p)
 			x, w, bias, slope, y := b.ptrs()
-			if err := fusedLaunch(kn.fn, kn.threads, k.sms, st, x, w, bias, slope, y, p); err != nil {
+			if err := fusedLaunch(kn.fn, kn.threads, k.sms, st, x, w, bias, slope, y, p, kn.slice); err != nil {
 				t.Fatal(err)
 			}
 			all := make([]uint16, p.N*p.H*p.W*p.YS)
@@ -1015,12 +1032,12 @@ func TestFusedConvBench(t *testing.T) {
 			t.Logf("%-44s %8.1f us", name, us)
 		}
 	}
-	fused := func(fn *cu.Function, threads int) func() error {
-		return func() error { return fusedLaunch(fn, threads, k.sms, st, x, w, bias, slope, y, p) }
+	fused := func(fn *cu.Function, threads int, slice bool) func() error {
+		return func() error { return fusedLaunch(fn, threads, k.sms, st, x, w, bias, slope, y, p, slice) }
 	}
 	t.Logf("shape %v, %.1f GFLOP per call, grid %d x %d threads, %d bytes dynamic shared memory; %s",
 		p, flops/1e9, fusedGrid(N, H, W, k.sms), fusedDefaultThreads, fusedSmem, fnInfo(k.fn))
-	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedDefaultThreads))
+	dFused, err := fusedTime(st, 3, 20, fused(k.fn, fusedDefaultThreads, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1123,7 +1140,7 @@ func TestFusedConvBench(t *testing.T) {
 	if err := epi(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fused(k.fn, fusedDefaultThreads)(); err != nil {
+	if err := fused(k.fn, fusedDefaultThreads, false)(); err != nil {
 		t.Fatal(err)
 	}
 	g1, g2 := make([]uint16, N*H*W*K), make([]uint16, N*H*W*K)
@@ -1150,7 +1167,7 @@ func TestFusedConvBench(t *testing.T) {
 		p2 := *p
 		p2.K, p2.YS, p2.nslope = K2, K2, 0
 		d, err := fusedTime(st, 3, 20, func() error {
-			return fusedLaunch(k.fn, fusedDefaultThreads, k.sms, st, x, w, bias, 0, y2.Ptr(), &p2)
+			return fusedLaunch(k.fn, fusedDefaultThreads, k.sms, st, x, w, bias, 0, y2.Ptr(), &p2, false)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -1186,7 +1203,8 @@ func TestFusedConvBench(t *testing.T) {
 	// Variants and probes (see fusedVariants), each timed and, unless a
 	// probe, checked against cuDNN's result.
 	for _, v := range fusedVariants() {
-		mod, _, err := fusedCompile(k.ctx, major, minor, strings.Fields(v)...)
+		slice, opts := fusedVariant(v)
+		mod, _, err := fusedCompile(k.ctx, major, minor, slice, opts...)
 		if err != nil {
 			t.Errorf("variant %q: %v", v, err)
 			continue
@@ -1197,7 +1215,7 @@ func TestFusedConvBench(t *testing.T) {
 			mod.Close()
 			continue
 		}
-		f := fused(fn, fusedVariantThreads(v))
+		f := fused(fn, fusedVariantThreads(opts), slice)
 		d, err := fusedTime(st, 3, 20, f)
 		if err != nil {
 			t.Fatal(err)
@@ -1229,13 +1247,15 @@ func TestFusedConvBench(t *testing.T) {
 }
 
 // fusedVariants returns the kernel variants to check and time, as NVRTC
-// option sets: FUSED_VARIANTS="-DA=1;-DB=1 -DC=2", or by default every
-// warp loading, 4 x 64-pixel tiles with 3 loader warps, and the timing
-// probes.
+// option sets, "slice:" before those of convslice.cu:
+// FUSED_VARIANTS="-DA=1;slice:-DB=1 -DC=2", or by default every warp
+// loading, 4 x 64-pixel tiles with 3 loader warps, the timing probes, and
+// convslice.cu's default build and dense-block builds.
 func fusedVariants() []string {
 	v := os.Getenv("FUSED_VARIANTS")
 	if v == "" {
-		v = "-DCF_PRODUCER=0;-DCF_TM=64 -DCF_PRODUCER=3;-DCF_TM=64 -DCF_FROWS=96;-DCF_TM=64 -DCF_FROWS=96 -DCF_NG=1;-DCF_PROBE_NOLOAD=1;-DCF_PROBE_NOSTORE=1 -DCF_PROBE_NOLOAD=1"
+		v = "-DCF_PRODUCER=0;-DCF_TM=64 -DCF_PRODUCER=3;-DCF_PROBE_NOLOAD=1;-DCF_PROBE_NOSTORE=1 -DCF_PROBE_NOLOAD=1;" +
+			"slice:;slice:-DCF_TM=64 -DCF_FROWS=96;slice:" + strings.Join(sliceSource.Options, " ")
 	}
 	var out []string
 	for _, s := range strings.Split(v, ";") {
@@ -1246,10 +1266,17 @@ func fusedVariants() []string {
 	return out
 }
 
+// fusedVariant splits a variant into its source (convslice.cu: slice) and
+// options.
+func fusedVariant(v string) (slice bool, opts []string) {
+	v, slice = strings.CutPrefix(v, "slice:")
+	return slice, strings.Fields(v)
+}
+
 // fusedVariantRows is a variant's filter rows (CF_FROWS).
-func fusedVariantRows(v string) int {
+func fusedVariantRows(opts []string) int {
 	rows := 64
-	for _, o := range strings.Fields(v) {
+	for _, o := range opts {
 		if n, ok := strings.CutPrefix(o, "-DCF_FROWS="); ok {
 			fmt.Sscan(n, &rows)
 		}
@@ -1258,9 +1285,9 @@ func fusedVariantRows(v string) int {
 }
 
 // fusedVariantThreads is a variant's block size.
-func fusedVariantThreads(v string) int {
+func fusedVariantThreads(opts []string) int {
 	ng, prod := 2, 2
-	for _, o := range strings.Fields(v) {
+	for _, o := range opts {
 		if n, ok := strings.CutPrefix(o, "-DCF_NG="); ok {
 			fmt.Sscan(n, &ng)
 		}
@@ -1335,7 +1362,7 @@ func TestSliceConvBench(t *testing.T) {
 	}
 	var builds []build
 	for _, v := range []string{"-DCF_TM=64 -DCF_FROWS=96", "-DCF_TM=64 -DCF_FROWS=96 -DCF_NG=1"} {
-		mod, _, err := fusedCompile(k.ctx, major, minor, strings.Fields(v)...)
+		mod, _, err := fusedCompile(k.ctx, major, minor, true, strings.Fields(v)...)
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}
@@ -1345,7 +1372,7 @@ func TestSliceConvBench(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %s", v, fnInfo(fn))
-		builds = append(builds, build{v, fn, fusedVariantThreads(v)})
+		builds = append(builds, build{v, fn, fusedVariantThreads(strings.Fields(v))})
 	}
 	var ws *cu.Buffer
 	defer func() {
@@ -1358,7 +1385,7 @@ func TestSliceConvBench(t *testing.T) {
 		p := &fusedProblem{N: N, H: H, W: W, C: c, K: K, XS: CS, YS: CS, At: c, nslope: 1}
 		for _, b := range builds {
 			d, err := fusedTime(st, 3, 20, func() error {
-				return fusedLaunch(b.fn, b.threads, k.sms, st, x.Ptr(), wb.Ptr(), 0, 0, x.Ptr(), p)
+				return fusedLaunch(b.fn, b.threads, k.sms, st, x.Ptr(), wb.Ptr(), 0, 0, x.Ptr(), p, true)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -514,49 +514,43 @@ func fusedTiles(n, h, w int) int { return n * ((h + 1) / 2) * ((w + 127) / 128) 
 // multiprocessor, each looping over tiles of 2 rows x 128 pixels.
 func (b *Backend) fusedConv(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
 	s := x.shape
-	return b.launchFused(b.fused, fusedBlock, fusedSmem, fusedTiles(s.N, s.H, s.W), x, w, act, y.ptr(), y.shape.C)
+	bias, slope, nslope, err := b.fusedEpilogue(w, act)
+	if err != nil {
+		return err
+	}
+	tiles := fusedTiles(s.N, s.H, s.W)
+	return b.fused.Launch(cu.LaunchConfig{
+		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: fusedBlock},
+		SharedMem: fusedSmem, Stream: b.compute,
+	}, x.ptr(), w.w.ptr, bias, slope, nslope, y.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(s.C), int32(w.out))
 }
 
-// launchFused queues fn, a build of the fused kernel (convfused.cu), over
-// tiles: channels [0, w.in) of x convolved into yp, whose pixels are ys
-// values apart.
-func (b *Backend) launchFused(fn *cu.Function, block, smem, tiles int, x *Tensor, w *convWeights, act backend.Activation, yp cu.DevicePtr, ys int) error {
-	s := x.shape
-	var bias, slope cu.DevicePtr
-	var nslope int32
+// fusedEpilogue returns the fused kernels' bias (0: none) and PReLU slopes
+// (0: no activation; ReLU and leaky ReLU as one shared slope) for w and act.
+func (b *Backend) fusedEpilogue(w *convWeights, act backend.Activation) (bias, slope cu.DevicePtr, nslope int32, err error) {
 	if w.bias != nil {
 		bias = w.bias.ptr
 	}
 	switch act.Kind {
 	case backend.ActPReLU:
-		var err error
-		if _, _, slope, nslope, err = b.actArgs(act); err != nil {
-			return err
-		}
+		_, _, slope, nslope, err = b.actArgs(act)
 	case backend.ActReLU, backend.ActLeaky:
 		v := act.Alpha
 		if act.Kind == backend.ActReLU {
 			v = 0
 		}
-		var err error
-		if slope, err = b.sharedSlope(v); err != nil {
-			return err
-		}
+		slope, err = b.sharedSlope(v)
 		nslope = 1
 	}
-	return fn.Launch(cu.LaunchConfig{
-		Grid: cu.Dim3{X: uint32(min(tiles, b.sms))}, Block: cu.Dim3{X: uint32(block)},
-		SharedMem: uint32(smem), Stream: b.compute,
-	}, x.ptr(), w.w.ptr, bias, slope, nslope, yp, int32(s.N), int32(s.H), int32(s.W), int32(w.in), int32(w.out), int32(s.C), int32(ys))
+	return bias, slope, nslope, err
 }
 
-// sliceSource is the fused kernel's dense-block build (see convfused.cu):
-// tiles of 4 rows x 64 pixels, room for 96 filter rows, so that a
-// 32-output convolution reads up to 192 channels, and 4 compute warps of
-// 64 pixels x 32 channels (on the H200, 64 -> 32 of a 192-channel buffer
-// took 155 us for 4 frames of 640x360 with them, 191 us with 8 warps of 16
-// channels).
-var sliceSource = &Source{Name: "convslice.cu", Code: fusedConvSource, Options: []string{"-DCF_TM=64", "-DCF_FROWS=96", "-DCF_NG=1"}}
+// sliceSource is its dense-block build: tiles of 4 rows x 64 pixels, room
+// for 96 filter rows, so that a 32-output convolution reads up to 192
+// channels, and 4 compute warps of 64 pixels x 32 channels (on the H200,
+// 64 -> 32 of a 192-channel buffer took 155 us for 4 frames of 640x360 with
+// them, 191 us with 8 warps of 16 channels).
+var sliceSource = &Source{Name: "convslice.cu", Code: sliceConvCode, Options: []string{"-DCF_TM=64", "-DCF_FROWS=96", "-DCF_NG=1"}}
 
 // Launch shape of sliceSource's kernel.
 const (
@@ -628,7 +622,15 @@ func (b *Backend) SliceConv(xt backend.Tensor, wt backend.Weights, p backend.Con
 		return b.sliceConvCopies(x, w, p, act, y, at)
 	}
 	s := x.shape
-	return b.launchFused(b.slice, sliceBlock, sliceSmem, sliceTiles(s.N, s.H, s.W), x, w, act, y.ptr().Add(at*b.esize()), y.shape.C)
+	bias, slope, nslope, err := b.fusedEpilogue(w, act)
+	if err != nil {
+		return err
+	}
+	return b.slice.Launch(cu.LaunchConfig{
+		Grid: cu.Dim3{X: uint32(min(sliceTiles(s.N, s.H, s.W), b.sms))}, Block: cu.Dim3{X: sliceBlock},
+		SharedMem: sliceSmem, Stream: b.compute,
+	}, x.ptr(), w.w.ptr, bias, slope, nslope, y.ptr().Add(at*b.esize()), int32(s.N), int32(s.H), int32(s.W),
+		int32(w.in), int32(w.out), int32(s.C), int32(y.shape.C))
 }
 
 // sliceConvCopies is SliceConv through copies of the channels.
