@@ -545,7 +545,7 @@ func (b *Backend) fusedEpilogue(w *convWeights, act backend.Activation) (bias, s
 	return bias, slope, nslope, err
 }
 
-// sliceSource is its dense-block build: tiles of 4 rows x 64 pixels, room
+// sliceSource is convslice.cu's dense-block build: tiles of 4 rows x 64 pixels, room
 // for 96 filter rows, so that a 32-output convolution reads up to 192
 // channels, and 4 compute warps of 64 pixels x 32 channels (on the H200,
 // 64 -> 32 of a 192-channel buffer took 155 us for 4 frames of 640x360 with
