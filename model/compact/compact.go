@@ -268,12 +268,7 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 	if n := wr.Remaining(); n != 0 {
 		return fmt.Errorf("weight file has %d bytes more than the graph reads: it does not belong to this .param", n)
 	}
-	m.uses = make([]int, m.nblobs)
-	for _, o := range m.ops {
-		for _, i := range o.in {
-			m.uses[i]++
-		}
-	}
+	m.countUses()
 	m.output = -1
 	for _, o := range m.ops {
 		if m.uses[o.out] == 0 {

@@ -19,8 +19,8 @@ type sliceOut struct{ buf, at int }
 // allocates it and copies the block's first input x into it, and the
 // convolution computing each later part reads a prefix of it (a shorter
 // Concat) and writes straight into its own channels. The copies of every
-// part into every later Concat go away. Blocks whose
-// convolutions the backend cannot run so keep their Concats.
+// part into every later Concat go away. Blocks whose convolutions the
+// backend cannot run so keep their Concats.
 func (m *Model) denseBuffers() {
 	sc, ok := m.b.(backend.SliceConver)
 	if !ok {
@@ -58,9 +58,8 @@ func (m *Model) denseBuffers() {
 	starts := map[int][]*op{} // op index -> the opBuffers to insert before it
 	for _, d := range blocks {
 		starts[d.start] = append(starts[d.start], &op{layer: d.top.layer, kind: opBuffer, in: []int{d.top.in[0]}, out: d.top.out})
-		for blob, at := range d.parts {
-			c := m.producer(blob)
-			c.into = &sliceOut{buf: d.top.out, at: at}
+		for _, c := range d.convs {
+			c.into = &sliceOut{buf: d.top.out, at: d.parts[c.out]}
 		}
 		for _, o := range d.readers {
 			o.in[0] = d.top.out
@@ -81,6 +80,7 @@ func (m *Model) denseBuffers() {
 type denseBlock struct {
 	top     *op         // the longest Concat: its blob is the buffer
 	parts   map[int]int // blobs after the first input -> their channel offset
+	convs   []*op       // the convolutions computing them
 	readers []*op       // the convolutions reading a shorter Concat
 	start   int         // the op before which the buffer is made
 }
@@ -113,7 +113,6 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 		d.parts[blob] = at
 		at += m.chans[blob]
 	}
-	produced := 0
 	for i, o := range m.ops {
 		for k, blob := range o.in {
 			if _, part := d.parts[blob]; part && (o.kind != opConcat || !memberOut[o.out]) {
@@ -134,7 +133,7 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 			if o.kind != opConv || len(o.in) != 1 {
 				return d, false
 			}
-			produced++
+			d.convs = append(d.convs, o)
 			inC := m.chans[o.in[0]]
 			if memberOut[o.in[0]] {
 				inC = width
@@ -145,7 +144,7 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 			d.start = min(d.start, i)
 		}
 	}
-	if produced != len(d.parts) {
+	if len(d.convs) != len(d.parts) {
 		return d, false // a part is the model's input
 	}
 	for _, o := range m.ops[:d.start] {
@@ -159,16 +158,6 @@ func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (dens
 // isPrefix reports whether a is a prefix of b.
 func isPrefix(a, b []int) bool {
 	return len(a) <= len(b) && slices.Equal(a, b[:len(a)])
-}
-
-// producer returns the op that computes blob.
-func (m *Model) producer(blob int) *op {
-	for _, o := range m.ops {
-		if o.out == blob {
-			return o
-		}
-	}
-	return nil
 }
 
 // countUses counts how many ops read each blob, a buffer written into
