@@ -115,7 +115,7 @@ request warms up; the mean is over the others.`,
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	addFamilyFlags(fl)
 	fl.BoolVar(&f.noEncode, "no-encode", false, "bring frames back to the host and drop them: measures everything but the encoder")
-	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernel (for comparison)")
+	fl.BoolVar(&f.cudnn, "no-fused-conv", false, "run every convolution through cuDNN plus a bias/PReLU pass instead of vsr's fused kernels, dense blocks' concatenations as copies (for comparison)")
 	fl.StringVar(&f.profile, "cpuprofile", "", "write a Go CPU profile of all requests to this file (go tool pprof)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the last output file (printed) instead of deleting it")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
