@@ -548,7 +548,7 @@ func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() erro
 	return func() error {
 		defer func() { s.free <- g }()
 		_, err := l.Live(ctx, pipeline.LiveRequest{
-			Input:  video.LiveInput{URL: q.Input, Protocols: ls.InputProtocols},
+			Input:  video.LiveInput{URL: q.Input, Protocols: ls.InputProtocols, Formats: ls.InputFormats, Options: ls.InputOptions},
 			Output: video.LiveOutput{URL: q.Output, Format: q.Container, Encode: enc, Protocols: ls.OutputProtocols},
 			Batch:  1, MaxLatency: time.Duration(q.MaxLatency * float64(time.Second)), Drop: q.Overload == "drop",
 			IdleTimeout: idle, Reconnect: q.Reconnect, Stats: ls.Stats, StatsEvery: time.Second,

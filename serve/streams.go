@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +27,8 @@ type StreamRequest struct {
 	Codec     string `json:"codec,omitempty"`
 	CRF       *int   `json:"crf,omitempty"`
 	Preset    string `json:"preset,omitempty"`
-	// MaxLatency and IdleTimeout are in seconds (IdleTimeout default 10).
+	// MaxLatency (0..maxLatency) and IdleTimeout (0..maxIdleTimeout) are
+	// in seconds (IdleTimeout default 10).
 	MaxLatency  float64 `json:"max_latency,omitempty"`
 	IdleTimeout float64 `json:"idle_timeout,omitempty"`
 	// Overload is wait (default) or drop.
@@ -37,11 +36,18 @@ type StreamRequest struct {
 	Reconnect bool   `json:"reconnect,omitempty"`
 }
 
-// LiveSession is a live session's parameters as a runner gets them.
+// LiveSession is a live session's parameters as a runner gets them,
+// checked: Request's Input and Output are the URLs rebuilt from their
+// checked parts (what ffmpeg must be given), its Container the output's
+// (never empty), its durations bounded.
 type LiveSession struct {
 	Request StreamRequest
 	// Protocols are the only protocols ffmpeg may open for each URL.
 	InputProtocols, OutputProtocols []string
+	// InputFormats are the only demuxers ffmpeg may use for the input
+	// (-format_whitelist); InputOptions more input options, as key=value
+	// (max_redirects=0 for an http source of a rule that names its host).
+	InputFormats, InputOptions []string
 	// Stats receives the statistics as they come.
 	Stats func(pipeline.LiveStats)
 }
@@ -57,78 +63,6 @@ type StreamRunner interface {
 
 // ErrBusy is a StreamRunner's answer when every device is taken.
 var ErrBusy = errors.New("every device is busy (a live session holds a device for as long as it runs; file tasks hold one each while they run): stop a session or try later")
-
-// streamProtocols are the ffmpeg protocols each scheme of an allowed URL
-// may use, and no others: a playlist or manifest cannot make ffmpeg open
-// a file or another kind of URL.
-var streamProtocols = map[string][]string{
-	"udp": {"udp"}, "tcp": {"tcp"}, "srt": {"srt"}, "rtp": {"rtp", "udp"},
-	"rtmp": {"rtmp", "tcp"}, "rtmps": {"rtmps", "tcp", "tls"},
-	"rtsp": {"rtsp", "rtp", "udp", "tcp"},
-	"http": {"http", "tcp"}, "https": {"https", "http", "tcp", "tls", "crypto"},
-}
-
-// allowRule is one entry of Config.StreamAllow: scheme://host[:port],
-// host "*" for any.
-type allowRule struct{ scheme, host, port string }
-
-// parseAllow reads the entries of --stream-allow.
-func parseAllow(list []string) ([]allowRule, error) {
-	var rules []allowRule
-	for _, e := range list {
-		u, err := url.Parse(e)
-		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, fmt.Errorf("--stream-allow %q: want scheme://host or scheme://host:port (host * for any)", e)
-		}
-		s := strings.ToLower(u.Scheme)
-		if streamProtocols[s] == nil {
-			return nil, fmt.Errorf("--stream-allow %q: scheme %s is not a stream protocol vsr allows (%s)", e, s, strings.Join(schemes(), ", "))
-		}
-		rules = append(rules, allowRule{s, strings.ToLower(u.Hostname()), u.Port()})
-	}
-	return rules, nil
-}
-
-func schemes() []string {
-	var s []string
-	for k := range streamProtocols {
-		s = append(s, k)
-	}
-	slices.Sort(s)
-	return s
-}
-
-// allowed checks a stream URL against the rules and returns the ffmpeg
-// protocols it may use.
-func (s *Service) allowed(field, raw string) ([]string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("field %q: %q is not a URL (scheme://host:port)", field, raw)
-	}
-	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
-	for _, r := range s.allow {
-		if r.scheme == scheme && (r.host == "*" || r.host == host || net.ParseIP(r.host).Equal(net.ParseIP(host)) && net.ParseIP(host) != nil) &&
-			(r.port == "" || r.port == port) {
-			return streamProtocols[scheme], nil
-		}
-	}
-	if len(s.allow) == 0 {
-		return nil, fmt.Errorf("field %q: %s is not allowed: this server allows no stream URLs (start it with --stream-allow scheme://host)", field, raw)
-	}
-	return nil, fmt.Errorf("field %q: %s is not allowed (--stream-allow lets in %s)", field, raw, s.allowList())
-}
-
-func (s *Service) allowList() string {
-	var l []string
-	for _, r := range s.allow {
-		e := r.scheme + "://" + r.host
-		if r.port != "" {
-			e += ":" + r.port
-		}
-		l = append(l, e)
-	}
-	return strings.Join(l, ", ")
-}
 
 // liveStream is a session the service runs.
 type liveStream struct {
@@ -151,6 +85,71 @@ type streams struct {
 	byID map[string]*liveStream
 }
 
+// Bounds of a live session's durations, in seconds.
+const (
+	maxLatency     = 60
+	maxIdleTimeout = 3600
+)
+
+// checkStream checks a live session's request as a task's is checked
+// (model, params, codec, crf and preset, the encoder tried in the
+// container's file format) and its URLs against the allow rules, and
+// returns what a runner gets, the request as answers show it (the URLs
+// rebuilt without their secrets) and the secrets (passwords, passphrases)
+// to redact from any other text shown.
+func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, secrets []string, err error) {
+	in, err := s.allowed("input", q.Input)
+	if err != nil {
+		return ls, shown, nil, err
+	}
+	out, err := s.allowed("output", q.Output)
+	if err != nil {
+		return ls, shown, nil, err
+	}
+	containers := streamContainers[out.scheme]
+	switch {
+	case q.Container == "":
+		q.Container = containers[0]
+	case !slices.Contains(containers, q.Container):
+		return ls, shown, nil, fmt.Errorf("field \"container\": %q: a %s output takes %s", q.Container, out.scheme, strings.Join(containers, ", "))
+	}
+	switch {
+	case q.Overload != "" && q.Overload != "wait" && q.Overload != "drop":
+		err = fmt.Errorf("field \"overload\": %q: want wait or drop", q.Overload)
+	case !(q.MaxLatency >= 0 && q.MaxLatency <= maxLatency):
+		err = fmt.Errorf("field \"max_latency\": %g: want seconds in 0..%d (0: one second)", q.MaxLatency, maxLatency)
+	case !(q.IdleTimeout >= 0 && q.IdleTimeout <= maxIdleTimeout):
+		err = fmt.Errorf("field \"idle_timeout\": %g: want seconds in 0..%d (0: 10)", q.IdleTimeout, maxIdleTimeout)
+	default:
+		err = s.check(ctx, &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
+			SaveResultPath: "stream" + containerExt[q.Container]})
+	}
+	if err != nil {
+		return ls, shown, nil, err
+	}
+	shown = q
+	shown.Input, shown.Output = in.Redacted(), out.Redacted()
+	q.Input, q.Output = in.String(), out.String()
+	ls = LiveSession{Request: q, InputProtocols: streamProtocols[in.scheme], OutputProtocols: streamProtocols[out.scheme],
+		InputFormats: streamDemuxers[in.scheme]}
+	if in.scheme == "http" || in.scheme == "https" {
+		if in.rule.host == "*" {
+			ls.InputFormats = append(slices.Clip(ls.InputFormats), "hls", "dash")
+		} else {
+			ls.InputOptions = []string{"max_redirects=0"} // no other host
+		}
+	}
+	return ls, shown, append(in.secrets(), out.secrets()...), nil
+}
+
+// redact replaces the secrets in msg by xxxxx.
+func redact(msg string, secrets []string) string {
+	for _, x := range secrets {
+		msg = strings.ReplaceAll(msg, x, "xxxxx")
+	}
+	return msg
+}
+
 func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 	sr, ok := s.runner.(StreamRunner)
 	if !ok || s.cfg.Remote {
@@ -164,22 +163,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	in, err := s.allowed("input", q.Input)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	out, err := s.allowed("output", q.Output)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	switch {
-	case q.Overload != "" && q.Overload != "wait" && q.Overload != "drop":
-		err = fmt.Errorf("field \"overload\": %q: want wait or drop", q.Overload)
-	case q.MaxLatency < 0 || q.IdleTimeout < 0:
-		err = errors.New("fields \"max_latency\" and \"idle_timeout\" are seconds, not negative")
-	}
+	session, q, secrets, err := s.checkStream(r.Context(), q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -187,18 +171,19 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 	ls := &liveStream{ID: newStreamID(), Status: "running", Request: q, Started: time.Now().UTC(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	ls.cancel = cancel
-	run, err := sr.Stream(ctx, LiveSession{Request: q, InputProtocols: in, OutputProtocols: out, Stats: func(st pipeline.LiveStats) {
+	session.Stats = func(st pipeline.LiveStats) {
 		s.live.mu.Lock()
 		ls.Stats = st
 		s.live.mu.Unlock()
-	}})
+	}
+	run, err := sr.Stream(ctx, session)
 	if err != nil {
 		cancel()
 		code := http.StatusBadRequest
 		if errors.Is(err, ErrBusy) {
 			code = http.StatusServiceUnavailable
 		}
-		writeError(w, code, err.Error())
+		writeError(w, code, redact(err.Error(), secrets))
 		return
 	}
 	s.mu.Lock()
@@ -230,22 +215,14 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		case ls.stopAsked:
 			ls.Status = "stopped"
 		case err != nil:
-			ls.Status, ls.Error = "failed", oneLine(err.Error())
+			ls.Status, ls.Error = "failed", redact(oneLine(err.Error()), secrets)
 		default:
 			ls.Status = "finished"
 		}
 		s.log.Info("live session ended", "stream", ls.ID, "status", ls.Status, "error", ls.Error)
 	}()
-	s.log.Info("live session started", "stream", ls.ID, "input", redacted(q.Input), "output", redacted(q.Output))
+	s.log.Info("live session started", "stream", ls.ID, "input", q.Input, "output", q.Output)
 	writeJSON(w, http.StatusCreated, s.streamView(ls))
-}
-
-// redacted is a URL for the log: a password in it is replaced by xxxxx.
-func redacted(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return raw
 }
 
 func newStreamID() string {

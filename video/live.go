@@ -28,6 +28,10 @@ type LiveInput struct {
 	// input (-protocol_whitelist): a playlist or manifest cannot make it
 	// pull other URLs.
 	Protocols []string
+	// Formats, when set, are the only demuxers ffmpeg may use for this
+	// input (-format_whitelist): a source cannot turn out to be a playlist
+	// or a concat list that opens more inputs.
+	Formats []string
 	// NoAudio drops the source's audio.
 	NoAudio bool
 	// Stdin is read for URL "-" (default os.Stdin).
@@ -88,6 +92,9 @@ func OpenLive(ctx context.Context, in LiveInput) (*LiveDecoder, error) {
 	args := append([]string{}, baseArgs...)
 	if len(in.Protocols) > 0 {
 		args = append(args, "-protocol_whitelist", strings.Join(in.Protocols, ","))
+	}
+	if len(in.Formats) > 0 {
+		args = append(args, "-format_whitelist", strings.Join(in.Formats, ","))
 	}
 	if in.Format != "" {
 		args = append(args, "-f", in.Format)
