@@ -110,3 +110,71 @@ func TestLiveRoundTrip(t *testing.T) {
 		t.Errorf("the HLS output has %d frames (audio %v), %d written", info.Frames, info.HasAudio, frames)
 	}
 }
+
+// TestLiveInputWhitelists: a live input given Formats refuses a source
+// that turns out to be a playlist (whose segments name another port), and
+// one given max_redirects=0 follows no HTTP redirect: in neither case is
+// the other port reached.
+func TestLiveInputWhitelists(t *testing.T) {
+	needFFmpeg(t)
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	reached := make(chan bool, 4)
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			reached <- true
+			c.Close()
+		}
+	}()
+	serve := func(reply string) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				c.Read(make([]byte, 4096))
+				io.WriteString(c, reply)
+				c.Close()
+			}
+		}()
+		return l.Addr().String()
+	}
+	seg := fmt.Sprintf("http://%s/seg.ts", other.Addr())
+	m3u8 := "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n" + seg + "\n#EXT-X-ENDLIST\n"
+	playlist := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/vnd.apple.mpegurl\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(m3u8), m3u8)
+	redirect := fmt.Sprintf("HTTP/1.1 302 Found\r\nLocation: http://%s/x.ts\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", other.Addr())
+	for _, in := range []LiveInput{
+		{URL: "http://" + serve(playlist) + "/live.m3u8", Protocols: []string{"http", "tcp"}, Formats: []string{"mpegts", "matroska", "nut", "flv"}},
+		{URL: "http://" + serve(redirect) + "/live.ts", Protocols: []string{"http", "tcp"}, Options: []string{"max_redirects=0"}},
+	} {
+		dec, err := OpenLive(testCtx(t), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dec.Header(); err == nil {
+			t.Errorf("%s: read a header", in.URL)
+		} else {
+			t.Logf("%s: %v", in.URL, err)
+		}
+		dec.Close()
+		select {
+		case <-reached:
+			t.Errorf("%s: ffmpeg reached %s", in.URL, other.Addr())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
