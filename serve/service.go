@@ -113,7 +113,8 @@ type Config struct {
 	// Serve lets requests in flight finish at shutdown (10 s).
 	CancelWait, DrainTimeout time.Duration
 	// StreamAllow lists the URLs live sessions may read and write, as
-	// scheme://host[:port] (host * for any); none: no live sessions.
+	// scheme://host[:port] (host * for any), with ?listen where they may
+	// listen; none: no live sessions.
 	StreamAllow []string
 }
 

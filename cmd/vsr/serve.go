@@ -78,7 +78,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.inputRoot, "input-root", "", "directory that video_path must resolve inside; uploads are stored here (default DATA/input)")
 	fl.StringVar(&f.outputRoot, "output-root", "", "directory that save_result_path must resolve inside (default DATA/output)")
 	fl.IntVar(&f.maxQueue, "max-queue", 100, "most tasks waiting in the queue; more get 503")
-	fl.StringSliceVar(&f.streamAllow, "stream-allow", nil, "URLs live sessions (POST /v1/streams) may read and write, as scheme://host[:port] (host * for any), repeatable; none: no live sessions")
+	fl.StringSliceVar(&f.streamAllow, "stream-allow", nil, "URLs live sessions (POST /v1/streams) may read and write, as scheme://host[:port] (host * for any; ?listen to let them listen there), repeatable; none: no live sessions")
 	fl.Int64Var(&f.maxUpload, "max-upload", 2<<30, "largest upload in bytes; larger get 413")
 	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; more wait to be accepted")
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
