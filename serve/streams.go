@@ -133,7 +133,7 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	ls = LiveSession{Request: q, InputProtocols: streamProtocols[in.scheme], OutputProtocols: streamProtocols[out.scheme],
 		InputFormats: streamDemuxers[in.scheme]}
 	if in.scheme == "http" || in.scheme == "https" {
-		if in.rule.host == "*" {
+		if in.rule.host == "*" && in.rule.port == 0 {
 			ls.InputFormats = append(slices.Clip(ls.InputFormats), "hls", "dash")
 		} else {
 			ls.InputOptions = []string{"max_redirects=0"} // no other host

@@ -143,7 +143,7 @@ func TestStreamTeeRefused(t *testing.T) {
 func TestStreamURLTricks(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
 	e := newEnv(t, Config{StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1", "srt://127.0.0.1:7000",
-		"rtmp://127.0.0.1", "http://127.0.0.1:8080", "https://*"}}, f)
+		"rtmp://127.0.0.1", "http://127.0.0.1:8080", "https://*", "http://*:8081"}}, f)
 	const out = "udp://127.0.0.1:5000"
 	for _, c := range []struct {
 		in, want string
@@ -199,6 +199,7 @@ func TestStreamURLTricks(t *testing.T) {
 		// An http source of a named host follows no redirect and is no
 		// playlist; one from any host may be.
 		{"http://127.0.0.1:8080/live.ts", out, "http://127.0.0.1:8080/live.ts", out, []string{"mpegts", "matroska", "nut", "flv"}, []string{"max_redirects=0"}},
+		{"http://cdn.example.com:8081/live.ts", out, "http://cdn.example.com:8081/live.ts", out, []string{"mpegts", "matroska", "nut", "flv"}, []string{"max_redirects=0"}},
 		{"https://cdn.example.com/live.m3u8", out, "https://cdn.example.com:443/live.m3u8", out, []string{"mpegts", "matroska", "nut", "flv", "hls", "dash"}, nil},
 	} {
 		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": c.in, "output": c.out})
@@ -296,12 +297,14 @@ func TestStreamSecretsRedacted(t *testing.T) {
 	if code != 400 {
 		t.Errorf("a URL no rule lists: %d %v", code, m)
 	}
-	code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "rtmp://bob:" + pass + "@127.0.0.1/live/x|y"})
-	check("a URL that does not parse", m)
-	if code != 400 {
-		t.Errorf("a URL with '|': %d %v", code, m)
+	for _, bad := range []string{"rtmp://bob:" + pass + "@127.0.0.1/live/x|y", "rtmp://bob:" + pass + "/x@127.0.0.1/live|y"} {
+		code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": bad})
+		check("a URL that does not parse", m)
+		if code != 400 {
+			t.Errorf("a URL with '|': %d %v", code, m)
+		}
 	}
-	if len(answers) != 7 {
+	if len(answers) != 8 {
 		t.Errorf("%d answers checked", len(answers))
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -65,7 +66,8 @@ var containerExt = map[string]string{
 // streamDemuxers are the only demuxers ffmpeg may use for a live input of
 // each scheme (-format_whitelist): no playlist, concat or other format
 // that opens more inputs. An http(s) source matched by a rule for any host
-// may also be an HLS or DASH playlist (its segments come from anywhere).
+// and port may also be an HLS or DASH playlist (its segments come from
+// anywhere) and redirect; others get max_redirects=0 (checkStream).
 var streamDemuxers = map[string][]string{
 	"udp": {"mpegts", "matroska", "nut"}, "tcp": {"mpegts", "matroska", "nut", "flv"},
 	"srt": {"mpegts", "matroska", "nut"}, "rtp": {"rtp"},
@@ -112,6 +114,8 @@ func only(s, extra string) bool {
 	return true
 }
 
+var errUserinfo = errors.New("want user:password@ of letters, digits and -._~!$&'()*+,;= (no '@', '%', '/', '?' or '#')")
+
 // parseStreamURL parses a live session's URL. A rule (rule true) may have
 // host "*", no port (any) and no user, path or options.
 func parseStreamURL(raw string, rule bool) (*streamURL, error) {
@@ -139,7 +143,7 @@ func parseStreamURL(raw string, rule bool) (*streamURL, error) {
 		auth = auth[at+1:]
 		u.user, u.pass, u.hasPass = strings.Cut(ui, ":")
 		if rule || u.user == "" || !only(u.user, "!$&'()*+,;=") || !only(u.pass, "!$&'()*+,;=:") {
-			return nil, fmt.Errorf("want user:password@ of letters, digits and -._~!$&'()*+,;= (no '@', '%%', '/', '?' or '#')")
+			return nil, errUserinfo
 		}
 	}
 	if err := u.hostPort(auth, rule); err != nil {
@@ -383,7 +387,15 @@ type checkedURL struct {
 func (s *Service) allowed(field, raw string) (checkedURL, error) {
 	u, err := parseStreamURL(raw, false)
 	if err != nil {
-		return checkedURL{}, fmt.Errorf("field %q: %q is not a URL vsr takes: %v", field, redactedURL(raw), err)
+		// What is wrong, said of the URL with its password masked: the
+		// message quotes no part of the password.
+		shown, masked := redactedURL(raw)
+		if masked {
+			if _, err = parseStreamURL(shown, false); err == nil {
+				err = errUserinfo
+			}
+		}
+		return checkedURL{}, fmt.Errorf("field %q: %q is not a URL vsr takes: %v", field, shown, err)
 	}
 	if u.port == 0 {
 		if u.port = defaultPorts[u.scheme]; u.port == 0 {
@@ -413,25 +425,18 @@ func (s *Service) allowList() string {
 	return strings.Join(l, ", ")
 }
 
-// redactedURL is a URL that did not parse, for an answer or the log: what
-// could be a password (between "://" and the last '@' before the path) is
-// replaced by xxxxx.
-func redactedURL(raw string) string {
+// redactedURL is a URL that did not parse, for an answer or the log:
+// whatever lies between "://user:" and the last '@' (a password, and more
+// when the URL is odd) is replaced by xxxxx; masked says whether it was.
+func redactedURL(raw string) (shown string, masked bool) {
 	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return raw, false
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
+	user, pass, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass || pass == "" {
+		return raw, false
 	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return raw
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return raw
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	return scheme + "://" + user + ":xxxxx" + rest[at:], true
 }
