@@ -136,8 +136,8 @@ func TestPlaylistInputs(t *testing.T) {
 			}
 			for _, id := range ids {
 				m := e.wait(id, Failed)
-				if msg, _ := m["error"].(string); !strings.Contains(msg, "demuxer") || strings.Contains(msg, "\n") {
-					t.Errorf("task %s failed with %q, not the format's refusal", id, msg)
+				if msg, _ := m["error"].(string); !strings.Contains(msg, "demuxer") || strings.Contains(msg, "\n") || m["error_type"] != "InputFormat" {
+					t.Errorf("task %s failed with %q (%v), not the format's refusal", id, msg, m["error_type"])
 				}
 				if code, m, _ := e.do("GET", "/v1/tasks/"+id+"/result", nil); code == 200 {
 					t.Errorf("task %s serves a result: %v", id, m)

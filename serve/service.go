@@ -762,6 +762,7 @@ func errorType(err error) string {
 		{video.ErrNotVideo, "NotVideo"}, {video.ErrNoFrames, "NoFrames"},
 		{video.ErrTruncated, "TruncatedVideo"}, {video.ErrCorrupt, "CorruptVideo"},
 		{video.ErrExists, "OutputExists"}, {video.ErrNoFFmpeg, "NoFFmpeg"},
+		{video.ErrFormat, "InputFormat"}, {video.ErrLimit, "InputLimit"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.name
