@@ -3,6 +3,8 @@ package video
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -140,7 +142,39 @@ func inputArgs(path string, allowPlaylists bool) []string {
 	if allowPlaylists {
 		return []string{"-i", fileArg(path)}
 	}
-	return []string{"-protocol_whitelist", "file", "-format_whitelist", strings.Join(allowedFormats, ","), "-i", fileArg(path)}
+	args := []string{"-protocol_whitelist", "file", "-format_whitelist", strings.Join(allowedFormats, ",")}
+	if f := imageDemuxer(path); f != "" {
+		args = append(args, "-f", f)
+	}
+	return append(args, "-i", fileArg(path))
+}
+
+// imageDemuxer returns the demuxer of a file that begins as a PNG, JPEG,
+// WebP, BMP or TIFF image does, "" for any other. Without it ffmpeg reads
+// some JPEGs named .jpg with image2 (its look at their first 2 KiB is less
+// sure than the extension), the demuxer of file name patterns.
+func imageDemuxer(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var h [12]byte
+	n, _ := io.ReadFull(f, h[:])
+	b := string(h[:n])
+	switch {
+	case strings.HasPrefix(b, "\x89PNG\r\n\x1a\n"):
+		return "png_pipe"
+	case strings.HasPrefix(b, "\xff\xd8\xff"):
+		return "jpeg_pipe"
+	case n == 12 && b[:4] == "RIFF" && b[8:] == "WEBP":
+		return "webp_pipe"
+	case strings.HasPrefix(b, "BM"):
+		return "bmp_pipe"
+	case strings.HasPrefix(b, "II*\x00") || strings.HasPrefix(b, "MM\x00*"):
+		return "tiff_pipe"
+	}
+	return ""
 }
 
 // reRefused finds ffmpeg's refusal of a demuxer not on the allow-list,

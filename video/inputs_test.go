@@ -100,9 +100,13 @@ func TestAllowPlaylists(t *testing.T) {
 func TestAllowedFormats(t *testing.T) {
 	needFFmpeg(t)
 	png := fixture(t, "still.png", "-f", "lavfi", "-i", "testsrc2=s=32x24", "-frames:v", "1")
-	jpg := fixture(t, "still.jpg", "-f", "lavfi", "-i", "testsrc2=s=32x24", "-frames:v", "1")
+	// ffmpeg reads this one with image2 when left to choose.
+	jpg := fixture(t, "still.jpg", "-f", "lavfi", "-i", "testsrc2=s=120x90", "-frames:v", "1", "-c:v", "mjpeg", "-pix_fmt", "yuvj444p", "-q:v", "2")
+	bmp := fixture(t, "still.bmp", "-f", "lavfi", "-i", "testsrc2=s=32x24", "-frames:v", "1")
+	tif := fixture(t, "still.tif", "-f", "lavfi", "-i", "testsrc2=s=32x24", "-frames:v", "1")
+	webp := fixture(t, "still.webp", "-f", "lavfi", "-i", "testsrc2=s=32x24", "-frames:v", "1", "-c:v", "libwebp")
 	webm := fixture(t, "three.webm", "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-frames:v", "3", "-c:v", "libvpx", "-b:v", "100k")
-	paths := []string{clipPath(t, clips[2]), clipPath(t, clips[1]), webm, png, jpg, secretTS(t)}
+	paths := []string{clipPath(t, clips[2]), clipPath(t, clips[1]), webm, png, jpg, bmp, tif, webp, secretTS(t)}
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			probeModes(t, func(t *testing.T, tl tools) {
