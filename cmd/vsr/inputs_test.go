@@ -37,6 +37,12 @@ func TestAllowPlaylists(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "1 of the 1 files") {
 		t.Errorf("restore of a folder with a playlist: %v", err)
 	}
+	if _, err := vsr(t, "probe", list); err == nil || !strings.Contains(err.Error(), "--allow-playlists") {
+		t.Errorf("probe of a playlist: %v", err)
+	}
+	if o, err := vsr(t, "probe", list, "--allow-playlists"); err != nil || !strings.Contains(o, "hls") {
+		t.Errorf("probe --allow-playlists: %v\n%s", err, o)
+	}
 	if _, err := vsr(t, "restore", list, "-o", out, "--allow-playlists", "--progress", "none", "--device", "cpu", "--segments", "2"); err != nil {
 		t.Fatalf("restore --allow-playlists: %v", err)
 	}
