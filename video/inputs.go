@@ -72,10 +72,11 @@ type Limits struct {
 
 // DefaultLimits are the limits of a zero Limits: 16384 pixels a side and
 // 2^27 a frame (16384x8192; 8K UHD is 33 million), 2 million frames (over
-// 9 hours at 60 frames a second), 24 hours, 64 streams.
+// 9 hours at 60 frames a second), 48 hours (past the 26.5 hours that an
+// MPEG-TS capture whose timestamps wrapped can claim), 64 streams.
 var DefaultLimits = Limits{
 	MaxWidth: 16384, MaxHeight: 16384, MaxPixels: 1 << 27,
-	MaxFrames: 2_000_000, MaxDuration: 24 * time.Hour, MaxStreams: 64,
+	MaxFrames: 2_000_000, MaxDuration: 48 * time.Hour, MaxStreams: 64,
 }
 
 // withDefaults fills l's zero fields from DefaultLimits.
