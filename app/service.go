@@ -401,6 +401,15 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 	return nil
 }
 
+// CheckInput reads the header of a submitted task's input (see
+// video.ProbeHeader): a playlist or list of files, a file that is no video
+// or image vsr reads, or one over video.DefaultLimits is refused before the
+// task is queued. The task's run probes the input again, whole.
+func (s *Service) CheckInput(ctx context.Context, q *serve.Request, path string) error {
+	_, err := video.ProbeHeader(ctx, path, video.ProbeOptions{})
+	return err
+}
+
 // encode is a request's encoder settings for an output of extension ext:
 // its own, else the server's; an image's for an image.
 func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, error) {
@@ -507,6 +516,7 @@ func (s *Service) Close() {
 var (
 	_ serve.Runner         = (*Service)(nil)
 	_ serve.Validator      = (*Service)(nil)
+	_ serve.InputChecker   = (*Service)(nil)
 	_ serve.MemoryReporter = (*Service)(nil)
 	_ serve.Metadataer     = (*Service)(nil)
 )

@@ -292,7 +292,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			e.Intermediate = true // the joined file is synced
 			e.NoReplace = false   // a hidden name of its own; the join checks the output
 		} else if info.HasAudio {
-			e.AudioFrom, e.AudioDuration = req.Input, audioDur
+			e.AudioFrom, e.AudioDuration, e.AudioAllowPlaylists = req.Input, audioDur, info.AllowPlaylists
 		}
 		sink, err := video.NewEncoder(ctx, out, e)
 		if err != nil {
@@ -367,7 +367,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		for i, p := range parts {
 			counts[i] = p.count
 		}
-		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, NoReplace: enc.NoReplace,
+		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, AudioAllowPlaylists: info.AllowPlaylists, NoReplace: enc.NoReplace,
 			Frames: counts, FPS: fps})
 		if err != nil {
 			return nil, err

@@ -255,6 +255,10 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		refuse(http.StatusBadRequest, "save_result_path is the input file")
 		return
 	}
+	if err := s.checkInput(hr.Context(), req, t.Input, upload); err != nil {
+		refuse(http.StatusBadRequest, err.Error())
+		return
+	}
 	if upload != "" && s.cfg.NATS != nil && s.cfg.NATS.Files {
 		// The workers take the upload from the object store.
 		if err := s.js().putFile("in/"+t.ID, upload); err != nil {

@@ -44,6 +44,16 @@ type Validator interface {
 	Validate(ctx context.Context, r *Request) error
 }
 
+// InputChecker is implemented by runners that check a task's input file
+// when it is submitted (a playlist, a file that is no video, an input over
+// the limits); an error is reported to the client as 400 and the task is
+// not queued. path names the input as ffmpeg can open it: the file the
+// service opened inside the input root (see video.FDPath), valid during
+// the call. ctx is the HTTP request's, bounded.
+type InputChecker interface {
+	CheckInput(ctx context.Context, r *Request, path string) error
+}
+
 // MemoryReporter is implemented by runners that can say how much GPU memory
 // they hold (for the metrics).
 type MemoryReporter interface {
@@ -753,6 +763,7 @@ func errorType(err error) string {
 		{video.ErrNotVideo, "NotVideo"}, {video.ErrNoFrames, "NoFrames"},
 		{video.ErrTruncated, "TruncatedVideo"}, {video.ErrCorrupt, "CorruptVideo"},
 		{video.ErrExists, "OutputExists"}, {video.ErrNoFFmpeg, "NoFFmpeg"},
+		{video.ErrFormat, "InputFormat"}, {video.ErrLimit, "InputLimit"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.name

@@ -13,8 +13,9 @@ import (
 // ConcatOptions controls Concat.
 type ConcatOptions struct {
 	// AudioFrom is a file whose audio is carried into the output ("" = none),
-	// as EncodeOptions.AudioFrom.
-	AudioFrom string
+	// opened as EncodeOptions.AudioFrom is, with AudioAllowPlaylists.
+	AudioFrom           string
+	AudioAllowPlaylists bool
 	// AudioDuration, if > 0, carries only the first AudioDuration seconds of
 	// that audio.
 	AudioDuration float64
@@ -44,6 +45,7 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	}
 	var audioArgs []string
 	if opt.AudioFrom != "" {
+		t.in.AllowPlaylists = opt.AudioAllowPlaylists
 		if audioArgs, err = audioPlan(ctx, t, opt.AudioFrom, strings.ToLower(ext)); err != nil {
 			return fmt.Errorf("concat %q: reading audio: %w", outPath, err)
 		}
@@ -79,7 +81,7 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		if opt.AudioDuration > 0 {
 			args = append(args, "-t", strconv.FormatFloat(opt.AudioDuration, 'f', 6, 64))
 		}
-		args = append(args, "-i", fileArg(opt.AudioFrom))
+		args = append(args, inputArgs(opt.AudioFrom, opt.AudioAllowPlaylists)...)
 	}
 	args = append(args, "-map", "0:v")
 	args = append(args, audioArgs...)

@@ -48,7 +48,10 @@ type Decoder struct {
 // has), so the Decoder yields exactly info.Frames frames. The child is
 // killed when ctx is done or Close is called. When info.Frames is 0 (an
 // Info not made by Probe) the Decoder reads until ffmpeg ends instead of
-// checking the count.
+// checking the count. ffmpeg opens the file as Probe did: unless
+// info.AllowPlaylists, the file alone, read by a video container's or
+// image's demuxer (a playlist or list of files fails with ErrFormat's
+// message).
 func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, error) {
 	if info == nil || info.Path == "" {
 		return nil, errors.New("video.NewDecoder: no input: pass the Info returned by Probe")
@@ -97,8 +100,8 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 			filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
 		}
 	}
-	args = append(args, "-i", fileArg(info.Path), "-map", "0:"+strconv.Itoa(info.VideoStream),
-		"-vf", filter)
+	args = append(args, inputArgs(info.Path, info.AllowPlaylists)...)
+	args = append(args, "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", filter)
 	args = append(args, passthroughArgs(ctx, ffmpeg)...)
 	if opt.MaxFrames > 0 {
 		args = append(args, "-frames:v", strconv.Itoa(opt.MaxFrames))
@@ -169,6 +172,9 @@ func (d *Decoder) Read(dst []byte) error {
 	if cerr := d.ctx.Err(); cerr != nil {
 		return d.fail(fmt.Errorf("decode %q: %w", d.info.Path, cerr))
 	}
+	if err := refusedFormat(d.info.Path, result{tail: d.tail}); err != nil {
+		return d.fail(fmt.Errorf("decode: %w", err))
+	}
 	what := fmt.Sprintf("decoded only %d of %d frames", d.read, d.expect)
 	if d.expect == 0 {
 		what = fmt.Sprintf("ffmpeg ended in the middle of frame %d (%d of %d bytes)", d.read+1, n, d.size)
@@ -191,6 +197,9 @@ func (d *Decoder) finish() error {
 	werr := d.wait()
 	if cerr := d.ctx.Err(); cerr != nil {
 		return d.fail(fmt.Errorf("decode %q: %w", d.info.Path, cerr))
+	}
+	if err := refusedFormat(d.info.Path, result{tail: d.tail}); err != nil && werr != nil {
+		return d.fail(fmt.Errorf("decode: %w", err))
 	}
 	if (werr != nil || d.tail.Count() > 0) && !(d.info.Truncated && d.read == d.expect) {
 		return d.fail(kindErrorf(ErrCorrupt, "decode %q: ffmpeg failed after %d frames (ffmpeg: %s)", d.info.Path, d.read, describe(d.tail, werr)))

@@ -1,7 +1,12 @@
 // Package video probes, decodes and encodes video files by running the
 // ffmpeg executable (and ffprobe when it is available) as child processes.
 //
-// Probe describes a file and counts its frames exactly. A Decoder streams
+// Probe describes a file and counts its frames exactly, refusing inputs
+// over Limits. An input file is opened alone (the file protocol) and read
+// only by the demuxer of a video container or of a PNG, JPEG, WebP, BMP or
+// TIFF image: a playlist or list of files (HLS, DASH, ffconcat), which
+// would make ffmpeg open other files and URLs, is refused unless
+// ProbeOptions.AllowPlaylists says otherwise. A Decoder streams
 // its frames as raw RGB24 (or another raw layout) through a pipe, one frame
 // per source frame. An Encoder takes raw frames through a pipe and writes
 // them, with the audio of another file if asked, to a temporary file that
@@ -17,5 +22,5 @@
 // context is done; Decoder.Close, Encoder.Close and Encoder.Abort reap them.
 // Their stderr is kept in a small ring buffer for error messages. Errors are
 // single lines; those about bad inputs wrap ErrNotVideo, ErrNoFrames,
-// ErrTruncated, ErrCorrupt or fs.ErrNotExist.
+// ErrTruncated, ErrCorrupt, ErrFormat, ErrLimit or fs.ErrNotExist.
 package video

@@ -49,7 +49,11 @@ type EncodeOptions struct {
 	// AudioFrom is a file whose audio streams (if any) are carried into the
 	// output: copied when the output container can hold their codec, else
 	// re-encoded (AAC for MP4/MOV, Opus or Vorbis for WebM). "" = no audio.
-	AudioFrom string
+	// It is opened as Probe opens an input: unless AudioAllowPlaylists
+	// (Info.AllowPlaylists of the probed input), the file alone, read by a
+	// video container's or image's demuxer.
+	AudioFrom           string
+	AudioAllowPlaylists bool
 	// NoAudio keeps every audio stream out of the output, AudioFrom or not
 	// (an image: ffmpeg 4.1's image muxer wrote the audio packets over the
 	// picture).
@@ -138,6 +142,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	// Audio: which streams to carry and how.
 	var audioArgs []string
 	if o.AudioFrom != "" && !o.NoAudio {
+		t.in.AllowPlaylists = o.AudioAllowPlaylists
 		audioArgs, err = audioPlan(ctx, t, o.AudioFrom, strings.ToLower(ext))
 		if err != nil {
 			return nil, fmt.Errorf("encode %q: reading audio: %w", outPath, err)
@@ -161,7 +166,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		if o.AudioDuration > 0 {
 			args = append(args, "-t", strconv.FormatFloat(o.AudioDuration, 'f', 6, 64))
 		}
-		args = append(args, "-i", fileArg(o.AudioFrom))
+		args = append(args, inputArgs(o.AudioFrom, o.AudioAllowPlaylists)...)
 	}
 	args = append(args, "-map", "0:0")
 	args = append(args, audioArgs...)

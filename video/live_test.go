@@ -102,7 +102,7 @@ func TestLiveRoundTrip(t *testing.T) {
 	if !strings.Contains(string(pl), "#EXT-X-ENDLIST") {
 		t.Errorf("playlist without its end tag:\n%s", pl)
 	}
-	info, err := Probe(ctx, out)
+	info, err := ProbeWith(ctx, out, ProbeOptions{AllowPlaylists: true}) // the playlist vsr wrote
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,9 @@ type Info struct {
 	// Keys marks the key frames in display order (from the packets' flags;
 	// nil when Times is).
 	Keys []bool `json:"-"`
+	// AllowPlaylists is the ProbeOptions.AllowPlaylists the file was
+	// probed with: a Decoder opens it the same way.
+	AllowPlaylists bool `json:"-"`
 }
 
 // Span returns the duration of the first n frames: from Times when known,
@@ -154,25 +157,55 @@ func (m *fileMeta) audio() []streamMeta {
 // (Truncated set), so that a caller can salvage those frames.
 // Decoding takes a small fraction of the time that upscaling the same video
 // does, but it is not instant for long videos.
+//
+// Probe opens path as ProbeWith does with the zero ProbeOptions: the file
+// alone, read by a demuxer of a video container or image (a playlist or
+// list of files is refused with ErrFormat), within DefaultLimits (ErrLimit).
 func Probe(ctx context.Context, path string) (*Info, error) {
+	return ProbeWith(ctx, path, ProbeOptions{})
+}
+
+// ProbeWith is Probe with options: whether playlists may be read, and the
+// limits the input must keep to.
+func ProbeWith(ctx context.Context, path string, opt ProbeOptions) (*Info, error) {
 	t, err := resolveTools()
 	if err != nil {
 		return nil, err
 	}
+	t.in = opt
 	return probe(ctx, path, t)
 }
 
-func probe(ctx context.Context, path string, t tools) (*Info, error) {
-	if err := checkInput(path); err != nil {
-		return nil, err
-	}
-	m, err := probeMeta(ctx, path, t)
+// ProbeHeader checks path as Probe does from its container's header alone,
+// without decoding it (a fraction of a second): the format allowed (else
+// ErrFormat), a video stream there with a size (else ErrNotVideo), and the
+// limits on its size, streams, duration and declared frames (ErrLimit).
+// The Info it returns has no frame count, times or exact frame rate
+// (Frames is 0, FPS the container's). A service calls it when a task is
+// submitted, Probe when the task runs.
+func ProbeHeader(ctx context.Context, path string, opt ProbeOptions) (*Info, error) {
+	t, err := resolveTools()
 	if err != nil {
 		return nil, err
 	}
+	t.in = opt
+	info, _, err := probeHeader(ctx, path, t)
+	return info, err
+}
+
+// probeHeader is ProbeHeader with the tools given; it also returns what
+// the header says.
+func probeHeader(ctx context.Context, path string, t tools) (*Info, *fileMeta, error) {
+	if err := checkInput(path); err != nil {
+		return nil, nil, err
+	}
+	m, err := probeMeta(ctx, path, t)
+	if err != nil {
+		return nil, nil, err
+	}
 	vs := m.video()
 	if vs == nil {
-		return nil, kindErrorf(ErrNotVideo, "%q has no video stream: give a video file", path)
+		return nil, nil, kindErrorf(ErrNotVideo, "%q has no video stream: give a video file", path)
 	}
 	info := &Info{
 		Path:           path,
@@ -186,15 +219,10 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		PixFmt:         vs.pixFmt,
 		VideoStream:    vs.index,
 		Rotation:       vs.rotation,
+		AllowPlaylists: t.in.AllowPlaylists,
 	}
 	for _, s := range m.streams {
 		info.Streams = append(info.Streams, Stream{Index: s.index, Kind: s.kind, Codec: s.codec, Cover: s.attachedPic})
-	}
-	if fr, start, ok := decodedFrameRate(ctx, path, t.ffmpeg, vs.index); ok {
-		info.FPS, info.StartTime = fr, start
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
 	}
 	if vs.rotation == 90 || vs.rotation == 270 {
 		info.Width, info.Height = info.Height, info.Width
@@ -204,7 +232,24 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		info.AudioCodec = a[0].codec
 	}
 	if info.Width <= 0 || info.Height <= 0 {
-		return nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the size of its video stream (codec %q): re-encode it with ffmpeg first", path, m.tool, vs.codec)
+		return nil, nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the size of its video stream (codec %q): re-encode it with ffmpeg first", path, m.tool, vs.codec)
+	}
+	if err := t.in.Limits.withDefaults().check(info, len(m.streams)); err != nil {
+		return nil, nil, err
+	}
+	return info, m, nil
+}
+
+func probe(ctx context.Context, path string, t tools) (*Info, error) {
+	info, m, err := probeHeader(ctx, path, t)
+	if err != nil {
+		return nil, err
+	}
+	if fr, start, ok := decodedFrameRate(ctx, path, t, info.VideoStream); ok {
+		info.FPS, info.StartTime = fr, start
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
 	}
 	if !info.FPS.Valid() {
 		return nil, kindErrorf(ErrNotVideo, "%q: %s could not determine the frame rate of its video stream: re-encode it with ffmpeg and -r first", path, m.tool)
@@ -231,7 +276,7 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 // display order; nil when the packets are not the Frames frames one to
 // one or a timestamp is missing.
 func frameTimes(ctx context.Context, path string, t tools, info *Info) ([]float64, []bool) {
-	args := append(append([]string{}, baseArgs...), "-i", fileArg(path),
+	args := append(append(append([]string{}, baseArgs...), t.input(path)...),
 		"-map", "0:"+strconv.Itoa(info.VideoStream), "-c", "copy", "-f", "framecrc", "-")
 	r := runTool(ctx, t.ffmpeg, args...)
 	if r.err != nil {
@@ -364,6 +409,9 @@ func notMedia(path, tool string, r result) error {
 	if errors.Is(r.err, ErrNoFFmpeg) {
 		return r.err
 	}
+	if err := refusedFormat(path, r); err != nil {
+		return err
+	}
 	if r.tail.Contains("moov atom not found") && !looksLikeMP4(path) {
 		return kindErrorf(ErrNotVideo, "%q is not a video file: it does not begin as an MP4 file does (%s: moov atom not found)", path, tool)
 	}
@@ -379,9 +427,9 @@ func probeMeta(ctx context.Context, path string, t tools) (*fileMeta, error) {
 	var m *fileMeta
 	var err error
 	if t.ffprobe != "" {
-		m, err = probeMetaFFprobe(ctx, path, t.ffprobe)
+		m, err = probeMetaFFprobe(ctx, path, t)
 	} else {
-		m, err = probeMetaFFmpeg(ctx, path, t.ffmpeg)
+		m, err = probeMetaFFmpeg(ctx, path, t)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
@@ -415,8 +463,9 @@ type ffprobeOutput struct {
 	} `json:"format"`
 }
 
-func probeMetaFFprobe(ctx context.Context, path, ffprobe string) (*fileMeta, error) {
-	r := runTool(ctx, ffprobe, "-v", "error", "-show_format", "-show_streams", "-of", "json", fileArg(path))
+func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, error) {
+	ffprobe := t.ffprobe
+	r := runTool(ctx, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-of", "json"}, t.input(path)...)...)
 	if r.err != nil {
 		return nil, notMedia(path, "ffprobe", r)
 	}
@@ -497,8 +546,8 @@ var (
 // probeMetaFFmpeg parses what "ffmpeg -i FILE" prints about its input. The
 // frame rates in it are rounded; Probe gets the exact one from
 // decodedFrameRate.
-func probeMetaFFmpeg(ctx context.Context, path, ffmpeg string) (*fileMeta, error) {
-	r := runTool(ctx, ffmpeg, "-nostdin", "-hide_banner", "-i", fileArg(path))
+func probeMetaFFmpeg(ctx context.Context, path string, t tools) (*fileMeta, error) {
+	r := runTool(ctx, t.ffmpeg, append([]string{"-nostdin", "-hide_banner"}, t.input(path)...)...)
 	m, ok := parseFFmpegInfo(r.stderr)
 	if !ok {
 		return nil, notMedia(path, "ffmpeg", r)
@@ -515,9 +564,10 @@ func probeMetaFFmpeg(ctx context.Context, path, ffmpeg string) (*fileMeta, error
 // description of the input rounds ("29.97 fps").
 //
 // It also returns the first frame's time (showinfo's pts_time).
-func decodedFrameRate(ctx context.Context, path, ffmpeg string, stream int) (Rational, float64, bool) {
-	r := runTool(ctx, ffmpeg, "-nostdin", "-hide_banner", "-nostats", "-i", fileArg(path),
-		"-map", "0:"+strconv.Itoa(stream), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-")
+func decodedFrameRate(ctx context.Context, path string, t tools, stream int) (Rational, float64, bool) {
+	args := append([]string{"-nostdin", "-hide_banner", "-nostats"}, t.input(path)...)
+	r := runTool(ctx, t.ffmpeg, append(args,
+		"-map", "0:"+strconv.Itoa(stream), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-")...)
 	if mm := reShowinfo.FindSubmatch(r.stderr); mm != nil {
 		n, _ := strconv.Atoi(string(mm[1]))
 		d, _ := strconv.Atoi(string(mm[2]))
@@ -665,10 +715,15 @@ func splitTopLevel(s string) []string {
 
 // countFrames decodes the video stream with ffmpeg, discarding the frames,
 // and returns how many there are. It turns decoding errors, missing data
-// and an empty stream into errors.
+// and an empty stream into errors, and stops past the limit of frames
+// (ErrLimit).
 func countFrames(ctx context.Context, path string, t tools, info *Info) (int, error) {
-	args := append(append([]string{}, baseArgs...), "-progress", "pipe:1", "-i", fileArg(path),
-		"-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", renumberFilter(info.FPS))
+	args := append(append([]string{}, baseArgs...), "-progress", "pipe:1")
+	args = append(append(args, t.input(path)...), "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", renumberFilter(info.FPS))
+	lim := t.in.Limits.withDefaults()
+	if c := lim.countCap(); c > 0 {
+		args = append(args, "-frames:v", strconv.Itoa(c))
+	}
 	args = append(append(args, passthroughArgs(ctx, t.ffmpeg)...), "-f", "null", "-")
 	r := runTool(ctx, t.ffmpeg, args...)
 	if ctx.Err() != nil {
@@ -678,6 +733,9 @@ func countFrames(ctx context.Context, path string, t tools, info *Info) (int, er
 		return 0, r.err
 	}
 	n := lastProgressFrame(r.stdout)
+	if c := lim.countCap(); c > 0 && n >= c {
+		return 0, kindErrorf(ErrLimit, "%q: it has over %d frames, the limit: vsr refuses inputs this long", path, lim.MaxFrames)
+	}
 	failed := r.err != nil || r.tail.Count() > 0
 	why := ""
 	if failed {
@@ -736,8 +794,8 @@ func countFrames(ctx context.Context, path string, t tools, info *Info) (int, er
 // packet). It returns -1 when it cannot tell.
 func countPackets(ctx context.Context, path string, t tools, stream int) int {
 	if t.ffprobe != "" {
-		r := runTool(ctx, t.ffprobe, "-v", "error", "-select_streams", strconv.Itoa(stream), "-count_packets",
-			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1", fileArg(path))
+		r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(stream), "-count_packets",
+			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1"}, t.input(path)...)...)
 		out := strings.TrimSpace(string(r.stdout))
 		if n, err := strconv.Atoi(out); err == nil {
 			return n
@@ -747,7 +805,7 @@ func countPackets(ctx context.Context, path string, t tools, stream int) int {
 		}
 		return -1
 	}
-	args := append(append([]string{}, baseArgs...), "-i", fileArg(path),
+	args := append(append(append([]string{}, baseArgs...), t.input(path)...),
 		"-map", "0:"+strconv.Itoa(stream), "-c", "copy", "-f", "framecrc", "-")
 	r := runTool(ctx, t.ffmpeg, args...)
 	n := 0

@@ -58,11 +58,12 @@ func kindErrorf(kind error, format string, args ...any) error {
 	return &kindError{msg: fmt.Sprintf(format, args...), kind: kind}
 }
 
-// tools are the resolved executables for one operation. ffprobe is "" when
-// it is not to be used.
+// tools are the resolved executables for one operation, and how it opens
+// its input (see ProbeOptions). ffprobe is "" when it is not to be used.
 type tools struct {
 	ffmpeg  string
 	ffprobe string
+	in      ProbeOptions
 }
 
 // FFmpeg returns the ffmpeg executable this package runs (see FFmpegPath),

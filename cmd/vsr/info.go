@@ -15,7 +15,6 @@ import (
 
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/model/compact"
-	"github.com/vsr-dev/vsr/video"
 )
 
 func printJSON(cmd *cobra.Command, v any) error {
@@ -25,13 +24,13 @@ func printJSON(cmd *cobra.Command, v any) error {
 }
 
 func newProbe() *cobra.Command {
-	var asJSON bool
+	var asJSON, playlists bool
 	cmd := &cobra.Command{
 		Use:   "probe INPUT",
 		Short: "Show a video's size, frame rate, exact frame count and audio",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := video.Probe(cmd.Context(), args[0])
+			info, err := probeInput(cmd.Context(), args[0], playlists)
 			if err != nil {
 				return err
 			}
@@ -65,6 +64,7 @@ func newProbe() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the probe as JSON")
+	cmd.Flags().BoolVar(&playlists, "allow-playlists", false, playlistsHelp)
 	return cmd
 }
 

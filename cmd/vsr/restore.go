@@ -42,6 +42,7 @@ type restoreFlags struct {
 	encoderOpt []string // --encoder-opt key=value
 	format     string   // -f: the image format of a folder's outputs
 	vfr        string   // keep or cfr
+	playlists  bool     // --allow-playlists
 
 	// live streams
 	live        bool
@@ -109,6 +110,7 @@ exist.`,
 	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for SwiftVR; else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
+	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
 	fl.DurationVar(&f.maxLatency, "max-latency", 0, "live: bound the frames in flight to this much video (0: one second's, at least three batches)")
@@ -173,7 +175,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return err
 	}
 	// Probe before loading anything: a bad input is the commonest mistake.
-	info, err := video.Probe(ctx, input)
+	info, err := probeInput(ctx, input, f.playlists)
 	if errors.Is(err, video.ErrTruncated) && info != nil && f.frames > 0 && f.frames <= info.Frames {
 		// Salvage: the frames asked for are all in the decodable part.
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is truncated; restoring %d of its %d decodable frames\n", input, f.frames, info.Frames)
@@ -312,7 +314,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		if err != nil {
 			return enc, nil, err
 		}
-		info, err := video.Probe(ctx, it.in)
+		info, err := probeInput(ctx, it.in, f.playlists)
 		return enc, info, err
 	}
 	// Images first, all together: the model takes those of one size in
@@ -386,6 +388,18 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 	}
 	return nil
 }
+
+// probeInput probes a file input, a playlist or list of files only with
+// --allow-playlists (the refusal says so).
+func probeInput(ctx context.Context, input string, playlists bool) (*video.Info, error) {
+	info, err := video.ProbeWith(ctx, input, video.ProbeOptions{AllowPlaylists: playlists})
+	if errors.Is(err, video.ErrFormat) {
+		return nil, fmt.Errorf("%w (--allow-playlists reads it, if you trust every file and URL it names)", err)
+	}
+	return info, err
+}
+
+const playlistsHelp = "let a file input be a playlist or list of files (HLS .m3u8, DASH .mpd, ffconcat) and ffmpeg open every file and URL it names; only for inputs you trust (default: refused)"
 
 // oneLine folds a message onto one line.
 func oneLine(s string) string {

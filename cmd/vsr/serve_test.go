@@ -174,14 +174,13 @@ func TestServeCancelReal(t *testing.T) {
 	m = a.wait(next, serve.Completed, 30*time.Second)
 	checkOutput(t, m["save_result_path"].(string), 4, 96, 64)
 	noTemporaries(t, svc.OutputRoot())
-	// A corrupt input fails alone.
+	// A file that is no video is refused at submit, in one line.
 	os.WriteFile(filepath.Join(svc.InputRoot(), "bad.mp4"), []byte("not a video"), 0o644)
-	bad := a.submit(map[string]any{"video_path": "bad.mp4"})
-	after := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{48, 72}})
-	m = a.wait(bad, serve.Failed, 30*time.Second)
-	if e, _ := m["error"].(string); e == "" || strings.Contains(e, "\n") {
-		t.Errorf("failed task error %q", e)
+	code, m = a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "bad.mp4"})
+	if e, _ := m["error"].(string); code != 400 || !strings.Contains(e, `"bad.mp4" is not a video file`) || strings.Contains(e, "\n") {
+		t.Errorf("submit of a file that is no video: %d %v", code, m)
 	}
+	after := a.submit(map[string]any{"video_path": "short.mp4", "size": []int{48, 72}})
 	m = a.wait(after, serve.Completed, 30*time.Second)
 	checkOutput(t, m["save_result_path"].(string), 4, 72, 48)
 	// A size that is no multiple of the input is the x2 output resized;
