@@ -151,31 +151,56 @@ func TestOutputConflicts(t *testing.T) {
 	if got, _ := os.ReadFile(late); string(got) != "someone else's" {
 		t.Errorf("a file created after submit was replaced: %q", got)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.replace[a] || !f.replace[b] || f.replace[c] {
-		t.Errorf("Replace given to the runner: %v (a %s, b %s, c %s)", f.replace, a, b, c)
+	if got := names(e.svc.OutputRoot()); strings.Contains(got, ".vsr-") {
+		t.Errorf("output root holds temporaries: %s", got)
 	}
 }
 
-// TestOwnOutputOnRerun: a task interrupted by a restart may replace the
-// output its interrupted run wrote.
+// TestOwnOutputOnRerun: a task interrupted by a restart replaces the
+// output its interrupted run put in place (its identity recorded), and
+// never a file someone else put there.
 func TestOwnOutputOnRerun(t *testing.T) {
-	data := t.TempDir()
-	f := newFake(true)
-	e := newEnv(t, Config{Data: data}, f)
-	e.input("a.mp4")
-	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "own.mp4"})
-	<-f.started
-	// The interrupted run got as far as renaming its output into place.
-	os.WriteFile(filepath.Join(e.svc.OutputRoot(), "own.mp4"), []byte("first run"), 0o644)
-	e.srv.Close()
-	e.svc.Close()
-	f2 := newFake(false)
-	e2 := newEnv(t, Config{Data: data}, f2)
-	e2.wait(id, Completed)
-	if !f2.replace[id] {
-		t.Errorf("the rerun may not replace its own output")
+	for _, own := range []bool{true, false} {
+		data := t.TempDir()
+		f := newFake(true)
+		e := newEnv(t, Config{Data: data}, f)
+		e.input("a.mp4")
+		id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "own.mp4"})
+		<-f.started
+		out := filepath.Join(e.svc.OutputRoot(), "own.mp4")
+		os.WriteFile(out, []byte("first run"), 0o644)
+		e.srv.Close()
+		e.svc.Close()
+		if own { // the interrupted run got as far as renaming its result in
+			st, err := OpenBoltStore(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, _ := st.Load()
+			fi, _ := os.Stat(out)
+			fid, _ := identity(fi)
+			ts[0].Wrote = []FileID{fid}
+			st.Put(ts[0])
+			st.Close()
+		}
+		e2 := newEnv(t, Config{Data: data}, newFake(false))
+		got := ""
+		if own {
+			e2.wait(id, Completed)
+			got = "video of " + id + " from video"
+		} else {
+			m := e2.wait(id, Failed)
+			if m["error_type"] != "OutputExists" || !strings.Contains(m["error"].(string), "did not write") {
+				t.Errorf("a rerun over someone else's file: %v", m)
+			}
+			got = "first run"
+		}
+		if b, _ := os.ReadFile(out); string(b) != got {
+			t.Errorf("own %v: output holds %q, want %q", own, b, got)
+		}
+		if n := names(e2.svc.OutputRoot()); n != "own.mp4" {
+			t.Errorf("own %v: output root holds %s", own, n)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -85,7 +84,10 @@ type Config struct {
 	// groups of devices.
 	Workers int
 	// MaxUpload bounds an upload's size in bytes (default 2 GiB).
-	MaxUpload int64
+	// MaxUploadTotal, when set, bounds the bytes of all uploads in the
+	// input root (stored for their tasks, or arriving): an upload that
+	// would pass it is refused with 507.
+	MaxUpload, MaxUploadTotal int64
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
 	Token string
 	// MaxAttempts is how many times a task interrupted by a crash is started
@@ -178,6 +180,8 @@ type Service struct {
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
+
+	uploads uploadBudget // Config.MaxUploadTotal
 
 	allow []allowRule // Config.StreamAllow
 	live  streams     // the live sessions
@@ -287,44 +291,52 @@ var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3
 
 // sweepUploads removes the uploads in the input root that no pending or
 // running task reads: left by a crash between storing an upload and
-// storing its task, or by a task whose end was not recorded.
+// storing its task, or by a task whose end was not recorded. An upload
+// whose task another process is storing holds a lock (see owner.go), and
+// the tasks are read again once the candidates are locked, so that a task
+// stored meanwhile keeps its upload.
 func (s *Service) sweepUploads() {
-	used := map[string]bool{}
-	for _, t := range s.tasks {
-		if t.Upload && !t.Status.Final() {
-			used[t.Input] = true
+	used := func(ts map[string]*Task) map[string]bool {
+		u := map[string]bool{}
+		for _, t := range ts {
+			if t.Upload && !t.Status.Final() {
+				u[filepath.Base(t.Input)] = true
+			}
 		}
+		return u
 	}
+	inUse := used(s.tasks)
+	var held []*ownerLock
+	defer func() {
+		for _, l := range held {
+			l.release(false)
+		}
+	}()
 	ents, _ := os.ReadDir(s.cfg.InputRoot)
 	for _, e := range ents {
-		p := filepath.Join(s.cfg.InputRoot, e.Name())
-		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !used[p] {
-			if os.Remove(p) == nil {
-				s.log.Info("removed an upload no task reads", "path", p)
+		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !inUse[e.Name()] {
+			if l := tryLockExisting(filepath.Join(s.cfg.InputRoot, e.Name())); l != nil {
+				held = append(held, l)
 			}
 		}
 	}
-}
-
-func removeTemporaries(root string, log *slog.Logger) {
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+	if len(held) == 0 {
+		return
+	}
+	ts, err := s.st.Load()
+	if err != nil {
+		return
+	}
+	stored := map[string]*Task{}
+	for _, t := range ts {
+		stored[t.ID] = t
+	}
+	inUse = used(stored)
+	for _, l := range held {
+		if !inUse[filepath.Base(l.path)] && os.Remove(l.path) == nil {
+			s.log.Info("removed an upload no task reads", "path", l.path)
 		}
-		switch {
-		case p == root || !isTemporary(d.Name()):
-		case d.IsDir(): // an encoder's private directory (video.Workdir)
-			if os.RemoveAll(p) == nil {
-				log.Info("removed temporaries of an interrupted task", "path", p)
-			}
-			return fs.SkipDir
-		case d.Type().IsRegular():
-			if os.Remove(p) == nil {
-				log.Info("removed temporary of an interrupted task", "path", p)
-			}
-		}
-		return nil
-	})
+	}
 }
 
 // recover loads the stored tasks: finished ones are listed, pending ones
@@ -650,6 +662,14 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	if files != nil {
 		defer files.close()
 	}
+	var output string // the output as the runner's copy names it
+	if openErr == nil {
+		// Held while the task's temporaries live: no sweep removes them.
+		var lock *ownerLock
+		lock, openErr = lockOutput(work.Output)
+		defer lock.release(true)
+		output, work.Output = work.Output, resultTemp(work.Output)
+	}
 
 	lastSave := time.Now()
 	progress := func(done, total int) {
@@ -667,10 +687,14 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	start := time.Now()
 	errType, err := "PathError", openErr
 	if err == nil {
-		work.Replace = orig.Request.Overwrite || orig.Rerun
+		work.Replace = true // its hidden result; placeResult decides
 		errType, err = s.safeRun(ctx, work, progress)
+		if err == nil {
+			errType, err = s.place(t, work.Output, output, orig)
+		}
 		if err != nil {
-			err = errors.New(files.names.Replace(err.Error()))
+			msg := strings.ReplaceAll(err.Error(), work.Output, output)
+			err = errors.New(files.names.Replace(msg))
 		}
 	}
 	var result string
@@ -727,6 +751,24 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	// A task's frames and buffers are garbage now: give the memory back to
 	// the system instead of keeping the heap at its peak between tasks.
 	debug.FreeOSMemory()
+}
+
+// place puts the result tmp of running task t at output (see
+// placeResult), having recorded its identity; orig is t as the run began.
+func (s *Service) place(t *Task, tmp, output string, orig *Task) (string, error) {
+	id, err := resultID(tmp)
+	if err != nil {
+		return "RuntimeError", err
+	}
+	s.mu.Lock()
+	t.Wrote = append(t.Wrote, id)
+	s.persist(t)
+	s.mu.Unlock()
+	if err := placeResult(tmp, output, orig.Output, orig.Request.Overwrite, orig.Wrote); err != nil {
+		os.Remove(tmp)
+		return errorType(err), err
+	}
+	return "", nil
 }
 
 // safeRun runs the runner, turning a panic into an error so that one bad
