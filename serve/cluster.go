@@ -54,7 +54,7 @@ func (s *Service) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {
 		t.cancelAsked = old.cancelAsked
 	}
-	s.tasks[t.ID] = t
+	s.track(t)
 	s.seq = max(s.seq, t.Seq)
 }
 

@@ -93,6 +93,14 @@ type Config struct {
 	// MaxAttempts is how many times a task interrupted by a crash is started
 	// before it is failed (default 3).
 	MaxAttempts int
+	// KeepFinished, when set, is how long a finished task (completed,
+	// failed or cancelled) stays listed after it ended, and
+	// KeepFinishedCount how many finished tasks stay (the latest): older
+	// ones are deleted from the store, at start and then every minute (or
+	// every KeepFinished/2, if shorter). Their results stay in the output
+	// root. Zero keeps every task.
+	KeepFinished      time.Duration
+	KeepFinishedCount int
 	// Version is reported by the metadata endpoint.
 	Version string
 	// Model names the default model, and ModelClass its family, for the
@@ -169,6 +177,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
+	outputs map[string][]string // the ids of the tasks (in tasks) of each output path
 	queue   Queue   // pending task ids
 	running []*Task // running tasks, oldest first
 	seq     uint64
@@ -233,7 +242,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
-		tasks: map[string]*Task{}, queue: &fifo{},
+		tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 		wake: make(chan struct{}, 1), allow: allow,
 	}
 	s.m = newMetrics(s)
@@ -270,6 +279,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 	if cfg.Remote {
 		s.workers.Add(1)
 		go s.watch(ctx)
+	}
+	if !cfg.Pull && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
+		s.workers.Add(1)
+		go s.retain(ctx)
 	}
 	for range workers {
 		s.workers.Add(1)
@@ -363,7 +376,7 @@ func (s *Service) recover() error {
 		return nil
 	}
 	for _, t := range ts {
-		s.tasks[t.ID] = t
+		s.track(t)
 		s.seq = max(s.seq, t.Seq)
 		switch t.Status {
 		case Processing:
@@ -417,8 +430,8 @@ func (s *Service) submit(t *Task, upload string) error {
 	if _, ok := s.tasks[t.ID]; ok {
 		return errDuplicate
 	}
-	for _, o := range s.tasks {
-		if !o.Status.Final() && o.Output == t.Output {
+	for _, id := range s.outputs[t.Output] {
+		if o := s.tasks[id]; !o.Status.Final() {
 			return &conflictError{fmt.Sprintf("save_result_path %s is the output of task %s (%s): wait for it to finish, or choose another path", t.Output, o.ID, o.Status)}
 		}
 	}
@@ -456,7 +469,7 @@ func (s *Service) submit(t *Task, upload string) error {
 			return err
 		}
 	}
-	s.tasks[t.ID] = t
+	s.track(t)
 	s.queue.Push(t.ID)
 	s.m.submitted.Inc()
 	s.signal()
@@ -464,6 +477,91 @@ func (s *Service) submit(t *Task, upload string) error {
 }
 
 var errDuplicate = errors.New("a task with this task_id exists")
+
+// track adds t to the tasks (or replaces its record) and to the index of
+// outputs, which submit reads instead of every task; s.mu is held.
+func (s *Service) track(t *Task) {
+	if _, ok := s.tasks[t.ID]; !ok {
+		s.outputs[t.Output] = append(s.outputs[t.Output], t.ID)
+	}
+	s.tasks[t.ID] = t
+}
+
+// forget takes task id out of the tasks and the index; s.mu is held.
+func (s *Service) forget(id string) {
+	t, ok := s.tasks[id]
+	if !ok {
+		return
+	}
+	delete(s.tasks, id)
+	ids := slices.DeleteFunc(s.outputs[t.Output], func(o string) bool { return o == id })
+	if len(ids) == 0 {
+		delete(s.outputs, t.Output)
+	} else {
+		s.outputs[t.Output] = ids
+	}
+}
+
+// retain deletes the finished tasks past their retention (Config.
+// KeepFinished, KeepFinishedCount) until ctx ends.
+func (s *Service) retain(ctx context.Context) {
+	defer s.workers.Done()
+	every := time.Minute
+	if s.cfg.KeepFinished > 0 {
+		every = min(every, max(s.cfg.KeepFinished/2, 10*time.Millisecond))
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		s.prune(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// prune deletes from the store and the list the finished tasks that ended
+// more than KeepFinished before now, and the oldest beyond
+// KeepFinishedCount. It holds s.mu for a batch of deletions at a time, so
+// that a first pass over a long history does not hold up requests.
+func (s *Service) prune(now time.Time) {
+	s.mu.Lock()
+	var done []*Task
+	for _, t := range s.tasks {
+		if t.Status.Final() {
+			done = append(done, t)
+		}
+	}
+	s.mu.Unlock()
+	ended := func(t *Task) time.Time {
+		if t.Ended != nil {
+			return *t.Ended
+		}
+		return t.Created
+	}
+	slices.SortFunc(done, func(a, b *Task) int { return ended(b).Compare(ended(a)) }) // latest first
+	var drop []string
+	for i, t := range done {
+		if s.cfg.KeepFinished > 0 && now.Sub(ended(t)) > s.cfg.KeepFinished ||
+			s.cfg.KeepFinishedCount > 0 && i >= s.cfg.KeepFinishedCount {
+			drop = append(drop, t.ID)
+		}
+	}
+	for batch := range slices.Chunk(drop, 64) {
+		s.mu.Lock()
+		for _, id := range batch {
+			if err := s.st.Delete(id); err != nil {
+				s.mu.Unlock()
+				s.log.Warn("delete a finished task", "task", id, "err", err)
+				return
+			}
+			s.forget(id)
+		}
+		s.mu.Unlock()
+	}
+}
 
 // conflictError refuses a task whose output another task targets or a file
 // holds (409).
