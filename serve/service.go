@@ -177,11 +177,12 @@ type Service struct {
 
 	mu      sync.Mutex
 	tasks   map[string]*Task
-	outputs map[string][]string // the ids of the tasks (in tasks) of each output path
-	queue   Queue               // pending task ids
-	running []*Task             // running tasks, oldest first
+	queue   Queue   // pending task ids
+	running []*Task // running tasks, oldest first
 	seq     uint64
 	closing bool
+
+	outputs map[string][]string // the ids of the tasks (in tasks) of each output path
 
 	wake      chan struct{}
 	workers   sync.WaitGroup
