@@ -398,22 +398,20 @@ func TestSlowClients(t *testing.T) {
 	}
 	c.Close()
 
-	// MaxConns: with two connections open, a third waits.
+	// MaxConns: with two connections in a request (a body awaited), a
+	// third waits; when one turns idle, the third takes its place.
+	_, addr, _, _ = serveEnv(t, Config{MaxConns: 2}, newFake(false))
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted: answered
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		r, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Body.Close()
+		defer c.Close()
+		io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{")
 		held = append(held, c)
 	}
+	time.Sleep(100 * time.Millisecond) // their first bytes read
 	third, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -424,12 +422,20 @@ func TestSlowClients(t *testing.T) {
 	if _, err := third.Read(make([]byte, 1)); err == nil {
 		t.Errorf("a third connection was served beyond MaxConns 2")
 	}
-	for _, c := range held {
-		c.Close()
+	io.WriteString(held[0], "}")
+	held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(held[0])
+	if r, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		r.Body.Close()
 	}
 	third.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := http.ReadResponse(bufio.NewReader(third), nil); err != nil {
-		t.Errorf("the waiting connection was not served once others closed: %v", err)
+		t.Errorf("the waiting connection was not served once another turned idle: %v", err)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Errorf("the idle connection that made room is still open")
 	}
 }
 

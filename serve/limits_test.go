@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -189,4 +190,29 @@ func TestSubmitIndex(t *testing.T) {
 	}
 	code, m, _ := e.do("POST", "/v1/tasks/video/", map[string]any{"video_path": "a.mp4", "save_result_path": "x.mp4"})
 	wantError(t, "the output of a stored pending task", code, m, 409, "waiting")
+}
+
+// TestHalfOpenConnections: 300 connections opened and left silent (more
+// than MaxConns) do not keep /healthz from answering.
+func TestHalfOpenConnections(t *testing.T) {
+	_, addr, _, _ := serveEnv(t, Config{}, newFake(false))
+	for range 300 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := range 3 {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("/healthz %d with 300 silent connections open: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || time.Since(start) > 2*time.Second {
+			t.Errorf("/healthz %d: %d after %v", i, resp.StatusCode, time.Since(start))
+		}
+	}
 }
