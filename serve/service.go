@@ -762,11 +762,10 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		defer files.close()
 	}
 	var output string // the output as the runner's copy names it
+	var lock *ownerLock
 	if openErr == nil {
 		// Held while the task's temporaries live: no sweep removes them.
-		var lock *ownerLock
 		lock, openErr = lockOutput(work.Output)
-		defer lock.release(true)
 		output, work.Output = work.Output, resultTemp(work.Output)
 	}
 
@@ -804,6 +803,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	sec := time.Since(start).Seconds()
 	cancel()
+	lock.release(true)
 
 	s.mu.Lock()
 	now := time.Now()
