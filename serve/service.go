@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -310,16 +312,16 @@ var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3
 // the tasks are read again once the candidates are locked, so that a task
 // stored meanwhile keeps its upload.
 func (s *Service) sweepUploads() {
-	used := func(ts map[string]*Task) map[string]bool {
+	used := func(ts iter.Seq[*Task]) map[string]bool {
 		u := map[string]bool{}
-		for _, t := range ts {
+		for t := range ts {
 			if t.Upload && !t.Status.Final() {
 				u[filepath.Base(t.Input)] = true
 			}
 		}
 		return u
 	}
-	inUse := used(s.tasks)
+	inUse := used(maps.Values(s.tasks))
 	var held []*ownerLock
 	defer func() {
 		for _, l := range held {
@@ -341,11 +343,7 @@ func (s *Service) sweepUploads() {
 	if err != nil {
 		return
 	}
-	stored := map[string]*Task{}
-	for _, t := range ts {
-		stored[t.ID] = t
-	}
-	inUse = used(stored)
+	inUse = used(slices.Values(ts))
 	for _, l := range held {
 		if !inUse[filepath.Base(l.path)] && os.Remove(l.path) == nil {
 			s.log.Info("removed an upload no task reads", "path", l.path)
