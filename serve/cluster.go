@@ -401,7 +401,7 @@ func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if isTemporary(n) && (strings.HasPrefix(n, "."+stem+".") || strings.HasPrefix(n, "."+filepath.Base(output)+".")) {
+		if isTemporary(n) && ownedBy(n, []string{stem + ".", filepath.Base(output) + "."}) {
 			if os.RemoveAll(filepath.Join(dir, n)) == nil {
 				log.Info("removed temporaries of an interrupted attempt", "path", filepath.Join(dir, n))
 			}

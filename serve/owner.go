@@ -143,7 +143,7 @@ func sweepDir(dir string, log *slog.Logger) {
 	// The locks of the tasks that ran here: those still held name the
 	// live outputs; those taken here are held until the sweep ends, so
 	// that no task starts writing beside them meanwhile.
-	var live []string // prefixes, after the leading dots, of live temporaries
+	var live []string // prefixes of live temporaries (see ownedBy)
 	var taken []*ownerLock
 	defer func() {
 		for _, l := range taken {
@@ -159,7 +159,7 @@ func sweepDir(dir string, log *slog.Logger) {
 			taken = append(taken, l)
 			continue
 		}
-		live = append(live, base+".", strings.TrimSuffix(base, filepath.Ext(base))+".")
+		live = append(live, outputPrefixes(base)...)
 	}
 	for _, e := range ents {
 		n := e.Name()
@@ -181,8 +181,7 @@ func sweepDir(dir string, log *slog.Logger) {
 			l.release(false)
 			continue
 		}
-		trimmed := strings.TrimLeft(n, ".")
-		if isLive(trimmed, live) {
+		if ownedBy(n, live) {
 			continue
 		}
 		if os.RemoveAll(p) == nil {
@@ -191,10 +190,17 @@ func sweepDir(dir string, log *slog.Logger) {
 	}
 }
 
-// isLive reports whether a temporary's name (without its leading dots)
-// starts with one of the live prefixes.
-func isLive(name string, live []string) bool {
-	for _, p := range live {
+// outputPrefixes are the prefixes of the names of the temporaries of an
+// output named base (see ownedBy).
+func outputPrefixes(base string) []string {
+	return []string{base + ".", strings.TrimSuffix(base, filepath.Ext(base)) + "."}
+}
+
+// ownedBy reports whether the temporary name, without its leading dots,
+// starts with one of prefixes.
+func ownedBy(name string, prefixes []string) bool {
+	name = strings.TrimLeft(name, ".")
+	for _, p := range prefixes {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
