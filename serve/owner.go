@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +30,8 @@ import (
 // The lock protocol: the holder creates the lock file, locks it, then
 // checks that the name still leads to the file it locked (a sweeper may
 // have removed it meanwhile), and removes the name before it unlocks.
+// Lock files are opened without following a link and without blocking (a
+// FIFO put in their place must not hang a sweep).
 
 // lockSuffix ends the name of a running task's lock file.
 const lockSuffix = ".vsr-lock"
@@ -47,7 +50,7 @@ type ownerLock struct {
 func lockPath(path string, wait time.Duration) (*ownerLock, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscallNoFollow, 0o600)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscallNoFollow|syscall.O_NONBLOCK, 0o600)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +75,7 @@ func lockPath(path string, wait time.Duration) (*ownerLock, error) {
 // tryLockExisting locks the existing file at path without waiting; it
 // returns nil when the file is gone or another process holds it.
 func tryLockExisting(path string) *ownerLock {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscallNoFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscallNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
