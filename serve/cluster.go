@@ -54,7 +54,7 @@ func (s *Service) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {
 		t.cancelAsked = old.cancelAsked
 	}
-	s.tasks[t.ID] = t
+	s.track(t)
 	s.seq = max(s.seq, t.Seq)
 }
 
@@ -401,7 +401,7 @@ func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if isTemporary(n) && (strings.HasPrefix(n, "."+stem+".") || strings.HasPrefix(n, "."+filepath.Base(output)+".")) {
+		if isTemporary(n) && ownedBy(n, []string{stem + ".", filepath.Base(output) + "."}) {
 			if os.RemoveAll(filepath.Join(dir, n)) == nil {
 				log.Info("removed temporaries of an interrupted attempt", "path", filepath.Join(dir, n))
 			}

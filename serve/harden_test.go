@@ -151,31 +151,56 @@ func TestOutputConflicts(t *testing.T) {
 	if got, _ := os.ReadFile(late); string(got) != "someone else's" {
 		t.Errorf("a file created after submit was replaced: %q", got)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.replace[a] || !f.replace[b] || f.replace[c] {
-		t.Errorf("Replace given to the runner: %v (a %s, b %s, c %s)", f.replace, a, b, c)
+	if got := names(e.svc.OutputRoot()); strings.Contains(got, ".vsr-") {
+		t.Errorf("output root holds temporaries: %s", got)
 	}
 }
 
-// TestOwnOutputOnRerun: a task interrupted by a restart may replace the
-// output its interrupted run wrote.
+// TestOwnOutputOnRerun: a task interrupted by a restart replaces the
+// output its interrupted run put in place (its identity recorded), and
+// never a file someone else put there.
 func TestOwnOutputOnRerun(t *testing.T) {
-	data := t.TempDir()
-	f := newFake(true)
-	e := newEnv(t, Config{Data: data}, f)
-	e.input("a.mp4")
-	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "own.mp4"})
-	<-f.started
-	// The interrupted run got as far as renaming its output into place.
-	os.WriteFile(filepath.Join(e.svc.OutputRoot(), "own.mp4"), []byte("first run"), 0o644)
-	e.srv.Close()
-	e.svc.Close()
-	f2 := newFake(false)
-	e2 := newEnv(t, Config{Data: data}, f2)
-	e2.wait(id, Completed)
-	if !f2.replace[id] {
-		t.Errorf("the rerun may not replace its own output")
+	for _, own := range []bool{true, false} {
+		data := t.TempDir()
+		f := newFake(true)
+		e := newEnv(t, Config{Data: data}, f)
+		e.input("a.mp4")
+		id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "own.mp4"})
+		<-f.started
+		out := filepath.Join(e.svc.OutputRoot(), "own.mp4")
+		os.WriteFile(out, []byte("first run"), 0o644)
+		e.srv.Close()
+		e.svc.Close()
+		if own { // the interrupted run got as far as renaming its result in
+			st, err := OpenBoltStore(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, _ := st.Load()
+			fi, _ := os.Stat(out)
+			fid, _ := identity(fi)
+			ts[0].Wrote = []FileID{fid}
+			st.Put(ts[0])
+			st.Close()
+		}
+		e2 := newEnv(t, Config{Data: data}, newFake(false))
+		got := ""
+		if own {
+			e2.wait(id, Completed)
+			got = "video of " + id + " from video"
+		} else {
+			m := e2.wait(id, Failed)
+			if m["error_type"] != "OutputExists" || !strings.Contains(m["error"].(string), "did not write") {
+				t.Errorf("a rerun over someone else's file: %v", m)
+			}
+			got = "first run"
+		}
+		if b, _ := os.ReadFile(out); string(b) != got {
+			t.Errorf("own %v: output holds %q, want %q", own, b, got)
+		}
+		if n := names(e2.svc.OutputRoot()); n != "own.mp4" {
+			t.Errorf("own %v: output root holds %s", own, n)
+		}
 	}
 }
 
@@ -373,22 +398,20 @@ func TestSlowClients(t *testing.T) {
 	}
 	c.Close()
 
-	// MaxConns: with two connections open, a third waits.
+	// MaxConns: with two connections in a request (a body awaited), a
+	// third waits; when one turns idle, the third takes its place.
+	_, addr, _, _ = serveEnv(t, Config{MaxConns: 2}, newFake(false))
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // accepted: answered
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		r, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Body.Close()
+		defer c.Close()
+		io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{")
 		held = append(held, c)
 	}
+	time.Sleep(100 * time.Millisecond) // their first bytes read
 	third, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -399,12 +422,20 @@ func TestSlowClients(t *testing.T) {
 	if _, err := third.Read(make([]byte, 1)); err == nil {
 		t.Errorf("a third connection was served beyond MaxConns 2")
 	}
-	for _, c := range held {
-		c.Close()
+	io.WriteString(held[0], "}")
+	held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(held[0])
+	if r, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		r.Body.Close()
 	}
 	third.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := http.ReadResponse(bufio.NewReader(third), nil); err != nil {
-		t.Errorf("the waiting connection was not served once others closed: %v", err)
+		t.Errorf("the waiting connection was not served once another turned idle: %v", err)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Errorf("the idle connection that made room is still open")
 	}
 }
 

@@ -326,6 +326,12 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	fields := map[string]json.RawMessage{}
 	var upload string
+	var held *os.File // the upload, locked until its task is stored or refused
+	defer func() {
+		if held != nil {
+			held.Close()
+		}
+	}()
 	fail := func(code int, msg string) {
 		if upload != "" {
 			os.Remove(upload)
@@ -359,7 +365,10 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			var code int
-			upload, code, err = s.saveUpload(p)
+			held, code, err = s.saveUpload(p)
+			if held != nil {
+				upload = held.Name()
+			}
 			if rr.slow {
 				code, err = http.StatusRequestTimeout, errors.New(s.slowUpload())
 			}
@@ -401,8 +410,12 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 // saveUpload copies an uploaded file into a hidden temporary in the input
-// root, which takes its final name when the task is stored.
-func (s *Service) saveUpload(p io.Reader) (string, int, error) {
+// root, which takes its final name when the task is stored. The file is
+// returned open and locked (see owner.go): the caller closes it once the
+// task is stored or refused. An upload that would take the uploads in the
+// input root past Config.MaxUploadTotal, or that finds the disk full, is
+// refused with 507.
+func (s *Service) saveUpload(p io.Reader) (*os.File, int, error) {
 	ext := ""
 	if fp, ok := p.(interface{ FileName() string }); ok {
 		ext = strings.ToLower(filepath.Ext(fp.FileName()))
@@ -412,27 +425,41 @@ func (s *Service) saveUpload(p io.Reader) (string, int, error) {
 	}) {
 		ext = ""
 	}
-	f, err := os.CreateTemp(s.cfg.InputRoot, ".upload-*"+ext)
+	f, err := createLocked(s.cfg.InputRoot, ".upload-*"+ext)
 	if err != nil {
-		return "", http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
+		if isDiskFull(err) {
+			return nil, http.StatusInsufficientStorage, s.diskFull()
+		}
+		return nil, http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(p, s.cfg.MaxUpload+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	w := s.uploads.writer(f, s.cfg.InputRoot, s.cfg.MaxUploadTotal)
+	n, err := io.Copy(w, io.LimitReader(p, s.cfg.MaxUpload+1))
+	if err == nil {
+		err = f.Sync()
 	}
 	if err == nil && n > s.cfg.MaxUpload {
 		err = &http.MaxBytesError{Limit: s.cfg.MaxUpload}
 	}
+	w.done(err == nil)
 	if err != nil {
 		os.Remove(f.Name())
+		f.Close()
 		var me *http.MaxBytesError
-		if errors.As(err, &me) {
-			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
+		switch {
+		case errors.As(err, &me):
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
+		case errors.Is(err, errUploadBudget):
+			return nil, http.StatusInsufficientStorage, fmt.Errorf("the uploads waiting in the input root would pass their budget of %d bytes (--max-upload-bytes-total): retry once tasks have finished", s.cfg.MaxUploadTotal)
+		case isDiskFull(err):
+			return nil, http.StatusInsufficientStorage, s.diskFull()
 		}
-
-		return "", http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
+		return nil, http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
 	}
-	return f.Name(), 0, nil
+	return f, 0, nil
+}
+
+func (s *Service) diskFull() error {
+	return fmt.Errorf("no space left on the disk of the input root %s: the upload was not stored; retry once tasks have finished, or free space", s.cfg.InputRoot)
 }
 
 func (s *Service) slowUpload() string {

@@ -505,6 +505,20 @@ func (s *jsStore) Load() ([]*Task, error) {
 	return out, ctx.Err()
 }
 
+// Delete purges task id from the bucket: its revisions go, leaving a
+// marker that the bucket's history limit drops.
+func (s *jsStore) Delete(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.kv.Purge(ctx, id); err != nil {
+		return fmt.Errorf("NATS task bucket: %w", err)
+	}
+	delete(s.rev, id)
+	return nil
+}
+
 // Close closes the connection and stops the embedded server.
 func (s *jsStore) Close() error {
 	if s.nc != nil {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"iter"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,12 +96,23 @@ type Config struct {
 	// groups of devices.
 	Workers int
 	// MaxUpload bounds an upload's size in bytes (default 2 GiB).
-	MaxUpload int64
+	// MaxUploadTotal, when set, bounds the bytes of all uploads in the
+	// input root (stored for their tasks, or arriving): an upload that
+	// would pass it is refused with 507.
+	MaxUpload, MaxUploadTotal int64
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
 	Token string
 	// MaxAttempts is how many times a task interrupted by a crash is started
 	// before it is failed (default 3).
 	MaxAttempts int
+	// KeepFinished, when set, is how long a finished task (completed,
+	// failed or cancelled) stays listed after it ended, and
+	// KeepFinishedCount how many finished tasks stay (the latest): older
+	// ones are deleted from the store, at start and then every minute (or
+	// every KeepFinished/2, if shorter). Their results stay in the output
+	// root. Zero keeps every task.
+	KeepFinished      time.Duration
+	KeepFinishedCount int
 	// Version is reported by the metadata endpoint.
 	Version string
 	// Model names the default model, and ModelClass its family, for the
@@ -183,12 +195,16 @@ type Service struct {
 	seq     uint64
 	closing bool
 
+	outputs map[string][]string // the ids of the tasks (in tasks) of each output path
+
 	wake      chan struct{}
 	workers   sync.WaitGroup
 	stop      context.CancelFunc
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	closeErr  error
+
+	uploads uploadBudget // Config.MaxUploadTotal
 
 	allow []allowRule // Config.StreamAllow
 	live  streams     // the live sessions
@@ -240,7 +256,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, runner: r, st: st, log: cfg.Logger,
-		tasks: map[string]*Task{}, queue: &fifo{},
+		tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 		wake: make(chan struct{}, 1), allow: allow,
 	}
 	s.m = newMetrics(s)
@@ -278,6 +294,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 		s.workers.Add(1)
 		go s.watch(ctx)
 	}
+	if !cfg.Pull && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
+		s.workers.Add(1)
+		go s.retain(ctx)
+	}
 	for range workers {
 		s.workers.Add(1)
 		go s.work(ctx)
@@ -298,44 +318,48 @@ var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3
 
 // sweepUploads removes the uploads in the input root that no pending or
 // running task reads: left by a crash between storing an upload and
-// storing its task, or by a task whose end was not recorded.
+// storing its task, or by a task whose end was not recorded. An upload
+// whose task another process is storing holds a lock (see owner.go), and
+// the tasks are read again once the candidates are locked, so that a task
+// stored meanwhile keeps its upload.
 func (s *Service) sweepUploads() {
-	used := map[string]bool{}
-	for _, t := range s.tasks {
-		if t.Upload && !t.Status.Final() {
-			used[t.Input] = true
+	used := func(ts iter.Seq[*Task]) map[string]bool {
+		u := map[string]bool{}
+		for t := range ts {
+			if t.Upload && !t.Status.Final() {
+				u[filepath.Base(t.Input)] = true
+			}
 		}
+		return u
 	}
+	inUse := used(maps.Values(s.tasks))
+	var held []*ownerLock
+	defer func() {
+		for _, l := range held {
+			l.release(false)
+		}
+	}()
 	ents, _ := os.ReadDir(s.cfg.InputRoot)
 	for _, e := range ents {
-		p := filepath.Join(s.cfg.InputRoot, e.Name())
-		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !used[p] {
-			if os.Remove(p) == nil {
-				s.log.Info("removed an upload no task reads", "path", p)
+		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !inUse[e.Name()] {
+			if l := tryLockExisting(filepath.Join(s.cfg.InputRoot, e.Name())); l != nil {
+				held = append(held, l)
 			}
 		}
 	}
-}
-
-func removeTemporaries(root string, log *slog.Logger) {
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+	if len(held) == 0 {
+		return
+	}
+	ts, err := s.st.Load()
+	if err != nil {
+		return
+	}
+	inUse = used(slices.Values(ts))
+	for _, l := range held {
+		if !inUse[filepath.Base(l.path)] && os.Remove(l.path) == nil {
+			s.log.Info("removed an upload no task reads", "path", l.path)
 		}
-		switch {
-		case p == root || !isTemporary(d.Name()):
-		case d.IsDir(): // an encoder's private directory (video.Workdir)
-			if os.RemoveAll(p) == nil {
-				log.Info("removed temporaries of an interrupted task", "path", p)
-			}
-			return fs.SkipDir
-		case d.Type().IsRegular():
-			if os.Remove(p) == nil {
-				log.Info("removed temporary of an interrupted task", "path", p)
-			}
-		}
-		return nil
-	})
+	}
 }
 
 // recover loads the stored tasks: finished ones are listed, pending ones
@@ -362,7 +386,7 @@ func (s *Service) recover() error {
 		return nil
 	}
 	for _, t := range ts {
-		s.tasks[t.ID] = t
+		s.track(t)
 		s.seq = max(s.seq, t.Seq)
 		switch t.Status {
 		case Processing:
@@ -416,8 +440,8 @@ func (s *Service) submit(t *Task, upload string) error {
 	if _, ok := s.tasks[t.ID]; ok {
 		return errDuplicate
 	}
-	for _, o := range s.tasks {
-		if !o.Status.Final() && o.Output == t.Output {
+	for _, id := range s.outputs[t.Output] {
+		if o := s.tasks[id]; !o.Status.Final() {
 			return &conflictError{fmt.Sprintf("save_result_path %s is the output of task %s (%s): wait for it to finish, or choose another path", t.Output, o.ID, o.Status)}
 		}
 	}
@@ -455,7 +479,7 @@ func (s *Service) submit(t *Task, upload string) error {
 			return err
 		}
 	}
-	s.tasks[t.ID] = t
+	s.track(t)
 	s.queue.Push(t.ID)
 	s.m.submitted.Inc()
 	s.signal()
@@ -463,6 +487,91 @@ func (s *Service) submit(t *Task, upload string) error {
 }
 
 var errDuplicate = errors.New("a task with this task_id exists")
+
+// track adds t to the tasks (or replaces its record) and to the index of
+// outputs, which submit reads instead of every task; s.mu is held.
+func (s *Service) track(t *Task) {
+	if _, ok := s.tasks[t.ID]; !ok {
+		s.outputs[t.Output] = append(s.outputs[t.Output], t.ID)
+	}
+	s.tasks[t.ID] = t
+}
+
+// forget takes task id out of the tasks and the index; s.mu is held.
+func (s *Service) forget(id string) {
+	t, ok := s.tasks[id]
+	if !ok {
+		return
+	}
+	delete(s.tasks, id)
+	ids := slices.DeleteFunc(s.outputs[t.Output], func(o string) bool { return o == id })
+	if len(ids) == 0 {
+		delete(s.outputs, t.Output)
+	} else {
+		s.outputs[t.Output] = ids
+	}
+}
+
+// retain deletes the finished tasks past their retention (Config.
+// KeepFinished, KeepFinishedCount) until ctx ends.
+func (s *Service) retain(ctx context.Context) {
+	defer s.workers.Done()
+	every := time.Minute
+	if s.cfg.KeepFinished > 0 {
+		every = min(every, max(s.cfg.KeepFinished/2, 10*time.Millisecond))
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		s.prune(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// prune deletes from the store and the list the finished tasks that ended
+// more than KeepFinished before now, and the oldest beyond
+// KeepFinishedCount. It holds s.mu for a batch of deletions at a time, so
+// that a first pass over a long history does not hold up requests.
+func (s *Service) prune(now time.Time) {
+	s.mu.Lock()
+	var done []*Task
+	for _, t := range s.tasks {
+		if t.Status.Final() {
+			done = append(done, t)
+		}
+	}
+	s.mu.Unlock()
+	ended := func(t *Task) time.Time {
+		if t.Ended != nil {
+			return *t.Ended
+		}
+		return t.Created
+	}
+	slices.SortFunc(done, func(a, b *Task) int { return ended(b).Compare(ended(a)) }) // latest first
+	var drop []string
+	for i, t := range done {
+		if s.cfg.KeepFinished > 0 && now.Sub(ended(t)) > s.cfg.KeepFinished ||
+			s.cfg.KeepFinishedCount > 0 && i >= s.cfg.KeepFinishedCount {
+			drop = append(drop, t.ID)
+		}
+	}
+	for batch := range slices.Chunk(drop, 64) {
+		s.mu.Lock()
+		for _, id := range batch {
+			if err := s.st.Delete(id); err != nil {
+				s.mu.Unlock()
+				s.log.Warn("delete a finished task", "task", id, "err", err)
+				return
+			}
+			s.forget(id)
+		}
+		s.mu.Unlock()
+	}
+}
 
 // conflictError refuses a task whose output another task targets or a file
 // holds (409).
@@ -661,6 +770,13 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	if files != nil {
 		defer files.close()
 	}
+	var output string // the output as the runner's copy names it
+	var lock *ownerLock
+	if openErr == nil {
+		// Held while the task's temporaries live: no sweep removes them.
+		lock, openErr = lockOutput(work.Output)
+		output, work.Output = work.Output, resultTemp(work.Output)
+	}
 
 	lastSave := time.Now()
 	progress := func(done, total int) {
@@ -678,10 +794,14 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	start := time.Now()
 	errType, err := "PathError", openErr
 	if err == nil {
-		work.Replace = orig.Request.Overwrite || orig.Rerun
+		work.Replace = true // its hidden result; placeResult decides
 		errType, err = s.safeRun(ctx, work, progress)
+		if err == nil {
+			errType, err = s.place(t, work.Output, output, orig)
+		}
 		if err != nil {
-			err = errors.New(files.names.Replace(err.Error()))
+			msg := strings.ReplaceAll(err.Error(), work.Output, output)
+			err = errors.New(files.names.Replace(msg))
 		}
 	}
 	var result string
@@ -692,6 +812,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	sec := time.Since(start).Seconds()
 	cancel()
+	lock.release(true)
 
 	s.mu.Lock()
 	now := time.Now()
@@ -738,6 +859,24 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	// A task's frames and buffers are garbage now: give the memory back to
 	// the system instead of keeping the heap at its peak between tasks.
 	debug.FreeOSMemory()
+}
+
+// place puts the result tmp of running task t at output (see
+// placeResult), having recorded its identity; orig is t as the run began.
+func (s *Service) place(t *Task, tmp, output string, orig *Task) (string, error) {
+	id, err := resultID(tmp)
+	if err != nil {
+		return "RuntimeError", err
+	}
+	s.mu.Lock()
+	t.Wrote = append(t.Wrote, id)
+	s.persist(t)
+	s.mu.Unlock()
+	if err := placeResult(tmp, output, orig.Output, orig.Request.Overwrite, orig.Wrote); err != nil {
+		os.Remove(tmp)
+		return errorType(err), err
+	}
+	return "", nil
 }
 
 // safeRun runs the runner, turning a panic into an error so that one bad

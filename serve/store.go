@@ -26,6 +26,9 @@ type TaskStore interface {
 	Put(t *Task) error
 	// Load returns every task recorded, in any order.
 	Load() ([]*Task, error)
+	// Delete forgets the task id (retention of finished tasks); deleting
+	// one that is not there is no error.
+	Delete(id string) error
 	// Close releases the store; no call follows.
 	Close() error
 }
@@ -145,6 +148,13 @@ func (s *boltStore) Put(t *Task) error {
 	})
 }
 
+// Delete removes id's record; its pages are reused by later records.
+func (s *boltStore) Delete(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTasks).Delete([]byte(id))
+	})
+}
+
 // Load reads every record.
 func (s *boltStore) Load() ([]*Task, error) {
 	var ts []*Task
@@ -182,6 +192,11 @@ func (s *memStore) Load() ([]*Task, error) {
 		ts = append(ts, t.clone())
 	}
 	return ts, nil
+}
+
+func (s *memStore) Delete(id string) error {
+	delete(s.m, id)
+	return nil
 }
 
 func (s *memStore) Close() error { return nil }

@@ -50,6 +50,15 @@ func TestTaskStores(t *testing.T) {
 			tk := &Task{ID: "t1", Status: Completed, Request: Request{Size: []int{2, 4}}}
 			s.Put(tk)
 			tk.Request.Size[0] = 99 // the store holds its own copy
+			if err := s.Put(&Task{ID: "gone", Status: Failed}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete("gone"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete("never"); err != nil {
+				t.Errorf("deleting a task that is not there: %v", err)
+			}
 			ts, err := s.Load()
 			if err != nil || len(ts) != 3 {
 				t.Fatalf("load: %d tasks, %v", len(ts), err)

@@ -93,12 +93,14 @@ type Task struct {
 	// Upload is set when Input is a file uploaded for this task.
 	Upload bool `json:"upload,omitempty"`
 	// Rerun is set when a run of the task was interrupted (a crash or a
-	// shutdown): that run may have written the output, which the next run
-	// may then replace.
+	// shutdown): that run may have written the output (see Wrote).
 	Rerun bool `json:"rerun,omitempty"`
+	// Wrote identifies the results this task's runs put at Output (see
+	// placeResult): a run after a crash replaces only these.
+	Wrote []FileID `json:"wrote,omitempty"`
 	// Replace tells the runner that the output may replace an existing
-	// file (the request's overwrite, or a rerun); otherwise it must fail
-	// rather than replace one. Set on the runner's copy only.
+	// file; otherwise it must fail rather than replace one. Set on the
+	// runner's copy only.
 	Replace bool `json:"-"`
 
 	FramesDone  int `json:"frames_done"`
@@ -159,6 +161,7 @@ func (t *Task) clone() *Task {
 	c := *t
 	c.cancel, c.done, c.msg, c.unsub = nil, nil, nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
+	c.Wrote = slices.Clone(t.Wrote)
 	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
 	c.Request.Params = maps.Clone(t.Request.Params)
 	if t.Request.CRF != nil {

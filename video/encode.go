@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // EncodeOptions controls an Encoder.
@@ -637,10 +638,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// encodeChecks remembers the settings CheckEncode found good, per ffmpeg.
-// Failures are not kept: one may pass later (a busy GPU encoder), and a
-// client could otherwise fill memory with bad names.
-var encodeChecks sync.Map // string -> struct{}
+// encodeChecks remembers CheckEncode's answers per ffmpeg and settings.
+var encodeChecks = checkCache{m: map[string]*checkEntry{}}
+
+// runCheck runs CheckEncode's ffmpeg (a seam for tests).
+var runCheck = runTool
 
 // CheckEncode encodes one black frame with opt's video settings into a
 // temporary file of extension ext, so that what ffmpeg would refuse (an
@@ -668,28 +670,121 @@ func CheckEncode(ctx context.Context, ext string, opt EncodeOptions) error {
 		return err
 	}
 	key := fmt.Sprintf("%s|%s|%s|%d|%s|%s|%q", t.ffmpeg, strings.ToLower(ext), o.Codec, o.CRF, o.Preset, o.PixFmt, o.Options)
-	if _, ok := encodeChecks.Load(key); ok {
+	return encodeChecks.do(ctx, key, func() error {
+		f, err := os.CreateTemp("", "vsr-check-*"+ext)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		defer os.Remove(f.Name())
+		args := append([]string{}, baseArgs...)
+		args = append(args, "-f", "lavfi", "-i", "color=black:s=64x64:r=24", "-frames:v", "1")
+		args = append(args, videoArgs(o, ext)...)
+		r := runCheck(ctx, t.ffmpeg, append(args, "-y", fileArg(f.Name()))...)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if r.err != nil {
+			msg := describe(r.tail, r.err)
+			return fmt.Errorf("ffmpeg cannot write %s into a %s file with pixel format %s%s (%s)%s", o.Codec, ext, o.PixFmt, optionsNote(o.Options), msg, encodeHint(ext, o.Codec, msg))
+		}
 		return nil
+	})
+}
+
+// checkCache keeps the answers of checks that run ffmpeg: a pass for
+// good; a failure for failedCheckTTL (it may pass later: a busy GPU
+// encoder), and at most maxFailedChecks failures, so that requests naming
+// ever new bad settings cannot fill memory. Checks of the same settings at
+// once share one run, and at most checkRuns run at a time.
+type checkCache struct {
+	mu     sync.Mutex
+	m      map[string]*checkEntry
+	failed int // failures in m
+	slots  chan struct{}
+}
+
+type checkEntry struct {
+	done chan struct{} // closed when err is known
+	err  error
+	at   time.Time
+}
+
+const (
+	failedCheckTTL  = time.Minute
+	maxFailedChecks = 1024
+	checkRuns       = 4
+)
+
+// do returns key's answer, running run when there is none (or an
+// expired failure). A run cut short by ctx is not kept.
+func (c *checkCache) do(ctx context.Context, key string, run func() error) error {
+	c.mu.Lock()
+	if c.slots == nil {
+		c.slots = make(chan struct{}, checkRuns)
 	}
-	f, err := os.CreateTemp("", "vsr-check-*"+ext)
-	if err != nil {
+	for {
+		e := c.m[key]
+		if e == nil {
+			break
+		}
+		select {
+		case <-e.done:
+			if e.err == nil || time.Since(e.at) < failedCheckTTL {
+				c.mu.Unlock()
+				return e.err
+			}
+			delete(c.m, key)
+			c.failed--
+		default: // another request is running this check: share its answer
+			c.mu.Unlock()
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			c.mu.Lock()
+		}
+	}
+	e := &checkEntry{done: make(chan struct{})}
+	c.m[key] = e
+	c.mu.Unlock()
+	err := ctx.Err()
+	select {
+	case c.slots <- struct{}{}:
+		err = run()
+		<-c.slots
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer close(e.done)
+	if ctx.Err() != nil {
+		delete(c.m, key) // those waiting run it again
 		return err
 	}
-	f.Close()
-	defer os.Remove(f.Name())
-	args := append([]string{}, baseArgs...)
-	args = append(args, "-f", "lavfi", "-i", "color=black:s=64x64:r=24", "-frames:v", "1")
-	args = append(args, videoArgs(o, ext)...)
-	r := runTool(ctx, t.ffmpeg, append(args, "-y", fileArg(f.Name()))...)
-	if ctx.Err() != nil {
-		return ctx.Err()
+	e.err, e.at = err, time.Now()
+	if err != nil {
+		if c.failed >= maxFailedChecks {
+			c.dropFailures()
+		}
+		c.failed++
 	}
-	if r.err != nil {
-		msg := describe(r.tail, r.err)
-		return fmt.Errorf("ffmpeg cannot write %s into a %s file with pixel format %s%s (%s)%s", o.Codec, ext, o.PixFmt, optionsNote(o.Options), msg, encodeHint(ext, o.Codec, msg))
+	return err
+}
+
+// dropFailures forgets every failure kept; c.mu is held.
+func (c *checkCache) dropFailures() {
+	for k, e := range c.m {
+		select {
+		case <-e.done:
+			if e.err != nil {
+				delete(c.m, k)
+			}
+		default:
+		}
 	}
-	encodeChecks.Store(key, struct{}{})
-	return nil
+	c.failed = 0
 }
 
 func optionsNote(opts []string) string {

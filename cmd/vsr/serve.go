@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -51,6 +52,12 @@ type serveFlags struct {
 	// params are the model parameters set by flags: the defaults of
 	// requests that do not set them.
 	params model.Values
+
+	// maxUploadTotal bounds the uploads in the input root; keepFinished
+	// and keepFinishedCount are the retention of finished tasks.
+	maxUploadTotal    int64
+	keepFinished      time.Duration
+	keepFinishedCount int
 }
 
 func newServe() *cobra.Command {
@@ -80,7 +87,10 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&f.maxQueue, "max-queue", 100, "most tasks waiting in the queue; more get 503")
 	fl.StringSliceVar(&f.streamAllow, "stream-allow", nil, "URLs live sessions (POST /v1/streams) may read and write, as scheme://host[:port] (host * for any; ?listen to let them listen there), repeatable; none: no live sessions")
 	fl.Int64Var(&f.maxUpload, "max-upload", 2<<30, "largest upload in bytes; larger get 413")
-	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; more wait to be accepted")
+	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; a new one closes the longest idle one, and waits only when all are in a request")
+	fl.Int64Var(&f.maxUploadTotal, "max-upload-bytes-total", 0, "most bytes of all uploads in the input root, stored for their tasks or arriving; an upload past it gets 507 (0 = no limit)")
+	fl.DurationVar(&f.keepFinished, "keep-finished", 0, "how long finished tasks stay listed after they end (e.g. 168h); older ones are deleted from the task store, their results kept (0 = forever)")
+	fl.IntVar(&f.keepFinishedCount, "keep-finished-count", 0, "most finished tasks kept listed, the latest (0 = no limit)")
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
 	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
@@ -132,6 +142,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.maxQueue < 1 || f.maxUpload < 1 {
 		return fmt.Errorf("--max-queue and --max-upload must be at least 1")
 	}
+	if f.maxUploadTotal < 0 || f.keepFinished < 0 || f.keepFinishedCount < 0 {
+		return fmt.Errorf("--max-upload-bytes-total, --keep-finished and --keep-finished-count must be 0 (no limit) or more")
+	}
 	var err error
 	if f.params, err = familyValues(cmd.Flags()); err != nil {
 		return err
@@ -165,7 +178,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
 		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: workers,
-		StreamAllow: f.streamAllow,
+		StreamAllow: f.streamAllow, MaxUploadTotal: f.maxUploadTotal,
+		KeepFinished: f.keepFinished, KeepFinishedCount: f.keepFinishedCount,
 	}, run)
 	if err != nil {
 		return err
