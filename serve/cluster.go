@@ -417,12 +417,13 @@ func (s *Service) dropUpload(t *Task) {
 }
 
 // hashModels records the content hash of each served model (ModelHasher;
-// "" for a runner that has none): the API records it in each task, and a
-// worker runs only the tasks whose hash is its own.
+// "" for a runner that has none) when tasks run on workers: the API
+// records it in each task, and a worker runs only the tasks whose hash is
+// its own.
 func (s *Service) hashModels() error {
 	s.hashes = map[string]string{}
 	mh, ok := s.runner.(ModelHasher)
-	if !ok {
+	if !ok || !s.cfg.Remote && !s.cfg.Pull {
 		return nil
 	}
 	for _, m := range s.served() {
