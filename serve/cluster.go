@@ -287,12 +287,12 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		fail("Interrupted", fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", runs-1, s.cfg.MaxAttempts))
 		return nil, nil
 	}
-	if t.in, t.out, err = s.localPaths(t, runs > 1); err != nil {
+	if t.in, t.out, err = s.localPaths(t); err != nil {
 		s.log.Warn("taking an upload from NATS", "task", id, "err", err)
 		m.Nak()
 		return nil, nil
 	}
-	if runs > 1 {
+	if md.NumDelivered > 1 {
 		removeTemporariesOf(t.out, s.log)
 		t.Rerun = true
 	}
@@ -380,11 +380,11 @@ func outputExt(path string) string {
 // localPaths returns where a worker reads and writes task t (checked by
 // checkRecord) under its own roots. With the files in the object store
 // (t.Files) they are this worker's own, named by the task id: its upload,
-// which it takes from the store now (again on a rerun: a crashed
-// attempt's copy is replaced), and its result, stored and removed when
+// which it takes from the store now (replacing an earlier attempt's copy),
+// and its result, stored and removed when
 // the task is done. Otherwise they are the record's relative paths, which
 // the run opens inside the roots (openTask).
-func (s *Service) localPaths(t *Task, rerun bool) (in, out string, err error) {
+func (s *Service) localPaths(t *Task) (in, out string, err error) {
 	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 	if !t.Files {
 		return in, out, nil
@@ -399,9 +399,7 @@ func (s *Service) localPaths(t *Task, rerun bool) (in, out string, err error) {
 		return "", "", err
 	}
 	defer root.Close()
-	if rerun {
-		root.Remove(name)
-	}
+	root.Remove(name) // an earlier attempt's copy
 	if err := s.js().getFileIn(root, "in/"+t.ID, name); err != nil {
 		return "", "", err
 	}
@@ -409,7 +407,7 @@ func (s *Service) localPaths(t *Task, rerun bool) (in, out string, err error) {
 }
 
 // dropUpload removes the copy of its upload a worker took for task t
-// (localPaths), once the task no longer needs it.
+// (localPaths), once its run is over.
 func (s *Service) dropUpload(t *Task) {
 	if t.Files && t.Upload && t.in != "" {
 		os.Remove(t.in)

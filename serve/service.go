@@ -748,13 +748,11 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		if t.Devices != "" {
 			s.m.byDevices.WithLabelValues(t.Devices, string(t.Status)).Inc()
 		}
-		switch {
-		case s.cfg.Pull: // only its own copy (the API removes its upload)
-			s.dropUpload(t)
-		case t.Upload: // an uploaded input is of no use once the task is over
+		if t.Upload && !s.cfg.Pull { // an uploaded input is of no use once the task is over (the API removes a worker's)
 			os.Remove(t.Input)
 		}
 	}
+	s.dropUpload(t) // a worker's own copy
 	s.persist(t)
 	s.running = slices.DeleteFunc(s.running, func(r *Task) bool { return r == t })
 	t.cancel = nil
