@@ -84,7 +84,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.Int64Var(&f.maxUpload, "max-upload", 2<<30, "largest upload in bytes; larger get 413")
 	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; more wait to be accepted")
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
-	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication); other processes can read a flag's value: prefer $VSR_TOKEN or --token-file")
+	fl.StringVar(&f.token, "token", "", "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication); other processes can read a flag's value: prefer $VSR_TOKEN or --token-file")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (instead of --token)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
@@ -136,6 +136,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("--max-queue and --max-upload must be at least 1")
 	}
 	var err error
+	if !cmd.Flags().Changed("token") {
+		f.token = os.Getenv("VSR_TOKEN") // not the flag's default, which --help would print
+	}
 	if f.tokenFile != "" {
 		if cmd.Flags().Changed("token") {
 			return fmt.Errorf("--token and --token-file: give one")

@@ -898,3 +898,14 @@ func TestServeHeadersOnly(t *testing.T) {
 		t.Errorf("--warmup-size on the API alone: %v", err)
 	}
 }
+
+// TestServeTokenHidden: vsr serve --help does not print $VSR_TOKEN as the
+// --token flag's default (it did), and the flags say how to keep tokens off
+// command lines.
+func TestServeTokenHidden(t *testing.T) {
+	t.Setenv("VSR_TOKEN", "s3cret-from-env")
+	out, _, err := vsrOutputs("serve", "--help")
+	if err != nil || strings.Contains(out, "s3cret-from-env") || !strings.Contains(out, "--token-file") {
+		t.Errorf("vsr serve --help: %v\n%s", err, out)
+	}
+}
