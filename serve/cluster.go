@@ -265,8 +265,6 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		m.Ack()
 		return nil, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := time.Now()
 	// Graceful stops (SIGTERM) hand the task back without costing a run.
 	runs := max(int(md.NumDelivered)-t.HandedBack, 1)
@@ -287,9 +285,23 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		fail("Interrupted", fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", runs-1, s.cfg.MaxAttempts))
 		return nil, nil
 	}
-	if t.in, t.out, err = s.localPaths(t); err != nil {
+	// The lease is renewed from now on (an upload may take a while to
+	// arrive), without s.mu: t is not shared until it is in s.tasks.
+	ctx, cancel := context.WithCancel(parent)
+	t.cancel = cancel
+	go s.heartbeat(ctx, t, m)
+	giveBack := func() {
+		cancel()
+		s.mu.Lock()
+		lost := t.lost
+		s.mu.Unlock()
+		if !lost { // else it is another worker's now
+			m.Nak()
+		}
+	}
+	if t.in, t.out, err = s.localPaths(ctx, t); err != nil {
 		s.log.Warn("taking an upload from NATS", "task", id, "err", err)
-		m.Nak()
+		giveBack()
 		return nil, nil
 	}
 	if md.NumDelivered > 1 {
@@ -302,13 +314,13 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		// Changed meanwhile (cancelled by the API): look again later.
 		s.log.Info("task changed as it was taken", "task", id, "err", err)
 		s.dropUpload(t)
-		m.Nak()
+		giveBack()
 		return nil, nil
 	}
 	t.msg = m
 	t.done = make(chan struct{})
-	var ctx context.Context
-	ctx, t.cancel = context.WithCancel(parent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	sub, err := j.nc.Subscribe(cancelSubject+id, func(*nats.Msg) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -320,7 +332,6 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 	if err == nil {
 		t.unsub = sub
 	}
-	go s.heartbeat(ctx, t, m)
 	s.tasks[id] = t
 	s.running = append(s.running, t)
 	return t, ctx
@@ -384,7 +395,7 @@ func outputExt(path string) string {
 // and its result, stored and removed when
 // the task is done. Otherwise they are the record's relative paths, which
 // the run opens inside the roots (openTask).
-func (s *Service) localPaths(t *Task) (in, out string, err error) {
+func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
 	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 	if !t.Files {
 		return in, out, nil
@@ -400,7 +411,7 @@ func (s *Service) localPaths(t *Task) (in, out string, err error) {
 	}
 	defer root.Close()
 	root.Remove(name) // an earlier attempt's copy
-	if err := s.js().getFileIn(root, "in/"+t.ID, name); err != nil {
+	if err := s.js().getFileIn(ctx, root, "in/"+t.ID, name); err != nil {
 		return "", "", err
 	}
 	return filepath.Join(s.cfg.InputRoot, name), out, nil

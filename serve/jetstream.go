@@ -206,9 +206,9 @@ func (s *jsStore) putFile(name, path string) error {
 }
 
 // getFileIn writes object to a new file name in root (refusing to
-// replace one); a partial file is removed.
-func (s *jsStore) getFileIn(root *os.Root, object, name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+// replace one), until ctx ends; a partial file is removed.
+func (s *jsStore) getFileIn(ctx context.Context, root *os.Root, object, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
 	obj, err := s.files.Get(ctx, object)
 	if err != nil {
