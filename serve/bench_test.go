@@ -29,7 +29,7 @@ func BenchmarkSubmitToStart(b *testing.B) {
 			}
 			defer api.Close()
 			if store == "jetstream" {
-				w, err := New(Config{Data: b.TempDir(), NATS: &NATS{URLs: api.NATSURL()}, Pull: true,
+				w, err := New(Config{Data: b.TempDir(), NATS: workerNATS(b, api), Pull: true,
 					InputRoot: api.InputRoot(), OutputRoot: api.OutputRoot()}, run)
 				if err != nil {
 					b.Fatal(err)
@@ -77,7 +77,7 @@ func BenchmarkRedelivery(b *testing.B) {
 		}
 		worker := func() (*Service, *fakeRunner) {
 			f := newFake(true)
-			w, err := New(Config{Data: b.TempDir(), NATS: &NATS{URLs: api.NATSURL()}, Pull: true, AckWait: time.Second,
+			w, err := New(Config{Data: b.TempDir(), NATS: workerNATS(b, api), Pull: true, AckWait: time.Second,
 				InputRoot: api.InputRoot(), OutputRoot: api.OutputRoot()}, f)
 			if err != nil {
 				b.Fatal(err)

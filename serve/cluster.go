@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,11 +100,23 @@ func (s *Service) watch(ctx context.Context) {
 			}
 			s.js().seen(t.ID, e.Revision())
 			s.mu.Lock()
+			if old := s.tasks[t.ID]; old != nil && !old.Status.Final() && t.Status.Final() {
+				s.removeUpload(old)
+			}
 			s.apply(&t)
 			s.requeue()
 			s.mu.Unlock()
 		}
 		w.Stop()
+	}
+}
+
+// removeUpload removes the upload of task t, this API's record of a task
+// that has ended: the API stored the file, and removes it (a worker never
+// does: it does not trust the record's paths to name an upload).
+func (s *Service) removeUpload(t *Task) {
+	if t.Upload && !t.Files && filepath.Dir(t.Input) == s.cfg.InputRoot && uploadName.MatchString(filepath.Base(t.Input)) {
+		os.Remove(t.Input)
 	}
 }
 
@@ -227,12 +240,18 @@ func (s *Service) isClosing() bool {
 }
 
 // take starts the task of message m, or acknowledges a message whose task
-// is gone, finished or cancelled, or fails a task delivered too often.
+// is gone, finished or cancelled, or fails a task delivered too often or
+// whose record this worker cannot trust (checkRecord).
 func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.Context) {
 	id := string(m.Data())
 	md, err := m.Metadata()
 	if err != nil {
 		m.Nak()
+		return nil, nil
+	}
+	if !validID(id) {
+		s.log.Warn("refusing a work queue message that names no valid task id", "id", fmt.Sprintf("%.80q", id))
+		m.Term()
 		return nil, nil
 	}
 	j := s.js()
@@ -246,49 +265,62 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		m.Ack()
 		return nil, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := time.Now()
-	if int(md.NumDelivered) > s.cfg.MaxAttempts {
-		t.Status, t.Ended = Failed, &now
-		t.Error = fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", md.NumDelivered-1, s.cfg.MaxAttempts)
-		t.ErrorType = "Interrupted"
+	// Graceful stops (SIGTERM) hand the task back without costing a run.
+	runs := max(int(md.NumDelivered)-t.HandedBack, 1)
+	fail := func(errType, msg string) {
+		t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, msg, errType
 		if err := j.Put(t); err == nil {
 			m.Term()
+		} else {
+			m.Nak()
 		}
+	}
+	if err := s.checkRecord(t, id, m.Subject()); err != nil {
+		s.log.Warn("refusing a task record", "task", id, "err", err)
+		fail("InvalidRecord", fmt.Sprintf("worker %s refused the task's record: %v", s.cfg.Name, err))
 		return nil, nil
 	}
-	// This worker's roots: the task's paths relative to the API's.
-	t.Input, t.Output = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
-	if t.Files && t.Upload {
-		if err := os.MkdirAll(filepath.Dir(t.Input), 0o755); err == nil {
-			err = j.getFile("in/"+id, t.Input)
-		}
-		if err != nil {
-			s.log.Warn("taking an upload from NATS", "task", id, "err", err)
+	if runs > s.cfg.MaxAttempts {
+		fail("Interrupted", fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", runs-1, s.cfg.MaxAttempts))
+		return nil, nil
+	}
+	// The lease is renewed from now on (an upload may take a while to
+	// arrive), without s.mu: t is not shared until it is in s.tasks.
+	ctx, cancel := context.WithCancel(parent)
+	t.cancel = cancel
+	go s.heartbeat(ctx, t, m)
+	giveBack := func() {
+		cancel()
+		s.mu.Lock()
+		lost := t.lost
+		s.mu.Unlock()
+		if !lost { // else it is another worker's now
 			m.Nak()
-			return nil, nil
 		}
 	}
-	if t.Files {
-		os.MkdirAll(filepath.Dir(t.Output), 0o755)
+	if t.in, t.out, err = s.localPaths(ctx, t); err != nil {
+		s.log.Warn("taking an upload from NATS", "task", id, "err", err)
+		giveBack()
+		return nil, nil
 	}
 	if md.NumDelivered > 1 {
-		removeTemporariesOf(t.Output, s.log)
+		removeTemporariesOf(t.out, s.log)
 		t.Rerun = true
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
-	t.FramesDone, t.Attempts, t.Worker = 0, int(md.NumDelivered), s.cfg.Name
+	t.FramesDone, t.Attempts, t.Worker = 0, runs, s.cfg.Name
 	if err := j.Put(t); err != nil {
 		// Changed meanwhile (cancelled by the API): look again later.
 		s.log.Info("task changed as it was taken", "task", id, "err", err)
-		m.Nak()
+		s.dropUpload(t)
+		giveBack()
 		return nil, nil
 	}
 	t.msg = m
 	t.done = make(chan struct{})
-	var ctx context.Context
-	ctx, t.cancel = context.WithCancel(parent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	sub, err := j.nc.Subscribe(cancelSubject+id, func(*nats.Msg) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -300,42 +332,183 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 	if err == nil {
 		t.unsub = sub
 	}
-	go s.heartbeat(ctx, t, m)
 	s.tasks[id] = t
 	s.running = append(s.running, t)
 	return t, ctx
 }
 
-// heartbeat marks task t's message m in progress every AckWait/3 until
-// ctx ends. A failure or two (a NATS node failing over) is waited out;
-// but once no mark has gone through for 2/3 of AckWait, the task may go
-// to another worker at AckWait: this one stops it first, so that no task
+// checkRecord checks task t's record, read for the work queue message
+// with task id on subject, as the HTTP layer checks a request: whoever
+// can write to the bucket must not lead a worker out of its roots or run
+// a model other than the one asked for. The paths are relative, clean and
+// local; the model is one this worker serves, the one of the queue the
+// message came from, with the weights the API checked the request
+// against (the content hash it recorded).
+func (s *Service) checkRecord(t *Task, id, subject string) error {
+	if t.ID != id {
+		return fmt.Errorf("the record of %s names task %q", id, t.ID)
+	}
+	if err := checkRel("input_rel", t.InputRel); err != nil {
+		return err
+	}
+	if err := checkRel("output_rel", t.OutputRel); err != nil {
+		return err
+	}
+	name := filepath.Base(t.OutputRel)
+	if strings.HasPrefix(name, ".") || len(name) > maxName || len(t.OutputRel) > maxPath || outputExt(t.OutputRel) == "" {
+		return fmt.Errorf("output_rel %q: want a visible file name of at most %d bytes with an extension", t.OutputRel, maxName)
+	}
+	if !slices.Contains(s.served(), t.ModelName) || subject != workSubject(t.ModelName) {
+		return fmt.Errorf("model %q: not the model of the queue the task came from, or not served here", t.ModelName)
+	}
+	if want := s.hashes[t.ModelName]; t.ModelHash != want {
+		return fmt.Errorf("model %s: this worker's weights (content hash %.16s) are not those the task was accepted for (%.16s): give the workers and the API the same model files", t.ModelName, want, t.ModelHash)
+	}
+	return nil
+}
+
+// checkRel refuses a path of a task record that is not clean, relative
+// and local (no "..", not absolute, no control characters).
+func checkRel(field, p string) error {
+	if p == "" || !filepath.IsLocal(p) || filepath.Clean(p) != p || strings.ContainsFunc(p, unicode.IsControl) {
+		return fmt.Errorf("%s %q is not a clean relative path inside the root", field, p)
+	}
+	return nil
+}
+
+// outputExt returns the extension of path when it is a plain one (a dot
+// and 1 to 9 letters or digits), else "".
+func outputExt(path string) string {
+	ext := filepath.Ext(path)
+	if len(ext) < 2 || len(ext) > 10 || strings.ContainsFunc(ext[1:], func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) {
+		return ""
+	}
+	return ext
+}
+
+// localPaths returns where a worker reads and writes task t (checked by
+// checkRecord) under its own roots. With the files in the object store
+// (t.Files) they are this worker's own, named by the task id: its upload,
+// which it takes from the store now (replacing an earlier attempt's copy),
+// and its result, stored and removed when
+// the task is done. Otherwise they are the record's relative paths, which
+// the run opens inside the roots (openTask).
+func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
+	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
+	if !t.Files {
+		return in, out, nil
+	}
+	out = filepath.Join(s.cfg.OutputRoot, "result-"+t.ID+outputExt(t.OutputRel))
+	if !t.Upload {
+		return in, out, nil
+	}
+	name := "upload-" + t.ID + outputExt(t.InputRel)
+	root, err := os.OpenRoot(s.cfg.InputRoot)
+	if err != nil {
+		return "", "", err
+	}
+	defer root.Close()
+	root.Remove(name) // an earlier attempt's copy
+	if err := s.js().getFileIn(ctx, root, "in/"+t.ID, name); err != nil {
+		return "", "", err
+	}
+	return filepath.Join(s.cfg.InputRoot, name), out, nil
+}
+
+// dropUpload removes the copy of its upload a worker took for task t
+// (localPaths), once its run is over.
+func (s *Service) dropUpload(t *Task) {
+	if t.Files && t.Upload && t.in != "" {
+		os.Remove(t.in)
+	}
+}
+
+// hashModels records the content hash of each served model (ModelHasher;
+// "" for a runner that has none) when tasks run on workers: the API
+// records it in each task, and a worker runs only the tasks whose hash is
+// its own.
+func (s *Service) hashModels() error {
+	s.hashes = map[string]string{}
+	mh, ok := s.runner.(ModelHasher)
+	if !ok || !s.cfg.Remote && !s.cfg.Pull {
+		return nil
+	}
+	for _, m := range s.served() {
+		h, err := mh.ModelHash(m)
+		if err != nil {
+			return fmt.Errorf("model %s: its content hash: %w", m, err)
+		}
+		s.hashes[m] = h
+	}
+	return nil
+}
+
+// ModelHasher is implemented by runners that can tell their models'
+// weights apart: ModelHash returns a hash of the content of the named
+// model's files. Without it, tasks carry no hash and workers check the
+// model's name only.
+type ModelHasher interface {
+	ModelHash(name string) (string, error)
+}
+
+// leaseOptions are the NATS connection options of a worker: pings every
+// AckWait/3, so that a connection that stopped answering is noticed (and
+// redialled) within the ack wait rather than the default minutes.
+func leaseOptions(c Config) []nats.Option {
+	if !c.Pull {
+		return nil
+	}
+	return []nats.Option{nats.PingInterval(c.AckWait / 3), nats.MaxPingsOutstanding(2)}
+}
+
+// heartbeat renews the lease of task t's message m (marks it in progress,
+// waiting for the server's answer) every AckWait/3 until ctx ends. A
+// failure or two (a NATS node failing over) is waited out; but once no
+// renewal has been answered for 2/3 of AckWait, the task may go to
+// another worker at AckWait: this one cancels it then, so that no task
 // runs twice at once.
 func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
-	tick := time.NewTicker(s.cfg.AckWait / 3)
-	defer tick.Stop()
-	last := time.Now()
+	aw := s.cfg.AckWait
+	last := time.Now() // the last renewal the server answered was sent then
 	for {
+		deadline := last.Add(2 * aw / 3)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			err := m.InProgress()
-			if err == nil {
-				last = time.Now()
-			}
-			if err != nil && time.Since(last) >= 2*s.cfg.AckWait/3 {
-				s.log.Warn("lost the lease on a running task: stopping it", "task", t.ID, "err", err)
-				s.mu.Lock()
-				t.lost = true
-				if t.cancel != nil {
-					t.cancel()
-				}
-				s.mu.Unlock()
-				return
-			}
+		case <-time.After(min(aw/3, time.Until(deadline))):
 		}
+		if time.Now().Before(deadline) {
+			sent := time.Now()
+			if err := s.renew(m, min(aw/6, time.Until(deadline))); err == nil {
+				last = sent
+			} else {
+				s.log.Warn("renewing the lease on a running task", "task", t.ID, "err", err)
+			}
+			continue
+		}
+		s.log.Warn("lost the lease on a running task: stopping it", "task", t.ID)
+		s.mu.Lock()
+		t.lost = true
+		if t.cancel != nil {
+			t.cancel()
+		}
+		s.mu.Unlock()
+		return
 	}
+}
+
+// renew marks message m in progress and waits up to timeout for the
+// server to answer (InProgress alone does not wait).
+func (s *Service) renew(m jetstream.Msg, timeout time.Duration) error {
+	if timeout <= 0 {
+		return context.DeadlineExceeded
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := s.js().nc.RequestWithContext(ctx, m.Reply(), []byte("+WPI"))
+	return err
 }
 
 // release settles the message of a task a worker ran: acknowledged when
@@ -437,7 +610,7 @@ func (s *Service) storeResult(t *Task) (string, error) {
 	if err := s.js().putFile(name, t.Output); err != nil {
 		return "", err
 	}
-	os.Remove(t.Output)
+	os.Remove(t.Output) // this worker's own (see localPaths)
 	return name, nil
 }
 

@@ -26,7 +26,7 @@ func remote(t *testing.T, n int, block bool, cfg Config) (*env, []*Service, []*f
 	var fs []*fakeRunner
 	for range n {
 		f := newFake(block)
-		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), MaxAttempts: cfg.MaxAttempts}, f)
 		if err != nil {
 			t.Fatal(err)
@@ -220,7 +220,7 @@ func TestRemoteModels(t *testing.T) {
 	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, api)
 	start := func(models ...string) *fakeRunner {
 		f := newFake(false)
-		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), Name: "w-" + strings.Join(models, ""), Devices: "fake:0"},
 			namedFake{f, models})
 		if err != nil {
@@ -261,7 +261,7 @@ func TestRemoteModels(t *testing.T) {
 func TestRemoteFiles(t *testing.T) {
 	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
 	f := newFake(false)
-	w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: e.svc.NATSURL()}, Pull: true, AckWait: time.Second,
+	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
 		InputRoot: t.TempDir(), OutputRoot: t.TempDir()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func TestRemoteReconnect(t *testing.T) {
 	proxy := newCutProxy(t, u.Host)
 	worker := func(addr string) (*Service, *fakeRunner) {
 		f := newFake(true)
-		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: addr}, Pull: true, AckWait: time.Second,
+		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: addr, Token: workerNATS(t, e.svc).Token}, Pull: true, AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 		if err != nil {
 			t.Fatal(err)
@@ -410,7 +410,7 @@ func TestRemoteTakeover(t *testing.T) {
 	e.input("a.mp4")
 	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4", "model": "ticking"})
 	<-fs[0].started
-	other, err := openJetStream(t.TempDir(), NATS{URLs: e.svc.NATSURL()})
+	other, err := openJetStream(t.TempDir(), *workerNATS(t, e.svc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,4 +481,15 @@ func TestRemoteFinalWriteFails(t *testing.T) {
 	if !failed || !slices.Equal(ran, []string{id}) {
 		t.Errorf("final write failed %v; runs %v, want %s once", failed, ran, id)
 	}
+}
+
+// workerNATS is the NATS configuration of a worker of api, whose
+// embedded server made a token for local workers.
+func workerNATS(t testing.TB, api *Service) *NATS {
+	t.Helper()
+	b, err := os.ReadFile(WorkerTokenFile(api.cfg.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &NATS{URLs: api.NATSURL(), Token: strings.TrimSpace(string(b))}
 }

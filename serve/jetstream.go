@@ -2,15 +2,20 @@ package serve
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +33,24 @@ import (
 type NATS struct {
 	// Listen starts an embedded NATS server with JetStream on this
 	// address (host:port; port -1 picks a free one), its files under
-	// Data/nats. Beyond loopback it needs Token, NkeySeed or TLSCA.
+	// Data/nats. Its clients need a credential: Token, WorkerTokens,
+	// NkeySeed or TLSCA; on loopback without one, the server makes a
+	// token for the workers of this machine in Data/nats/worker.token
+	// (see natsAuth). Its own process connects in process, with a
+	// credential of its own.
 	Listen string
 	// URLs connects to an external NATS server or cluster instead
 	// (nats://host:port, comma-separated).
 	URLs string
-	// Token is the credential the server requires and clients give; or
-	// NkeySeed, the file of an nkey seed (nk -gen user), whose public key
-	// the embedded server requires and with which clients sign in.
-	Token    string
-	NkeySeed string
+	// Token is the credential a client gives, and one the embedded
+	// server accepts; WorkerTokens are more that the embedded server
+	// accepts (one per worker, so that each can be revoked). NkeySeed is
+	// the file of an nkey seed (nk -gen user), with which a client signs
+	// in and whose public key the embedded server accepts. The embedded
+	// server gives these clients the worker role (workerPermissions).
+	Token        string
+	WorkerTokens []string
+	NkeySeed     string
 	// TLSCert and TLSKey are the certificate this process presents: the
 	// embedded server's (its port then speaks only TLS), or a client's to
 	// an external server that asks for one. TLSCA is a CA file: with
@@ -84,19 +97,21 @@ type jsStore struct {
 var _ TaskStore = (*jsStore)(nil)
 
 // openJetStream starts or connects to the NATS server of c and opens the
-// task bucket.
-func openJetStream(data string, c NATS) (*jsStore, error) {
+// task bucket; more are options of the connection (a worker's pings).
+func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 	s := &jsStore{rev: map[string]uint64{}}
 	url := c.URLs
 	if c.Listen != "" {
 		if url != "" {
 			return nil, errors.New("serve: both an embedded NATS server to listen on and an external one to connect to: give one")
 		}
-		srv, err := startNATS(filepath.Join(data, "nats"), c)
+		srv, self, err := startNATS(filepath.Join(data, "nats"), c)
 		if err != nil {
 			return nil, err
 		}
 		s.srv, url = srv, srv.ClientURL()
+		// This process signs in with its own token, not the workers'.
+		c.Token, c.NkeySeed = self, ""
 	}
 	if url == "" {
 		return nil, errors.New("serve: no NATS server to listen on or to connect to")
@@ -104,11 +119,10 @@ func openJetStream(data string, c NATS) (*jsStore, error) {
 	var err error
 	if s.srv != nil {
 		// This process reaches its own server in process: no port, no
-		// TLS handshake (a tls:// URL would ask for one); the token or
-		// nkey still applies.
-		s.nc, err = connect(strings.Replace(url, "tls://", "nats://", 1), c, nats.InProcessServer(s.srv))
+		// TLS handshake (a tls:// URL would ask for one).
+		s.nc, err = connect(strings.Replace(url, "tls://", "nats://", 1), c, append(more, nats.InProcessServer(s.srv))...)
 	} else {
-		s.nc, err = connect(url, c)
+		s.nc, err = connect(url, c, more...)
 	}
 	if err != nil {
 		s.Close()
@@ -191,17 +205,29 @@ func (s *jsStore) putFile(name, path string) error {
 	return nil
 }
 
-// getFile writes object name to path, through a hidden temporary in its
-// directory renamed on success.
-func (s *jsStore) getFile(name, path string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+// getFileIn writes object to a new file name in root (refusing to
+// replace one), until ctx ends; a partial file is removed.
+func (s *jsStore) getFileIn(ctx context.Context, root *os.Root, object, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".vsr-get")
-	if err := s.files.GetFile(ctx, name, tmp); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("NATS object store, %s: %w", name, err)
+	obj, err := s.files.Get(ctx, object)
+	if err != nil {
+		return fmt.Errorf("NATS object store, %s: %w", object, err)
 	}
-	return os.Rename(tmp, path)
+	defer obj.Close()
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, obj)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		root.Remove(name)
+		return fmt.Errorf("NATS object store, %s: %w", object, err)
+	}
+	return nil
 }
 
 // The work queue: a task to run is its id in a message on the subject of
@@ -324,53 +350,186 @@ func (s *jsStore) get(id string) (*Task, error) {
 }
 
 // startNATS starts an embedded NATS server with JetStream file storage in
-// dir, listening on c.Listen. Listening beyond loopback needs a
-// credential.
-func startNATS(dir string, c NATS) (*server.Server, error) {
+// dir, listening on c.Listen, and returns the token with which this
+// process signs in (the API role). Every client needs a credential (see
+// natsAuth); listening beyond loopback needs one given in c.
+func startNATS(dir string, c NATS) (*server.Server, string, error) {
 	addr := c.Listen
 	host, p, err := net.SplitHostPort(addr)
 	port, perr := strconv.Atoi(p)
 	if err != nil || perr != nil || port < -1 || port > 65535 {
-		return nil, fmt.Errorf("--nats-listen %q: want host:port (port -1: any free one)", addr)
+		return nil, "", fmt.Errorf("--nats-listen %q: want host:port (port -1: any free one)", addr)
 	}
-	if c.Token == "" && c.NkeySeed == "" && c.TLSCA == "" && !IsLoopback(host) {
-		return nil, fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file, --nats-nkey-file or --nats-tls-ca (client certificates), or listen on 127.0.0.1", addr)
+	auth := &natsAuth{api: randomToken(), certs: c.TLSCA != "", tokens: c.WorkerTokens}
+	if c.Token != "" {
+		auth.tokens = append(auth.tokens, c.Token)
+	}
+	if c.NkeySeed != "" {
+		pub, err := nkeyPublic(c.NkeySeed)
+		if err != nil {
+			return nil, "", err
+		}
+		auth.nkeys = []string{pub}
+	}
+	given := len(auth.tokens) > 0 || len(auth.nkeys) > 0 || auth.certs
+	if !given && !IsLoopback(host) {
+		return nil, "", fmt.Errorf("--nats-listen %s is reachable from other machines: give it a credential with --nats-token-file, --nats-nkey-file or --nats-tls-ca (client certificates), or listen on 127.0.0.1", addr)
 	}
 	var tlsConfig *tls.Config
 	if c.TLSCert != "" || c.TLSKey != "" || c.TLSCA != "" {
 		if c.TLSCert == "" || c.TLSKey == "" {
-			return nil, errors.New("--nats-listen with TLS needs both --nats-tls-cert and --nats-tls-key (the server's certificate and key)")
+			return nil, "", errors.New("--nats-listen with TLS needs both --nats-tls-cert and --nats-tls-key (the server's certificate and key)")
 		}
 		tlsConfig, err = server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA, Verify: c.TLSCA != ""})
 		if err != nil {
-			return nil, fmt.Errorf("--nats-tls-cert %s, --nats-tls-key %s, --nats-tls-ca %q: %v", c.TLSCert, c.TLSKey, c.TLSCA, err)
+			return nil, "", fmt.Errorf("--nats-tls-cert %s, --nats-tls-key %s, --nats-tls-ca %q: %v", c.TLSCert, c.TLSKey, c.TLSCA, err)
 		}
-	}
-	var users []*server.NkeyUser
-	if c.NkeySeed != "" {
-		pub, err := nkeyPublic(c.NkeySeed)
-		if err != nil {
-			return nil, err
-		}
-		users = []*server.NkeyUser{{Nkey: pub}}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("NATS storage: %w", err)
+		return nil, "", fmt.Errorf("NATS storage: %w", err)
+	}
+	if !given {
+		tok, err := localToken(filepath.Join(dir, workerTokenFile))
+		if err != nil {
+			return nil, "", err
+		}
+		auth.tokens = []string{tok}
 	}
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "vsr", Host: host, Port: port, Authorization: c.Token, Nkeys: users,
+		ServerName: "vsr", Host: host, Port: port, CustomClientAuthentication: auth, AlwaysEnableNonce: true,
 		TLS: tlsConfig != nil, TLSConfig: tlsConfig, TLSVerify: c.TLSCA != "", TLSTimeout: 2,
 		JetStream: true, StoreDir: dir, SyncAlways: true, NoSigs: true, NoLog: true, // each task record on disk before its ack, as bbolt does
 	})
 	if err != nil {
-		return nil, fmt.Errorf("embedded NATS server on %s: %w", addr, err)
+		return nil, "", fmt.Errorf("embedded NATS server on %s: %w", addr, err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(natsTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded NATS server on %s did not start within %v (is the port in use?)", addr, natsTimeout)
+		return nil, "", fmt.Errorf("embedded NATS server on %s did not start within %v (is the port in use?)", addr, natsTimeout)
 	}
-	return srv, nil
+	return srv, auth.api, nil
+}
+
+// workerTokenFile, in the embedded server's directory, holds the token it
+// makes for the workers of this machine when it listens on loopback and
+// was given no credential.
+const workerTokenFile = "worker.token"
+
+// WorkerTokenFile is the file of the token that the embedded NATS server
+// of a service with data directory data made for local workers (when it
+// listens on loopback and was given no credential).
+func WorkerTokenFile(data string) string { return filepath.Join(data, "nats", workerTokenFile) }
+
+// localToken returns the token in file, making the file (mode 0600) with
+// a new token when there is none, so that workers configured with it keep
+// working across restarts.
+func localToken(file string) (string, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		if tok := strings.TrimSpace(string(b)); tok != "" {
+			return tok, nil
+		}
+	}
+	tok := randomToken()
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+workerTokenFile+".vsr-*")
+	if err == nil {
+		_, err = tmp.WriteString(tok + "\n")
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), file)
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("the NATS token of local workers, %s: %w", file, err)
+	}
+	return tok, nil
+}
+
+// randomToken returns 32 random bytes in hex.
+func randomToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// natsAuth signs in the clients of the embedded server: the process that
+// runs it with its own token (the API role: everything), and the workers
+// with one of tokens, a signature by one of nkeys, or (certs) a
+// certificate the TLS CA signed (the worker role: workerPermissions).
+// With certs and a token or nkey configured, a worker needs both.
+type natsAuth struct {
+	api           string
+	tokens, nkeys []string
+	certs         bool
+}
+
+// Check implements server.Authentication.
+func (a *natsAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o.Token != "" && subtle.ConstantTimeCompare([]byte(o.Token), []byte(a.api)) == 1 {
+		c.RegisterUser(&server.User{Username: "vsr-api"})
+		return true
+	}
+	if a.certs {
+		st := c.GetTLSConnectionState()
+		if st == nil || len(st.VerifiedChains) == 0 {
+			return false
+		}
+	}
+	ok := a.certs && len(a.tokens) == 0 && len(a.nkeys) == 0
+	for _, t := range a.tokens {
+		ok = ok || o.Token != "" && subtle.ConstantTimeCompare([]byte(o.Token), []byte(t)) == 1
+	}
+	if o.Nkey != "" && slices.Contains(a.nkeys, o.Nkey) {
+		ok = ok || verifyNonce(o.Nkey, o.Sig, c.GetNonce())
+	}
+	if ok {
+		c.RegisterUser(&server.User{Username: "vsr-worker", Permissions: workerPermissions()})
+	}
+	return ok
+}
+
+// verifyNonce reports whether sig (base64) is pub's signature of nonce.
+func verifyNonce(pub, sig string, nonce []byte) bool {
+	b, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		if b, err = base64.StdEncoding.DecodeString(sig); err != nil {
+			return false
+		}
+	}
+	kp, err := nkeys.FromPublicKey(pub)
+	return err == nil && kp.Verify(nonce, b) == nil
+}
+
+// workerPermissions are the subjects a worker may use: read the task
+// records and write them, take work from the work queue (its consumers,
+// their messages and acks), say it is there in the worker bucket, read
+// uploads and store results in the object store, hear cancellations and
+// arrivals, and get replies. It may not queue work, cancel tasks, or
+// create, purge or delete streams. A worker can still write any task's
+// record (subject permissions cannot tell its tasks from others'):
+// workers check what they read (see checkRecord).
+func workerPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			"$JS.API.INFO",
+			"$JS.API.STREAM.INFO.KV_" + taskBucket, "$JS.API.STREAM.INFO.KV_" + workerBucket,
+			"$JS.API.STREAM.INFO." + workStream, "$JS.API.STREAM.INFO.OBJ_" + fileBucket,
+			"$JS.API.DIRECT.GET.KV_" + taskBucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + taskBucket,
+			"$KV." + taskBucket + ".*", "$KV." + workerBucket + ".*",
+			"$JS.API.CONSUMER.CREATE." + workStream + ".>", "$JS.API.CONSUMER.INFO." + workStream + ".*",
+			"$JS.API.CONSUMER.MSG.NEXT." + workStream + ".*", "$JS.ACK." + workStream + ".>",
+			"$JS.API.DIRECT.GET.OBJ_" + fileBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + fileBucket,
+			"$JS.API.CONSUMER.CREATE.OBJ_" + fileBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + fileBucket + ".*",
+			"$JS.FC.OBJ_" + fileBucket + ".>", "$O." + fileBucket + ".C.*", "$O." + fileBucket + ".M.*",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", workSubjects, cancelSubject + "*"}},
+	}
 }
 
 // IsLoopback reports whether host names only this machine.

@@ -185,6 +185,7 @@ type Service struct {
 	st        TaskStore
 	pullFrom  []jetstream.Consumer // a worker's work queues, one per model it serves (Config.Pull)
 	announced chan struct{}        // closed when a worker has left the worker bucket
+	hashes    map[string]string    // the served models' content hashes (Remote, Pull; see hashModels)
 	log       *slog.Logger
 	m         *metrics
 
@@ -246,7 +247,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	switch {
 	case st != nil:
 	case cfg.NATS != nil:
-		if st, err = openJetStream(cfg.Data, *cfg.NATS); err != nil {
+		if st, err = openJetStream(cfg.Data, *cfg.NATS, leaseOptions(cfg)...); err != nil {
 			return nil, err
 		}
 	default:
@@ -263,6 +264,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 	if (cfg.Remote || cfg.Pull) && s.js() == nil {
 		st.Close()
 		return nil, errNoJetStream
+	}
+	if err := s.hashModels(); err != nil {
+		st.Close()
+		return nil, err
 	}
 	if cfg.Pull {
 		// A worker shares its roots with other workers: it removes only
@@ -463,6 +468,7 @@ func (s *Service) submit(t *Task, upload string) error {
 			return err
 		}
 	}
+	t.ModelHash = s.hashes[t.ModelName]
 	t.InputRel, _ = filepath.Rel(s.cfg.InputRoot, t.Input)
 	t.OutputRel, _ = filepath.Rel(s.cfg.OutputRoot, t.Output)
 	if err := s.st.Put(t); err != nil {
@@ -632,6 +638,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		}
 		*t = *c
 		s.queue.Remove(id)
+		s.removeUpload(t)
 		s.mu.Unlock()
 		return cancelDone, c.clone()
 	}
@@ -683,7 +690,11 @@ func (s *Service) persist(t *Task) {
 	if t.lost { // a worker's task that is another's now: its record too
 		return
 	}
-	err := s.st.Put(t)
+	s.saved(t, s.st.Put(t))
+}
+
+// saved takes in err, the outcome of writing task t; s.mu is held.
+func (s *Service) saved(t *Task, err error) {
 	t.unsaved = err != nil && !errors.Is(err, errChanged)
 	if err == nil {
 		return
@@ -766,6 +777,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	cancel := t.cancel
 	orig := t.clone()
 	s.mu.Unlock()
+	if t.in != "" { // a worker's: its own roots
+		orig.Input, orig.Output = t.in, t.out
+	}
 	work, files, openErr := s.openTask(orig)
 	if files != nil {
 		defer files.close()
@@ -778,17 +792,33 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		output, work.Output = work.Output, resultTemp(work.Output)
 	}
 
+	// Progress is saved every second, in the background and outside s.mu
+	// (a slow store must hold up neither the run nor the lease), one save
+	// at a time; the final write waits for the last.
 	lastSave := time.Now()
+	var saving sync.WaitGroup
+	inFlight := false // a save is under way (s.mu)
 	progress := func(done, total int) {
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if done > t.FramesDone {
 			s.m.frames.Add(float64(done - t.FramesDone))
 		}
 		t.FramesDone, t.FramesTotal = done, total
-		if time.Since(lastSave) >= time.Second {
-			lastSave = time.Now()
-			s.persist(t)
+		var c *Task
+		if time.Since(lastSave) >= time.Second && !t.lost && !inFlight {
+			lastSave, c, inFlight = time.Now(), t.clone(), true
+			saving.Add(1)
+		}
+		s.mu.Unlock()
+		if c != nil {
+			go func() {
+				defer saving.Done()
+				err := s.st.Put(c)
+				s.mu.Lock()
+				s.saved(t, err)
+				inFlight = false
+				s.mu.Unlock()
+			}()
 		}
 	}
 	start := time.Now()
@@ -812,6 +842,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	sec := time.Since(start).Seconds()
 	cancel()
+	saving.Wait()
 	lock.release(true)
 
 	s.mu.Lock()
@@ -834,6 +865,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		// again at the next start, or on another worker.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
+		if s.cfg.Pull && !t.lost {
+			t.HandedBack++ // a graceful stop: not a failed delivery
+		}
 	default:
 		t.Status, t.Error, t.ErrorType = Failed, oneLine(err.Error()), errType
 		s.log.Warn("task failed", "task", t.ID, "err", t.Error)
@@ -846,10 +880,11 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		if t.Devices != "" {
 			s.m.byDevices.WithLabelValues(t.Devices, string(t.Status)).Inc()
 		}
-		if t.Upload { // an uploaded input is of no use once the task is over
+		if t.Upload && !s.cfg.Pull { // an uploaded input is of no use once the task is over (the API removes a worker's)
 			os.Remove(t.Input)
 		}
 	}
+	s.dropUpload(t) // a worker's own copy
 	s.persist(t)
 	s.running = slices.DeleteFunc(s.running, func(r *Task) bool { return r == t })
 	t.cancel = nil

@@ -81,6 +81,10 @@ type Task struct {
 	// ModelName is the served model the task runs on, as the runner
 	// names it (ModelNamer).
 	ModelName string `json:"model_name,omitempty"`
+	// ModelHash is the content hash of that model's files where the API
+	// accepted the task (ModelHasher): a worker whose model differs
+	// refuses the task.
+	ModelHash string `json:"model_hash,omitempty"`
 	// InputRel and OutputRel are Input and Output relative to the input
 	// and output roots: a worker on another machine finds them under its
 	// own roots.
@@ -115,6 +119,9 @@ type Task struct {
 	// Attempts counts the runs started (a task interrupted by a crash runs
 	// again at restart).
 	Attempts int `json:"attempts"`
+	// HandedBack counts the deliveries to workers that stopped gracefully
+	// and handed the task back: they do not count as attempts.
+	HandedBack int `json:"handed_back,omitempty"`
 
 	// Filled in by the runner on success.
 	Width  int     `json:"width,omitempty"`
@@ -131,6 +138,7 @@ type Task struct {
 	done        chan struct{}      // closed when the running task has stopped
 	msg         jetstream.Msg      // a worker's task: its work queue message
 	unsub       *nats.Subscription // and its cancel subscription
+	in, out     string             // a worker's task: its paths under the worker's roots (see localPaths)
 }
 
 // newID returns a random task id (UUID v4 form, as LightX2V's).

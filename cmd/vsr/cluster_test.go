@@ -268,7 +268,7 @@ func BenchmarkServeWorkers(b *testing.B) {
 				srv, got := startLogged(b, bin, logged, args...)
 				var procs []*exec.Cmd
 				for range max(workers, 0) {
-					w, _ := startLogged(b, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", got[1],
+					w, _ := startLogged(b, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", got[1], "--nats-token-file", serve.WorkerTokenFile(data),
 						"--input-root", in, "--output-root", out, "--device", "cpu", "--preset", "ultrafast")
 					procs = append(procs, w)
 				}

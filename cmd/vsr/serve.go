@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	// minUploadRate is the slowest upload accepted, in bytes/s.
 	minUploadRate int64
 	token         string
+	tokenFile     string
 	models        []string
 	warmup        bool
 	warmupSize    string
@@ -92,15 +94,16 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.DurationVar(&f.keepFinished, "keep-finished", 0, "how long finished tasks stay listed after they end (e.g. 168h); older ones are deleted from the task store, their results kept (0 = forever)")
 	fl.IntVar(&f.keepFinishedCount, "keep-finished-count", 0, "most finished tasks kept listed, the latest (0 = no limit)")
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
-	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
+	fl.StringVar(&f.token, "token", "", "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication); other processes can read a flag's value: prefer $VSR_TOKEN or --token-file")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (instead of --token)")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list: tasks run on groups of this many devices, one task per group at once (0 = all devices in one group when a SwiftVR model is served, else one device per task)")
-	fl.StringVar(&f.natsListen, "nats-listen", "", "keep the tasks on NATS JetStream with an embedded NATS server listening here (host:port; files under --data/nats); beyond loopback it needs --nats-token-file")
+	fl.StringVar(&f.natsListen, "nats-listen", "", "keep the tasks on NATS JetStream with an embedded NATS server listening here (host:port; files under --data/nats); clients need a credential: beyond loopback give one (--nats-token-file, --nats-nkey-file, --nats-tls-ca), on loopback without one the token of local workers is made in --data/nats/worker.token")
 	fl.StringVar(&f.natsURLs, "nats", "", "keep the tasks on an external NATS JetStream server or cluster instead (nats://host:4222,...)")
-	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: required of clients by the embedded server, given to an external one")
-	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding an nkey seed (nk -gen user): the embedded server requires its public key, clients sign in with it (instead of --nats-token-file)")
+	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token: with --nats-listen the workers' tokens, one a line (one per worker, so that each can be revoked; they get the worker role), else the token given to the external server")
+	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding an nkey seed (nk -gen user): with --nats-listen, workers that sign with it are let in (the worker role); else this process signs in with it")
 	addNATSTLSFlags(fl, &f)
 	fl.IntVar(&f.natsReplicas, "nats-replicas", 1, "replicas of the NATS task bucket (3 on a cluster of 3)")
 	fl.BoolVar(&f.natsFiles, "nats-files", false, "keep uploads and their results in a NATS object store, for workers that share no filesystem with this machine")
@@ -146,6 +149,22 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("--max-upload-bytes-total, --keep-finished and --keep-finished-count must be 0 (no limit) or more")
 	}
 	var err error
+	if !cmd.Flags().Changed("token") {
+		f.token = os.Getenv("VSR_TOKEN") // not the flag's default, which --help would print
+	}
+	if f.tokenFile != "" {
+		if cmd.Flags().Changed("token") {
+			return fmt.Errorf("--token and --token-file: give one")
+		}
+		toks, err := readTokens("--token-file", f.tokenFile, 4096)
+		if err != nil {
+			return err
+		}
+		if len(toks) != 1 {
+			return fmt.Errorf("--token-file %s: want one token on one line", f.tokenFile)
+		}
+		f.token = toks[0]
+	}
 	if f.params, err = familyValues(cmd.Flags()); err != nil {
 		return err
 	}
@@ -200,6 +219,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		"models", strings.Join(names, ","), "data", f.data, "input_root", svc.InputRoot(), "output_root", svc.OutputRoot())
 	if u := svc.NATSURL(); u != "" {
 		log.Info("tasks kept on NATS JetStream", "nats", u)
+		if nc.Listen != "" && nc.Token == "" && nc.NkeySeed == "" && nc.TLSCA == "" {
+			log.Info("workers on this machine sign in to NATS with", "nats_token_file", serve.WorkerTokenFile(f.data))
+		}
 	}
 	return svc.Serve(ctx, ln)
 }
@@ -222,15 +244,42 @@ func natsConfig(f serveFlags) (*serve.NATS, error) {
 	c := &serve.NATS{Listen: f.natsListen, URLs: f.natsURLs, Replicas: f.natsReplicas, Files: f.natsFiles, NkeySeed: f.natsNkeyFile,
 		TLSCert: f.natsTLSCert, TLSKey: f.natsTLSKey, TLSCA: f.natsTLSCA}
 	if f.natsTokenFile != "" {
-		b, err := readSmallFile(f.natsTokenFile, 4096)
+		// The embedded server takes one token per worker, a line each;
+		// a client gives one.
+		toks, err := readTokens("--nats-token-file", f.natsTokenFile, 1<<20)
 		if err != nil {
-			return nil, fmt.Errorf("--nats-token-file: %w", err)
+			return nil, err
 		}
-		if c.Token = strings.TrimSpace(string(b)); c.Token == "" || strings.ContainsAny(c.Token, " \t\r\n") {
+		if f.natsListen == "" && len(toks) != 1 {
 			return nil, fmt.Errorf("--nats-token-file %s: want one token on one line", f.natsTokenFile)
 		}
+		c.Token, c.WorkerTokens = toks[0], toks[1:]
 	}
 	return c, nil
+}
+
+// readTokens reads the tokens in file, one a line (blank lines and lines
+// starting with # skipped): at least one, each without spaces.
+func readTokens(flag, file string, limit int64) ([]string, error) {
+	b, err := readSmallFile(file, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	var toks []string
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if strings.ContainsAny(l, " \t") || strings.ContainsFunc(l, unicode.IsControl) {
+			return nil, fmt.Errorf("%s %s: want one token on one line", flag, file)
+		}
+		toks = append(toks, l)
+	}
+	if len(toks) == 0 {
+		return nil, fmt.Errorf("%s %s: want one token on one line", flag, file)
+	}
+	return toks, nil
 }
 
 // readSmallFile reads a regular file of at most limit bytes, checking the

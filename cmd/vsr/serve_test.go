@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -675,6 +676,15 @@ func TestNATSFlags(t *testing.T) {
 	if err != nil || c.Token != "s3cret" || c.Listen != "0.0.0.0:4222" {
 		t.Errorf("%+v, %v", c, err)
 	}
+	// A token per worker on the server; a client gives one.
+	several := filepath.Join(dir, "several")
+	os.WriteFile(several, []byte("# worker tokens\na1\n\nb2\n"), 0o600)
+	if c, err := natsConfig(serveFlags{natsListen: "0.0.0.0:4222", natsTokenFile: several}); err != nil || c.Token != "a1" || !slices.Equal(c.WorkerTokens, []string{"b2"}) {
+		t.Errorf("worker tokens: %+v, %v", c, err)
+	}
+	if _, err := natsConfig(serveFlags{natsURLs: "nats://x:4222", natsTokenFile: several}); err == nil || !strings.Contains(err.Error(), "want one token") {
+		t.Errorf("a client with several tokens: %v", err)
+	}
 	for _, c := range [][]string{
 		{"give it a credential with --nats-token-file", "serve", "--data", dir, "--device", "cpu", "--nats-listen", "0.0.0.0:-1"},
 		{"NATS at nats://127.0.0.1:1:", "worker", "--nats", "nats://127.0.0.1:1", "--input-root", dir, "--output-root", dir, "--device", "cpu"},
@@ -682,6 +692,8 @@ func TestNATSFlags(t *testing.T) {
 		{"needs both --nats-tls-cert and --nats-tls-key", "serve", "--data", dir, "--device", "cpu", "--nats-listen", "127.0.0.1:-1", "--nats-tls-cert", good},
 		{"no such file", "worker", "--nats", "tls://127.0.0.1:1", "--nats-tls-ca", filepath.Join(dir, "none"), "--input-root", dir, "--output-root", dir, "--device", "cpu"},
 		{"--workers 0 serves the API alone", "serve", "--data", dir, "--device", "cpu", "--workers", "0"},
+		{"--token and --token-file: give one", "serve", "--data", dir, "--device", "cpu", "--token", "x", "--token-file", good},
+		{"want one token on one line", "serve", "--data", dir, "--device", "cpu", "--token-file", spaced},
 	} {
 		_, stderr, err := vsrOutputs(c[1:]...)
 		if err == nil || !strings.Contains(fmt.Sprint(err, stderr), c[0]) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
@@ -757,7 +769,7 @@ func TestServeWorkers(t *testing.T) {
 		"--nats-listen", "127.0.0.1:-1", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu")
 	worker := func() *exec.Cmd {
 		cmd, _ := startLogged(t, bin, []string{`(vsr worker taking tasks)`}, "worker", "--nats", got[1], "--input-root", in, "--output-root", out,
-			"--device", "cpu", "--preset", "ultrafast", "--ack-wait", "1s")
+			"--nats-token-file", serve.WorkerTokenFile(data), "--device", "cpu", "--preset", "ultrafast", "--ack-wait", "1s")
 		return cmd
 	}
 	first := worker()
@@ -883,5 +895,16 @@ func TestServeHeadersOnly(t *testing.T) {
 	_, stderr, err := vsrOutputs("serve", "--data", dir, "--device", "cpu", "--workers", "0", "--nats-listen", "127.0.0.1:-1", "--model", ck, "--warmup-size", "64x48")
 	if err == nil || !strings.Contains(fmt.Sprint(err, stderr), "--warmup-size with --workers 0") {
 		t.Errorf("--warmup-size on the API alone: %v", err)
+	}
+}
+
+// TestServeTokenHidden: vsr serve --help does not print $VSR_TOKEN as the
+// --token flag's default (it did), and the flags say how to keep tokens off
+// command lines.
+func TestServeTokenHidden(t *testing.T) {
+	t.Setenv("VSR_TOKEN", "s3cret-from-env")
+	out, _, err := vsrOutputs("serve", "--help")
+	if err != nil || strings.Contains(out, "s3cret-from-env") || !strings.Contains(out, "--token-file") {
+		t.Errorf("vsr serve --help: %v\n%s", err, out)
 	}
 }

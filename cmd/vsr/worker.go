@@ -31,9 +31,12 @@ task taken by another within --ack-wait (see docs/DEPLOY.md).
 
 A task's paths are relative to the service's roots: each worker finds them
 under its own --input-root and --output-root (the same shared filesystem may
-be mounted elsewhere on each machine), with the same checks as the service.
-SIGINT or SIGTERM hands the running task back to the queue at once.`,
-		Example: `  vsr serve --nats-listen 0.0.0.0:4222 --nats-token-file /etc/vsr/nats.token --workers 0 --input-root /mnt/videos --output-root /mnt/results
+be mounted elsewhere on each machine), with the same checks as the service;
+a task record whose paths leave the roots, or whose model's files differ
+from this worker's (a content hash), fails without running. SIGINT or
+SIGTERM hands the running task back to the queue at once, without counting
+it as an attempt.`,
+		Example: `  vsr serve --nats-listen 0.0.0.0:4222 --nats-token-file /etc/vsr/worker-tokens --workers 0 --input-root /mnt/videos --output-root /mnt/results
   vsr worker --nats nats://api-host:4222 --nats-token-file /etc/vsr/nats.token --device cuda:all --input-root /mnt/videos --output-root /mnt/results`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,7 +45,7 @@ SIGINT or SIGTERM hands the running task back to the queue at once.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.natsURLs, "nats", "", "the NATS server or cluster the service keeps its tasks on (nats://host:4222,...; required)")
-	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding the NATS token")
+	fl.StringVar(&f.natsTokenFile, "nats-token-file", "", "file holding this worker's NATS token (for vsr serve --nats-listen on this machine without a credential: DATA/nats/worker.token)")
 	fl.StringVar(&f.natsNkeyFile, "nats-nkey-file", "", "file holding the nkey seed to sign in to NATS with (instead of a token)")
 	addNATSTLSFlags(fl, &f.serveFlags)
 	fl.StringVar(&f.inputRoot, "input-root", "", "this machine's mount of the service's input root (required)")
