@@ -254,7 +254,16 @@ var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_r
 
 // values turns a request's model parameters (its fields, and its params
 // object) into l's parameter values, refusing those of other families.
+// The request is checked first as the HTTP layer checks it
+// (serve.CheckRequest), whichever way it came (a stored task, a live
+// session's params).
 func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
+	c := *q
+	c.Params = maps.Clone(q.Params)
+	if err := serve.CheckRequest(&c); err != nil {
+		return nil, nil, err
+	}
+	q = &c
 	l, named, err := s.find(q.Model)
 	if err != nil {
 		return nil, nil, err
@@ -399,6 +408,28 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 		return fmt.Errorf("fields save_result_path, codec, crf, preset, pix_fmt: %w", err)
 	}
 	return nil
+}
+
+var _ serve.Sizer = (*Service)(nil)
+
+// OutputSize is the size of the largest frames request q makes from the
+// video at input, whose size is read from its headers (serve.Sizer): what
+// the model says (model.Sizer), else the size q asks for, else unknown.
+func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string) (int, int, error) {
+	l, set, err := s.checked(q)
+	if err != nil {
+		return 0, 0, err
+	}
+	sz, ok := l.Model.(model.Sizer)
+	if !ok {
+		z, _ := set["size"].(model.Size)
+		return z.W, z.H, nil
+	}
+	w, h, err := video.Dimensions(ctx, input)
+	if err != nil {
+		return 0, 0, err
+	}
+	return sz.FrameSize(model.Video{Width: w, Height: h}, model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
 }
 
 // encode is a request's encoder settings for an output of extension ext:

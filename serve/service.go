@@ -87,7 +87,12 @@ type Config struct {
 	// MaxUpload bounds an upload's size in bytes (default 2 GiB).
 	MaxUpload int64
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
-	Token string
+	// ReadToken, when set (with Token), is a second token that may only
+	// read: GET and HEAD requests (dashboards).
+	Token, ReadToken string
+	// MaxOutputPixels bounds a task's output frames, width x height
+	// (default DefaultMaxOutputPixels; see Sizer).
+	MaxOutputPixels int64
 	// MaxAttempts is how many times a task interrupted by a crash is started
 	// before it is failed (default 3).
 	MaxAttempts int
@@ -146,6 +151,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxUpload <= 0 {
 		c.MaxUpload = 2 << 30
 	}
+	if c.MaxOutputPixels <= 0 {
+		c.MaxOutputPixels = DefaultMaxOutputPixels
+	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 3
 	}
@@ -192,6 +200,9 @@ var ErrQueueFull = errors.New("task queue is full")
 func New(cfg Config, r Runner) (*Service, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("serve: no data directory")
+	}
+	if cfg.ReadToken != "" && (cfg.Token == "" || cfg.ReadToken == cfg.Token) {
+		return nil, errors.New("serve: a read-only token needs a different token for writes")
 	}
 	if cfg.InputRoot == "" {
 		cfg.InputRoot = filepath.Join(cfg.Data, "input")
@@ -668,7 +679,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	errType, err := "PathError", openErr
 	if err == nil {
 		work.Replace = orig.Request.Overwrite || orig.Rerun
-		errType, err = s.safeRun(ctx, work, progress)
+		if errType, err = s.checkRun(ctx, work); err == nil {
+			errType, err = s.safeRun(ctx, work, progress)
+		}
 		if err != nil {
 			err = errors.New(files.names.Replace(err.Error()))
 		}

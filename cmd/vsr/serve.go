@@ -31,6 +31,10 @@ type serveFlags struct {
 	// minUploadRate is the slowest upload accepted, in bytes/s.
 	minUploadRate int64
 	token         string
+	// readTokenFile holds the read-only token (else $VSR_READ_TOKEN).
+	readTokenFile string
+	// maxOutputPixels bounds a task's output frames (width x height).
+	maxOutputPixels int64
 	models        []string
 	warmup        bool
 	warmupSize    string
@@ -83,6 +87,8 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; more wait to be accepted")
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
 	fl.StringVar(&f.token, "token", os.Getenv("VSR_TOKEN"), "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication)")
+	fl.StringVar(&f.readTokenFile, "read-token-file", "", "file holding a read-only bearer token, for dashboards: GET requests only (default $VSR_READ_TOKEN; needs --token)")
+	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "largest output frame a task may ask for, width x height in pixels (8192x8192 by default); larger requests get 400 at submit")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
@@ -129,10 +135,13 @@ func defaultDataDir() string {
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {
-	if f.maxQueue < 1 || f.maxUpload < 1 {
-		return fmt.Errorf("--max-queue and --max-upload must be at least 1")
+	if f.maxQueue < 1 || f.maxUpload < 1 || f.maxOutputPixels < 1 {
+		return fmt.Errorf("--max-queue, --max-upload and --max-output-pixels must be at least 1")
 	}
-	var err error
+	readToken, err := readTokenOf(f)
+	if err != nil {
+		return err
+	}
 	if f.params, err = familyValues(cmd.Flags()); err != nil {
 		return err
 	}
@@ -161,7 +170,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	svc, err := serve.New(serve.Config{
 		NATS: nc, Remote: f.workers == 0, MaxAttempts: f.maxAttempts,
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
-		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
+		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token, ReadToken: readToken, MaxOutputPixels: f.maxOutputPixels,
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
 		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: workers,
@@ -188,6 +197,28 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		log.Info("tasks kept on NATS JetStream", "nats", u)
 	}
 	return svc.Serve(ctx, ln)
+}
+
+// readTokenOf returns the read-only token: --read-token-file's, else
+// $VSR_READ_TOKEN. It needs --token, and must differ from it.
+func readTokenOf(f serveFlags) (string, error) {
+	tok := os.Getenv("VSR_READ_TOKEN")
+	if f.readTokenFile != "" {
+		b, err := readSmallFile(f.readTokenFile, 4096)
+		if err != nil {
+			return "", fmt.Errorf("--read-token-file: %w", err)
+		}
+		if tok = strings.TrimSpace(string(b)); tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+			return "", fmt.Errorf("--read-token-file %s: want one token on one line", f.readTokenFile)
+		}
+	}
+	switch {
+	case tok != "" && f.token == "":
+		return "", fmt.Errorf("a read-only token (--read-token-file, $VSR_READ_TOKEN) needs --token (or $VSR_TOKEN): without it every client may write")
+	case tok != "" && tok == f.token:
+		return "", fmt.Errorf("the read-only token is the --token: give it a different one")
+	}
+	return tok, nil
 }
 
 // addNATSTLSFlags adds the TLS flags of serve and worker.
