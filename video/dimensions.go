@@ -32,4 +32,3 @@ func Dimensions(ctx context.Context, path string) (w, h int, err error) {
 	}
 	return w, h, nil
 }
-

@@ -31,10 +31,6 @@ type serveFlags struct {
 	// minUploadRate is the slowest upload accepted, in bytes/s.
 	minUploadRate int64
 	token         string
-	// readTokenFile holds the read-only token (else $VSR_READ_TOKEN).
-	readTokenFile string
-	// maxOutputPixels bounds a task's output frames (width x height).
-	maxOutputPixels int64
 	models        []string
 	warmup        bool
 	warmupSize    string
@@ -55,6 +51,11 @@ type serveFlags struct {
 	// params are the model parameters set by flags: the defaults of
 	// requests that do not set them.
 	params model.Values
+
+	// readTokenFile holds the read-only token (else $VSR_READ_TOKEN).
+	readTokenFile string
+	// maxOutputPixels bounds a task's output frames (width x height).
+	maxOutputPixels int64
 }
 
 func newServe() *cobra.Command {
