@@ -420,8 +420,7 @@ func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string
 	if err != nil {
 		return 0, 0, err
 	}
-	sz, ok := l.Model.(model.Sizer)
-	if !ok {
+	if _, ok := l.Model.(model.Sizer); !ok {
 		z, _ := set["size"].(model.Size)
 		return z.W, z.H, nil
 	}
@@ -429,7 +428,7 @@ func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string
 	if err != nil {
 		return 0, 0, err
 	}
-	return sz.FrameSize(model.Video{Width: w, Height: h}, model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
+	return l.FrameSize(w, h, set)
 }
 
 // encode is a request's encoder settings for an output of extension ext:
