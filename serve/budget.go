@@ -33,11 +33,16 @@ type Sizer interface {
 type budgetError struct {
 	w, h  int
 	limit int64
+	size  []int // the size asked for, when the model makes w x h to resize it to that
 }
 
 func (e *budgetError) Error() string {
-	return fmt.Sprintf("the output would be %dx%d = %d pixels, over this server's limit of %d (vsr serve --max-output-pixels): ask for a smaller target_shape or sr_ratio, or give a smaller input",
-		e.w, e.h, int64(e.w)*int64(e.h), e.limit)
+	what := "the output"
+	if e.size != nil {
+		what = fmt.Sprintf("the model's output (resized to %dx%d after)", e.size[1], e.size[0])
+	}
+	return fmt.Sprintf("%s would be %dx%d = %.0f pixels, over this server's limit of %d (vsr serve --max-output-pixels): ask for a smaller target_shape or sr_ratio, or give a smaller input",
+		what, e.w, e.h, float64(e.w)*float64(e.h), e.limit)
 }
 
 // overBudget reports whether w x h is over limit pixels (without
@@ -60,14 +65,19 @@ func (s *Service) fits(ctx context.Context, r *Request, input string) error {
 		if err != nil {
 			return err
 		}
-		if int64(sw)*int64(sh) > int64(w)*int64(h) {
+		if float64(sw)*float64(sh) > float64(w)*float64(h) { // no overflow
+
 			w, h = sw, sh
 		}
 	}
-	if overBudget(w, h, s.cfg.MaxOutputPixels) {
-		return &budgetError{w, h, s.cfg.MaxOutputPixels}
+	if !overBudget(w, h, s.cfg.MaxOutputPixels) {
+		return nil
 	}
-	return nil
+	e := &budgetError{w: w, h: h, limit: s.cfg.MaxOutputPixels}
+	if len(r.Size) == 2 && (r.Size[0] != h || r.Size[1] != w) {
+		e.size = r.Size
+	}
+	return e
 }
 
 // fitsAtSubmit checks a request's output before it is queued: input is
