@@ -100,9 +100,18 @@ func CheckRequest(r *Request) error {
 // liftParams moves the entries of r.Params named in paramFields into
 // their fields, and refuses the other fields of a Request there.
 func liftParams(r *Request) error {
+	if len(r.Params) == 0 {
+		return nil
+	}
+	var top map[string]json.RawMessage // the fields given at the top level
+	raw, _ := json.Marshal(r)
+	json.Unmarshal(raw, &top)
 	lift, rest := map[string]any{}, map[string]any{}
 	for k, v := range r.Params {
+		_, twice := top[k]
 		switch {
+		case twice && k != "params":
+			return fmt.Errorf("field %q is given twice, at the top level and in \"params\": give it once", k)
 		case paramFields[k]:
 			lift[k] = v
 		case requestFields[k]:
@@ -113,14 +122,6 @@ func liftParams(r *Request) error {
 	}
 	if len(lift) == 0 {
 		return nil
-	}
-	var top map[string]json.RawMessage
-	raw, _ := json.Marshal(r)
-	json.Unmarshal(raw, &top)
-	for k := range lift {
-		if _, twice := top[k]; twice {
-			return fmt.Errorf("field %q is given twice, at the top level and in \"params\": give it once", k)
-		}
 	}
 	body, err := json.Marshal(lift)
 	if err != nil {
