@@ -112,3 +112,24 @@ func TestRestoreMaxOutputPixels(t *testing.T) {
 		t.Errorf("folder outputs: %s", n)
 	}
 }
+
+// TestReadTokenFlags: the read-only token comes from --read-token-file or
+// $VSR_READ_TOKEN, needs --token and must differ from it.
+func TestReadTokenFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "read.token")
+	os.WriteFile(file, []byte("dash\n"), 0o600)
+	t.Setenv("VSR_READ_TOKEN", "")
+	if tok, err := readTokenOf(serveFlags{token: "w", readTokenFile: file}); err != nil || tok != "dash" {
+		t.Errorf("from the file: %q %v", tok, err)
+	}
+	if _, err := readTokenOf(serveFlags{readTokenFile: file}); err == nil || !strings.Contains(err.Error(), "--token") {
+		t.Errorf("without --token: %v", err)
+	}
+	if _, err := readTokenOf(serveFlags{token: "dash", readTokenFile: file}); err == nil {
+		t.Errorf("the same token is accepted")
+	}
+	t.Setenv("VSR_READ_TOKEN", "env")
+	if tok, err := readTokenOf(serveFlags{token: "w"}); err != nil || tok != "env" {
+		t.Errorf("from the environment: %q %v", tok, err)
+	}
+}
