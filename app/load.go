@@ -162,6 +162,17 @@ func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set 
 	return s, more, done, nil
 }
 
+// FrameSize is the size of the largest frames a session of l for a
+// w x h video with the parameters set would hold (model.Sizer); 0, 0
+// when the model cannot say.
+func (l *Loaded) FrameSize(w, h int, set model.Values) (int, int, error) {
+	sz, ok := l.Model.(model.Sizer)
+	if !ok {
+		return 0, 0, nil
+	}
+	return sz.FrameSize(model.Video{Width: w, Height: h}, model.Params{Set: set, Default: model.Defaults(l.Family.Params())})
+}
+
 // Job is one restore: a video in, a video out, on a Loaded model.
 type Job struct {
 	Input, Output string

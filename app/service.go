@@ -254,7 +254,16 @@ var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_r
 
 // values turns a request's model parameters (its fields, and its params
 // object) into l's parameter values, refusing those of other families.
+// The request is checked first as the HTTP layer checks it
+// (serve.CheckRequest), whichever way it came (a stored task, a live
+// session's params).
 func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
+	c := *q
+	c.Params = maps.Clone(q.Params)
+	if err := serve.CheckRequest(&c); err != nil {
+		return nil, nil, err
+	}
+	q = &c
 	l, named, err := s.find(q.Model)
 	if err != nil {
 		return nil, nil, err
@@ -408,6 +417,27 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 func (s *Service) CheckInput(ctx context.Context, q *serve.Request, path string) error {
 	_, err := video.ProbeHeader(ctx, path, video.ProbeOptions{})
 	return err
+}
+
+var _ serve.Sizer = (*Service)(nil)
+
+// OutputSize is the size of the largest frames request q makes from the
+// video at input, whose size is read from its headers (serve.Sizer): what
+// the model says (model.Sizer), else the size q asks for, else unknown.
+func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string) (int, int, error) {
+	l, set, err := s.checked(q)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, ok := l.Model.(model.Sizer); !ok {
+		z, _ := set["size"].(model.Size)
+		return z.W, z.H, nil
+	}
+	w, h, err := video.Dimensions(ctx, input)
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.FrameSize(w, h, set)
 }
 
 // encode is a request's encoder settings for an output of extension ext:

@@ -202,6 +202,17 @@ type Session interface {
 	Close()
 }
 
+// Sizer is implemented by models that can tell, without making a
+// session, the size of the largest frames a session for v with p would
+// hold: its output, or the model's own output where that is then resized
+// down to a requested size. Only v's Width and Height are read. The error
+// is the one NewSession would give for p on v. A service checks requests
+// against its pixel budget with it before any memory is allocated for
+// them; for a model without it, only a requested size is checked.
+type Sizer interface {
+	FrameSize(v Video, p Params) (w, h int, err error)
+}
+
 // HeaderLoader is implemented by families whose models can be opened
 // without their weights (read from the checkpoint's headers): a model so
 // opened names and describes itself and checks requests' parameters, but

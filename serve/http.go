@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -64,22 +63,34 @@ func (s *Service) Handler() http.Handler {
 }
 
 // auth requires the bearer token, when one is configured, on every
-// endpoint but /healthz and /health. The scheme is case-insensitive (RFC
-// 7235). The comparison takes the same time whatever the token sent.
+// endpoint but /healthz and /health; the read-only token, when one is
+// configured, passes on GET and HEAD requests only (403 on the others).
+// The scheme is case-insensitive (RFC 7235). The comparisons take the same
+// time whatever the token sent.
 func (s *Service) auth(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(s.cfg.Token))
+	var read [sha256.Size]byte
+	if s.cfg.ReadToken != "" {
+		read = sha256.Sum256([]byte(s.cfg.ReadToken))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/health" {
 			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 			ok := strings.EqualFold(scheme, "Bearer")
 			got = strings.TrimLeft(got, " ")
 			sum := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+			full := subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+			readOnly := s.cfg.ReadToken != "" && subtle.ConstantTimeCompare(sum[:], read[:]) == 1
+			switch {
+			case !ok || !full && !readOnly:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vsr"`)
 				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+				return
+			case !full && r.Method != http.MethodGet && r.Method != http.MethodHead:
+				writeError(w, http.StatusForbidden, fmt.Sprintf("the read-only token may only read (GET); %s %s needs the service's token", r.Method, r.URL.Path))
 				return
 			}
 		}
@@ -161,42 +172,11 @@ func jsonKind(t reflect.Type) string {
 	return t.String()
 }
 
-// check validates a decoded request's values; it merges target_shape
-// (LightX2V's name) into size.
+// check validates a decoded request (CheckRequest), then has the runner
+// check it (Validator).
 func (s *Service) check(ctx context.Context, r *Request) error {
-	switch {
-	case len(r.TargetShape) > 0 && len(r.Size) > 0 && !slices.Equal(r.TargetShape, r.Size):
-		return fmt.Errorf("fields \"target_shape\" %v and \"size\" %v differ: give one of them", r.TargetShape, r.Size)
-	case len(r.TargetShape) > 0:
-		r.Size = r.TargetShape
-	}
-	r.TargetShape = nil
-	if len(r.Size) == 0 { // LightX2V's default, []
-		r.Size = nil
-	}
-	switch {
-	case r.SRRatio < 0 || r.SRRatio > 16:
-		return fmt.Errorf("field \"sr_ratio\": want a number in (0, 16]")
-	case r.Size != nil && (len(r.Size) != 2 || r.Size[0] <= 0 || r.Size[1] <= 0 || r.Size[0] > 16384 || r.Size[1] > 16384):
-		return fmt.Errorf("field \"target_shape\" (or \"size\"): want [height, width] with both in 1..16384")
-	case r.CRF != nil && (*r.CRF < -1 || *r.CRF > 63):
-		return fmt.Errorf("field \"crf\": want -1..63")
-	case r.DiT != "" && r.DiT != "on" && r.DiT != "off":
-		return fmt.Errorf("field \"dit\": %q: want \"on\" or \"off\"", r.DiT)
-	case r.ClipLen < 0 || r.MaxFrames < 0 || r.Tile < 0 || r.Batch < 0 || r.Batch > 256 || r.Segments < 0 || r.Segments > 64:
-		return fmt.Errorf("fields clip_len, max_frames, tile must be >= 0, batch 0..256, segments 0..64")
-	case r.TaskID != "" && !validID(r.TaskID):
-		return fmt.Errorf("field \"task_id\": want 1 to 64 letters, digits, '-', '_' or '.'")
-	}
-	for name, v := range map[string]string{"codec": r.Codec, "preset": r.Preset, "pix_fmt": r.PixFmt} {
-		if len(v) > 64 {
-			return fmt.Errorf("field %q: %d characters; at most 64", name, len(v))
-		}
-		for _, c := range v {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-				return fmt.Errorf("field %q: %q is not a name", name, v)
-			}
-		}
+	if err := CheckRequest(r); err != nil {
+		return err
 	}
 	if v, ok := s.runner.(Validator); ok {
 		return v.Validate(ctx, r)
@@ -256,6 +236,14 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		return
 	}
 	if err := s.checkInput(hr.Context(), req, t.Input, upload); err != nil {
+		refuse(http.StatusBadRequest, err.Error())
+		return
+	}
+	in := t.Input
+	if upload != "" {
+		in = upload
+	}
+	if err := s.fitsAtSubmit(hr.Context(), &t.Request, in); err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}

@@ -101,7 +101,12 @@ type Config struct {
 	// would pass it is refused with 507.
 	MaxUpload, MaxUploadTotal int64
 	// Token, when set, is required as "Authorization: Bearer TOKEN".
-	Token string
+	// ReadToken, when set (with Token), is a second token that may only
+	// read: GET and HEAD requests (dashboards).
+	Token, ReadToken string
+	// MaxOutputPixels bounds a task's output frames, width x height
+	// (default DefaultMaxOutputPixels; see Sizer).
+	MaxOutputPixels int64
 	// MaxAttempts is how many times a task interrupted by a crash is started
 	// before it is failed (default 3).
 	MaxAttempts int
@@ -169,6 +174,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxUpload <= 0 {
 		c.MaxUpload = 2 << 30
 	}
+	if c.MaxOutputPixels <= 0 {
+		c.MaxOutputPixels = DefaultMaxOutputPixels
+	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 3
 	}
@@ -220,6 +228,9 @@ var ErrQueueFull = errors.New("task queue is full")
 func New(cfg Config, r Runner) (*Service, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("serve: no data directory")
+	}
+	if cfg.ReadToken != "" && (cfg.Token == "" || cfg.ReadToken == cfg.Token) {
+		return nil, errors.New("serve: a read-only token needs a different token for writes")
 	}
 	if cfg.InputRoot == "" {
 		cfg.InputRoot = filepath.Join(cfg.Data, "input")
@@ -825,7 +836,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	errType, err := "PathError", openErr
 	if err == nil {
 		work.Replace = true // its hidden result; placeResult decides
-		errType, err = s.safeRun(ctx, work, progress)
+		if errType, err = s.checkRun(ctx, work); err == nil {
+			errType, err = s.safeRun(ctx, work, progress)
+		}
 		if err == nil {
 			errType, err = s.place(t, work.Output, output, orig)
 		}

@@ -151,9 +151,14 @@ func newID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// validID reports whether a client-chosen task id is acceptable.
+// reservedIDs are the task ids that an endpoint's path would shadow
+// (GET /v1/tasks/queue/status is the queue's).
+var reservedIDs = map[string]bool{"queue": true}
+
+// validID reports whether a client-chosen task id is acceptable: 1 to 64
+// name characters, not starting with '.', and not a reserved id.
 func validID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
+	if len(id) == 0 || len(id) > 64 || reservedIDs[id] {
 		return false
 	}
 	for _, c := range id {

@@ -14,6 +14,7 @@ import (
 	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/serve"
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -43,6 +44,8 @@ type restoreFlags struct {
 	format     string   // -f: the image format of a folder's outputs
 	vfr        string   // keep or cfr
 	playlists  bool     // --allow-playlists
+	// maxOutputPixels refuses larger outputs (width x height).
+	maxOutputPixels int64
 
 	// live streams
 	live        bool
@@ -112,6 +115,7 @@ exist.`,
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
+	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "refuse an output frame larger than this, width x height in pixels (8192x8192 by default; one larger than 8K UHD gets a warning): raise it for a larger output on a machine with the memory")
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
 	fl.DurationVar(&f.maxLatency, "max-latency", 0, "live: bound the frames in flight to this much video (0: one second's, at least three batches)")
 	fl.StringVar(&f.overload, "overload", "wait", "live, when the model cannot keep up: wait (the source backs up) or drop (whole input frames are dropped; the output keeps the others' times)")
@@ -217,6 +221,9 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 
 // restoreOne restores the probed input into output with ld.
 func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output string, enc video.EncodeOptions, f restoreFlags, set model.Values) (*pipeline.Result, error) {
+	if err := checkOutputSize(cmd, ld, info, set, f.maxOutputPixels); err != nil {
+		return nil, err
+	}
 	if f.progress != "none" {
 		notes(cmd, info, output)
 	}
@@ -340,6 +347,18 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		if err := load(); err != nil {
 			return err
 		}
+		n := 0
+		for i, im := range imgs {
+			if err := checkOutputSize(cmd, ld, im.Info, set, f.maxOutputPixels); err != nil {
+				fail(imgItems[i], err)
+				continue
+			}
+			imgs[n], imgItems[n] = im, imgItems[i]
+			n++
+		}
+		imgs, imgItems = imgs[:n], imgItems[:n]
+	}
+	if len(imgs) > 0 {
 		prog := newProgress(f.progress, len(imgs), cmd.ErrOrStderr())
 		errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
 		prog.finish(ctx.Err() == nil)
@@ -400,6 +419,28 @@ func probeInput(ctx context.Context, input string, playlists bool) (*video.Info,
 }
 
 const playlistsHelp = "let a file input be a playlist or list of files (HLS .m3u8, DASH .mpd, ffconcat) and ffmpeg open every file and URL it names; only for inputs you trust (default: refused)"
+
+// warnPixels is the output size above which restore warns: 8K UHD.
+const warnPixels = 7680 * 4320
+
+// checkOutputSize refuses an output of the model on info over limit
+// pixels (--max-output-pixels), and warns about one over 8K UHD. An
+// output the model cannot size is left to the run.
+func checkOutputSize(cmd *cobra.Command, ld *app.Loaded, info *video.Info, set model.Values, limit int64) error {
+	w, h, err := ld.FrameSize(info.Width, info.Height, set)
+	if err != nil || w <= 0 || h <= 0 {
+		return nil
+	}
+	px := int64(w) * int64(h)
+	switch {
+	case int64(h) > limit/int64(w):
+		return fmt.Errorf("%s: the output would be %dx%d = %d pixels, over --max-output-pixels %d: give a smaller --size or scale, or raise --max-output-pixels if this machine has the memory (one frame is %d MiB as 8-bit RGB, and a run holds several)",
+			info.Path, w, h, px, limit, px*3>>20)
+	case px > warnPixels:
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: the output, %dx%d, is larger than 8K UHD (7680x4320): it takes much memory and time, and many players cannot play it\n", info.Path, w, h)
+	}
+	return nil
+}
 
 // oneLine folds a message onto one line.
 func oneLine(s string) string {

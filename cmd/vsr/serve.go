@@ -60,6 +60,10 @@ type serveFlags struct {
 	maxUploadTotal    int64
 	keepFinished      time.Duration
 	keepFinishedCount int
+	// readTokenFile holds the read-only token (else $VSR_READ_TOKEN).
+	readTokenFile string
+	// maxOutputPixels bounds a task's output frames (width x height).
+	maxOutputPixels int64
 }
 
 func newServe() *cobra.Command {
@@ -96,6 +100,8 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.Int64Var(&f.minUploadRate, "min-upload-rate", 64<<10, "slowest upload accepted, in bytes/s on average after its first 30 s; slower clients are dropped (408)")
 	fl.StringVar(&f.token, "token", "", "bearer token required on every endpoint but /healthz (default $VSR_TOKEN; none = no authentication); other processes can read a flag's value: prefer $VSR_TOKEN or --token-file")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (instead of --token)")
+	fl.StringVar(&f.readTokenFile, "read-token-file", "", "file holding a read-only bearer token, for dashboards: GET requests only (default $VSR_READ_TOKEN; needs --token)")
+	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "largest output frame a task may ask for, width x height in pixels (8192x8192 by default); larger requests get 400 at submit")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
@@ -142,8 +148,8 @@ func defaultDataDir() string {
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {
-	if f.maxQueue < 1 || f.maxUpload < 1 {
-		return fmt.Errorf("--max-queue and --max-upload must be at least 1")
+	if f.maxQueue < 1 || f.maxUpload < 1 || f.maxOutputPixels < 1 {
+		return fmt.Errorf("--max-queue, --max-upload and --max-output-pixels must be at least 1")
 	}
 	if f.maxUploadTotal < 0 || f.keepFinished < 0 || f.keepFinishedCount < 0 {
 		return fmt.Errorf("--max-upload-bytes-total, --keep-finished and --keep-finished-count must be 0 (no limit) or more")
@@ -156,14 +162,13 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		if cmd.Flags().Changed("token") {
 			return fmt.Errorf("--token and --token-file: give one")
 		}
-		toks, err := readTokens("--token-file", f.tokenFile, 4096)
-		if err != nil {
+		if f.token, err = readToken("--token-file", f.tokenFile); err != nil {
 			return err
 		}
-		if len(toks) != 1 {
-			return fmt.Errorf("--token-file %s: want one token on one line", f.tokenFile)
-		}
-		f.token = toks[0]
+	}
+	readToken, err := readTokenOf(f)
+	if err != nil {
+		return err
 	}
 	if f.params, err = familyValues(cmd.Flags()); err != nil {
 		return err
@@ -193,7 +198,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	svc, err := serve.New(serve.Config{
 		NATS: nc, Remote: f.workers == 0, MaxAttempts: f.maxAttempts,
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
-		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token,
+		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token, ReadToken: readToken, MaxOutputPixels: f.maxOutputPixels,
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
 		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: workers,
@@ -224,6 +229,25 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 	}
 	return svc.Serve(ctx, ln)
+}
+
+// readTokenOf returns the read-only token: --read-token-file's, else
+// $VSR_READ_TOKEN. It needs --token, and must differ from it.
+func readTokenOf(f serveFlags) (string, error) {
+	tok := os.Getenv("VSR_READ_TOKEN")
+	if f.readTokenFile != "" {
+		var err error
+		if tok, err = readToken("--read-token-file", f.readTokenFile); err != nil {
+			return "", err
+		}
+	}
+	switch {
+	case tok != "" && f.token == "":
+		return "", fmt.Errorf("a read-only token (--read-token-file, $VSR_READ_TOKEN) needs --token (or $VSR_TOKEN): without it every client may write")
+	case tok != "" && tok == f.token:
+		return "", fmt.Errorf("the read-only token is the --token: give it a different one")
+	}
+	return tok, nil
 }
 
 // addNATSTLSFlags adds the TLS flags of serve and worker.
@@ -280,6 +304,18 @@ func readTokens(flag, file string, limit int64) ([]string, error) {
 		return nil, fmt.Errorf("%s %s: want one token on one line", flag, file)
 	}
 	return toks, nil
+}
+
+// readToken reads the one token of a file named by flag.
+func readToken(flag, file string) (string, error) {
+	toks, err := readTokens(flag, file, 4096)
+	if err != nil {
+		return "", err
+	}
+	if len(toks) != 1 {
+		return "", fmt.Errorf("%s %s: want one token on one line", flag, file)
+	}
+	return toks[0], nil
 }
 
 // readSmallFile reads a regular file of at most limit bytes, checking the

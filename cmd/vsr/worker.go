@@ -54,6 +54,7 @@ it as an attempt.`,
 	fl.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a task of a worker that stopped answering goes to another worker")
 	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable, as vsr serve's (default: bundled realesr-animevideov3)")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list, as vsr serve's")
+	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "largest output frame a task may make, width x height, checked again before each task runs: give the API's vsr serve --max-output-pixels")
 	addTaskFlags(fl, &f.base)
 	return cmd
 }
@@ -97,7 +98,7 @@ func runWorker(cmd *cobra.Command, f workerFlags) error {
 	svc, err := serve.New(serve.Config{
 		Data: data, NATS: nc, Pull: true, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		Workers: run.Workers(), MaxAttempts: f.maxAttempts, AckWait: f.ackWait, Logger: log, Version: versionString(),
-		Devices: run.Devices(),
+		Devices: run.Devices(), MaxOutputPixels: f.maxOutputPixels,
 	}, run)
 	if err != nil {
 		return err

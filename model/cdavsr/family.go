@@ -77,6 +77,11 @@ func (m *resident) Describe() map[string]any {
 
 func (m *resident) Close() { m.net.Close() }
 
+// FrameSize is the input times the network's scale (model.Sizer).
+func (m *resident) FrameSize(v model.Video, _ model.Params) (int, int, error) {
+	return v.Width * m.net.Scale, v.Height * m.net.Scale, nil
+}
+
 func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {
 	get := func(name string) int {
 		if x, ok := p.Set[name].(int); ok {

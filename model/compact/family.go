@@ -196,6 +196,17 @@ func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
 	return s, nil
 }
 
+// FrameSize is the output of the request's scale, or the size it asks
+// for where that is larger (model.Sizer).
+func (m *bundledModel) FrameSize(v model.Video, p model.Params) (int, int, error) {
+	s, err := m.scale(p, v.Width, v.Height)
+	if err != nil {
+		return 0, 0, err
+	}
+	z, sized := outSize(m.def, p)
+	return larger(v.Width*s, v.Height*s, z, sized)
+}
+
 // Check refuses a scale the model cannot make.
 func (m *bundledModel) Check(p model.Params) error {
 	_, err := m.scale(p, 0, 0)
@@ -270,6 +281,26 @@ func (m *graphModel) Check(p model.Params) error {
 		return fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%g", s, m.g.Name, m.g.Scale())
 	}
 	return nil
+}
+
+// FrameSize is the graph's output, or the size the request asks for
+// where that is larger (model.Sizer).
+func (m *graphModel) FrameSize(v model.Video, p model.Params) (int, int, error) {
+	if err := m.Check(p); err != nil {
+		return 0, 0, err
+	}
+	w, h := m.g.OutputSize(v.Width, v.Height)
+	z, sized := outSize(model.Params{}, p)
+	return larger(w, h, z, sized)
+}
+
+// larger returns the larger, in pixels, of w x h and the size z asks for
+// (when ok).
+func larger(w, h int, z model.Size, ok bool) (int, int, error) {
+	if ok && z.W*z.H > w*h {
+		return z.W, z.H, nil
+	}
+	return w, h, nil
 }
 
 func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {

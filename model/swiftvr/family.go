@@ -246,6 +246,12 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
 }
 
+// FrameSize is the output size of the request on v (model.Sizer).
+func (m *resident) FrameSize(v model.Video, req model.Params) (int, int, error) {
+	_, opt, err := m.request(v, req)
+	return opt.Width, opt.Height, err
+}
+
 // request checks a request's parameters (merged with the loader's) and
 // returns them with the Options they make for video v.
 func (m *resident) request(v model.Video, req model.Params) (model.Params, Options, error) {
