@@ -350,7 +350,7 @@ func TestLiveReconnect(t *testing.T) {
 	needFFmpeg(t)
 	port := freePort(t, "tcp")
 	out := filepath.Join(t.TempDir(), "out.mkv")
-	done := startLive(t, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--reconnect", "--idle-timeout", "3s")
+	done := startLive(t, fmt.Sprintf("tcp://127.0.0.1:%d?listen=1", port), "-o", out, "--reconnect", "--idle-timeout", "10s")
 	for conn := range 2 {
 		retry(t, fmt.Sprintf("connection %d: the publisher could not connect", conn+1), func() error {
 			return publisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", port), 1).Wait()
