@@ -433,11 +433,11 @@ func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string
 		z, _ := set["size"].(model.Size)
 		return z.W, z.H, nil
 	}
-	w, h, err := video.Dimensions(ctx, input)
+	info, err := video.ProbeHeader(ctx, input, video.ProbeOptions{})
 	if err != nil {
 		return 0, 0, err
 	}
-	return l.FrameSize(w, h, set)
+	return l.FrameSize(info.Width, info.Height, set)
 }
 
 // encode is a request's encoder settings for an output of extension ext:
