@@ -90,9 +90,10 @@ func genClip(t *testing.T, dir string, n int, audio bool, ext string) string {
 	return p
 }
 
+// probe probes a test's own file, an HLS or DASH output's playlist too.
 func probe(t *testing.T, p string) *video.Info {
 	t.Helper()
-	info, err := video.Probe(context.Background(), p)
+	info, err := video.ProbeWith(context.Background(), p, video.ProbeOptions{AllowPlaylists: true})
 	if err != nil {
 		t.Fatalf("probe %s: %v", p, err)
 	}
