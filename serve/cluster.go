@@ -305,8 +305,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		return nil, nil
 	}
 	if md.NumDelivered > 1 {
-		removeTemporariesOf(t.out, s.log)
-		t.Rerun = true
+		t.Rerun = true // its run removes what the last one left (runOne)
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
 	t.FramesDone, t.Attempts, t.Worker = 0, runs, s.cfg.Name
@@ -561,24 +560,6 @@ func (s *Service) saveFinal(t *Task) {
 		s.mu.Lock()
 		s.persist(t)
 		s.mu.Unlock()
-	}
-}
-
-// removeTemporariesOf removes the hidden temporaries an interrupted run
-// left beside output (its encoders' private directory and files).
-func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
-	dir, stem := filepath.Dir(output), strings.TrimSuffix(filepath.Base(output), filepath.Ext(output))
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if isTemporary(n) && ownedBy(n, []string{stem + ".", filepath.Base(output) + "."}) {
-			if os.RemoveAll(filepath.Join(dir, n)) == nil {
-				log.Info("removed temporaries of an interrupted attempt", "path", filepath.Join(dir, n))
-			}
-		}
 	}
 }
 

@@ -133,12 +133,14 @@ func resolveOutput(root, p, id string) (string, error) {
 // by then.
 type taskFiles struct {
 	in, dir *os.File
+	out     *os.Root          // dir, for the task's own temporaries
 	names   *strings.Replacer // descriptor paths back to the names, for messages
 }
 
 func (f *taskFiles) close() {
 	f.in.Close()
 	f.dir.Close()
+	f.out.Close()
 }
 
 // openIn opens rel (a path inside root, symlinks followed only while they
@@ -156,6 +158,30 @@ func openIn(root, p string) (*os.File, error) {
 	// Non-blocking: a FIFO put in place of a file must not hang the open
 	// (the caller then refuses what is not a regular file or directory).
 	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// openDirIn opens the directory p inside root as openIn does, as an
+// os.Root and as a file of that same directory.
+func openDirIn(root, p string) (*os.Root, *os.File, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || !within(root, p) {
+		return nil, nil, fmt.Errorf("%s is not inside %s", p, root)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	d, err := r.OpenRoot(rel) // a directory only
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := d.OpenFile(".", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, f, nil
 }
 
 // openTask opens t's input and its output's directory inside the roots,
@@ -176,18 +202,12 @@ func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
 		return nil, nil, fmt.Errorf("video_path %s: %v", t.Input, err)
 	}
 	dirName := filepath.Dir(t.Output)
-	dir, err := openIn(s.cfg.OutputRoot, dirName)
-	if err == nil {
-		if st, serr := dir.Stat(); serr != nil || !st.IsDir() {
-			dir.Close()
-			err = errors.New("not a directory")
-		}
-	}
+	out, dir, err := openDirIn(s.cfg.OutputRoot, dirName)
 	if err != nil {
 		in.Close()
 		return nil, nil, fmt.Errorf("the directory of save_result_path %s cannot be opened inside the output root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Output, unwrapPath(err))
 	}
-	f := &taskFiles{in: in, dir: dir}
+	f := &taskFiles{in: in, dir: dir, out: out}
 	w := t.clone()
 	w.Input = video.FDPath(in, t.Input)
 	dirPath := video.FDPath(dir, dirName)

@@ -802,6 +802,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		lock, openErr = lockOutput(work.Output)
 		output, work.Output = work.Output, resultTemp(work.Output)
 	}
+	if openErr == nil && orig.Rerun {
+		removeStaleResults(files.out, filepath.Base(output), s.log)
+	}
 
 	// Progress is saved every second, in the background and outside s.mu
 	// (a slow store must hold up neither the run nor the lease), one save
