@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -83,4 +86,72 @@ func TestRerunKeepsOthersTemporaries(t *testing.T) {
 
 	fa.release <- struct{}{}
 	e.wait(mkv, Completed)
+}
+
+// slowStore delays the writes of a running task's progress (no Wrote
+// yet), and records, in the order they land, whether each write of a
+// task held its Wrote.
+type slowStore struct {
+	TaskStore
+	mu    sync.Mutex
+	wrote []bool
+}
+
+func (s *slowStore) Put(t *Task) error {
+	if t.Status == Processing && t.FramesDone > 0 && len(t.Wrote) == 0 {
+		time.Sleep(300 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wrote = append(s.wrote, len(t.Wrote) > 0)
+	return s.TaskStore.Put(t)
+}
+
+// progressRunner reports progress once, after the first second (a save
+// then starts), and succeeds at once.
+type progressRunner struct{}
+
+func (progressRunner) Run(ctx context.Context, t *Task, progress func(int, int)) error {
+	time.Sleep(1100 * time.Millisecond)
+	progress(1, 1)
+	return os.WriteFile(t.Output, []byte("result"), 0o644)
+}
+
+// TestWroteNotOverwritten: a progress save under way as the run ends
+// lands before the record of the result's identity (Task.Wrote), never
+// after it (a crash then made the rerun refuse its own output).
+func TestWroteNotOverwritten(t *testing.T) {
+	st := &slowStore{TaskStore: NewMemStore()}
+	e := newEnv(t, Config{Store: st}, progressRunner{})
+	e.input("a.mp4")
+	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4"})
+	e.wait(id, Completed)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if i := slices.Index(st.wrote, true); i < 0 || slices.Contains(st.wrote[i:], false) {
+		t.Errorf("writes of the task (with Wrote or not), in the order they landed: %v", st.wrote)
+	}
+}
+
+// TestPlaceAfterLostLease: a worker's run that lost its lease (or was
+// cancelled) as it ended puts nothing at the output, and leaves no result.
+func TestPlaceAfterLostLease(t *testing.T) {
+	e := newEnv(t, Config{}, newFake(false))
+	out := e.svc.OutputRoot()
+	for _, lost := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		task := &Task{ID: "t", lost: lost}
+		if !lost {
+			cancel()
+		}
+		tmp, output := filepath.Join(out, ".o.mp4.vsr-result.mp4"), filepath.Join(out, "o.mp4")
+		os.WriteFile(tmp, []byte("result"), 0o644)
+		if _, err := e.svc.place(ctx, task, tmp, output, task.clone()); err == nil {
+			t.Errorf("lost %v: placed", lost)
+		}
+		cancel()
+		if n := names(out); n != "" {
+			t.Errorf("lost %v: the output root holds %s", lost, n)
+		}
+	}
 }
