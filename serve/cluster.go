@@ -295,9 +295,15 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		s.mu.Lock()
 		lost := t.lost
 		s.mu.Unlock()
-		if !lost { // else it is another worker's now
-			m.Nak()
+		if lost { // it is another worker's now
+			return
 		}
+		if parent.Err() != nil {
+			// A graceful stop, as in runOne: not a failed delivery.
+			t.HandedBack++
+			j.Put(t)
+		}
+		m.Nak()
 	}
 	if t.in, t.out, err = s.localPaths(ctx, t); err != nil {
 		s.log.Warn("taking an upload from NATS", "task", id, "err", err)
@@ -410,11 +416,15 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 	}
 	defer root.Close()
 	root.Remove(name) // an earlier attempt's copy
-	if err := s.js().getFileIn(ctx, root, "in/"+t.ID, name); err != nil {
+	if err := getUpload(s.js(), ctx, root, "in/"+t.ID, name); err != nil {
 		return "", "", err
 	}
 	return filepath.Join(s.cfg.InputRoot, name), out, nil
 }
+
+// getUpload takes a worker's upload from the object store (a seam for
+// tests).
+var getUpload = (*jsStore).getFileIn
 
 // dropUpload removes the copy of its upload a worker took for task t
 // (localPaths), once its run is over.

@@ -155,3 +155,49 @@ func TestPlaceAfterLostLease(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDuringUploadDownload: a worker stopped gracefully while it
+// takes a task's upload from the object store hands the task back without
+// using an attempt: with --max-attempts 1 the next worker runs it (it
+// failed as "delivered 1 times").
+func TestStopDuringUploadDownload(t *testing.T) {
+	taking := make(chan struct{}, 1)
+	get := getUpload
+	getUpload = func(j *jsStore, ctx context.Context, root *os.Root, object, name string) error {
+		select {
+		case taking <- struct{}{}: // the first download waits for the stop
+			<-ctx.Done()
+			return ctx.Err()
+		default:
+			return get(j, ctx, root, object, name)
+		}
+	}
+	t.Cleanup(func() { getUpload = get })
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true, MaxAttempts: 1}, newFake(false))
+	worker := func() *Service {
+		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+			InputRoot: t.TempDir(), OutputRoot: t.TempDir(), MaxAttempts: 1}, newFake(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	w := worker()
+	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
+	id, _ := m["task_id"].(string)
+	if code != 200 || id == "" {
+		t.Fatalf("upload: %d %v", code, m)
+	}
+	select {
+	case <-taking:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no worker took the task")
+	}
+	taking <- struct{}{} // the next download goes through
+	w.Close()
+	worker()
+	if m := e.wait(id, Completed); m["attempts"] != 1.0 {
+		t.Errorf("attempts %v after a stop during the download", m["attempts"])
+	}
+}
