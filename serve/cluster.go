@@ -396,10 +396,10 @@ func outputExt(path string) string {
 // localPaths returns where a worker reads and writes task t (checked by
 // checkRecord) under its own roots. With the files in the object store
 // (t.Files) they are this worker's own, named by the task id: its upload,
-// which it takes from the store now (replacing an earlier attempt's copy),
-// and its result, stored and removed when
-// the task is done. Otherwise they are the record's relative paths, which
-// the run opens inside the roots (openTask).
+// which it takes from the store now into its private directory (see
+// privateDir), and its result, stored and removed when the task is done.
+// Otherwise they are the record's relative paths, which the run opens
+// inside the roots (openTask).
 func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
 	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 	if !t.Files {
@@ -410,16 +410,16 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 		return in, out, nil
 	}
 	name := "upload-" + t.ID + outputExt(t.InputRel)
-	root, err := os.OpenRoot(s.cfg.InputRoot)
+	root, err := os.OpenRoot(s.copies.path)
 	if err != nil {
 		return "", "", err
 	}
 	defer root.Close()
-	root.Remove(name) // an earlier attempt's copy
+	root.Remove(name) // this worker's copy from an earlier attempt
 	if err := getUpload(s.js(), ctx, root, "in/"+t.ID, name); err != nil {
 		return "", "", err
 	}
-	return filepath.Join(s.cfg.InputRoot, name), out, nil
+	return filepath.Join(s.copies.path, name), out, nil
 }
 
 // getUpload takes a worker's upload from the object store (a seam for
@@ -427,7 +427,7 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 var getUpload = (*jsStore).getFileIn
 
 // dropUpload removes the copy of its upload a worker took for task t
-// (localPaths), once its run is over.
+// into its private directory (localPaths), once its run is over.
 func (s *Service) dropUpload(t *Task) {
 	if t.Files && t.Upload && t.in != "" {
 		os.Remove(t.in)

@@ -189,7 +189,11 @@ func openDirIn(root, p string) (*os.Root, *os.File, error) {
 // queued cannot lead out of a root), and returns the runner's copy of t,
 // whose Input and Output name the opened file and directory.
 func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
-	in, err := openIn(s.cfg.InputRoot, t.Input)
+	inRoot := s.cfg.InputRoot
+	if s.copies != nil && within(s.copies.path, t.Input) { // a worker's copy of an upload
+		inRoot = s.copies.path
+	}
+	in, err := openIn(inRoot, t.Input)
 	if err != nil {
 		return nil, nil, fmt.Errorf("video_path %s cannot be opened inside the input root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Input, unwrapPath(err))
 	}

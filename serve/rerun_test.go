@@ -2,6 +2,8 @@ package serve
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,5 +201,52 @@ func TestStopDuringUploadDownload(t *testing.T) {
 	worker()
 	if m := e.wait(id, Completed); m["attempts"] != 1.0 {
 		t.Errorf("attempts %v after a stop during the download", m["attempts"])
+	}
+}
+
+// TestWorkerUploadCopies: a worker with the files in the object store
+// takes an upload into a directory of its own, and never removes a file
+// of the same name in its input root (it removed "upload-ID.EXT" there
+// before taking its copy); it removes the directory when it stops, and a
+// dead worker's when it starts.
+func TestWorkerUploadCopies(t *testing.T) {
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
+	id, _ := m["task_id"].(string)
+	if code != 200 || id == "" {
+		t.Fatalf("upload: %d %v", code, m)
+	}
+	in, data := t.TempDir(), t.TempDir()
+	mine := filepath.Join(in, "upload-"+id+".mp4")
+	os.WriteFile(mine, []byte("a file of the input root"), 0o644)
+	dead := filepath.Join(data, workerUploads, "999")
+	os.MkdirAll(dead, 0o700)
+	os.WriteFile(filepath.Join(dead, "upload-x.mp4"), []byte("left"), 0o644)
+
+	w, err := New(Config{Data: data, NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		InputRoot: in, OutputRoot: t.TempDir()}, newFake(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("a dead worker's uploads stayed")
+	}
+	e.wait(id, Completed)
+	resp, err := http.Get(e.srv.URL + "/v1/tasks/" + id + "/result")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "video of "+id+" from uploaded bytes" {
+		t.Errorf("result %q", body)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "a file of the input root" {
+		t.Errorf("the input root's %s holds %q", filepath.Base(mine), b)
+	}
+	w.Close()
+	if n := names(filepath.Join(data, workerUploads)); n != "" {
+		t.Errorf("the stopped worker left %s", n)
 	}
 }

@@ -194,6 +194,7 @@ type Service struct {
 	pullFrom  []jetstream.Consumer // a worker's work queues, one per model it serves (Config.Pull)
 	announced chan struct{}        // closed when a worker has left the worker bucket
 	hashes    map[string]string    // the served models' content hashes (Remote, Pull; see hashModels)
+	copies    *privateDir          // a worker's copies of uploads (Pull; see localPaths)
 	log       *slog.Logger
 	m         *metrics
 
@@ -282,8 +283,13 @@ func New(cfg Config, r Runner) (*Service, error) {
 	}
 	if cfg.Pull {
 		// A worker shares its roots with other workers: it removes only
-		// the temporaries of the tasks it takes (see take).
+		// the temporaries of the tasks it takes (see runOne).
+		if s.copies, err = openPrivateDir(cfg.Data, s.log); err != nil {
+			st.Close()
+			return nil, err
+		}
 		if err := s.subscribe(); err != nil {
+			s.copies.close()
 			st.Close()
 			return nil, err
 		}
@@ -998,7 +1004,10 @@ func (s *Service) stopWorker() {
 // Close stops the worker (see Serve) and closes the store.
 func (s *Service) Close() error {
 	s.stopWorker()
-	s.closeOnce.Do(func() { s.closeErr = s.st.Close() })
+	s.closeOnce.Do(func() {
+		s.copies.close()
+		s.closeErr = s.st.Close()
+	})
 	return s.closeErr
 }
 
