@@ -295,9 +295,15 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		s.mu.Lock()
 		lost := t.lost
 		s.mu.Unlock()
-		if !lost { // else it is another worker's now
-			m.Nak()
+		if lost { // it is another worker's now
+			return
 		}
+		if parent.Err() != nil {
+			// A graceful stop, as in runOne: not a failed delivery.
+			t.HandedBack++
+			j.Put(t)
+		}
+		m.Nak()
 	}
 	if t.in, t.out, err = s.localPaths(ctx, t); err != nil {
 		s.log.Warn("taking an upload from NATS", "task", id, "err", err)
@@ -305,8 +311,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		return nil, nil
 	}
 	if md.NumDelivered > 1 {
-		removeTemporariesOf(t.out, s.log)
-		t.Rerun = true
+		t.Rerun = true // its run removes what the last one left (runOne)
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
 	t.FramesDone, t.Attempts, t.Worker = 0, runs, s.cfg.Name
@@ -391,10 +396,10 @@ func outputExt(path string) string {
 // localPaths returns where a worker reads and writes task t (checked by
 // checkRecord) under its own roots. With the files in the object store
 // (t.Files) they are this worker's own, named by the task id: its upload,
-// which it takes from the store now (replacing an earlier attempt's copy),
-// and its result, stored and removed when
-// the task is done. Otherwise they are the record's relative paths, which
-// the run opens inside the roots (openTask).
+// which it takes from the store now into its private directory (see
+// privateDir), and its result, stored and removed when the task is done.
+// Otherwise they are the record's relative paths, which the run opens
+// inside the roots (openTask).
 func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
 	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 	if !t.Files {
@@ -405,20 +410,24 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 		return in, out, nil
 	}
 	name := "upload-" + t.ID + outputExt(t.InputRel)
-	root, err := os.OpenRoot(s.cfg.InputRoot)
+	root, err := os.OpenRoot(s.copies.path)
 	if err != nil {
 		return "", "", err
 	}
 	defer root.Close()
-	root.Remove(name) // an earlier attempt's copy
-	if err := s.js().getFileIn(ctx, root, "in/"+t.ID, name); err != nil {
+	root.Remove(name) // this worker's copy from an earlier attempt
+	if err := getUpload(s.js(), ctx, root, "in/"+t.ID, name); err != nil {
 		return "", "", err
 	}
-	return filepath.Join(s.cfg.InputRoot, name), out, nil
+	return filepath.Join(s.copies.path, name), out, nil
 }
 
+// getUpload takes a worker's upload from the object store (a seam for
+// tests).
+var getUpload = (*jsStore).getFileIn
+
 // dropUpload removes the copy of its upload a worker took for task t
-// (localPaths), once its run is over.
+// into its private directory (localPaths), once its run is over.
 func (s *Service) dropUpload(t *Task) {
 	if t.Files && t.Upload && t.in != "" {
 		os.Remove(t.in)
@@ -561,24 +570,6 @@ func (s *Service) saveFinal(t *Task) {
 		s.mu.Lock()
 		s.persist(t)
 		s.mu.Unlock()
-	}
-}
-
-// removeTemporariesOf removes the hidden temporaries an interrupted run
-// left beside output (its encoders' private directory and files).
-func removeTemporariesOf(output string, log interface{ Info(string, ...any) }) {
-	dir, stem := filepath.Dir(output), strings.TrimSuffix(filepath.Base(output), filepath.Ext(output))
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if isTemporary(n) && ownedBy(n, []string{stem + ".", filepath.Base(output) + "."}) {
-			if os.RemoveAll(filepath.Join(dir, n)) == nil {
-				log.Info("removed temporaries of an interrupted attempt", "path", filepath.Join(dir, n))
-			}
-		}
 	}
 }
 

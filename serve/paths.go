@@ -133,12 +133,14 @@ func resolveOutput(root, p, id string) (string, error) {
 // by then.
 type taskFiles struct {
 	in, dir *os.File
+	out     *os.Root          // dir, for the task's own temporaries
 	names   *strings.Replacer // descriptor paths back to the names, for messages
 }
 
 func (f *taskFiles) close() {
 	f.in.Close()
 	f.dir.Close()
+	f.out.Close()
 }
 
 // openIn opens rel (a path inside root, symlinks followed only while they
@@ -158,12 +160,40 @@ func openIn(root, p string) (*os.File, error) {
 	return r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
+// openDirIn opens the directory p inside root as openIn does, as an
+// os.Root and as a file of that same directory.
+func openDirIn(root, p string) (*os.Root, *os.File, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || !within(root, p) {
+		return nil, nil, fmt.Errorf("%s is not inside %s", p, root)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	d, err := r.OpenRoot(rel) // a directory only
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := d.OpenFile(".", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, f, nil
+}
+
 // openTask opens t's input and its output's directory inside the roots,
 // as they are when the task runs (a link changed since the task was
 // queued cannot lead out of a root), and returns the runner's copy of t,
 // whose Input and Output name the opened file and directory.
 func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
-	in, err := openIn(s.cfg.InputRoot, t.Input)
+	inRoot := s.cfg.InputRoot
+	if s.copies != nil && within(s.copies.path, t.Input) { // a worker's copy of an upload
+		inRoot = s.copies.path
+	}
+	in, err := openIn(inRoot, t.Input)
 	if err != nil {
 		return nil, nil, fmt.Errorf("video_path %s cannot be opened inside the input root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Input, unwrapPath(err))
 	}
@@ -176,18 +206,12 @@ func (s *Service) openTask(t *Task) (*Task, *taskFiles, error) {
 		return nil, nil, fmt.Errorf("video_path %s: %v", t.Input, err)
 	}
 	dirName := filepath.Dir(t.Output)
-	dir, err := openIn(s.cfg.OutputRoot, dirName)
-	if err == nil {
-		if st, serr := dir.Stat(); serr != nil || !st.IsDir() {
-			dir.Close()
-			err = errors.New("not a directory")
-		}
-	}
+	out, dir, err := openDirIn(s.cfg.OutputRoot, dirName)
 	if err != nil {
 		in.Close()
 		return nil, nil, fmt.Errorf("the directory of save_result_path %s cannot be opened inside the output root (%v): it was removed, made unreadable, or replaced by a link out of the root after the task was queued", t.Output, unwrapPath(err))
 	}
-	f := &taskFiles{in: in, dir: dir}
+	f := &taskFiles{in: in, dir: dir, out: out}
 	w := t.clone()
 	w.Input = video.FDPath(in, t.Input)
 	dirPath := video.FDPath(dir, dirName)

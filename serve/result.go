@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/vsr-dev/vsr/video"
 )
@@ -29,6 +31,33 @@ type FileID struct {
 func resultTemp(output string) string {
 	base := filepath.Base(output)
 	return filepath.Join(filepath.Dir(output), "."+base+".vsr-result"+filepath.Ext(base))
+}
+
+// removeStaleResults removes from dir the temporaries an interrupted run
+// left for the output named base: its hidden result (resultTemp) and the
+// encoders' private directories beside it ("." + that name's stem +
+// ".vsr-" and os.MkdirTemp's digits, see video.NewWorkdir). Only these
+// exact names: those of another output (the same stem, another extension)
+// are its task's. The caller holds the output's lock (lockOutput), so no
+// live process owns them.
+func removeStaleResults(dir *os.Root, base string, log *slog.Logger) {
+	tmp := filepath.Base(resultTemp(base))
+	work := "." + strings.TrimSuffix(tmp, filepath.Ext(tmp)) + ".vsr-"
+	d, err := dir.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, work)
+		if n != tmp && (!ok || rest == "" || strings.Trim(rest, "0123456789") != "") {
+			continue
+		}
+		if dir.RemoveAll(n) == nil {
+			log.Info("removed a temporary of an interrupted run", "output", base, "name", n)
+		}
+	}
 }
 
 // resultID returns the identity of the result the runner wrote at tmp.

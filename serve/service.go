@@ -194,6 +194,7 @@ type Service struct {
 	pullFrom  []jetstream.Consumer // a worker's work queues, one per model it serves (Config.Pull)
 	announced chan struct{}        // closed when a worker has left the worker bucket
 	hashes    map[string]string    // the served models' content hashes (Remote, Pull; see hashModels)
+	copies    *privateDir          // a worker's copies of uploads (Pull; see localPaths)
 	log       *slog.Logger
 	m         *metrics
 
@@ -282,8 +283,13 @@ func New(cfg Config, r Runner) (*Service, error) {
 	}
 	if cfg.Pull {
 		// A worker shares its roots with other workers: it removes only
-		// the temporaries of the tasks it takes (see take).
+		// the temporaries of the tasks it takes (see runOne).
+		if s.copies, err = openPrivateDir(cfg.Data, s.log); err != nil {
+			st.Close()
+			return nil, err
+		}
 		if err := s.subscribe(); err != nil {
+			s.copies.close()
 			st.Close()
 			return nil, err
 		}
@@ -802,13 +808,18 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		lock, openErr = lockOutput(work.Output)
 		output, work.Output = work.Output, resultTemp(work.Output)
 	}
+	if openErr == nil && orig.Rerun {
+		removeStaleResults(files.out, filepath.Base(output), s.log)
+	}
 
 	// Progress is saved every second, in the background and outside s.mu
 	// (a slow store must hold up neither the run nor the lease), one save
-	// at a time; the final write waits for the last.
+	// at a time, until the run ends: its last save lands before the result
+	// is placed (an older copy of t must not overwrite the record of
+	// Wrote).
 	lastSave := time.Now()
 	var saving sync.WaitGroup
-	inFlight := false // a save is under way (s.mu)
+	inFlight, ran := false, false // a save is under way, the run is over (s.mu)
 	progress := func(done, total int) {
 		s.mu.Lock()
 		if done > t.FramesDone {
@@ -816,7 +827,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		}
 		t.FramesDone, t.FramesTotal = done, total
 		var c *Task
-		if time.Since(lastSave) >= time.Second && !t.lost && !inFlight {
+		if time.Since(lastSave) >= time.Second && !t.lost && !inFlight && !ran {
 			lastSave, c, inFlight = time.Now(), t.clone(), true
 			saving.Add(1)
 		}
@@ -839,8 +850,12 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		if errType, err = s.checkRun(ctx, work); err == nil {
 			errType, err = s.safeRun(ctx, work, progress)
 		}
+		s.mu.Lock()
+		ran = true
+		s.mu.Unlock()
+		saving.Wait()
 		if err == nil {
-			errType, err = s.place(t, work.Output, output, orig)
+			errType, err = s.place(ctx, t, work.Output, output, orig)
 		}
 		if err != nil {
 			msg := strings.ReplaceAll(err.Error(), work.Output, output)
@@ -911,16 +926,25 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 
 // place puts the result tmp of running task t at output (see
 // placeResult), having recorded its identity; orig is t as the run began.
-func (s *Service) place(t *Task, tmp, output string, orig *Task) (string, error) {
+// A run cancelled meanwhile (ctx), or a worker's that lost its lease to
+// another, puts nothing in place: the checks and the rename are made
+// under s.mu, which the lease's loss takes.
+func (s *Service) place(ctx context.Context, t *Task, tmp, output string, orig *Task) (string, error) {
 	id, err := resultID(tmp)
 	if err != nil {
 		return "RuntimeError", err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	t.Wrote = append(t.Wrote, id)
 	s.persist(t)
-	s.mu.Unlock()
-	if err := placeResult(tmp, output, orig.Output, orig.Request.Overwrite, orig.Wrote); err != nil {
+	if err = ctx.Err(); err == nil && t.lost {
+		err = errors.New("the lease on the task was lost: it runs on another worker")
+	}
+	if err == nil {
+		err = placeResult(tmp, output, orig.Output, orig.Request.Overwrite, orig.Wrote)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return errorType(err), err
 	}
@@ -980,7 +1004,10 @@ func (s *Service) stopWorker() {
 // Close stops the worker (see Serve) and closes the store.
 func (s *Service) Close() error {
 	s.stopWorker()
-	s.closeOnce.Do(func() { s.closeErr = s.st.Close() })
+	s.closeOnce.Do(func() {
+		s.copies.close()
+		s.closeErr = s.st.Close()
+	})
 	return s.closeErr
 }
 
