@@ -308,3 +308,17 @@ func TestStreamSecretsRedacted(t *testing.T) {
 		t.Errorf("%d answers checked", len(answers))
 	}
 }
+
+// TestStreamClipLen: clip_len is bounded (SwiftVR holds clip_len+4 frames
+// at once), for file tasks and live sessions alike (issue 35: 400000000
+// was accepted).
+func TestStreamClipLen(t *testing.T) {
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}}, &streamFake{fakeRunner: newFake(false)})
+	e.input("a.mp4")
+	for _, params := range []map[string]any{{"clip_len": 400000000}, {"clip_len": MaxClipLen + 4}} {
+		code, m, _ := e.do("POST", "/v1/tasks/video/", map[string]any{"video_path": "a.mp4", "params": params})
+		wantError(t, fmt.Sprintf("a task with %v", params), code, m, 400, `field "clip_len"`)
+		code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": "udp://127.0.0.1:5001", "params": params})
+		wantError(t, fmt.Sprintf("a stream with %v", params), code, m, 400, `field "clip_len"`)
+	}
+}
