@@ -71,7 +71,7 @@ func FuzzStreamRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	svc, err := New(Config{Data: f.TempDir(), StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1", "srt://127.0.0.1:7000?listen",
+	svc, err := New(Config{Data: f.TempDir(), StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1?listen", "udp://[::1]", "srt://127.0.0.1:7000?listen",
 		"rtmp://127.0.0.1", "http://127.0.0.1:8080", "tcp://[::1]:9000?listen"}}, newFake(false))
 	if err != nil {
 		f.Fatal(err)
@@ -86,7 +86,7 @@ func FuzzStreamRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, url := range []string{ls.Request.Input, ls.Request.Output} {
+		for i, url := range []string{ls.Request.Input, ls.Request.Output} {
 			if strings.ContainsAny(url, "|# \t\r\n\x00%\\") {
 				t.Fatalf("accepted %q", url)
 			}
@@ -97,7 +97,8 @@ func FuzzStreamRequest(f *testing.F) {
 				if a, b := net.ParseIP(r.host), net.ParseIP(host); a != nil && b != nil {
 					hostOK = a.Equal(b)
 				}
-				ok = ok || r.scheme == proto && hostOK && port > 0 && (r.port == 0 || r.port == port)
+				listens := i == 0 && (proto == "udp" || proto == "rtp") // binds 0.0.0.0:port
+				ok = ok || r.scheme == proto && hostOK && port > 0 && (r.port == 0 || r.port == port) && (r.canListen || !listens)
 			}
 			if !ok {
 				t.Fatalf("ffmpeg reads %q as %s://%s:%d, which no rule lists", url, proto, host, port)

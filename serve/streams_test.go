@@ -90,7 +90,7 @@ func TestStreamTeeRefused(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err == nil {
 		f.encode = true
 	}
-	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1"}}, f)
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}}, f)
 	victim := filepath.Join(t.TempDir(), "victim")
 	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
@@ -142,7 +142,7 @@ func TestStreamTeeRefused(t *testing.T) {
 // 400; what is accepted reaches the runner rebuilt from its parts.
 func TestStreamURLTricks(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1", "srt://127.0.0.1:7000",
+	e := newEnv(t, Config{StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1?listen", "srt://127.0.0.1:7000",
 		"rtmp://127.0.0.1", "http://127.0.0.1:8080", "https://*", "http://*:8081"}}, f)
 	const out = "udp://127.0.0.1:5000"
 	for _, c := range []struct {
@@ -221,15 +221,23 @@ func TestStreamURLTricks(t *testing.T) {
 	}
 }
 
-// TestStreamListen: a session listens only where a rule says ?listen.
+// TestStreamListen: a session listens only where a rule says ?listen; a
+// udp or rtp input always listens (ffmpeg binds 0.0.0.0:port, rtp
+// port+1 too, and takes packets from any sender), so it needs such a rule
+// (issue 35: one was let in by udp://127.0.0.1).
 func TestStreamListen(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"tcp://127.0.0.1:9100?listen", "tcp://127.0.0.1:9200", "srt://[::1]:7000?listen=1", "udp://127.0.0.1"}}, f)
+	e := newEnv(t, Config{StreamAllow: []string{"tcp://127.0.0.1:9100?listen", "tcp://127.0.0.1:9200", "srt://[::1]:7000?listen=1", "udp://127.0.0.1",
+		"udp://127.0.0.1:6000?listen", "rtp://127.0.0.1", "rtp://127.0.0.1:6100?listen"}}, f)
 	for in, want := range map[string]int{"tcp://127.0.0.1:9100?listen=1": 201, "tcp://127.0.0.1:9200?listen=1": 400, "tcp://127.0.0.1:9200": 201,
-		"srt://[::1]:7000?mode=listener": 201, "srt://[0:0::1]:7000?mode=caller": 201, "srt://127.0.0.1:7000?mode=listener": 400} {
+		"srt://[::1]:7000?mode=listener": 201, "srt://[0:0::1]:7000?mode=caller": 201, "srt://127.0.0.1:7000?mode=listener": 400,
+		"udp://127.0.0.1:5000": 400, "udp://127.0.0.1:6000": 201, "rtp://127.0.0.1:5000": 400, "rtp://127.0.0.1:6100": 201} {
 		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "udp://127.0.0.1:5000"})
 		if code != want {
 			t.Errorf("%s: %d %v, want %d", in, code, m, want)
+		}
+		if code == 400 && strings.HasPrefix(in, "udp") && !strings.Contains(fmt.Sprint(m["error"]), "a udp input listens on its port") {
+			t.Errorf("%s: %v", in, m)
 		}
 		if code == 201 {
 			e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)

@@ -29,7 +29,7 @@ type streamURL struct {
 	port       int    // 0 in a rule without a port: any
 	path       string // "" or "/..."
 	opts       [][2]string
-	listen     bool // an option makes ffmpeg listen (tcp listen=1, srt mode=listener)
+	listen     bool // ffmpeg listens: tcp listen=1, srt mode=listener, a udp or rtp input
 }
 
 // streamProtocols are the ffmpeg protocols each scheme of an allowed URL
@@ -397,6 +397,10 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 		}
 		return checkedURL{}, fmt.Errorf("field %q: %q is not a URL vsr takes: %v", field, shown, err)
 	}
+	// ffmpeg reads udp and rtp on 0.0.0.0:port (rtp also port+1), from
+	// any sender: a listener, whatever the URL's host.
+	anySender := field == "input" && (u.scheme == "udp" || u.scheme == "rtp")
+	u.listen = u.listen || anySender
 	if u.port == 0 {
 		if u.port = defaultPorts[u.scheme]; u.port == 0 {
 			return checkedURL{}, fmt.Errorf("field %q: %s is not a URL vsr takes: want scheme://host:port (a %s URL needs its port)", field, u.Redacted(), u.scheme)
@@ -411,7 +415,10 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 		return checkedURL{}, fmt.Errorf("field %q: %s is not allowed: this server allows no stream URLs (start it with --stream-allow scheme://host)", field, u.Redacted())
 	}
 	what := ""
-	if u.listen {
+	switch {
+	case anySender:
+		what = fmt.Sprintf(" (a %s input listens on its port, taking packets from any sender: a rule needs ?listen)", u.scheme)
+	case u.listen:
 		what = " (to listen, a rule needs ?listen)"
 	}
 	return checkedURL{}, fmt.Errorf("field %q: %s is not allowed%s (--stream-allow lets in %s)", field, u.Redacted(), what, s.allowList())
