@@ -95,9 +95,9 @@ const (
 // (model, params, codec, crf and preset, the encoder tried in the
 // container's file format) and its URLs against the allow rules, and
 // returns what a runner gets, the request as answers show it (the URLs
-// rebuilt without their secrets) and the secrets (passwords, passphrases)
-// to redact from any other text shown.
-func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, secrets []string, err error) {
+// rebuilt without their secrets) and what takes the secrets out of any
+// other text shown (redactor).
+func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, redact func(string) string, err error) {
 	in, err := s.allowed("input", q.Input)
 	if err != nil {
 		return ls, shown, nil, err
@@ -139,15 +139,27 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 			ls.InputOptions = []string{"max_redirects=0"} // no other host
 		}
 	}
-	return ls, shown, append(in.secrets(), out.secrets()...), nil
+	return ls, shown, redactor(in.streamURL, out.streamURL), nil
 }
 
-// redact replaces the secrets in msg by xxxxx.
-func redact(msg string, secrets []string) string {
-	for _, x := range secrets {
-		msg = strings.ReplaceAll(msg, x, "xxxxx")
+// redactor returns a function that replaces, in a message, the URLs as
+// ffmpeg got them by their Redacted form, then every secret left
+// (passwords, passphrases, rtmp stream keys, quoted on their own) by
+// xxxxx.
+func redactor(urls ...*streamURL) func(string) string {
+	var pairs, secrets []string
+	for _, u := range urls {
+		pairs = append(pairs, u.String(), u.Redacted())
+		secrets = append(secrets, u.secrets()...)
 	}
-	return msg
+	whole := strings.NewReplacer(pairs...)
+	return func(msg string) string {
+		msg = whole.Replace(msg)
+		for _, x := range secrets {
+			msg = strings.ReplaceAll(msg, x, "xxxxx")
+		}
+		return msg
+	}
 }
 
 func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +175,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	session, q, secrets, err := s.checkStream(r.Context(), q)
+	session, q, redact, err := s.checkStream(r.Context(), q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -183,7 +195,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ErrBusy) {
 			code = http.StatusServiceUnavailable
 		}
-		writeError(w, code, redact(err.Error(), secrets))
+		writeError(w, code, redact(err.Error()))
 		return
 	}
 	s.mu.Lock()
@@ -215,7 +227,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		case ls.stopAsked:
 			ls.Status = "stopped"
 		case err != nil:
-			ls.Status, ls.Error = "failed", redact(oneLine(err.Error()), secrets)
+			ls.Status, ls.Error = "failed", redact(oneLine(err.Error()))
 		default:
 			ls.Status = "finished"
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -261,32 +262,38 @@ func TestStreamAllowRules(t *testing.T) {
 	}
 }
 
-// TestStreamSecretsRedacted: passwords and SRT passphrases are in no API
-// answer (create, get, list, stop, a failed session's error, a 400), while
-// the runner gets them.
+// TestStreamSecretsRedacted: passwords, SRT passphrases, rtmp stream keys
+// and the values of secret-named options are in no API answer (create,
+// get, list, stop, a failed session's error, a 400) nor the log, while the
+// runner gets them.
 func TestStreamSecretsRedacted(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"rtmp://127.0.0.1", "srt://127.0.0.1"}}, f)
-	const pass, phrase = "hunter2secret", "s3cretphrase99"
-	in, out := "srt://127.0.0.1:7000?passphrase="+phrase, "rtmp://bob:"+pass+"@127.0.0.1/live/x"
+	var log syncBuffer
+	e := newEnv(t, Config{StreamAllow: []string{"rtmp://127.0.0.1", "srt://127.0.0.1", "udp://127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}, f)
+	const pass, phrase, key, token = "hunter2secret", "s3cretphrase99", "streamkey1234", "tok3nvalue77"
+	secrets := []string{pass, phrase, key, token}
+	in, out := "srt://127.0.0.1:7000?passphrase="+phrase, "rtmp://bob:"+pass+"@127.0.0.1/live/"+key
 	var answers []any
 	check := func(what string, v any) {
 		t.Helper()
 		b, _ := json.Marshal(v)
-		if bytes.Contains(b, []byte(pass)) || bytes.Contains(b, []byte(phrase)) {
-			t.Errorf("%s shows a secret: %s", what, b)
+		for _, x := range secrets {
+			if bytes.Contains(b, []byte(x)) {
+				t.Errorf("%s shows a secret: %s", what, b)
+			}
 		}
 		answers = append(answers, v)
 	}
 	_, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": out})
 	check("POST", m)
 	id, _ := m["stream_id"].(string)
-	if got := f.last().Request; got.Input != in || got.Output != "rtmp://bob:"+pass+"@127.0.0.1:1935/live/x" {
+	if got := f.last().Request; got.Input != in || got.Output != "rtmp://bob:"+pass+"@127.0.0.1:1935/live/"+key {
 		t.Errorf("the runner got %s -> %s", got.Input, got.Output)
 	}
 	_, m, _ = e.do("GET", "/v1/streams/"+id, nil)
 	check("GET", m)
-	if r, _ := m["request"].(map[string]any); r["output"] != "rtmp://bob:xxxxx@127.0.0.1:1935/live/x" || r["input"] != "srt://127.0.0.1:7000?passphrase=xxxxx" {
+	if r, _ := m["request"].(map[string]any); r["output"] != "rtmp://bob:xxxxx@127.0.0.1:1935/live/xxxxx" || r["input"] != "srt://127.0.0.1:7000?passphrase=xxxxx" {
 		t.Errorf("GET shows %v", r)
 	}
 	_, m, _ = e.do("GET", "/v1/streams", nil)
@@ -297,24 +304,58 @@ func TestStreamSecretsRedacted(t *testing.T) {
 	_, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": out})
 	m = waitStream(e, m["stream_id"].(string))
 	check("a failed session", m)
-	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "rtmp://bob:xxxxx@") {
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "rtmp://bob:xxxxx@127.0.0.1:1935/live/xxxxx: Connection refused") {
 		t.Errorf("a failed session: %v", m)
 	}
-	code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "rtmp://bob:" + pass + "@10.0.0.1/live/x"})
+	code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "rtmp://bob:" + pass + "@10.0.0.1/live/" + key})
 	check("a refused URL", m)
 	if code != 400 {
 		t.Errorf("a URL no rule lists: %d %v", code, m)
 	}
-	for _, bad := range []string{"rtmp://bob:" + pass + "@127.0.0.1/live/x|y", "rtmp://bob:" + pass + "/x@127.0.0.1/live|y"} {
-		code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": bad})
+	for _, bad := range []struct{ field, url string }{
+		{"output", "rtmp://bob:" + pass + "@127.0.0.1/live/x|y"},
+		{"output", "rtmp://bob:" + pass + "/x@127.0.0.1/live|y"},
+		{"output", "rtmp://127.0.0.1/live/" + key + "|y"},
+		{"output", "rtmp://127.0.0.1/live/a b/" + key},
+		// issue 35: the passphrase was quoted in the refusal of another option
+		{"input", "srt://127.0.0.1:9000?passphrase=" + phrase + "&foo=1"},
+		{"input", "srt://127.0.0.1:9000?passphrase=" + phrase + "|"},
+		{"input", "udp://127.0.0.1:9000?api_token=" + token},
+	} {
+		body := map[string]any{"input": in, "output": out}
+		body[bad.field] = bad.url
+		code, m, _ = e.do("POST", "/v1/streams", body)
 		check("a URL that does not parse", m)
-		if code != 400 {
-			t.Errorf("a URL with '|': %d %v", code, m)
+		if code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "xxxxx") {
+			t.Errorf("%s: %d %v", bad.url, code, m)
 		}
 	}
-	if len(answers) != 8 {
+	if len(answers) != 13 {
 		t.Errorf("%d answers checked", len(answers))
 	}
+	for _, x := range secrets {
+		if strings.Contains(log.String(), x) {
+			t.Errorf("the log shows a secret:\n%s", log.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestStreamClipLen: clip_len is bounded (SwiftVR holds clip_len+4 frames
