@@ -113,6 +113,9 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	case !slices.Contains(containers, q.Container):
 		return ls, shown, nil, fmt.Errorf("field \"container\": %q: a %s output takes %s", q.Container, out.scheme, strings.Join(containers, ", "))
 	}
+	if err := playlistURL(out, q.Container); err != nil {
+		return ls, shown, nil, err
+	}
 	switch {
 	case q.Overload != "" && q.Overload != "wait" && q.Overload != "drop":
 		err = fmt.Errorf("field \"overload\": %q: want wait or drop", q.Overload)
@@ -140,6 +143,29 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 		}
 	}
 	return ls, shown, redactor(in.streamURL, out.streamURL), nil
+}
+
+// playlistExt is the extension of the playlist of each container that
+// writes segments beside it.
+var playlistExt = map[string]string{"hls": ".m3u8", "dash": ".mpd"}
+
+// playlistURL checks the output URL of an HLS or DASH session: its path's
+// last element is the playlist (name.m3u8, name.mpd), the segments are
+// named from it and go to its folder on its host and port, and it has no
+// user:password (which the segments' URLs would carry).
+func playlistURL(out checkedURL, container string) error {
+	ext := playlistExt[container]
+	if ext == "" {
+		return nil
+	}
+	name := out.path[strings.LastIndexByte(out.path, '/')+1:]
+	switch {
+	case len(name) <= len(ext) || !strings.HasSuffix(strings.ToLower(name), ext):
+		return fmt.Errorf("field \"output\": %s: a %s output needs a path whose last element is its playlist, name%s (%s://host:port/folder/name%s): its segments are named from it and go beside it", out.Redacted(), container, ext, out.scheme, ext)
+	case out.user != "":
+		return fmt.Errorf("field \"output\": %s: a %s output takes no user:password@ (its segments' URLs would carry it)", out.Redacted(), container)
+	}
+	return nil
 }
 
 // redactor returns a function that replaces, in a message, the URLs as

@@ -371,3 +371,34 @@ func TestStreamClipLen(t *testing.T) {
 		wantError(t, fmt.Sprintf("a stream with %v", params), code, m, 400, `field "clip_len"`)
 	}
 }
+
+// TestStreamPlaylistURLs: an HLS or DASH output names its playlist in the
+// last element of its path and has no user:password, so that its segments
+// go beside it (issue 35: with a rule for http://localhost:8080, the
+// segments of these went to port 9000 and 9001).
+func TestStreamPlaylistURLs(t *testing.T) {
+	f := &streamFake{fakeRunner: newFake(false)}
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen", "http://localhost:8080"}}, f)
+	for _, c := range []struct{ out, container, want string }{
+		{"http://127.0.0.1:900.@localhost:8080/live", "hls", "name.m3u8"},
+		{"http://127.0.0.1:9000.@localhost:8080", "dash", "name.mpd"},
+		{"http://localhost:8080/live.m3u8", "dash", "name.mpd"},
+		{"http://localhost:8080/.m3u8", "hls", "name.m3u8"},
+		{"http://localhost:8080/live.m3u8/", "hls", "name.m3u8"},
+		{"http://bob:pw@localhost:8080/live.m3u8", "hls", "no user:password"},
+	} {
+		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": c.out, "container": c.container})
+		wantError(t, c.out, code, m, 400, c.want)
+	}
+	for _, c := range []struct{ out, container string }{
+		{"http://localhost:8080/d/live.m3u8", "hls"}, {"http://localhost:8080/LIVE.M3U8", "hls"}, {"http://localhost:8080/d/live.mpd", "dash"},
+		{"http://localhost:8080/live", "mpegts"},
+	} {
+		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": c.out, "container": c.container})
+		if code != 201 {
+			t.Errorf("%s (%s): %d %v", c.out, c.container, code, m)
+			continue
+		}
+		e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
+	}
+}
