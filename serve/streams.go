@@ -48,6 +48,10 @@ type LiveSession struct {
 	// (-format_whitelist); InputOptions more input options, as key=value
 	// (max_redirects=0 for an http source of a rule that names its host).
 	InputFormats, InputOptions []string
+	// MaxOutputPixels bounds the output's frames, width x height
+	// (Config.MaxOutputPixels): a session whose source restores to more
+	// fails when its frames' size is known.
+	MaxOutputPixels int64
 	// Stats receives the statistics as they come.
 	Stats func(pipeline.LiveStats)
 }
@@ -93,7 +97,7 @@ const (
 
 // checkStream checks a live session's request as a task's is checked
 // (model, params, codec, crf and preset, the encoder tried in the
-// container's file format) and its URLs against the allow rules, and
+// container's file format, the size asked for against the pixel budget) and its URLs against the allow rules, and
 // returns what a runner gets, the request as answers show it (the URLs
 // rebuilt without their secrets) and what takes the secrets out of any
 // other text shown (redactor).
@@ -124,8 +128,13 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	case !(q.IdleTimeout >= 0 && q.IdleTimeout <= maxIdleTimeout):
 		err = fmt.Errorf("field \"idle_timeout\": %g: want seconds in 0..%d (0: 10)", q.IdleTimeout, maxIdleTimeout)
 	default:
-		err = s.check(ctx, &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
-			SaveResultPath: "stream" + containerExt[q.Container]})
+		r := &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
+			SaveResultPath: "stream" + containerExt[q.Container]}
+		if err = s.check(ctx, r); err == nil && len(r.Size) == 2 && overBudget(r.Size[1], r.Size[0], s.cfg.MaxOutputPixels) {
+			// The size asked for; the model's output for the source's
+			// frames is checked when they come (MaxOutputPixels).
+			err = &budgetError{w: r.Size[1], h: r.Size[0], limit: s.cfg.MaxOutputPixels}
+		}
 	}
 	if err != nil {
 		return ls, shown, nil, err
@@ -134,7 +143,7 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	shown.Input, shown.Output = in.Redacted(), out.Redacted()
 	q.Input, q.Output = in.String(), out.String()
 	ls = LiveSession{Request: q, InputProtocols: streamProtocols[in.scheme], OutputProtocols: streamProtocols[out.scheme],
-		InputFormats: streamDemuxers[in.scheme]}
+		InputFormats: streamDemuxers[in.scheme], MaxOutputPixels: s.cfg.MaxOutputPixels}
 	if in.scheme == "http" || in.scheme == "https" {
 		if in.rule.host == "*" && in.rule.port == 0 {
 			ls.InputFormats = append(slices.Clip(ls.InputFormats), "hls", "dash")

@@ -402,3 +402,25 @@ func TestStreamPlaylistURLs(t *testing.T) {
 		e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
 	}
 }
+
+// TestStreamOutputBudget: a live session asking for a size over
+// --max-output-pixels is refused as a task is, and the runner gets the
+// budget to check the model's output once the source's size is known
+// (issue 35: {"params":{"size":[16384,16384]}} was accepted).
+func TestStreamOutputBudget(t *testing.T) {
+	f := &streamFake{fakeRunner: newFake(false)}
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}, MaxOutputPixels: 1920 * 1080}, f)
+	body := func(size []int) map[string]any {
+		return map[string]any{"input": "udp://127.0.0.1:5000", "output": "udp://127.0.0.1:5001", "params": map[string]any{"size": size}}
+	}
+	code, m, _ := e.do("POST", "/v1/streams", body([]int{16384, 16384}))
+	wantError(t, "16384x16384", code, m, 400, "over this server's limit of 2073600 (vsr serve --max-output-pixels)")
+	code, m, _ = e.do("POST", "/v1/streams", body([]int{1080, 1920}))
+	if code != 201 {
+		t.Fatalf("1920x1080: %d %v", code, m)
+	}
+	if got := f.last().MaxOutputPixels; got != 1920*1080 {
+		t.Errorf("the runner got a budget of %d", got)
+	}
+	e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
+}

@@ -264,3 +264,32 @@ func TestLiveSegmentsBesidePlaylist(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSourceLimits: a live source whose frames are over
+// DefaultLimits is refused at its header, as a file input is, before a
+// frame is read (issue 35: live sessions skipped the limits).
+func TestLiveSourceLimits(t *testing.T) {
+	needFFmpeg(t)
+	for _, size := range []string{"16400x2", "2x16400"} {
+		var w, h int
+		fmt.Sscanf(size, "%dx%d", &w, &h)
+		dec, err := OpenLive(testCtx(t), LiveInput{URL: "-", Format: "rawvideo", Options: []string{"video_size=" + size, "pixel_format=gray"},
+			Stdin: io.LimitReader(zeros{}, int64(2*w*h))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = dec.Header()
+		dec.Close()
+		if err == nil || !strings.Contains(err.Error(), "over the limit") {
+			t.Errorf("a %s source: %v", size, err)
+		}
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
