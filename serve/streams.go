@@ -97,10 +97,10 @@ const (
 
 // checkStream checks a live session's request as a task's is checked
 // (model, params, codec, crf and preset, the encoder tried in the
-// container's file format, the size asked for against the pixel budget) and its URLs against the allow rules, and
-// returns what a runner gets, the request as answers show it (the URLs
-// rebuilt without their secrets) and what takes the secrets out of any
-// other text shown (redactor).
+// container's file format, the size asked for against the pixel budget)
+// and its URLs against the allow rules, and returns what a runner gets,
+// the request as answers show it (the URLs rebuilt without their secrets)
+// and what takes the secrets out of any other text shown (redactor).
 func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, redact func(string) string, err error) {
 	in, err := s.allowed("input", q.Input)
 	if err != nil {

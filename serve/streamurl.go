@@ -454,6 +454,8 @@ func (s *Service) allowList() string {
 	return strings.Join(l, ", ")
 }
 
+// errSecret is what is wrong with a URL that parses once its secrets are
+// masked: the message cannot quote them.
 var errSecret = errors.New("its password, a secret option's value or its stream key has a character vsr does not take (letters, digits and -._~ are always taken)")
 
 // secretName reports whether a URL option of this name holds a secret
