@@ -591,7 +591,7 @@ func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() erro
 			Input:  video.LiveInput{URL: q.Input, Protocols: ls.InputProtocols, Formats: ls.InputFormats, Options: ls.InputOptions},
 			Output: video.LiveOutput{URL: q.Output, Format: q.Container, Encode: enc, Protocols: ls.OutputProtocols},
 			Batch:  1, MaxLatency: time.Duration(q.MaxLatency * float64(time.Second)), Drop: q.Overload == "drop",
-			IdleTimeout: idle, Reconnect: q.Reconnect, Stats: ls.Stats, StatsEvery: time.Second,
+			IdleTimeout: idle, Reconnect: q.Reconnect, Stats: ls.Stats, StatsEvery: time.Second, MaxOutputPixels: ls.MaxOutputPixels,
 		}, set)
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil // stopped: the output is finished

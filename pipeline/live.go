@@ -54,6 +54,11 @@ type LiveRequest struct {
 	// Reconnect opens the source again when it ends, until it sends
 	// nothing for IdleTimeout.
 	Reconnect bool
+	// MaxOutputPixels, when positive, bounds the restored frames, width x
+	// height: a source that the engine restores to more is refused when
+	// its frames' size is known (vsr serve --max-output-pixels). Sources
+	// over video.DefaultLimits are refused by the decoder.
+	MaxOutputPixels int64
 	// Stats, if set, is called every StatsEvery (default 5 s) and once at
 	// the end (Final).
 	Stats      func(LiveStats)
@@ -277,6 +282,9 @@ func (r *liveRun) connection(ctx context.Context, dec *video.LiveDecoder, idle *
 		return err
 	}
 	defer done()
+	if err := fits(r.req, eng, w, h); err != nil {
+		return err
+	}
 	idle.touch()
 	idle.timeout.Store(int64(r.req.IdleTimeout))
 	ow, oh := eng.OutputSize(w, h)
@@ -340,6 +348,9 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if st, ok := eng.(Streamer); ok {
 		sizes = []int{st.LiveBatch(0), st.LiveBatch(1)} // a first and a middle chunk
 	}
+	if err := fits(req, eng, w, h); err != nil {
+		return err
+	}
 	ow, oh := eng.OutputSize(w, h)
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
@@ -364,6 +375,17 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 		}
 	}
 	return nil
+}
+
+// fits refuses frames of w x h that eng restores to more than
+// req.MaxOutputPixels.
+func fits(req LiveRequest, eng Engine, w, h int) error {
+	ow, oh := eng.OutputSize(w, h)
+	if req.MaxOutputPixels <= 0 || ow <= 0 || oh <= 0 || int64(ow)*int64(oh) <= req.MaxOutputPixels {
+		return nil
+	}
+	return fmt.Errorf("live input %s: its %dx%d frames restore to %dx%d = %d pixels, over the limit of %d (vsr serve --max-output-pixels): send a smaller source, or ask for a smaller size or sr_ratio",
+		req.Input.URL, w, h, ow, oh, int64(ow)*int64(oh), req.MaxOutputPixels)
 }
 
 // connect opens the source and reads its header, trying again until the

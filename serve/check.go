@@ -17,6 +17,10 @@ import (
 // one set of rules checks them wherever they were given.
 var paramFields = map[string]bool{"sr_ratio": true, "size": true, "target_shape": true, "tile": true, "clip_len": true, "dit": true}
 
+// MaxClipLen bounds clip_len: SwiftVR holds clip_len+4 frames of a chunk
+// at once, on the device, at the output's size.
+const MaxClipLen = 256
+
 // requestFields are the JSON names of a Request's fields.
 var requestFields = func() map[string]bool {
 	m := map[string]bool{}
@@ -33,9 +37,10 @@ var requestFields = func() map[string]bool {
 // moves the model parameters that have a field of their own (sr_ratio,
 // size, target_shape, tile, clip_len, dit) from "params" into their
 // fields, merges target_shape (LightX2V's name) into size, and then checks
-// every field by one set of rules: numbers in their ranges, names made of
-// name characters, and no control character (NUL included) in any string,
-// paths, names and the strings of params alike. HLS and DASH outputs
+// every field by one set of rules: numbers in their ranges (clip_len at
+// most MaxClipLen), names made of name characters, and no control
+// character (NUL included) in any string, paths, names and the strings of
+// params alike. HLS and DASH outputs
 // (.m3u8, .mpd) are refused: they are a playlist and segment files, which
 // a file task does not deliver. CheckRequest may be run again on a
 // request it passed (a runner checks the requests it gets so); the
@@ -72,6 +77,8 @@ func CheckRequest(r *Request) error {
 		return fmt.Errorf("field \"crf\": want -1..63")
 	case r.DiT != "" && r.DiT != "on" && r.DiT != "off":
 		return fmt.Errorf("field \"dit\": %q: want \"on\" or \"off\"", r.DiT)
+	case r.ClipLen > MaxClipLen:
+		return fmt.Errorf("field \"clip_len\": %d: want at most %d frames a chunk (a multiple of 4; SwiftVR's default is 24): a chunk's frames are held at once", r.ClipLen, MaxClipLen)
 	case r.ClipLen < 0 || r.MaxFrames < 0 || r.Tile < 0 || r.Batch < 0 || r.Batch > 256 || r.Segments < 0 || r.Segments > 64:
 		return fmt.Errorf("fields clip_len, max_frames, tile must be >= 0, batch 0..256, segments 0..64")
 	case r.TaskID != "" && !validID(r.TaskID):

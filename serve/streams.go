@@ -48,6 +48,10 @@ type LiveSession struct {
 	// (-format_whitelist); InputOptions more input options, as key=value
 	// (max_redirects=0 for an http source of a rule that names its host).
 	InputFormats, InputOptions []string
+	// MaxOutputPixels bounds the output's frames, width x height
+	// (Config.MaxOutputPixels): a session whose source restores to more
+	// fails when its frames' size is known.
+	MaxOutputPixels int64
 	// Stats receives the statistics as they come.
 	Stats func(pipeline.LiveStats)
 }
@@ -93,11 +97,11 @@ const (
 
 // checkStream checks a live session's request as a task's is checked
 // (model, params, codec, crf and preset, the encoder tried in the
-// container's file format) and its URLs against the allow rules, and
-// returns what a runner gets, the request as answers show it (the URLs
-// rebuilt without their secrets) and the secrets (passwords, passphrases)
-// to redact from any other text shown.
-func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, secrets []string, err error) {
+// container's file format, the size asked for against the pixel budget)
+// and its URLs against the allow rules, and returns what a runner gets,
+// the request as answers show it (the URLs rebuilt without their secrets)
+// and what takes the secrets out of any other text shown (redactor).
+func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, redact func(string) string, err error) {
 	in, err := s.allowed("input", q.Input)
 	if err != nil {
 		return ls, shown, nil, err
@@ -113,6 +117,9 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	case !slices.Contains(containers, q.Container):
 		return ls, shown, nil, fmt.Errorf("field \"container\": %q: a %s output takes %s", q.Container, out.scheme, strings.Join(containers, ", "))
 	}
+	if err := playlistURL(out, q.Container); err != nil {
+		return ls, shown, nil, err
+	}
 	switch {
 	case q.Overload != "" && q.Overload != "wait" && q.Overload != "drop":
 		err = fmt.Errorf("field \"overload\": %q: want wait or drop", q.Overload)
@@ -121,8 +128,13 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	case !(q.IdleTimeout >= 0 && q.IdleTimeout <= maxIdleTimeout):
 		err = fmt.Errorf("field \"idle_timeout\": %g: want seconds in 0..%d (0: 10)", q.IdleTimeout, maxIdleTimeout)
 	default:
-		err = s.check(ctx, &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
-			SaveResultPath: "stream" + containerExt[q.Container]})
+		r := &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
+			SaveResultPath: "stream" + containerExt[q.Container]}
+		if err = s.check(ctx, r); err == nil && len(r.Size) == 2 && overBudget(r.Size[1], r.Size[0], s.cfg.MaxOutputPixels) {
+			// The size asked for; the model's output for the source's
+			// frames is checked when they come (MaxOutputPixels).
+			err = &budgetError{w: r.Size[1], h: r.Size[0], limit: s.cfg.MaxOutputPixels}
+		}
 	}
 	if err != nil {
 		return ls, shown, nil, err
@@ -131,7 +143,7 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	shown.Input, shown.Output = in.Redacted(), out.Redacted()
 	q.Input, q.Output = in.String(), out.String()
 	ls = LiveSession{Request: q, InputProtocols: streamProtocols[in.scheme], OutputProtocols: streamProtocols[out.scheme],
-		InputFormats: streamDemuxers[in.scheme]}
+		InputFormats: streamDemuxers[in.scheme], MaxOutputPixels: s.cfg.MaxOutputPixels}
 	if in.scheme == "http" || in.scheme == "https" {
 		if in.rule.host == "*" && in.rule.port == 0 {
 			ls.InputFormats = append(slices.Clip(ls.InputFormats), "hls", "dash")
@@ -139,15 +151,50 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 			ls.InputOptions = []string{"max_redirects=0"} // no other host
 		}
 	}
-	return ls, shown, append(in.secrets(), out.secrets()...), nil
+	return ls, shown, redactor(in.streamURL, out.streamURL), nil
 }
 
-// redact replaces the secrets in msg by xxxxx.
-func redact(msg string, secrets []string) string {
-	for _, x := range secrets {
-		msg = strings.ReplaceAll(msg, x, "xxxxx")
+// playlistExt is the extension of the playlist of each container that
+// writes segments beside it.
+var playlistExt = map[string]string{"hls": ".m3u8", "dash": ".mpd"}
+
+// playlistURL checks the output URL of an HLS or DASH session: its path's
+// last element is the playlist (name.m3u8, name.mpd), the segments are
+// named from it and go to its folder on its host and port, and it has no
+// user:password (which the segments' URLs would carry).
+func playlistURL(out checkedURL, container string) error {
+	ext := playlistExt[container]
+	if ext == "" {
+		return nil
 	}
-	return msg
+	name := out.path[strings.LastIndexByte(out.path, '/')+1:]
+	switch {
+	case len(name) <= len(ext) || !strings.HasSuffix(strings.ToLower(name), ext):
+		return fmt.Errorf("field \"output\": %s: a %s output needs a path whose last element is its playlist, name%s (%s://host:port/folder/name%s): its segments are named from it and go beside it", out.Redacted(), container, ext, out.scheme, ext)
+	case out.user != "":
+		return fmt.Errorf("field \"output\": %s: a %s output takes no user:password@ (its segments' URLs would carry it)", out.Redacted(), container)
+	}
+	return nil
+}
+
+// redactor returns a function that replaces, in a message, the URLs as
+// ffmpeg got them by their Redacted form, then every secret left
+// (passwords, passphrases, rtmp stream keys, quoted on their own) by
+// xxxxx.
+func redactor(urls ...*streamURL) func(string) string {
+	var pairs, secrets []string
+	for _, u := range urls {
+		pairs = append(pairs, u.String(), u.Redacted())
+		secrets = append(secrets, u.secrets()...)
+	}
+	whole := strings.NewReplacer(pairs...)
+	return func(msg string) string {
+		msg = whole.Replace(msg)
+		for _, x := range secrets {
+			msg = strings.ReplaceAll(msg, x, "xxxxx")
+		}
+		return msg
+	}
 }
 
 func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +210,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	session, q, secrets, err := s.checkStream(r.Context(), q)
+	session, q, redact, err := s.checkStream(r.Context(), q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -183,7 +230,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ErrBusy) {
 			code = http.StatusServiceUnavailable
 		}
-		writeError(w, code, redact(err.Error(), secrets))
+		writeError(w, code, redact(err.Error()))
 		return
 	}
 	s.mu.Lock()
@@ -215,7 +262,7 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		case ls.stopAsked:
 			ls.Status = "stopped"
 		case err != nil:
-			ls.Status, ls.Error = "failed", redact(oneLine(err.Error()), secrets)
+			ls.Status, ls.Error = "failed", redact(oneLine(err.Error()))
 		default:
 			ls.Status = "finished"
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -90,7 +91,7 @@ func TestStreamTeeRefused(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err == nil {
 		f.encode = true
 	}
-	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1"}}, f)
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}}, f)
 	victim := filepath.Join(t.TempDir(), "victim")
 	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestStreamTeeRefused(t *testing.T) {
 // 400; what is accepted reaches the runner rebuilt from its parts.
 func TestStreamURLTricks(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1", "srt://127.0.0.1:7000",
+	e := newEnv(t, Config{StreamAllow: []string{"tcp://*:9000", "udp://127.0.0.1?listen", "srt://127.0.0.1:7000",
 		"rtmp://127.0.0.1", "http://127.0.0.1:8080", "https://*", "http://*:8081"}}, f)
 	const out = "udp://127.0.0.1:5000"
 	for _, c := range []struct {
@@ -221,15 +222,23 @@ func TestStreamURLTricks(t *testing.T) {
 	}
 }
 
-// TestStreamListen: a session listens only where a rule says ?listen.
+// TestStreamListen: a session listens only where a rule says ?listen; a
+// udp or rtp input always listens (ffmpeg binds 0.0.0.0:port, rtp
+// port+1 too, and takes packets from any sender), so it needs such a rule
+// (issue 35: one was let in by udp://127.0.0.1).
 func TestStreamListen(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"tcp://127.0.0.1:9100?listen", "tcp://127.0.0.1:9200", "srt://[::1]:7000?listen=1", "udp://127.0.0.1"}}, f)
+	e := newEnv(t, Config{StreamAllow: []string{"tcp://127.0.0.1:9100?listen", "tcp://127.0.0.1:9200", "srt://[::1]:7000?listen=1", "udp://127.0.0.1",
+		"udp://127.0.0.1:6000?listen", "rtp://127.0.0.1", "rtp://127.0.0.1:6100?listen"}}, f)
 	for in, want := range map[string]int{"tcp://127.0.0.1:9100?listen=1": 201, "tcp://127.0.0.1:9200?listen=1": 400, "tcp://127.0.0.1:9200": 201,
-		"srt://[::1]:7000?mode=listener": 201, "srt://[0:0::1]:7000?mode=caller": 201, "srt://127.0.0.1:7000?mode=listener": 400} {
+		"srt://[::1]:7000?mode=listener": 201, "srt://[0:0::1]:7000?mode=caller": 201, "srt://127.0.0.1:7000?mode=listener": 400,
+		"udp://127.0.0.1:5000": 400, "udp://127.0.0.1:6000": 201, "rtp://127.0.0.1:5000": 400, "rtp://127.0.0.1:6100": 201} {
 		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "udp://127.0.0.1:5000"})
 		if code != want {
 			t.Errorf("%s: %d %v, want %d", in, code, m, want)
+		}
+		if code == 400 && strings.HasPrefix(in, "udp") && !strings.Contains(fmt.Sprint(m["error"]), "a udp input listens on its port") {
+			t.Errorf("%s: %v", in, m)
 		}
 		if code == 201 {
 			e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
@@ -253,32 +262,38 @@ func TestStreamAllowRules(t *testing.T) {
 	}
 }
 
-// TestStreamSecretsRedacted: passwords and SRT passphrases are in no API
-// answer (create, get, list, stop, a failed session's error, a 400), while
-// the runner gets them.
+// TestStreamSecretsRedacted: passwords, SRT passphrases, rtmp stream keys
+// and the values of secret-named options are in no API answer (create,
+// get, list, stop, a failed session's error, a 400) nor the log, while the
+// runner gets them.
 func TestStreamSecretsRedacted(t *testing.T) {
 	f := &streamFake{fakeRunner: newFake(false)}
-	e := newEnv(t, Config{StreamAllow: []string{"rtmp://127.0.0.1", "srt://127.0.0.1"}}, f)
-	const pass, phrase = "hunter2secret", "s3cretphrase99"
-	in, out := "srt://127.0.0.1:7000?passphrase="+phrase, "rtmp://bob:"+pass+"@127.0.0.1/live/x"
+	var log syncBuffer
+	e := newEnv(t, Config{StreamAllow: []string{"rtmp://127.0.0.1", "srt://127.0.0.1", "udp://127.0.0.1"},
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}, f)
+	const pass, phrase, key, token = "hunter2secret", "s3cretphrase99", "streamkey1234", "tok3nvalue77"
+	secrets := []string{pass, phrase, key, token}
+	in, out := "srt://127.0.0.1:7000?passphrase="+phrase, "rtmp://bob:"+pass+"@127.0.0.1/live/"+key
 	var answers []any
 	check := func(what string, v any) {
 		t.Helper()
 		b, _ := json.Marshal(v)
-		if bytes.Contains(b, []byte(pass)) || bytes.Contains(b, []byte(phrase)) {
-			t.Errorf("%s shows a secret: %s", what, b)
+		for _, x := range secrets {
+			if bytes.Contains(b, []byte(x)) {
+				t.Errorf("%s shows a secret: %s", what, b)
+			}
 		}
 		answers = append(answers, v)
 	}
 	_, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": out})
 	check("POST", m)
 	id, _ := m["stream_id"].(string)
-	if got := f.last().Request; got.Input != in || got.Output != "rtmp://bob:"+pass+"@127.0.0.1:1935/live/x" {
+	if got := f.last().Request; got.Input != in || got.Output != "rtmp://bob:"+pass+"@127.0.0.1:1935/live/"+key {
 		t.Errorf("the runner got %s -> %s", got.Input, got.Output)
 	}
 	_, m, _ = e.do("GET", "/v1/streams/"+id, nil)
 	check("GET", m)
-	if r, _ := m["request"].(map[string]any); r["output"] != "rtmp://bob:xxxxx@127.0.0.1:1935/live/x" || r["input"] != "srt://127.0.0.1:7000?passphrase=xxxxx" {
+	if r, _ := m["request"].(map[string]any); r["output"] != "rtmp://bob:xxxxx@127.0.0.1:1935/live/xxxxx" || r["input"] != "srt://127.0.0.1:7000?passphrase=xxxxx" {
 		t.Errorf("GET shows %v", r)
 	}
 	_, m, _ = e.do("GET", "/v1/streams", nil)
@@ -289,22 +304,123 @@ func TestStreamSecretsRedacted(t *testing.T) {
 	_, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": out})
 	m = waitStream(e, m["stream_id"].(string))
 	check("a failed session", m)
-	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "rtmp://bob:xxxxx@") {
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "rtmp://bob:xxxxx@127.0.0.1:1935/live/xxxxx: Connection refused") {
 		t.Errorf("a failed session: %v", m)
 	}
-	code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "rtmp://bob:" + pass + "@10.0.0.1/live/x"})
+	code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": in, "output": "rtmp://bob:" + pass + "@10.0.0.1/live/" + key})
 	check("a refused URL", m)
 	if code != 400 {
 		t.Errorf("a URL no rule lists: %d %v", code, m)
 	}
-	for _, bad := range []string{"rtmp://bob:" + pass + "@127.0.0.1/live/x|y", "rtmp://bob:" + pass + "/x@127.0.0.1/live|y"} {
-		code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": in, "output": bad})
+	for _, bad := range []struct{ field, url string }{
+		{"output", "rtmp://bob:" + pass + "@127.0.0.1/live/x|y"},
+		{"output", "rtmp://bob:" + pass + "/x@127.0.0.1/live|y"},
+		{"output", "rtmp://127.0.0.1/live/" + key + "|y"},
+		{"output", "rtmp://127.0.0.1/live/a b/" + key},
+		// issue 35: the passphrase was quoted in the refusal of another option
+		{"input", "srt://127.0.0.1:9000?passphrase=" + phrase + "&foo=1"},
+		{"input", "srt://127.0.0.1:9000?passphrase=" + phrase + "|"},
+		{"input", "udp://127.0.0.1:9000?api_token=" + token},
+	} {
+		body := map[string]any{"input": in, "output": out}
+		body[bad.field] = bad.url
+		code, m, _ = e.do("POST", "/v1/streams", body)
 		check("a URL that does not parse", m)
-		if code != 400 {
-			t.Errorf("a URL with '|': %d %v", code, m)
+		if code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "xxxxx") {
+			t.Errorf("%s: %d %v", bad.url, code, m)
 		}
 	}
-	if len(answers) != 8 {
+	if len(answers) != 13 {
 		t.Errorf("%d answers checked", len(answers))
 	}
+	for _, x := range secrets {
+		if strings.Contains(log.String(), x) {
+			t.Errorf("the log shows a secret:\n%s", log.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStreamClipLen: clip_len is bounded (SwiftVR holds clip_len+4 frames
+// at once), for file tasks and live sessions alike (issue 35: 400000000
+// was accepted).
+func TestStreamClipLen(t *testing.T) {
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}}, &streamFake{fakeRunner: newFake(false)})
+	e.input("a.mp4")
+	for _, params := range []map[string]any{{"clip_len": 400000000}, {"clip_len": MaxClipLen + 4}} {
+		code, m, _ := e.do("POST", "/v1/tasks/video/", map[string]any{"video_path": "a.mp4", "params": params})
+		wantError(t, fmt.Sprintf("a task with %v", params), code, m, 400, `field "clip_len"`)
+		code, m, _ = e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": "udp://127.0.0.1:5001", "params": params})
+		wantError(t, fmt.Sprintf("a stream with %v", params), code, m, 400, `field "clip_len"`)
+	}
+}
+
+// TestStreamPlaylistURLs: an HLS or DASH output names its playlist in the
+// last element of its path and has no user:password, so that its segments
+// go beside it (issue 35: with a rule for http://localhost:8080, the
+// segments of these went to port 9000 and 9001).
+func TestStreamPlaylistURLs(t *testing.T) {
+	f := &streamFake{fakeRunner: newFake(false)}
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen", "http://localhost:8080"}}, f)
+	for _, c := range []struct{ out, container, want string }{
+		{"http://127.0.0.1:900.@localhost:8080/live", "hls", "name.m3u8"},
+		{"http://127.0.0.1:9000.@localhost:8080", "dash", "name.mpd"},
+		{"http://localhost:8080/live.m3u8", "dash", "name.mpd"},
+		{"http://localhost:8080/.m3u8", "hls", "name.m3u8"},
+		{"http://localhost:8080/live.m3u8/", "hls", "name.m3u8"},
+		{"http://bob:pw@localhost:8080/live.m3u8", "hls", "no user:password"},
+	} {
+		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": c.out, "container": c.container})
+		wantError(t, c.out, code, m, 400, c.want)
+	}
+	for _, c := range []struct{ out, container string }{
+		{"http://localhost:8080/d/live.m3u8", "hls"}, {"http://localhost:8080/LIVE.M3U8", "hls"}, {"http://localhost:8080/d/live.mpd", "dash"},
+		{"http://localhost:8080/live", "mpegts"},
+	} {
+		code, m, _ := e.do("POST", "/v1/streams", map[string]any{"input": "udp://127.0.0.1:5000", "output": c.out, "container": c.container})
+		if code != 201 {
+			t.Errorf("%s (%s): %d %v", c.out, c.container, code, m)
+			continue
+		}
+		e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
+	}
+}
+
+// TestStreamOutputBudget: a live session asking for a size over
+// --max-output-pixels is refused as a task is, and the runner gets the
+// budget to check the model's output once the source's size is known
+// (issue 35: {"params":{"size":[16384,16384]}} was accepted).
+func TestStreamOutputBudget(t *testing.T) {
+	f := &streamFake{fakeRunner: newFake(false)}
+	e := newEnv(t, Config{StreamAllow: []string{"udp://127.0.0.1?listen"}, MaxOutputPixels: 1920 * 1080}, f)
+	body := func(size []int) map[string]any {
+		return map[string]any{"input": "udp://127.0.0.1:5000", "output": "udp://127.0.0.1:5001", "params": map[string]any{"size": size}}
+	}
+	code, m, _ := e.do("POST", "/v1/streams", body([]int{16384, 16384}))
+	wantError(t, "16384x16384", code, m, 400, "over this server's limit of 2073600 (vsr serve --max-output-pixels)")
+	code, m, _ = e.do("POST", "/v1/streams", body([]int{1080, 1920}))
+	if code != 201 {
+		t.Fatalf("1920x1080: %d %v", code, m)
+	}
+	if got := f.last().MaxOutputPixels; got != 1920*1080 {
+		t.Errorf("the runner got a budget of %d", got)
+	}
+	e.do("DELETE", "/v1/streams/"+m["stream_id"].(string), nil)
 }

@@ -29,7 +29,7 @@ type streamURL struct {
 	port       int    // 0 in a rule without a port: any
 	path       string // "" or "/..."
 	opts       [][2]string
-	listen     bool // an option makes ffmpeg listen (tcp listen=1, srt mode=listener)
+	listen     bool // ffmpeg listens: tcp listen=1, srt mode=listener, a udp or rtp input
 }
 
 // streamProtocols are the ffmpeg protocols each scheme of an allowed URL
@@ -266,8 +266,21 @@ func (u *streamURL) options(query string) error {
 	return nil
 }
 
-// format rebuilds the URL from its parts, with its password and secret
-// options as given or as xxxxx.
+// keyAt is where the last element of an rtmp path (its stream key, after
+// the app) starts: 0 when the path has no element after a first one.
+func keyAt(path string) int {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 || i == len(path)-1 {
+		return 0
+	}
+	return i + 1
+}
+
+// hasKey reports whether the scheme's URLs end in a stream key.
+func hasKey(scheme string) bool { return scheme == "rtmp" || scheme == "rtmps" }
+
+// format rebuilds the URL from its parts, with its password, secret
+// options and rtmp stream key as given or as xxxxx.
 func (u *streamURL) format(redact bool) string {
 	var b strings.Builder
 	b.WriteString(u.scheme + "://")
@@ -286,7 +299,11 @@ func (u *streamURL) format(redact bool) string {
 	if u.port != 0 {
 		b.WriteString(":" + strconv.Itoa(u.port))
 	}
-	b.WriteString(u.path)
+	if i := keyAt(u.path); redact && hasKey(u.scheme) && i > 0 {
+		b.WriteString(u.path[:i] + "xxxxx")
+	} else {
+		b.WriteString(u.path)
+	}
 	sep := "?"
 	for _, o := range u.opts {
 		b.WriteString(sep + o[0] + "=" + hide(o[1], redact && streamOptions[u.scheme][o[0]].secret))
@@ -305,14 +322,19 @@ func hide(s string, redact bool) string {
 // String is the URL ffmpeg is given.
 func (u *streamURL) String() string { return u.format(false) }
 
-// Redacted is the URL with its password and secret options as xxxxx.
+// Redacted is the URL with its password, secret options and rtmp stream
+// key as xxxxx: what answers and the log show.
 func (u *streamURL) Redacted() string { return u.format(true) }
 
-// secrets are the URL's password and secret option values.
+// secrets are the URL's password, secret option values and rtmp stream
+// key.
 func (u *streamURL) secrets() []string {
 	var s []string
 	if u.pass != "" {
 		s = append(s, u.pass)
+	}
+	if i := keyAt(u.path); hasKey(u.scheme) && i > 0 {
+		s = append(s, u.path[i:])
 	}
 	for _, o := range u.opts {
 		if streamOptions[u.scheme][o[0]].secret {
@@ -392,11 +414,15 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 		shown, masked := redactedURL(raw)
 		if masked {
 			if _, err = parseStreamURL(shown, false); err == nil {
-				err = errUserinfo
+				err = errSecret
 			}
 		}
 		return checkedURL{}, fmt.Errorf("field %q: %q is not a URL vsr takes: %v", field, shown, err)
 	}
+	// ffmpeg reads udp and rtp on 0.0.0.0:port (rtp also port+1), from
+	// any sender: a listener, whatever the URL's host.
+	anySender := field == "input" && (u.scheme == "udp" || u.scheme == "rtp")
+	u.listen = u.listen || anySender
 	if u.port == 0 {
 		if u.port = defaultPorts[u.scheme]; u.port == 0 {
 			return checkedURL{}, fmt.Errorf("field %q: %s is not a URL vsr takes: want scheme://host:port (a %s URL needs its port)", field, u.Redacted(), u.scheme)
@@ -411,7 +437,10 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 		return checkedURL{}, fmt.Errorf("field %q: %s is not allowed: this server allows no stream URLs (start it with --stream-allow scheme://host)", field, u.Redacted())
 	}
 	what := ""
-	if u.listen {
+	switch {
+	case anySender:
+		what = fmt.Sprintf(" (a %s input listens on its port, taking packets from any sender: a rule needs ?listen)", u.scheme)
+	case u.listen:
 		what = " (to listen, a rule needs ?listen)"
 	}
 	return checkedURL{}, fmt.Errorf("field %q: %s is not allowed%s (--stream-allow lets in %s)", field, u.Redacted(), what, s.allowList())
@@ -425,18 +454,46 @@ func (s *Service) allowList() string {
 	return strings.Join(l, ", ")
 }
 
-// redactedURL is a URL that did not parse, for an answer or the log:
-// whatever lies between "://user:" and the last '@' (a password, and more
-// when the URL is odd) is replaced by xxxxx; masked says whether it was.
+// errSecret is what is wrong with a URL that parses once its secrets are
+// masked: the message cannot quote them.
+var errSecret = errors.New("its password, a secret option's value or its stream key has a character vsr does not take (letters, digits and -._~ are always taken)")
+
+// secretName reports whether a URL option of this name holds a secret
+// (passphrase, key, token, ...), in a URL that did not parse.
+func secretName(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "pass") || strings.Contains(k, "key") || strings.Contains(k, "token") || strings.Contains(k, "secret")
+}
+
+// redactedURL is a URL that did not parse, for an answer or the log, with
+// xxxxx for whatever lies between "://user:" and the last '@' (a password,
+// and more when the URL is odd), for the values of the options whose
+// names secretName lists, and for an rtmp URL's stream key (the last
+// element of its path); masked says whether anything was.
 func redactedURL(raw string) (shown string, masked bool) {
 	scheme, rest, ok := strings.Cut(raw, "://")
-	at := strings.LastIndexByte(rest, '@')
-	if !ok || at < 0 {
+	if !ok {
 		return raw, false
 	}
-	user, pass, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass || pass == "" {
-		return raw, false
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if user, pass, _ := strings.Cut(rest[:at], ":"); pass != "" {
+			rest, masked = user+":xxxxx"+rest[at:], true
+		}
 	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:], true
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	if slash := strings.IndexByte(rest, '/'); slash >= 0 && hasKey(strings.ToLower(scheme)) {
+		if i := keyAt(rest[slash:]); i > 0 {
+			rest, masked = rest[:slash+i]+"xxxxx", true
+		}
+	}
+	if hasQuery {
+		opts := strings.Split(query, "&")
+		for i, kv := range opts {
+			if k, v, _ := strings.Cut(kv, "="); v != "" && secretName(k) {
+				opts[i], masked = k+"=xxxxx", true
+			}
+		}
+		rest += "?" + strings.Join(opts, "&")
+	}
+	return scheme + "://" + rest, masked
 }

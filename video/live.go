@@ -273,6 +273,25 @@ func LiveFormat(url, format string) (string, error) {
 	return "", nil
 }
 
+// splitPlaylist splits an HLS playlist's or DASH manifest's path or URL
+// into its folder (a URL's scheme://authority/folders/) and its name,
+// beside which the segments go. A URL needs a path with a name and no
+// query or fragment: ffmpeg names the segments of a URL without one from
+// its host (the HLS muxer cuts the URL at its last '.', the DASH muxer at
+// its last '/'), which may name another host or port.
+func splitPlaylist(url string) (dir, name string, err error) {
+	if !IsURL(url) {
+		return filepath.Dir(url) + string(filepath.Separator), filepath.Base(url), nil
+	}
+	i := strings.Index(url, "://") + 3
+	slash := strings.IndexByte(url[i:], '/')
+	last := strings.LastIndexByte(url, '/')
+	if slash < 0 || last == len(url)-1 || strings.ContainsAny(url, "?#") {
+		return "", "", errors.New("an HLS or DASH output URL needs a path to its playlist, with no query: scheme://host:port/folder/name.m3u8 (or .mpd); its segments go beside it")
+	}
+	return url[:last+1], url[last+1:], nil
+}
+
 // LiveEncoder encodes restored frames with their own timestamps into a
 // live sink, with the source's audio copied in. Frames and audio must
 // come in time order, each kind on its own.
@@ -344,12 +363,23 @@ func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
 		args = append(args, "-protocol_whitelist", strings.Join(o.Protocols, ","))
 	}
 	switch format {
-	case "hls":
-		args = append(args, "-hls_time", "2", "-hls_list_size", "0")
-	case "dash":
+	case "hls", "dash":
+		dir, name, err := splitPlaylist(o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("live output %s: %w", o.URL, err)
+		}
+		base := strings.TrimSuffix(name, filepath.Ext(name))
+		if format == "hls" {
+			args = append(args, "-hls_time", "2", "-hls_list_size", "0")
+			if IsURL(o.URL) {
+				// Named from the parsed parts: ffmpeg's default cuts the
+				// whole URL at its last '.', which may lie in its host.
+				args = append(args, "-hls_segment_filename", strings.ReplaceAll(dir+base, "%", "%%")+"%d.ts")
+			}
+			break
+		}
 		// Segments named after the manifest (ffmpeg's default names would
-		// be shared by every manifest in the folder).
-		base := strings.TrimSuffix(filepath.Base(o.URL), filepath.Ext(o.URL))
+		// be shared by every manifest in the folder), written to its folder.
 		args = append(args, "-init_seg_name", base+"-init-$RepresentationID$.m4s", "-media_seg_name", base+"-$RepresentationID$-$Number%05d$.m4s")
 	case "":
 		if ext == ".mp4" || ext == ".mov" {

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -177,4 +181,115 @@ func TestLiveInputWhitelists(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// TestLiveSegmentsBesidePlaylist: the segments of an HLS or DASH output
+// to a URL go to the playlist's host, port and folder, named after it,
+// whatever its URL holds (issue 35: ffmpeg named HLS segments by cutting
+// the whole URL at its last '.', and DASH's from the URL's last '/', so
+// that http://127.0.0.1:P.@localhost:S/live sent them to port P0 and
+// http://127.0.0.1:P.@127.0.0.1:S to port P).
+func TestLiveSegmentsBesidePlaylist(t *testing.T) {
+	needFFmpeg(t)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got = append(got, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	// A victim on a port P0 (P0+1 too), which the tricks aimed at.
+	var victim net.Listener
+	for p := 20000; victim == nil && p < 65500; p += 1230 {
+		victim, _ = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	if victim == nil {
+		t.Skip("no free port to be the victim")
+	}
+	defer victim.Close()
+	reached := make(chan bool, 8)
+	go func() {
+		for {
+			c, err := victim.Accept()
+			if err != nil {
+				return
+			}
+			reached <- true
+			c.Close()
+		}
+	}()
+	vp := victim.Addr().(*net.TCPAddr).Port
+	for _, c := range []struct {
+		url, format string
+		want        []string // paths the server must see; nil: the output is refused
+	}{
+		{"http://127.0.0.1:" + port + "/d/live.m3u8", "hls", []string{"/d/live.m3u8", "/d/live0.ts"}},
+		{"http://127.0.0.1:" + port + "/d/live.mpd", "dash", []string{"/d/live.mpd", "/d/live-init-0.m4s", "/d/live-0-00001.m4s"}},
+		{fmt.Sprintf("http://127.0.0.1:%d.@localhost:%s/live", vp/10, port), "hls", []string{"/live", "/live0.ts"}},
+		{fmt.Sprintf("http://127.0.0.1:%d.@127.0.0.1:%s", vp, port), "dash", nil},
+		{"http://127.0.0.1:" + port + "/d/live.m3u8?x=1", "hls", nil},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		enc, err := NewLiveEncoder(testCtx(t), LiveOutput{URL: c.url, Format: c.format,
+			Encode: EncodeOptions{Width: 64, Height: 48, CRF: -1, Preset: "ultrafast"}})
+		if err == nil {
+			for i := range 5 {
+				enc.WriteFrame(int64(i)*40e6, make([]byte, enc.FrameSize()))
+			}
+			err = enc.Close()
+		}
+		mu.Lock()
+		paths := slices.Clone(got)
+		mu.Unlock()
+		switch {
+		case c.want == nil && err == nil:
+			t.Errorf("%s (%s): written, to %v", c.url, c.format, paths)
+		case c.want != nil && err != nil:
+			t.Errorf("%s (%s): %v", c.url, c.format, err)
+		}
+		for _, p := range c.want {
+			if !slices.Contains(paths, p) {
+				t.Errorf("%s (%s): the server got %v, want %s among them", c.url, c.format, paths, p)
+			}
+		}
+		select {
+		case <-reached:
+			t.Errorf("%s (%s): ffmpeg reached port %d", c.url, c.format, vp)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestLiveSourceLimits: a live source whose frames are over
+// DefaultLimits is refused at its header, as a file input is, before a
+// frame is read (issue 35: live sessions skipped the limits).
+func TestLiveSourceLimits(t *testing.T) {
+	needFFmpeg(t)
+	for _, size := range []string{"16400x2", "2x16400"} {
+		var w, h int
+		fmt.Sscanf(size, "%dx%d", &w, &h)
+		dec, err := OpenLive(testCtx(t), LiveInput{URL: "-", Format: "rawvideo", Options: []string{"video_size=" + size, "pixel_format=gray"},
+			Stdin: io.LimitReader(zeros{}, int64(2*w*h))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = dec.Header()
+		dec.Close()
+		if err == nil || !strings.Contains(err.Error(), "over the limit") {
+			t.Errorf("a %s source: %v", size, err)
+		}
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -250,7 +250,7 @@ func TestServeStreams(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildVSR(t, dir)
 	_, got := startLogged(t, bin, []string{`url=(http://\S+)`}, "serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--device", "cpu", "--preset", "ultrafast", "--stream-allow", "udp://127.0.0.1")
+		"--device", "cpu", "--preset", "ultrafast", "--stream-allow", "udp://127.0.0.1?listen")
 	a := api{t, got[0]}
 	in, outPort := freePort(t, "udp"), freePort(t, "udp")
 	inURL, outURL := fmt.Sprintf("udp://127.0.0.1:%d", in), fmt.Sprintf("udp://127.0.0.1:%d?pkt_size=1316", outPort)
@@ -258,7 +258,7 @@ func TestServeStreams(t *testing.T) {
 		body map[string]any
 		want string
 	}{
-		{map[string]any{"input": "udp://10.1.2.3:5000", "output": outURL}, "is not allowed (--stream-allow lets in udp://127.0.0.1)"},
+		{map[string]any{"input": "udp://10.1.2.3:5000", "output": outURL}, "(--stream-allow lets in udp://127.0.0.1?listen)"},
 		{map[string]any{"input": inURL, "output": "tcp://127.0.0.1:80"}, `field "output": tcp://127.0.0.1:80 is not allowed`},
 		{map[string]any{"input": "/etc/passwd", "output": outURL}, "is not a URL"},
 		{map[string]any{"input": inURL, "output": outURL, "overload": "skip"}, "want wait or drop"},
