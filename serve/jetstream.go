@@ -87,8 +87,14 @@ type jsStore struct {
 	stream jetstream.Stream
 	// workers holds the workers connected now (see WorkerInfo).
 	workers jetstream.KeyValue
-	// files holds uploads and results (NATS.Files).
-	files jetstream.ObjectStore
+	// signers holds the public keys of the APIs that sign task records
+	// (see seal.go).
+	signers jetstream.KeyValue
+	// uploads and files hold uploads and results (NATS.Files).
+	uploads, files jetstream.ObjectStore
+	// api is set on the API's connection to its embedded server, which
+	// may change the streams' configuration.
+	api bool
 
 	mu  sync.Mutex
 	rev map[string]uint64 // the revision this store last wrote or read of each task
@@ -112,6 +118,7 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 		s.srv, url = srv, srv.ClientURL()
 		// This process signs in with its own token, not the workers'.
 		c.Token, c.NkeySeed = self, ""
+		s.api = true
 	}
 	if url == "" {
 		return nil, errors.New("serve: no NATS server to listen on or to connect to")
@@ -144,20 +151,28 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 	return s, nil
 }
 
-// setup finds the task bucket, the work queue and the workers' bucket,
-// making those missing with c's replica count. What exists is never
-// changed: a worker's setup must not alter the service's replication.
+// setup finds the task bucket, the work queue, the workers' bucket, the
+// signers' bucket and the object stores, making those missing with c's
+// replica count. What exists keeps its replication (a worker's setup must
+// not alter the service's); but the key-value buckets of the API's
+// connection refuse roll-ups and purges (noRollup), old ones too.
 func (s *jsStore) setup(c NATS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	r := max(c.Replicas, 1)
-	var err error
-	if s.kv, err = s.js.KeyValue(ctx, taskBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage, Replicas: r,
-		})
+	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		b, err := s.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			cfg.Replicas = r
+			b, err = s.js.CreateKeyValue(ctx, cfg)
+		}
+		if err == nil && s.api {
+			err = s.noRollup(ctx, "KV_"+cfg.Bucket)
+		}
+		return b, err
 	}
-	if err != nil {
+	var err error
+	if s.kv, err = kv(jetstream.KeyValueConfig{Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
 	if s.stream, err = s.js.Stream(ctx, workStream); errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -169,29 +184,59 @@ func (s *jsStore) setup(c NATS) error {
 	if err != nil {
 		return err
 	}
-	if s.workers, err = s.js.KeyValue(ctx, workerBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.workers, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
-			Storage: jetstream.MemoryStorage, Replicas: r,
-		})
-	}
-	if err != nil {
+	if s.workers, err = kv(jetstream.KeyValueConfig{Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL, Storage: jetstream.MemoryStorage}); err != nil {
 		return err
 	}
-	if s.files, err = s.js.ObjectStore(ctx, fileBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.files, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: fileBucket, Description: "vsr uploads and results", Storage: jetstream.FileStorage, Replicas: r,
-		})
+	if s.signers, err = kv(jetstream.KeyValueConfig{Bucket: signerBucket, Description: "the public keys of vsr APIs that sign task records", History: 1, Storage: jetstream.FileStorage}); err != nil {
+		return err
 	}
+	obj := func(bucket, desc string) (jetstream.ObjectStore, error) {
+		o, err := s.js.ObjectStore(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			o, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Description: desc, Storage: jetstream.FileStorage, Replicas: r})
+		}
+		return o, err
+	}
+	if s.uploads, err = obj(uploadBucket, "vsr uploads"); err != nil {
+		return err
+	}
+	s.files, err = obj(fileBucket, "vsr results")
 	return err
 }
 
-// fileBucket is the object store of uploads ("in/ID") and results
-// ("out/ID") when the machines share no filesystem.
-const fileBucket = "vsr_files"
+// noRollup makes the key-value stream refuse messages with a Nats-Rollup
+// header and purge requests: a worker may write records (subject
+// permissions cannot tell its tasks from others'), but one such message
+// would erase every record of the bucket. Nothing in vsr purges a key
+// (Delete leaves a delete marker, which History 1 keeps alone).
+func (s *jsStore) noRollup(ctx context.Context, stream string) error {
+	st, err := s.js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := st.CachedInfo().Config
+	if !cfg.AllowRollup && cfg.DenyPurge {
+		return nil
+	}
+	cfg.AllowRollup, cfg.DenyPurge = false, true
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("stream %s: refusing roll-ups and purges: %w", stream, err)
+	}
+	return nil
+}
 
-// putFile stores the file at path as object name.
-func (s *jsStore) putFile(name, path string) error {
+// fileBucket is the object store of results ("out/ID"), and uploadBucket
+// that of uploads ("in/" and the upload's unique file name, see
+// uploadObject), when the machines share no filesystem. Workers may write
+// results, but only read uploads: an object store allows roll-ups, with
+// which one message erases every object of the bucket.
+const (
+	fileBucket   = "vsr_files"
+	uploadBucket = "vsr_uploads"
+)
+
+// putFile stores the file at path as object name of o.
+func (s *jsStore) putFile(o jetstream.ObjectStore, name, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -199,18 +244,25 @@ func (s *jsStore) putFile(name, path string) error {
 	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a large video over a slow link
 	defer cancel()
-	if _, err := s.files.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+	if _, err := o.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
 		return fmt.Errorf("NATS object store, %s: %w", name, err)
 	}
 	return nil
 }
 
-// getFileIn writes object to a new file name in root (refusing to
-// replace one), until ctx ends; a partial file is removed.
-func (s *jsStore) getFileIn(ctx context.Context, root *os.Root, object, name string) error {
+// removeObject removes object name of o, if it can.
+func (s *jsStore) removeObject(o jetstream.ObjectStore, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	o.Delete(ctx, name)
+}
+
+// getUploadIn writes upload object to a new file name in root (refusing
+// to replace one), until ctx ends; a partial file is removed.
+func (s *jsStore) getUploadIn(ctx context.Context, root *os.Root, object, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	obj, err := s.files.Get(ctx, object)
+	obj, err := s.uploads.Get(ctx, object)
 	if err != nil {
 		return fmt.Errorf("NATS object store, %s: %w", object, err)
 	}
@@ -518,8 +570,9 @@ func workerPermissions() *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.INFO",
-			"$JS.API.STREAM.INFO.KV_" + taskBucket, "$JS.API.STREAM.INFO.KV_" + workerBucket,
-			"$JS.API.STREAM.INFO." + workStream, "$JS.API.STREAM.INFO.OBJ_" + fileBucket,
+			"$JS.API.STREAM.INFO.KV_" + taskBucket, "$JS.API.STREAM.INFO.KV_" + workerBucket, "$JS.API.STREAM.INFO.KV_" + signerBucket,
+			"$JS.API.STREAM.INFO." + workStream, "$JS.API.STREAM.INFO.OBJ_" + fileBucket, "$JS.API.STREAM.INFO.OBJ_" + uploadBucket,
+			"$JS.API.DIRECT.GET.KV_" + signerBucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + signerBucket,
 			"$JS.API.DIRECT.GET.KV_" + taskBucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + taskBucket,
 			"$KV." + taskBucket + ".*", "$KV." + workerBucket + ".*",
 			"$JS.API.CONSUMER.CREATE." + workStream + ".>", "$JS.API.CONSUMER.INFO." + workStream + ".*",
@@ -527,6 +580,9 @@ func workerPermissions() *server.Permissions {
 			"$JS.API.DIRECT.GET.OBJ_" + fileBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + fileBucket,
 			"$JS.API.CONSUMER.CREATE.OBJ_" + fileBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + fileBucket + ".*",
 			"$JS.FC.OBJ_" + fileBucket + ".>", "$O." + fileBucket + ".C.*", "$O." + fileBucket + ".M.*",
+			"$JS.API.DIRECT.GET.OBJ_" + uploadBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + uploadBucket,
+			"$JS.API.CONSUMER.CREATE.OBJ_" + uploadBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + uploadBucket + ".*",
+			"$JS.FC.OBJ_" + uploadBucket + ".>",
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", workSubjects, cancelSubject + "*"}},
 	}
@@ -664,14 +720,15 @@ func (s *jsStore) Load() ([]*Task, error) {
 	return out, ctx.Err()
 }
 
-// Delete purges task id from the bucket: its revisions go, leaving a
-// marker that the bucket's history limit drops.
+// Delete deletes task id from the bucket: a delete marker replaces its
+// record (History 1). It does not purge: the bucket refuses purges (see
+// noRollup).
 func (s *jsStore) Delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.kv.Purge(ctx, id); err != nil {
+	if err := s.kv.Delete(ctx, id); err != nil {
 		return fmt.Errorf("NATS task bucket: %w", err)
 	}
 	delete(s.rev, id)
