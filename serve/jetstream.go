@@ -92,9 +92,6 @@ type jsStore struct {
 	signers jetstream.KeyValue
 	// uploads and files hold uploads and results (NATS.Files).
 	uploads, files jetstream.ObjectStore
-	// api is set on the API's connection to its embedded server, which
-	// may change the streams' configuration.
-	api bool
 
 	mu  sync.Mutex
 	rev map[string]uint64 // the revision this store last wrote or read of each task
@@ -118,7 +115,6 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 		s.srv, url = srv, srv.ClientURL()
 		// This process signs in with its own token, not the workers'.
 		c.Token, c.NkeySeed = self, ""
-		s.api = true
 	}
 	if url == "" {
 		return nil, errors.New("serve: no NATS server to listen on or to connect to")
@@ -153,9 +149,9 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 
 // setup finds the task bucket, the work queue, the workers' bucket, the
 // signers' bucket and the object stores, making those missing with c's
-// replica count. What exists keeps its replication (a worker's setup must
-// not alter the service's); but the key-value buckets of the API's
-// connection refuse roll-ups and purges (noRollup), old ones too.
+// replica count. What exists is never changed here: a worker's setup must
+// not alter the service's replication (the API of remote workers makes
+// the key-value buckets refuse roll-ups: forbidRollups).
 func (s *jsStore) setup(c NATS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
@@ -165,9 +161,6 @@ func (s *jsStore) setup(c NATS) error {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			cfg.Replicas = r
 			b, err = s.js.CreateKeyValue(ctx, cfg)
-		}
-		if err == nil && s.api {
-			err = s.noRollup(ctx, "KV_"+cfg.Bucket)
 		}
 		return b, err
 	}
@@ -204,23 +197,29 @@ func (s *jsStore) setup(c NATS) error {
 	return err
 }
 
-// noRollup makes the key-value stream refuse messages with a Nats-Rollup
-// header and purge requests: a worker may write records (subject
-// permissions cannot tell its tasks from others'), but one such message
-// would erase every record of the bucket. Nothing in vsr purges a key
-// (Delete leaves a delete marker, which History 1 keeps alone).
-func (s *jsStore) noRollup(ctx context.Context, stream string) error {
-	st, err := s.js.Stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	cfg := st.CachedInfo().Config
-	if !cfg.AllowRollup && cfg.DenyPurge {
-		return nil
-	}
-	cfg.AllowRollup, cfg.DenyPurge = false, true
-	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("stream %s: refusing roll-ups and purges: %w", stream, err)
+// forbidRollups makes the streams of the task and worker buckets refuse
+// messages with a Nats-Rollup header and purge requests, old buckets too:
+// workers may write records there (subject permissions cannot tell their
+// tasks from others'), but one such message would erase every record of
+// the bucket. Nothing in vsr purges a key (Delete leaves a delete marker,
+// which History 1 keeps alone). The signers' bucket and the uploads need
+// no such guard: workers cannot write them.
+func (s *jsStore) forbidRollups() error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	for _, b := range []string{taskBucket, workerBucket} {
+		st, err := s.js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			return err
+		}
+		cfg := st.CachedInfo().Config
+		if !cfg.AllowRollup && cfg.DenyPurge {
+			continue
+		}
+		cfg.AllowRollup, cfg.DenyPurge = false, true
+		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("NATS stream KV_%s: making it refuse roll-ups and purges: %w (the API needs the permission to update it)", b, err)
+		}
 	}
 	return nil
 }
@@ -541,9 +540,33 @@ func (a *natsAuth) Check(c server.ClientAuthentication) bool {
 		ok = ok || verifyNonce(o.Nkey, o.Sig, c.GetNonce())
 	}
 	if ok {
-		c.RegisterUser(&server.User{Username: "vsr-worker", Permissions: workerPermissions()})
+		c.RegisterUser(&server.User{Username: "vsr-worker", Permissions: workerPermissions(workerInbox(o.Name))})
 	}
 	return ok
+}
+
+// A client's inbox prefix (the subjects of the replies it gets) is
+// "_INBOX.vsrw-" and 32 random hex digits, which it gives in its
+// connection name, "vsr vsrw-...": a worker may subscribe to that prefix
+// only, not to the replies of the API (whose prefix is "_INBOX." and a
+// NUID, without a dash) or, not knowing theirs, of other workers.
+const inboxTag = "vsrw-"
+
+// inboxOptions gives a client an inbox prefix of its own (see inboxTag).
+func inboxOptions() []nats.Option {
+	tok := inboxTag + randomToken()[:32]
+	return []nats.Option{nats.Name("vsr " + tok), nats.CustomInboxPrefix("_INBOX." + tok)}
+}
+
+// workerInbox returns the inbox prefix that a client's connection name
+// claims ("": none).
+func workerInbox(name string) string {
+	tok, ok := strings.CutPrefix(name, "vsr ")
+	hexDigits, ok2 := strings.CutPrefix(tok, inboxTag)
+	if !ok || !ok2 || len(hexDigits) != 32 || strings.Trim(hexDigits, "0123456789abcdef") != "" {
+		return ""
+	}
+	return "_INBOX." + tok
 }
 
 // verifyNonce reports whether sig (base64) is pub's signature of nonce.
@@ -562,11 +585,16 @@ func verifyNonce(pub, sig string, nonce []byte) bool {
 // records and write them, take work from the work queue (its consumers,
 // their messages and acks), say it is there in the worker bucket, read
 // uploads and store results in the object store, hear cancellations and
-// arrivals, and get replies. It may not queue work, cancel tasks, or
-// create, purge or delete streams. A worker can still write any task's
+// arrivals, and get replies on inbox, its own prefix ("": none). It may
+// not queue work, cancel tasks, write the signers' bucket or the uploads,
+// or create, purge or delete streams. A worker can still write any task's
 // record (subject permissions cannot tell its tasks from others'):
 // workers check what they read (see checkRecord).
-func workerPermissions() *server.Permissions {
+func workerPermissions(inbox string) *server.Permissions {
+	sub := []string{workSubjects, cancelSubject + "*"}
+	if inbox != "" {
+		sub = append(sub, inbox+".>")
+	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.INFO",
@@ -584,7 +612,7 @@ func workerPermissions() *server.Permissions {
 			"$JS.API.CONSUMER.CREATE.OBJ_" + uploadBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + uploadBucket + ".*",
 			"$JS.FC.OBJ_" + uploadBucket + ".>",
 		}},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", workSubjects, cancelSubject + "*"}},
+		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }
 
@@ -619,6 +647,7 @@ func Connect(c NATS) (*nats.Conn, error) { return connect(c.URLs, c) }
 func connect(urls string, c NATS, more ...nats.Option) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}, more...)
 	if c.Listen == "" { // the certificate files are a client's
+		opts = append(opts, inboxOptions()...)
 		if (c.TLSCert == "") != (c.TLSKey == "") {
 			return nil, errors.New("--nats-tls-cert and --nats-tls-key go together (a client certificate and its key)")
 		}

@@ -65,10 +65,14 @@ func unseal(t, from *Task) {
 
 // openSigner gives the API of remote workers (Config.Remote) its signing
 // key, made once in its data directory, and records the public key in the
-// signers' bucket.
+// signers' bucket; it also makes the buckets workers write refuse
+// roll-ups (forbidRollups).
 func (s *Service) openSigner() error {
 	if !s.cfg.Remote {
 		return nil
+	}
+	if err := s.js().forbidRollups(); err != nil {
+		return err
 	}
 	key, err := loadSigningKey(filepath.Join(s.cfg.Data, signingKeyFile))
 	if err != nil {

@@ -78,8 +78,8 @@ func TestNATSRollupRefused(t *testing.T) {
 // TestNATSRollupOffOnOldBuckets: buckets made by an older vsr, which
 // allow roll-ups and purges, refuse both once the API has started.
 func TestNATSRollupOffOnOldBuckets(t *testing.T) {
-	dir := t.TempDir()
-	a, err := openJetStream(dir, NATS{Listen: "127.0.0.1:-1"})
+	data := t.TempDir()
+	a, err := openJetStream(data, NATS{Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +96,8 @@ func TestNATSRollupOffOnOldBuckets(t *testing.T) {
 		}
 	}
 	a.Close()
-	a, err = openJetStream(dir, NATS{Listen: "127.0.0.1:-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	e := newEnv(t, Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	a = e.svc.js()
 	for _, b := range []string{taskBucket, workerBucket} {
 		st, err := a.js.Stream(ctx, "KV_"+b)
 		if err != nil {
@@ -235,5 +232,38 @@ func TestRemoteUploadIDReused(t *testing.T) {
 	resp.Body.Close()
 	if string(body) != "video of dup from first" {
 		t.Errorf("result: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestNATSWorkerInbox: a worker-role client may not subscribe to every
+// inbox ("_INBOX.>", where the API's replies go), only to its own.
+func TestNATSWorkerInbox(t *testing.T) {
+	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	refused := make(chan string, 4)
+	nc, err := connect(e.svc.NATSURL(), *workerNATS(t, e.svc), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		refused <- err.Error()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.SubscribeSync("_INBOX.>"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-refused:
+		if !strings.Contains(msg, "Permissions Violation") {
+			t.Errorf("refused with %q", msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a worker subscribed to every inbox")
+	}
+	if _, err := nc.Request("$JS.API.INFO", nil, natsTimeout); err != nil {
+		t.Errorf("a request, with the worker's own inbox: %v", err)
+	}
+	select {
+	case msg := <-refused:
+		t.Errorf("own inbox refused: %s", msg)
+	default:
 	}
 }
