@@ -588,6 +588,14 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
+	if s.cfg.Remote {
+		// A record loaded at a restart may have been rewritten by a
+		// worker since this API accepted it.
+		if err := s.verifySeal(t); err != nil {
+			writeError(w, http.StatusConflict, "task result not served: "+err.Error())
+			return
+		}
+	}
 	if t.Result != "" { // in the NATS object store
 		s.serveObject(w, r, t)
 		return

@@ -267,3 +267,46 @@ func TestNATSWorkerInbox(t *testing.T) {
 	default:
 	}
 }
+
+// TestRemoteRecordTamperedRestart: a worker-role client marks a queued
+// task completed with another file as its output; after a restart, which
+// reads the record as the bucket holds it, the API refuses to serve that
+// file as the task's result.
+func TestRemoteRecordTamperedRestart(t *testing.T) {
+	data := t.TempDir()
+	cfg := Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}
+	e := newEnv(t, cfg, newFake(false))
+	e.input("a.mp4")
+	victim := filepath.Join(e.svc.OutputRoot(), "victim.mp4")
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "a-out.mp4"})
+	kv, err := workerJS(t, e.svc).KeyValue(context.Background(), taskBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	en, err := kv.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tk Task
+	json.Unmarshal(en.Value(), &tk)
+	now := time.Now()
+	tk.Status, tk.Ended, tk.Output, tk.OutputRel = Completed, &now, victim, "victim.mp4"
+	b, _ := json.Marshal(&tk)
+	if _, err := kv.Update(ctx, id, b, en.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(id, Completed)
+	e.srv.Close()
+	e.svc.Close()
+
+	e = newEnv(t, cfg, newFake(false))
+	code, m, _ := e.do("GET", "/v1/tasks/"+id+"/result", nil)
+	if code != http.StatusConflict || !strings.Contains(m["error"].(string), "changed after submit") {
+		t.Errorf("result of the rewritten record: %d %v", code, m)
+	}
+}
