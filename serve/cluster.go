@@ -99,8 +99,20 @@ func (s *Service) watch(ctx context.Context) {
 				continue
 			}
 			s.js().seen(t.ID, e.Revision())
+			bad := s.verifySeal(&t)
 			s.mu.Lock()
-			if old := s.tasks[t.ID]; old != nil && !old.Status.Final() && t.Status.Final() {
+			old := s.tasks[t.ID]
+			if bad != nil {
+				// Another writer changed what never changes after
+				// submit: keep the state it reports, not those fields.
+				if old == nil {
+					s.mu.Unlock()
+					s.log.Warn("ignoring a task record", "task", t.ID, "err", bad)
+					continue
+				}
+				unseal(&t, old)
+			}
+			if old != nil && !old.Status.Final() && t.Status.Final() {
 				s.removeUpload(old)
 			}
 			s.apply(&t)
@@ -113,9 +125,10 @@ func (s *Service) watch(ctx context.Context) {
 
 // removeUpload removes the upload of task t, this API's record of a task
 // that has ended: the API stored the file, and removes it (a worker never
-// does: it does not trust the record's paths to name an upload).
+// does: it does not trust the record's paths to name an upload). With
+// remote workers, only an upload that this API's signature covers.
 func (s *Service) removeUpload(t *Task) {
-	if t.Upload && !t.Files && filepath.Dir(t.Input) == s.cfg.InputRoot && uploadName.MatchString(filepath.Base(t.Input)) {
+	if t.Upload && !t.Files && filepath.Dir(t.Input) == s.cfg.InputRoot && uploadName.MatchString(filepath.Base(t.Input)) && s.signedHere(t) {
 		os.Remove(t.Input)
 	}
 }
@@ -345,13 +358,17 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 // checkRecord checks task t's record, read for the work queue message
 // with task id on subject, as the HTTP layer checks a request: whoever
 // can write to the bucket must not lead a worker out of its roots or run
-// a model other than the one asked for. The paths are relative, clean and
-// local; the model is one this worker serves, the one of the queue the
-// message came from, with the weights the API checked the request
-// against (the content hash it recorded).
+// a model other than the one asked for. The fields set at submit carry
+// the signature of a trusted API (verifySeal); the paths are relative,
+// clean and local; the model is one this worker serves, the one of the
+// queue the message came from, with the weights the API checked the
+// request against (the content hash it recorded).
 func (s *Service) checkRecord(t *Task, id, subject string) error {
 	if t.ID != id {
 		return fmt.Errorf("the record of %s names task %q", id, t.ID)
+	}
+	if err := s.verifySeal(t); err != nil {
+		return err
 	}
 	if err := checkRel("input_rel", t.InputRel); err != nil {
 		return err
@@ -416,7 +433,7 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 	}
 	defer root.Close()
 	root.Remove(name) // this worker's copy from an earlier attempt
-	if err := getUpload(s.js(), ctx, root, "in/"+t.ID, name); err != nil {
+	if err := getUpload(s.js(), ctx, root, uploadObject(t), name); err != nil {
 		return "", "", err
 	}
 	return filepath.Join(s.copies.path, name), out, nil
@@ -424,7 +441,12 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 
 // getUpload takes a worker's upload from the object store (a seam for
 // tests).
-var getUpload = (*jsStore).getFileIn
+var getUpload = (*jsStore).getUploadIn
+
+// uploadObject names the object of task t's upload (NATS.Files): unique
+// to this submission, as the file name of its upload is, so that a
+// refused submission never replaces another task's upload.
+func uploadObject(t *Task) string { return "in/" + filepath.Base(t.Input) }
 
 // dropUpload removes the copy of its upload a worker took for task t
 // into its private directory (localPaths), once its run is over.
@@ -597,17 +619,21 @@ func unserved(models []string, ws []WorkerInfo) []string {
 // storeResult puts a worker's result of task t into the object store and
 // removes its file (NATS.Files): the API serves it from there.
 func (s *Service) storeResult(t *Task) (string, error) {
-	name := "out/" + t.ID
-	if err := s.js().putFile(name, t.Output); err != nil {
+	name := resultObject(t.ID)
+	if err := s.js().putFile(s.js().files, name, t.Output); err != nil {
 		return "", err
 	}
 	os.Remove(t.Output) // this worker's own (see localPaths)
 	return name, nil
 }
 
-// serveObject streams task t's result from the object store.
+// resultObject names the object of task id's result.
+func resultObject(id string) string { return "out/" + id }
+
+// serveObject streams task t's result from the object store: the object
+// storeResult names, whatever the record says.
 func (s *Service) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
-	obj, err := s.js().files.Get(r.Context(), t.Result)
+	obj, err := s.js().files.Get(r.Context(), resultObject(t.ID))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "task result is not in the NATS object store: "+err.Error())
 		return

@@ -248,15 +248,21 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		return
 	}
 	if upload != "" && s.cfg.NATS != nil && s.cfg.NATS.Files {
-		// The workers take the upload from the object store.
-		if err := s.js().putFile("in/"+t.ID, upload); err != nil {
+		// The workers take the upload from the object store, under a
+		// name of this submission's own (uploadObject): one refused as a
+		// duplicate replaces no other task's upload.
+		if err := s.js().putFile(s.js().uploads, uploadObject(t), upload); err != nil {
 			refuse(http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		t.Files = true
 	}
 	var conflict *conflictError
-	switch err := s.submit(t, upload); {
+	err = s.submit(t, upload)
+	if err != nil && t.Files {
+		s.js().removeObject(s.js().uploads, uploadObject(t))
+	}
+	switch {
 	case errors.As(err, &conflict):
 		refuse(http.StatusConflict, conflict.msg)
 		return
@@ -581,6 +587,14 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 	if t.Status != Completed {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
+	}
+	if s.cfg.Remote {
+		// A record loaded at a restart may have been rewritten by a
+		// worker since this API accepted it.
+		if err := s.verifySeal(t); err != nil {
+			writeError(w, http.StatusConflict, "task result not served: "+err.Error())
+			return
+		}
 	}
 	if t.Result != "" { // in the NATS object store
 		s.serveObject(w, r, t)

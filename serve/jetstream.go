@@ -87,8 +87,11 @@ type jsStore struct {
 	stream jetstream.Stream
 	// workers holds the workers connected now (see WorkerInfo).
 	workers jetstream.KeyValue
-	// files holds uploads and results (NATS.Files).
-	files jetstream.ObjectStore
+	// signers holds the public keys of the APIs that sign task records
+	// (see seal.go).
+	signers jetstream.KeyValue
+	// uploads and files hold uploads and results (NATS.Files).
+	uploads, files jetstream.ObjectStore
 
 	mu  sync.Mutex
 	rev map[string]uint64 // the revision this store last wrote or read of each task
@@ -144,20 +147,25 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 	return s, nil
 }
 
-// setup finds the task bucket, the work queue and the workers' bucket,
-// making those missing with c's replica count. What exists is never
-// changed: a worker's setup must not alter the service's replication.
+// setup finds the task bucket, the work queue, the workers' bucket, the
+// signers' bucket and the object stores, making those missing with c's
+// replica count. What exists is never changed here: a worker's setup must
+// not alter the service's replication (the API of remote workers makes
+// the key-value buckets refuse roll-ups: forbidRollups).
 func (s *jsStore) setup(c NATS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	r := max(c.Replicas, 1)
-	var err error
-	if s.kv, err = s.js.KeyValue(ctx, taskBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage, Replicas: r,
-		})
+	kv := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		b, err := s.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			cfg.Replicas = r
+			b, err = s.js.CreateKeyValue(ctx, cfg)
+		}
+		return b, err
 	}
-	if err != nil {
+	var err error
+	if s.kv, err = kv(jetstream.KeyValueConfig{Bucket: taskBucket, Description: "vsr task records", History: 1, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
 	if s.stream, err = s.js.Stream(ctx, workStream); errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -169,29 +177,65 @@ func (s *jsStore) setup(c NATS) error {
 	if err != nil {
 		return err
 	}
-	if s.workers, err = s.js.KeyValue(ctx, workerBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.workers, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL,
-			Storage: jetstream.MemoryStorage, Replicas: r,
-		})
-	}
-	if err != nil {
+	if s.workers, err = kv(jetstream.KeyValueConfig{Bucket: workerBucket, Description: "vsr workers connected now", History: 1, TTL: workerTTL, Storage: jetstream.MemoryStorage}); err != nil {
 		return err
 	}
-	if s.files, err = s.js.ObjectStore(ctx, fileBucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.files, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: fileBucket, Description: "vsr uploads and results", Storage: jetstream.FileStorage, Replicas: r,
-		})
+	if s.signers, err = kv(jetstream.KeyValueConfig{Bucket: signerBucket, Description: "the public keys of vsr APIs that sign task records", History: 1, Storage: jetstream.FileStorage}); err != nil {
+		return err
 	}
+	obj := func(bucket, desc string) (jetstream.ObjectStore, error) {
+		o, err := s.js.ObjectStore(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			o, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Description: desc, Storage: jetstream.FileStorage, Replicas: r})
+		}
+		return o, err
+	}
+	if s.uploads, err = obj(uploadBucket, "vsr uploads"); err != nil {
+		return err
+	}
+	s.files, err = obj(fileBucket, "vsr results")
 	return err
 }
 
-// fileBucket is the object store of uploads ("in/ID") and results
-// ("out/ID") when the machines share no filesystem.
-const fileBucket = "vsr_files"
+// forbidRollups makes the streams of the task and worker buckets refuse
+// messages with a Nats-Rollup header and purge requests, old buckets too:
+// workers may write records there (subject permissions cannot tell their
+// tasks from others'), but one such message would erase every record of
+// the bucket. Nothing in vsr purges a key (Delete leaves a delete marker,
+// which History 1 keeps alone). The signers' bucket and the uploads need
+// no such guard: workers cannot write them.
+func (s *jsStore) forbidRollups() error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	for _, b := range []string{taskBucket, workerBucket} {
+		st, err := s.js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			return err
+		}
+		cfg := st.CachedInfo().Config
+		if !cfg.AllowRollup && cfg.DenyPurge {
+			continue
+		}
+		cfg.AllowRollup, cfg.DenyPurge = false, true
+		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("NATS stream KV_%s: making it refuse roll-ups and purges: %w (the API needs the permission to update it)", b, err)
+		}
+	}
+	return nil
+}
 
-// putFile stores the file at path as object name.
-func (s *jsStore) putFile(name, path string) error {
+// fileBucket is the object store of results ("out/ID"), and uploadBucket
+// that of uploads ("in/" and the upload's unique file name, see
+// uploadObject), when the machines share no filesystem. Workers may write
+// results, but only read uploads: an object store allows roll-ups, with
+// which one message erases every object of the bucket.
+const (
+	fileBucket   = "vsr_files"
+	uploadBucket = "vsr_uploads"
+)
+
+// putFile stores the file at path as object name of o.
+func (s *jsStore) putFile(o jetstream.ObjectStore, name, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -199,18 +243,25 @@ func (s *jsStore) putFile(name, path string) error {
 	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a large video over a slow link
 	defer cancel()
-	if _, err := s.files.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+	if _, err := o.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
 		return fmt.Errorf("NATS object store, %s: %w", name, err)
 	}
 	return nil
 }
 
-// getFileIn writes object to a new file name in root (refusing to
-// replace one), until ctx ends; a partial file is removed.
-func (s *jsStore) getFileIn(ctx context.Context, root *os.Root, object, name string) error {
+// removeObject removes object name of o, if it can.
+func (s *jsStore) removeObject(o jetstream.ObjectStore, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	o.Delete(ctx, name)
+}
+
+// getUploadIn writes upload object to a new file name in root (refusing
+// to replace one), until ctx ends; a partial file is removed.
+func (s *jsStore) getUploadIn(ctx context.Context, root *os.Root, object, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	obj, err := s.files.Get(ctx, object)
+	obj, err := s.uploads.Get(ctx, object)
 	if err != nil {
 		return fmt.Errorf("NATS object store, %s: %w", object, err)
 	}
@@ -489,9 +540,33 @@ func (a *natsAuth) Check(c server.ClientAuthentication) bool {
 		ok = ok || verifyNonce(o.Nkey, o.Sig, c.GetNonce())
 	}
 	if ok {
-		c.RegisterUser(&server.User{Username: "vsr-worker", Permissions: workerPermissions()})
+		c.RegisterUser(&server.User{Username: "vsr-worker", Permissions: workerPermissions(workerInbox(o.Name))})
 	}
 	return ok
+}
+
+// A client's inbox prefix (the subjects of the replies it gets) is
+// "_INBOX.vsrw-" and 32 random hex digits, which it gives in its
+// connection name, "vsr vsrw-...": a worker may subscribe to that prefix
+// only, not to the replies of the API (whose prefix is "_INBOX." and a
+// NUID, without a dash) or, not knowing theirs, of other workers.
+const inboxTag = "vsrw-"
+
+// inboxOptions gives a client an inbox prefix of its own (see inboxTag).
+func inboxOptions() []nats.Option {
+	tok := inboxTag + randomToken()[:32]
+	return []nats.Option{nats.Name("vsr " + tok), nats.CustomInboxPrefix("_INBOX." + tok)}
+}
+
+// workerInbox returns the inbox prefix that a client's connection name
+// claims ("": none).
+func workerInbox(name string) string {
+	tok, ok := strings.CutPrefix(name, "vsr ")
+	hexDigits, ok2 := strings.CutPrefix(tok, inboxTag)
+	if !ok || !ok2 || len(hexDigits) != 32 || strings.Trim(hexDigits, "0123456789abcdef") != "" {
+		return ""
+	}
+	return "_INBOX." + tok
 }
 
 // verifyNonce reports whether sig (base64) is pub's signature of nonce.
@@ -510,16 +585,22 @@ func verifyNonce(pub, sig string, nonce []byte) bool {
 // records and write them, take work from the work queue (its consumers,
 // their messages and acks), say it is there in the worker bucket, read
 // uploads and store results in the object store, hear cancellations and
-// arrivals, and get replies. It may not queue work, cancel tasks, or
-// create, purge or delete streams. A worker can still write any task's
+// arrivals, and get replies on inbox, its own prefix ("": none). It may
+// not queue work, cancel tasks, write the signers' bucket or the uploads,
+// or create, purge or delete streams. A worker can still write any task's
 // record (subject permissions cannot tell its tasks from others'):
 // workers check what they read (see checkRecord).
-func workerPermissions() *server.Permissions {
+func workerPermissions(inbox string) *server.Permissions {
+	sub := []string{workSubjects, cancelSubject + "*"}
+	if inbox != "" {
+		sub = append(sub, inbox+".>")
+	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.INFO",
-			"$JS.API.STREAM.INFO.KV_" + taskBucket, "$JS.API.STREAM.INFO.KV_" + workerBucket,
-			"$JS.API.STREAM.INFO." + workStream, "$JS.API.STREAM.INFO.OBJ_" + fileBucket,
+			"$JS.API.STREAM.INFO.KV_" + taskBucket, "$JS.API.STREAM.INFO.KV_" + workerBucket, "$JS.API.STREAM.INFO.KV_" + signerBucket,
+			"$JS.API.STREAM.INFO." + workStream, "$JS.API.STREAM.INFO.OBJ_" + fileBucket, "$JS.API.STREAM.INFO.OBJ_" + uploadBucket,
+			"$JS.API.DIRECT.GET.KV_" + signerBucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + signerBucket,
 			"$JS.API.DIRECT.GET.KV_" + taskBucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + taskBucket,
 			"$KV." + taskBucket + ".*", "$KV." + workerBucket + ".*",
 			"$JS.API.CONSUMER.CREATE." + workStream + ".>", "$JS.API.CONSUMER.INFO." + workStream + ".*",
@@ -527,8 +608,11 @@ func workerPermissions() *server.Permissions {
 			"$JS.API.DIRECT.GET.OBJ_" + fileBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + fileBucket,
 			"$JS.API.CONSUMER.CREATE.OBJ_" + fileBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + fileBucket + ".*",
 			"$JS.FC.OBJ_" + fileBucket + ".>", "$O." + fileBucket + ".C.*", "$O." + fileBucket + ".M.*",
+			"$JS.API.DIRECT.GET.OBJ_" + uploadBucket + ".>", "$JS.API.STREAM.MSG.GET.OBJ_" + uploadBucket,
+			"$JS.API.CONSUMER.CREATE.OBJ_" + uploadBucket + ".>", "$JS.API.CONSUMER.DELETE.OBJ_" + uploadBucket + ".*",
+			"$JS.FC.OBJ_" + uploadBucket + ".>",
 		}},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", workSubjects, cancelSubject + "*"}},
+		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }
 
@@ -563,6 +647,7 @@ func Connect(c NATS) (*nats.Conn, error) { return connect(c.URLs, c) }
 func connect(urls string, c NATS, more ...nats.Option) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.Name("vsr"), nats.Timeout(natsTimeout / 2), nats.MaxReconnects(-1)}, more...)
 	if c.Listen == "" { // the certificate files are a client's
+		opts = append(opts, inboxOptions()...)
 		if (c.TLSCert == "") != (c.TLSKey == "") {
 			return nil, errors.New("--nats-tls-cert and --nats-tls-key go together (a client certificate and its key)")
 		}
@@ -664,14 +749,15 @@ func (s *jsStore) Load() ([]*Task, error) {
 	return out, ctx.Err()
 }
 
-// Delete purges task id from the bucket: its revisions go, leaving a
-// marker that the bucket's history limit drops.
+// Delete deletes task id from the bucket: a delete marker replaces its
+// record (History 1). It does not purge: the bucket refuses purges (see
+// noRollup).
 func (s *jsStore) Delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.kv.Purge(ctx, id); err != nil {
+	if err := s.kv.Delete(ctx, id); err != nil {
 		return fmt.Errorf("NATS task bucket: %w", err)
 	}
 	delete(s.rev, id)

@@ -17,12 +17,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// plant records task t as pending and queues it, as anyone who can write
-// to the task bucket and the work queue could: the API's own connection.
+// plant records task t as pending, signed, and queues it, as the API
+// would have accepted it: the API's own connection and signing key.
 func plant(t *testing.T, api *Service, tk *Task) {
 	t.Helper()
 	j := api.js()
 	tk.Status, tk.Created = Pending, time.Now()
+	api.seal(tk)
 	if err := j.Put(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestRemoteRecordTraversal(t *testing.T) {
 	} {
 		tk.ID = fmt.Sprintf("evil-%d", i)
 		if tk.Files {
-			if err := e.svc.js().putFile("in/"+tk.ID, obj); err != nil {
+			if err := e.svc.js().putFile(e.svc.js().uploads, uploadObject(tk), obj); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"iter"
@@ -195,6 +196,9 @@ type Service struct {
 	announced chan struct{}        // closed when a worker has left the worker bucket
 	hashes    map[string]string    // the served models' content hashes (Remote, Pull; see hashModels)
 	copies    *privateDir          // a worker's copies of uploads (Pull; see localPaths)
+	signKey   ed25519.PrivateKey   // the API's key that signs task records (Remote; see seal.go)
+	signer    string               // its public key in hex
+	trusted   sync.Map             // the signers a worker found in the signers' bucket
 	log       *slog.Logger
 	m         *metrics
 
@@ -278,6 +282,10 @@ func New(cfg Config, r Runner) (*Service, error) {
 		return nil, errNoJetStream
 	}
 	if err := s.hashModels(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := s.openSigner(); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -488,6 +496,7 @@ func (s *Service) submit(t *Task, upload string) error {
 	t.ModelHash = s.hashes[t.ModelName]
 	t.InputRel, _ = filepath.Rel(s.cfg.InputRoot, t.Input)
 	t.OutputRel, _ = filepath.Rel(s.cfg.OutputRoot, t.Output)
+	s.seal(t)
 	if err := s.st.Put(t); err != nil {
 		if upload != "" {
 			os.Remove(t.Input)

@@ -96,6 +96,11 @@ type Task struct {
 	Result string `json:"result_object,omitempty"`
 	// Upload is set when Input is a file uploaded for this task.
 	Upload bool `json:"upload,omitempty"`
+	// Signer and Signature are the hex public key of the API that
+	// accepted the task (for workers on other machines) and its signature
+	// of the fields that never change after submit (see seal.go).
+	Signer    string `json:"signer,omitempty"`
+	Signature []byte `json:"signature,omitempty"`
 	// Rerun is set when a run of the task was interrupted (a crash or a
 	// shutdown): that run may have written the output (see Wrote).
 	Rerun bool `json:"rerun,omitempty"`
@@ -175,6 +180,7 @@ func (t *Task) clone() *Task {
 	c.cancel, c.done, c.msg, c.unsub = nil, nil, nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
 	c.Wrote = slices.Clone(t.Wrote)
+	c.Signature = slices.Clone(t.Signature)
 	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
 	c.Request.Params = maps.Clone(t.Request.Params)
 	if t.Request.CRF != nil {
