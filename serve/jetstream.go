@@ -482,20 +482,7 @@ func localToken(file string) (string, error) {
 		}
 	}
 	tok := randomToken()
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+workerTokenFile+".vsr-*")
-	if err == nil {
-		_, err = tmp.WriteString(tok + "\n")
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), file)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := writeSecret(file, tok+"\n"); err != nil {
 		return "", fmt.Errorf("the NATS token of local workers, %s: %w", file, err)
 	}
 	return tok, nil

@@ -102,20 +102,7 @@ func loadSigningKey(file string) (ed25519.PrivateKey, error) {
 	}
 	seed := make([]byte, ed25519.SeedSize)
 	rand.Read(seed)
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+signingKeyFile+".vsr-*")
-	if err == nil {
-		_, err = tmp.WriteString(hex.EncodeToString(seed) + "\n")
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), file)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := writeSecret(file, hex.EncodeToString(seed)+"\n"); err != nil {
 		return nil, fmt.Errorf("the task signing key %s: %w", file, err)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
@@ -157,4 +144,27 @@ func (s *Service) verifySeal(t *Task) error {
 	}
 	s.trusted.Store(t.Signer, true)
 	return nil
+}
+
+// writeSecret writes a secret file atomically (a temporary beside it,
+// mode 0600, renamed over it): a reader finds the whole secret or none.
+func writeSecret(file, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".vsr-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.WriteString(content)
+	if serr := tmp.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
