@@ -124,13 +124,21 @@ func (s *Service) watch(ctx context.Context) {
 }
 
 // removeUpload removes the upload of task t, this API's record of a task
-// that has ended: the API stored the file, and removes it (a worker never
-// does: it does not trust the record's paths to name an upload). With
-// remote workers, only an upload that this API's signature covers.
+// that has ended: the API stored the file (or with NATS.Files the object),
+// and removes it (a worker never does: it does not trust the record's
+// paths to name an upload). With remote workers, only an upload that this
+// API's signature covers. The object is removed in the background: s.mu
+// may be held.
 func (s *Service) removeUpload(t *Task) {
-	if t.Upload && !t.Files && filepath.Dir(t.Input) == s.cfg.InputRoot && uploadName.MatchString(filepath.Base(t.Input)) && s.signedHere(t) {
-		os.Remove(t.Input)
+	if !t.Upload || filepath.Dir(t.Input) != s.cfg.InputRoot || !uploadName.MatchString(filepath.Base(t.Input)) || !s.signedHere(t) {
+		return
 	}
+	if !t.Files {
+		os.Remove(t.Input)
+		return
+	}
+	j, name := s.js(), uploadObject(t)
+	go j.removeObject(j.uploads, name) // after Close, it fails at once
 }
 
 // cancelRemote asks the worker running task id to stop and waits (up to

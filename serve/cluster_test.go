@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // remote starts the API alone (tasks on an embedded NATS server) and n
@@ -289,6 +293,15 @@ func TestRemoteFiles(t *testing.T) {
 			}
 			return nil
 		})
+	} // The API removes the upload's object once the task has ended.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ls, err := e.svc.js().uploads.List(context.Background())
+		if errors.Is(err, jetstream.ErrNoObjectsFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upload's object was kept: %v %v", ls, err)
+		}
 	}
 }
 
