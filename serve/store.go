@@ -79,13 +79,16 @@ func openStore(dir string) (*boltStore, error) {
 			db.Close()
 			return nil, err
 		}
+		if err := s.compact(path); err != nil {
+			return nil, err
+		}
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketTasks)
 		return err
 	})
 	if err != nil {
-		db.Close()
+		s.db.Close()
 		return nil, err
 	}
 	return s, nil
@@ -135,6 +138,54 @@ func (s *boltStore) verify(path string) (err error) {
 			return nil
 		})
 	})
+}
+
+// compactMin is the smallest database file that compact rewrites.
+var compactMin int64 = 4 << 20
+
+// compact rewrites the verified database at path into a new file when
+// most of a file of at least compactMin bytes is free pages (tasks deleted
+// by retention, whose pages bbolt reuses but never gives back), and
+// reopens it: the file shrinks at a start. The copy is written beside it,
+// synced and renamed over it; on any error the old file stays and s.db is
+// closed.
+func (s *boltStore) compact(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		s.db.Close()
+		return err
+	}
+	var used int64
+	s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketTasks); b != nil {
+			used = int64(b.Stats().LeafInuse)
+		}
+		return nil
+	})
+	if st.Size() < compactMin || used > st.Size()/4 {
+		return nil
+	}
+	tmp := path + ".compact"
+	os.Remove(tmp) // an earlier start's, interrupted
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err == nil {
+		err = bolt.Compact(dst, s.db, 64<<20)
+		if cerr := dst.Close(); err == nil {
+			err = cerr
+		}
+	}
+	s.db.Close()
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("compact task database %s: %w (it is unchanged; start again)", path, err)
+	}
+	if s.db, err = openBolt(path); err != nil {
+		return fmt.Errorf("task database %s after compacting: %w", path, err)
+	}
+	return nil
 }
 
 // Put stores t as one JSON record.

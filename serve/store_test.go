@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestTaskStores runs the same checks on every TaskStore, and a service on
@@ -310,4 +312,64 @@ func testCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKe
 		t.Fatal(err)
 	}
 	return cert, key
+}
+
+// TestBoltCompacts: a task database whose tasks were mostly deleted
+// (retention) shrinks when it is opened again, and keeps the others.
+func TestBoltCompacts(t *testing.T) {
+	dir := t.TempDir()
+	st, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 2000)
+	err = st.db.Update(func(tx *bolt.Tx) error { // one transaction: quicker than 3,000 Puts
+		b := tx.Bucket(bucketTasks)
+		for i := range 3000 {
+			v, _ := json.Marshal(&Task{ID: fmt.Sprint("t", i), Status: Completed, Error: pad})
+			if err := b.Put([]byte(fmt.Sprint("t", i)), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.db.Update(func(tx *bolt.Tx) error { // retention's deletes, at once
+		for i := range 2990 {
+			if err := tx.Bucket(bucketTasks).Delete([]byte(fmt.Sprint("t", i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	path := filepath.Join(dir, "tasks.db")
+	before, _ := os.Stat(path)
+	if before.Size() < compactMin {
+		t.Fatalf("the test's database is %d bytes, under compactMin", before.Size())
+	}
+	st, err = openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	after, _ := os.Stat(path)
+	if after.Size() > before.Size()/4 {
+		t.Errorf("the database was %d bytes and is %d after opening it again: not compacted", before.Size(), after.Size())
+	}
+	ts, err := st.Load()
+	if err != nil || len(ts) != 10 {
+		t.Fatalf("after compacting: %d tasks (%v), want 10", len(ts), err)
+	}
+	if err := st.Put(&Task{ID: "new"}); err != nil {
+		t.Errorf("a write after compacting: %v", err)
+	}
+	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {
+		t.Errorf("the compaction's temporary is left: %v", err)
+	}
 }
