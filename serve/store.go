@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -16,8 +17,9 @@ import (
 var bucketTasks = []byte("tasks")
 
 // TaskStore keeps tasks durably: the seam between the service and where its
-// tasks live. The Service calls it with its own lock held, so an
-// implementation sees one call at a time. boltStore (one process, a file in
+// tasks live. Its methods may be called from several goroutines at once (a
+// running task's progress is saved outside the Service's lock); the
+// Service never writes one task from two goroutines at once. boltStore (one process, a file in
 // --data) is the default; memStore keeps tasks in memory (tests, and
 // deployments that need no durability). A store for a distributed engine
 // goes beside them.
@@ -226,18 +228,25 @@ func (s *boltStore) Load() ([]*Task, error) {
 func (s *boltStore) Close() error { return s.db.Close() }
 
 // memStore keeps copies of the tasks in memory.
-type memStore struct{ m map[string]Task }
+type memStore struct {
+	mu sync.Mutex
+	m  map[string]Task
+}
 
 // NewMemStore returns a TaskStore that keeps tasks in memory only: they are
 // lost when the process ends.
 func NewMemStore() TaskStore { return &memStore{m: map[string]Task{}} }
 
 func (s *memStore) Put(t *Task) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.m[t.ID] = *t.clone()
 	return nil
 }
 
 func (s *memStore) Load() ([]*Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var ts []*Task
 	for _, t := range s.m {
 		ts = append(ts, t.clone())
@@ -246,6 +255,8 @@ func (s *memStore) Load() ([]*Task, error) {
 }
 
 func (s *memStore) Delete(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.m, id)
 	return nil
 }
