@@ -30,6 +30,15 @@ func plant(t *testing.T, api *Service, tk *Task) {
 	if err := j.enqueue(tk.ID, tk.ModelName); err != nil {
 		t.Fatal(err)
 	}
+	// The API learns of the record through its watch.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := api.get(tk.ID); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API never saw the planted task %s", tk.ID)
+		}
+	}
 }
 
 // TestRemoteRecordTraversal: task records whose paths lead out of the
