@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,23 +103,38 @@ func (l Limits) withDefaults() Limits {
 // check refuses info (its header: size, duration, declared frames) or
 // its stream count when over l (with defaults filled in).
 func (l Limits) check(info *Info, streams int) error {
+	name := strconv.Quote(info.Path)
 	over := func(what string, v, max int64) error {
-		return kindErrorf(ErrLimit, "%q: its %s is over the limit of %d: vsr refuses inputs this large", info.Path, fmt.Sprintf(what, v), max)
+		return kindErrorf(ErrLimit, "%s: its %s is over the limit of %d: vsr refuses inputs this large", name, fmt.Sprintf(what, v), max)
 	}
-	w, h := int64(info.Width), int64(info.Height)
+	if err := l.checkSize(name, info.Width, info.Height); err != nil {
+		return err
+	}
 	switch {
-	case l.MaxWidth > 0 && w > int64(l.MaxWidth):
-		return over("width of %d pixels", w, int64(l.MaxWidth))
-	case l.MaxHeight > 0 && h > int64(l.MaxHeight):
-		return over("height of %d pixels", h, int64(l.MaxHeight))
-	case l.MaxPixels > 0 && w*h > l.MaxPixels:
-		return kindErrorf(ErrLimit, "%q: its frame of %dx%d (%d pixels) is over the limit of %d pixels: vsr refuses inputs this large", info.Path, w, h, w*h, l.MaxPixels)
 	case l.MaxStreams > 0 && streams > l.MaxStreams:
 		return over("count of %d streams", int64(streams), int64(l.MaxStreams))
 	case l.MaxFrames > 0 && info.DeclaredFrames > l.MaxFrames:
 		return over("declared count of %d frames", int64(info.DeclaredFrames), int64(l.MaxFrames))
 	case l.MaxDuration > 0 && info.Duration > l.MaxDuration.Seconds():
 		return kindErrorf(ErrLimit, "%q: its duration of %.0f s is over the limit of %s: vsr refuses inputs this long", info.Path, info.Duration, l.MaxDuration)
+	}
+	return nil
+}
+
+// checkSize refuses frames of w x h over l's size limits; name names the
+// input in the message.
+func (l Limits) checkSize(name string, width, height int) error {
+	w, h := int64(width), int64(height)
+	over := func(what string, v, max int64) error {
+		return kindErrorf(ErrLimit, "%s: its %s of %d pixels is over the limit of %d: vsr refuses inputs this large", name, what, v, max)
+	}
+	switch {
+	case l.MaxWidth > 0 && w > int64(l.MaxWidth):
+		return over("width", w, int64(l.MaxWidth))
+	case l.MaxHeight > 0 && h > int64(l.MaxHeight):
+		return over("height", h, int64(l.MaxHeight))
+	case l.MaxPixels > 0 && w*h > l.MaxPixels:
+		return kindErrorf(ErrLimit, "%s: its frame of %dx%d (%d pixels) is over the limit of %d pixels: vsr refuses inputs this large", name, w, h, w*h, l.MaxPixels)
 	}
 	return nil
 }

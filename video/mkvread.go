@@ -247,9 +247,8 @@ func (m *mkvReader) tracks(b []byte) error {
 	if m.video == 0 || m.width <= 0 || m.height <= 0 {
 		return errors.New("matroska: no raw video track with a frame size")
 	}
-	if l := DefaultLimits; m.width > l.MaxWidth || m.height > l.MaxHeight || int64(m.width)*int64(m.height) > l.MaxPixels {
-		// As a file input's (Limits), before a frame is read.
-		return kindErrorf(ErrLimit, "frames of %dx%d, over the limit of %d pixels a side and %d a frame: vsr refuses inputs this large", m.width, m.height, l.MaxWidth, l.MaxPixels)
+	if err := DefaultLimits.checkSize("the live source", m.width, m.height); err != nil {
+		return err // as a file input's (Limits), before a frame is read
 	}
 	if m.audio == m.video {
 		m.audio, m.audioEntry = 0, nil
