@@ -271,19 +271,14 @@ func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
 	raw, _ := json.Marshal(q)
 	fields := map[string]any{}
 	json.Unmarshal(raw, &fields)
-	for k, v := range q.Params {
-		if _, twice := fields[k]; twice {
-			return nil, nil, fmt.Errorf("field %q is given twice, at the top level and in \"params\": give it once", k)
-		}
-		fields[k] = v
-	}
+	maps.Copy(fields, q.Params) // CheckRequest left no request field there
 	byField := map[string]model.Param{}
 	for _, p := range l.Family.Params() {
 		byField[p.FieldName()] = p
 	}
 	set := model.Values{}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if requestFields[k] && q.Params[k] == nil {
+		if requestFields[k] {
 			continue
 		}
 		p, ok := byField[k]
