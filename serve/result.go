@@ -3,7 +3,6 @@ package serve
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -88,21 +87,10 @@ func placeResult(tmp, output, name string, replace bool, ours []FileID) error {
 	if replace {
 		return os.Rename(tmp, output)
 	}
-	exists := func() error {
+	err := video.RenameNoReplace(tmp, output)
+	if errors.Is(err, video.ErrExists) {
 		os.Remove(tmp)
 		return fmt.Errorf("save_result_path %s exists and this task did not write it: %w; remove it, or submit again with \"overwrite\": true", name, video.ErrExists)
 	}
-	// A link fails when output exists, whoever put it there meanwhile.
-	err := os.Link(tmp, output)
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		return exists()
-	case err == nil:
-		return os.Remove(tmp)
-	}
-	// A filesystem without hard links.
-	if _, err := os.Lstat(output); err == nil {
-		return exists()
-	}
-	return os.Rename(tmp, output)
+	return err
 }

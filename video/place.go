@@ -13,6 +13,10 @@ import (
 // output exists and the options say not to replace it.
 var ErrExists = errors.New("the output file exists")
 
+// RenameNoReplace renames tmp to out as one atomic step, failing with
+// ErrExists (wrapped) when out exists, whoever put it there.
+func RenameNoReplace(tmp, out string) error { return moveIntoPlace(tmp, out, true) }
+
 // moveIntoPlace renames the finished temporary tmp onto out; with
 // noReplace it fails with ErrExists instead of replacing a file there, as
 // one atomic step.
