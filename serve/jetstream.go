@@ -738,7 +738,7 @@ func (s *jsStore) Load() ([]*Task, error) {
 
 // Delete deletes task id from the bucket: a delete marker replaces its
 // record (History 1). It does not purge: the bucket refuses purges (see
-// noRollup).
+// forbidRollups).
 func (s *jsStore) Delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()

@@ -879,7 +879,6 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	sec := time.Since(start).Seconds()
 	cancel()
-	saving.Wait()
 	lock.release(true)
 
 	s.mu.Lock()
