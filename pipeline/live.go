@@ -282,12 +282,12 @@ func (r *liveRun) connection(ctx context.Context, dec *video.LiveDecoder, idle *
 		return err
 	}
 	defer done()
-	if err := fits(r.req, eng, w, h); err != nil {
+	ow, oh := eng.OutputSize(w, h)
+	if err := fits(r.req, w, h, ow, oh); err != nil {
 		return err
 	}
 	idle.touch()
 	idle.timeout.Store(int64(r.req.IdleTimeout))
-	ow, oh := eng.OutputSize(w, h)
 	switch {
 	case r.enc == nil:
 		if err := r.openSink(dec, w, h, ow, oh); err != nil {
@@ -348,10 +348,10 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if st, ok := eng.(Streamer); ok {
 		sizes = []int{st.LiveBatch(0), st.LiveBatch(1)} // a first and a middle chunk
 	}
-	if err := fits(req, eng, w, h); err != nil {
+	ow, oh := eng.OutputSize(w, h)
+	if err := fits(req, w, h, ow, oh); err != nil {
 		return err
 	}
-	ow, oh := eng.OutputSize(w, h)
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
 	}
@@ -377,10 +377,9 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	return nil
 }
 
-// fits refuses frames of w x h that eng restores to more than
-// req.MaxOutputPixels.
-func fits(req LiveRequest, eng Engine, w, h int) error {
-	ow, oh := eng.OutputSize(w, h)
+// fits refuses frames of w x h that the engine restores to ow x oh when
+// that is more than req.MaxOutputPixels.
+func fits(req LiveRequest, w, h, ow, oh int) error {
 	if req.MaxOutputPixels <= 0 || ow <= 0 || oh <= 0 || int64(ow)*int64(oh) <= req.MaxOutputPixels {
 		return nil
 	}
