@@ -143,14 +143,21 @@ func (f *taskFiles) close() {
 	f.out.Close()
 }
 
+// openRootOf opens root, and returns it with p (a path inside it) made
+// relative to it.
+func openRootOf(root, p string) (*os.Root, string, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil || !within(root, p) {
+		return nil, "", fmt.Errorf("%s is not inside %s", p, root)
+	}
+	r, err := os.OpenRoot(root)
+	return r, rel, err
+}
+
 // openIn opens rel (a path inside root, symlinks followed only while they
 // stay inside) with os.Root, which refuses any escape as it walks.
 func openIn(root, p string) (*os.File, error) {
-	rel, err := filepath.Rel(root, p)
-	if err != nil || !within(root, p) {
-		return nil, fmt.Errorf("%s is not inside %s", p, root)
-	}
-	r, err := os.OpenRoot(root)
+	r, rel, err := openRootOf(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +170,7 @@ func openIn(root, p string) (*os.File, error) {
 // openDirIn opens the directory p inside root as openIn does, as an
 // os.Root and as a file of that same directory.
 func openDirIn(root, p string) (*os.Root, *os.File, error) {
-	rel, err := filepath.Rel(root, p)
-	if err != nil || !within(root, p) {
-		return nil, nil, fmt.Errorf("%s is not inside %s", p, root)
-	}
-	r, err := os.OpenRoot(root)
+	r, rel, err := openRootOf(root, p)
 	if err != nil {
 		return nil, nil, err
 	}
