@@ -407,7 +407,8 @@ func checkRel(field, p string) error {
 }
 
 // outputExt returns the extension of path when it is a plain one (a dot
-// and 1 to 9 letters or digits), else "".
+// and 1 to 9 letters or digits), else "": the extension of a stored
+// upload's name, and of a worker's own files.
 func outputExt(path string) string {
 	ext := filepath.Ext(path)
 	if len(ext) < 2 || len(ext) > 10 || strings.ContainsFunc(ext[1:], func(r rune) bool {

@@ -412,12 +412,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
 func (s *Service) saveUpload(p io.Reader) (*os.File, int, error) {
 	ext := ""
 	if fp, ok := p.(interface{ FileName() string }); ok {
-		ext = strings.ToLower(filepath.Ext(fp.FileName()))
-	}
-	if len(ext) > 10 || strings.ContainsFunc(ext[min(1, len(ext)):], func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
-	}) {
-		ext = ""
+		ext = outputExt(strings.ToLower(fp.FileName()))
 	}
 	f, err := createLocked(s.cfg.InputRoot, ".upload-*"+ext)
 	if err != nil {
