@@ -55,6 +55,26 @@ type Info struct {
 	Streams []Stream `json:"streams"`
 	// PixFmt is the pixel format of the stream, e.g. "yuv420p".
 	PixFmt string `json:"pix_fmt"`
+	// Depth, Chroma and Alpha describe PixFmt (see PixFmtInfo): bits per
+	// sample, chroma subsampling ("" for RGB), an alpha channel.
+	Depth  int    `json:"depth"`
+	Chroma string `json:"chroma,omitempty"`
+	Alpha  bool   `json:"alpha,omitempty"`
+	// Colour is the video stream's colour description.
+	Colour Colour `json:"colour"`
+	// HDR is its HDR metadata; nil when it has none.
+	HDR *HDR `json:"hdr,omitempty"`
+	// SAR is the sample (pixel) aspect ratio; the zero value when the file
+	// does not state one (square pixels).
+	SAR Rational `json:"sar"`
+	// FieldOrder is "progressive", "tt", "bb", "tb" or "bt" as the file
+	// states it, "" when it does not.
+	FieldOrder string `json:"field_order,omitempty"`
+	// Title is the container's title, Tags all of its global metadata.
+	Title string            `json:"title,omitempty"`
+	Tags  map[string]string `json:"tags,omitempty"`
+	// Chapters are the file's chapters in order.
+	Chapters []Chapter `json:"chapters,omitempty"`
 	// VideoStream is the index of the video stream among all streams of the
 	// file (attached pictures such as cover art are skipped).
 	VideoStream int `json:"video_stream"`
@@ -102,6 +122,12 @@ type Stream struct {
 	// Cover is set for a video stream that is an attached picture (cover
 	// art), not the video.
 	Cover bool `json:"cover,omitempty"`
+	// Language (ISO 639-2, e.g. "eng") and Title are the stream's tags.
+	Language string `json:"language,omitempty"`
+	Title    string `json:"title,omitempty"`
+	// Dispositions are its flags as ffprobe names them: "default",
+	// "forced", "hearing_impaired", "comment", ...
+	Dispositions []string `json:"dispositions,omitempty"`
 }
 
 type streamMeta struct {
