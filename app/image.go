@@ -1,9 +1,9 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/vsr-dev/vsr/video"
@@ -51,12 +51,96 @@ func isImageInput(info *video.Info) bool {
 	return strings.HasSuffix(info.Format, "_pipe") || info.Format == "image2" || IsImage(filepath.Ext(info.Path))
 }
 
-// CheckImageInput refuses an image whose alpha channel the restore would
-// lose.
-func CheckImageInput(info *video.Info) error {
-	pf := info.PixFmt
-	if slices.ContainsFunc([]string{"rgba", "bgra", "argb", "abgr", "ya", "yuva", "gbrap"}, func(p string) bool { return strings.HasPrefix(pf, p) }) {
-		return fmt.Errorf("%s has an alpha channel (%s) that vsr would drop: flatten it first (ffmpeg -i IN -vf format=rgb24 OUT.png), or restore a copy without it", info.Path, pf)
+// alphaFormats are the pixel formats with alpha that an image output
+// keeping alpha (PNG, WebP, TIFF) takes in place of its own.
+var alphaFormats = map[string]string{
+	"rgb24": "rgba", "rgb48be": "rgba64be", "rgb48le": "rgba64le",
+	"yuv420p": "yuva420p", "yuv422p": "yuva422p", "yuv444p": "yuva444p", "gbrp": "gbrap",
+}
+
+// keepsAlpha reports whether image files of extension ext keep alpha.
+func keepsAlpha(ext string) bool {
+	switch strings.ToLower(ext) {
+	case ".png", ".webp", ".tif", ".tiff":
+		return true
 	}
-	return nil
+	return false
+}
+
+// PrepareImage readies the restore of info, a still image or the first
+// frame of a video written as one, into a file of extension ext with the
+// encoder settings e. It returns the Info to decode, the encoder
+// settings, and one-line notices of what the output cannot keep:
+//   - alpha: an input whose alpha has a pixel below opaque (the values
+//     decide, not the pixel format: a lossless WebP decodes as argb even
+//     when opaque) keeps it upscaled by bicubic interpolation (as
+//     realesrgan-ncnn-vulkan does; see video.EncodeOptions.AlphaFrom)
+//     where the output can (PNG, WebP and TIFF images, or a video pixel
+//     format with alpha), and is flattened on white with a notice where it
+//     cannot (JPEG, BMP);
+//   - EXIF orientation (a JPEG's): the Info returned is turned upright
+//     (Orientation set, Width and Height swapped for a quarter turn), so
+//     the output is upright and carries no orientation;
+//   - ICC profile: written into PNG, JPEG and WebP outputs; any other gets
+//     a notice that it does not carry it.
+//
+// The colour still goes through the model as RGB; an error is a file
+// that cannot be read.
+func PrepareImage(ctx context.Context, info *video.Info, ext string, e video.EncodeOptions) (*video.Info, video.EncodeOptions, []string, error) {
+	var notes []string
+	up := *info
+	if isImageInput(info) {
+		meta, err := video.ReadImageMeta(info.Path)
+		if err != nil {
+			return nil, e, nil, err
+		}
+		if meta.Orientation > 1 && info.Orientation == 0 { // not yet turned
+			up.Orientation = meta.Orientation
+			if meta.Orientation >= 5 {
+				up.Width, up.Height = info.Height, info.Width
+			}
+		}
+		if meta.ICC != nil {
+			if video.CanEmbedICC(strings.ToLower(ext)) {
+				e.ICC = meta.ICC
+			} else {
+				notes = append(notes, fmt.Sprintf("%s has an ICC colour profile, which vsr cannot write into %s files (PNG, JPEG and WebP carry it): not carried", info.Path, ext))
+			}
+		}
+	}
+	alpha, err := translucent(ctx, info)
+	if err != nil || !alpha {
+		return &up, e, notes, err
+	}
+	e.AlphaFrom = &up
+	if a, ok := alphaFormats[e.PixFmt]; ok && IsImage(ext) && keepsAlpha(ext) {
+		e.PixFmt = a
+	}
+	if _, _, _, keeps := video.PixFmtInfo(e.PixFmt); !keeps {
+		notes = append(notes, fmt.Sprintf("%s has transparency, which a %s output cannot keep: flattened on white (write .png, .webp or .tif to keep it)", info.Path, ext))
+	}
+	return &up, e, notes, nil
+}
+
+// translucent reports whether the first frame of info has a pixel whose
+// alpha is below opaque (false for a pixel format without alpha).
+func translucent(ctx context.Context, info *video.Info) (bool, error) {
+	if _, _, _, alpha := video.PixFmtInfo(info.PixFmt); !alpha {
+		return false, nil
+	}
+	d, err := video.NewDecoder(ctx, info, video.DecodeOptions{MaxFrames: 1, PixFmt: "rgba"})
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	buf := make([]byte, d.FrameSize())
+	if err := d.Read(buf); err != nil {
+		return false, err
+	}
+	for i := 3; i < len(buf); i += 4 {
+		if buf[i] != 255 {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -17,12 +19,16 @@ type Image struct {
 	Info   *video.Info
 	Output string
 	Encode video.EncodeOptions
+	// Warn, if set, is told what the output cannot keep (see
+	// PrepareImage).
+	Warn func(string)
 }
 
 // RunImages restores images, those of one size together: their frames go
 // through the model in batches of batch (0 = BatchSize's choice), while
 // the results of the last batch are written, each to its own file (one
-// frame, atomically, as a restore). A model that reads frames as a video
+// frame, atomically, as a restore), each prepared by PrepareImage (alpha,
+// orientation, ICC profile). A model that reads frames as a video
 // (SwiftVR's causal chunks) restores each image alone instead. It returns
 // one error per image, nil for those written; progress, if set, is called
 // after each image written.
@@ -30,12 +36,20 @@ func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Value
 	errs := make([]error, len(imgs))
 	bySize := map[[2]int][]int{}
 	var sizes [][2]int
+	imgs = slices.Clone(imgs)
 	for i, im := range imgs {
-		if err := CheckImageInput(im.Info); err != nil {
+		info, enc, notes, err := PrepareImage(ctx, im.Info, filepath.Ext(im.Output), im.Encode)
+		if err != nil {
 			errs[i] = err
 			continue
 		}
-		k := [2]int{im.Info.Width, im.Info.Height}
+		for _, n := range notes {
+			if im.Warn != nil {
+				im.Warn(n)
+			}
+		}
+		imgs[i].Info, imgs[i].Encode = info, enc
+		k := [2]int{info.Width, info.Height}
 		if bySize[k] == nil {
 			sizes = append(sizes, k)
 		}

@@ -187,7 +187,8 @@ type Job struct {
 	Encode                     video.EncodeOptions
 	// Progress, if set, is called with the frames done so far.
 	Progress func(done, total int)
-	// Warn, if set, is told what the model's session warns about.
+	// Warn, if set, is told what the model's session warns about, and
+	// what an image's output cannot keep (see PrepareImage).
 	Warn func(string)
 	// CFR spaces a variable-frame-rate input's frames evenly over its
 	// duration instead of keeping their times (pipeline.Request.CFR).
@@ -209,15 +210,23 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		total = job.MaxFrames
 	}
 	segments := job.Segments
+	enc := job.Encode
 	if image := IsImage(filepath.Ext(job.Output)); image || isImageInput(info) {
-		if err := CheckImageInput(info); err != nil {
-			return nil, err
-		}
 		if image && total != 1 {
 			return nil, fmt.Errorf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or restore the first frame only (--frames 1, max_frames 1)", job.Input, info.Frames, job.Output)
 		}
 		if image {
 			segments = 1
+		}
+		var notes []string
+		var err error
+		if info, enc, notes, err = PrepareImage(ctx, info, filepath.Ext(job.Output), enc); err != nil {
+			return nil, err
+		}
+		for _, n := range notes {
+			if job.Warn != nil {
+				job.Warn(n)
+			}
 		}
 	}
 	s, more, done, err := l.Sessions(ctx, info, total, job.Params)
@@ -238,7 +247,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Segments:  max(SegmentCount(segments, l.Dev, s), len(more)+1), // a segment for each device at least
 		MaxFrames: job.MaxFrames,
 		Info:      info,
-		Encode:    job.Encode,
+		Encode:    enc,
 		Progress:  job.Progress,
 		CFR:       job.CFR,
 		More:      more,

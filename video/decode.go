@@ -51,7 +51,8 @@ type Decoder struct {
 // checking the count. ffmpeg opens the file as Probe did: unless
 // info.AllowPlaylists, the file alone, read by a video container's or
 // image's demuxer (a playlist or list of files fails with ErrFormat's
-// message).
+// message). A still image with an EXIF orientation (Info.Orientation) is
+// turned upright.
 func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, error) {
 	if info == nil || info.Path == "" {
 		return nil, errors.New("video.NewDecoder: no input: pass the Info returned by Probe")
@@ -86,6 +87,9 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 	}
 	args := append([]string{}, baseArgs...)
 	filter := renumberFilter(info.FPS)
+	if o := OrientFilter(info.Orientation); o != "" {
+		filter = o + "," + filter
+	}
 	if opt.StartFrame > 0 {
 		if seekable(info) {
 			// Accurate input seeking: ffmpeg decodes from the keyframe before

@@ -76,6 +76,16 @@ type EncodeOptions struct {
 	// Options are more encoder options, ffmpeg's "-key value" as
 	// "key=value" (e.g. "x265-params=aq-mode=3"), given after vsr's own.
 	Options []string
+	// AlphaFrom, if set, is a probed still image whose alpha plane the
+	// output takes: scaled to Width x Height by bicubic interpolation
+	// (turned upright first, as the Decoder turns its colour) and merged
+	// with the frames written. An output PixFmt without alpha gets the
+	// colour flattened on white instead (each pixel's colour blended with
+	// white by its alpha).
+	AlphaFrom *Info
+	// ICC, if set, is an ICC profile written into the output (see
+	// EmbedICC; other outputs than PNG, JPEG and WebP are refused).
+	ICC []byte
 	// NoReplace makes Close fail with ErrExists, leaving the file alone,
 	// when the output path exists by the time the output is finished
 	// (checked and renamed in one atomic step).
@@ -106,6 +116,10 @@ type Encoder struct {
 	err     error // first failure; returned by later calls
 	mkv     *mkvWriter
 	times   []float64 // EncodeOptions.Times
+	icc     []byte    // EncodeOptions.ICC, embedded before the rename
+	ext     string
+	width   int
+	height  int
 }
 
 // NewEncoder checks opt and the output location, then starts ffmpeg reading
@@ -139,6 +153,12 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	if err := checkEncoder(ctx, t.ffmpeg, o.Codec); err != nil {
 		return nil, fmt.Errorf("encode %q: %w", outPath, err)
 	}
+	if len(o.ICC) > 0 && !CanEmbedICC(strings.ToLower(ext)) {
+		return nil, fmt.Errorf("encode %q: %s files cannot carry an ICC profile here (PNG, JPEG and WebP do)", outPath, ext)
+	}
+	if o.AlphaFrom != nil && o.Times != nil {
+		return nil, fmt.Errorf("encode %q: an alpha plane is merged into frames evenly spaced only (no Times)", outPath)
+	}
 
 	// Audio: which streams to carry and how.
 	var audioArgs []string
@@ -169,7 +189,12 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		}
 		args = append(args, inputArgs(o.AudioFrom, o.AudioAllowPlaylists)...)
 	}
-	args = append(args, "-map", "0:0")
+	if o.AlphaFrom != nil {
+		args = append(args, inputArgs(o.AlphaFrom.Path, o.AlphaFrom.AllowPlaylists)...)
+		args = append(args, "-filter_complex", alphaGraph(o, 1+min(len(audioArgs), 1)), "-map", "[v]")
+	} else {
+		args = append(args, "-map", "0:0")
+	}
 	args = append(args, audioArgs...)
 	args = append(args, videoArgs(o, ext)...)
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
@@ -208,6 +233,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
 		outPath: outPath, tmpPath: tmp, wd: wd, codec: o.Codec,
 		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
+		icc: o.ICC, ext: strings.ToLower(ext), width: o.Width, height: o.Height,
 	}
 	if o.Times != nil {
 		e.times = o.Times
@@ -402,6 +428,11 @@ func (e *Encoder) Close() error {
 	}
 	if got := e.prog.frames(); got >= 0 && got != e.written {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg encoded %d frames but %d were written; the output was discarded", e.outPath, got, e.written))
+	}
+	if len(e.icc) > 0 {
+		if err := EmbedICC(e.tmpPath, e.ext, e.icc, e.width, e.height); err != nil {
+			return e.fail(fmt.Errorf("encode %q: %v", e.outPath, err))
+		}
 	}
 	if err := checkFile(e.tmpPath, e.sync); err != nil {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg left no usable output (%v)", e.outPath, err))
@@ -851,4 +882,26 @@ func videoArgs(o EncodeOptions, ext string) []string {
 		args = append(args, "-"+k, v)
 	}
 	return args
+}
+
+// alphaGraph is the filter graph that merges the alpha plane of
+// o.AlphaFrom (ffmpeg's input in), upright and scaled to the output's size by
+// bicubic interpolation, with the frames written (input 0), or flattens
+// them on white when o.PixFmt has no alpha; its output is [v]. It is made
+// of numbers and fixed names only.
+func alphaGraph(o EncodeOptions, in int) string {
+	a := "alphaextract"
+	if f := OrientFilter(o.AlphaFrom.Orientation); f != "" {
+		a = f + "," + a
+	}
+	if o.ExpectFrames > 0 {
+		a = fmt.Sprintf("trim=end_frame=%d,%s", o.ExpectFrames, a)
+	}
+	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
+	if _, _, _, alpha := PixFmtInfo(o.PixFmt); !alpha {
+		// On white: 255 - (255-c)*alpha, as a negation around a
+		// premultiplication.
+		g += ",format=gbrap,lutrgb=r=negval:g=negval:b=negval,premultiply=inplace=1,lutrgb=r=negval:g=negval:b=negval"
+	}
+	return g + "[v]"
 }

@@ -81,6 +81,11 @@ type Info struct {
 	// Rotation is the display rotation in degrees that ffmpeg applies when
 	// decoding (0, 90, 180 or 270).
 	Rotation int `json:"rotation"`
+	// Orientation is a still image's EXIF orientation (1-8, 0 for none)
+	// that the Decoder applies (see OrientFilter); Width and Height are
+	// then the upright size. Probe leaves it 0: the caller sets it, from
+	// ReadImageMeta.
+	Orientation int `json:"orientation,omitempty"`
 	// StartTime is the time of the first video frame in seconds, on the
 	// clock ffmpeg's -ss uses (the file's start is 0).
 	StartTime float64 `json:"start_time"`

@@ -340,7 +340,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			fail(it, err)
 			continue
 		}
-		imgs = append(imgs, app.Image{Info: info, Output: it.out, Encode: enc})
+		imgs = append(imgs, app.Image{Info: info, Output: it.out, Encode: enc, Warn: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) }})
 		imgItems = append(imgItems, it)
 	}
 	if len(imgs) > 0 {
