@@ -104,6 +104,7 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 			filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
 		}
 	}
+	args = append(args, orientArgs(info.Orientation)...)
 	args = append(args, inputArgs(info.Path, info.AllowPlaylists)...)
 	args = append(args, "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", filter)
 	args = append(args, passthroughArgs(ctx, ffmpeg)...)

@@ -190,6 +190,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		args = append(args, inputArgs(o.AudioFrom, o.AudioAllowPlaylists)...)
 	}
 	if o.AlphaFrom != nil {
+		args = append(args, orientArgs(o.AlphaFrom.Orientation)...)
 		args = append(args, inputArgs(o.AlphaFrom.Path, o.AlphaFrom.AllowPlaylists)...)
 		args = append(args, "-filter_complex", alphaGraph(o, 1+min(len(audioArgs), 1)), "-map", "[v]")
 	} else {

@@ -179,6 +179,16 @@ func OrientFilter(o int) string {
 	return [...]string{2: "hflip", 3: "hflip,vflip", 4: "vflip", 5: "transpose=0", 6: "transpose=1", 7: "transpose=3", 8: "transpose=2", 9: ""}[min(max(o, 0), 9)]
 }
 
+// orientArgs are the input options of an image turned upright by
+// OrientFilter(o): ffmpeg 5.1 turns a JPEG by its EXIF orientation itself
+// (4.1 does not), so that is turned off.
+func orientArgs(o int) []string {
+	if OrientFilter(o) == "" {
+		return nil
+	}
+	return []string{"-noautorotate"}
+}
+
 // readPNGICC reads the chunks of a PNG up to its image data and returns
 // the profile of its iCCP chunk, decompressed (nil if none or damaged).
 func readPNGICC(r *bufio.Reader) []byte {
