@@ -14,7 +14,8 @@ import (
 )
 
 // TestImages: an image in, an image out (PNG bitwise the model's output,
-// JPEG of the right size); alpha refused; a video into an image refused.
+// JPEG of the right size); an opaque RGBA image restored as RGB; a video
+// into an image refused.
 func TestImages(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -48,12 +49,16 @@ func TestImages(t *testing.T) {
 	}
 	alpha := filepath.Join(dir, "alpha.png")
 	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30,format=rgba", "-frames:v", "1", alpha)
+	if _, err := vsr(t, "restore", alpha, "-o", filepath.Join(dir, "a.png"), "-s", "2", "--device", "cpu", "--progress", "none"); err != nil {
+		t.Errorf("an opaque RGBA PNG: %v", err)
+	} else if i := probe(t, filepath.Join(dir, "a.png")); i.PixFmt != "rgb24" {
+		t.Errorf("an opaque RGBA PNG came out %s, want rgb24", i.PixFmt)
+	}
 	clip := genClip(t, dir, 3, false, "mp4")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"restore", alpha, "-o", filepath.Join(dir, "a.png")}, "alpha channel"},
 		{[]string{"restore", clip, "-o", filepath.Join(dir, "v.png")}, "is an image"},
 		{[]string{"restore", png, "-o", filepath.Join(dir, "x.png"), "-f", "png"}, "folder"},
 	} {
@@ -126,10 +131,12 @@ func TestServeImage(t *testing.T) {
 	if m := a.wait(id, "failed", time.Minute); !strings.Contains(m["error"].(string), "is an image") {
 		t.Errorf("video into an image: %v", m["error"])
 	}
-	// The service hands inputs over as descriptors: alpha is still found.
-	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30,format=rgba", "-frames:v", "1", filepath.Join(svc.InputRoot(), "alpha.png"))
-	id = a.submit(map[string]any{"video_path": "alpha.png", "save_result_path": "alpha.mp4"})
-	if m := a.wait(id, "failed", time.Minute); !strings.Contains(m["error"].(string), "alpha channel") {
-		t.Errorf("an RGBA image: %v", m["error"])
+	// The service hands inputs over as descriptors: alpha is still found,
+	// and kept.
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30,format=rgba,geq=r='r(X,Y)':g='g(X,Y)':b='b(X,Y)':a='6*X'", "-frames:v", "1", filepath.Join(svc.InputRoot(), "alpha.png"))
+	id = a.submit(map[string]any{"video_path": "alpha.png", "sr_ratio": 2, "save_result_path": "alpha2.png"})
+	m = a.wait(id, "completed", time.Minute)
+	if i := probe(t, m["save_result_path"].(string)); i.PixFmt != "rgba" || i.Width != 80 {
+		t.Errorf("an RGBA image task's output %+v", i)
 	}
 }
