@@ -52,19 +52,11 @@ func isImageInput(info *video.Info) bool {
 }
 
 // alphaFormats are the pixel formats with alpha that an image output
-// keeping alpha (PNG, WebP, TIFF) takes in place of its own.
+// takes in place of its own (see imageFormats) to keep alpha: PNG's and
+// TIFF's RGB, WebP's YUV. The others (JPEG, BMP) keep none.
 var alphaFormats = map[string]string{
 	"rgb24": "rgba", "rgb48be": "rgba64be", "rgb48le": "rgba64le",
 	"yuv420p": "yuva420p", "yuv422p": "yuva422p", "yuv444p": "yuva444p", "gbrp": "gbrap",
-}
-
-// keepsAlpha reports whether image files of extension ext keep alpha.
-func keepsAlpha(ext string) bool {
-	switch strings.ToLower(ext) {
-	case ".png", ".webp", ".tif", ".tiff":
-		return true
-	}
-	return false
 }
 
 // PrepareImage readies the restore of info, a still image or the first
@@ -113,7 +105,7 @@ func PrepareImage(ctx context.Context, info *video.Info, ext string, e video.Enc
 		return &up, e, notes, err
 	}
 	e.AlphaFrom = &up
-	if a, ok := alphaFormats[e.PixFmt]; ok && IsImage(ext) && keepsAlpha(ext) {
+	if a, ok := alphaFormats[e.PixFmt]; ok && IsImage(ext) {
 		e.PixFmt = a
 	}
 	if _, _, _, keeps := video.PixFmtInfo(e.PixFmt); !keeps {

@@ -76,12 +76,13 @@ type EncodeOptions struct {
 	// Options are more encoder options, ffmpeg's "-key value" as
 	// "key=value" (e.g. "x265-params=aq-mode=3"), given after vsr's own.
 	Options []string
-	// AlphaFrom, if set, is a probed still image whose alpha plane the
-	// output takes: scaled to Width x Height by bicubic interpolation
-	// (turned upright first, as the Decoder turns its colour) and merged
-	// with the frames written. An output PixFmt without alpha gets the
-	// colour flattened on white instead (each pixel's colour blended with
-	// white by its alpha).
+	// AlphaFrom, if set, is a probed input (a still image, or a video of
+	// which the first ExpectFrames frames are written) whose alpha plane
+	// the output takes: turned upright as the Decoder turns its colour,
+	// scaled to Width x Height by bicubic interpolation and merged with
+	// the frames written, frame by frame. An output PixFmt without alpha
+	// gets the colour flattened on white instead (each pixel's colour
+	// blended with white by its alpha).
 	AlphaFrom *Info
 	// ICC, if set, is an ICC profile written into the output (see
 	// EmbedICC; other outputs than PNG, JPEG and WebP are refused).
@@ -886,10 +887,10 @@ func videoArgs(o EncodeOptions, ext string) []string {
 }
 
 // alphaGraph is the filter graph that merges the alpha plane of
-// o.AlphaFrom (ffmpeg's input in), upright and scaled to the output's size by
-// bicubic interpolation, with the frames written (input 0), or flattens
-// them on white when o.PixFmt has no alpha; its output is [v]. It is made
-// of numbers and fixed names only.
+// o.AlphaFrom (ffmpeg's input in), upright and scaled to the output's
+// size by bicubic interpolation, with the frames written (input 0), or
+// flattens them on white when o.PixFmt has no alpha; its output is [v].
+// It is made of numbers and fixed names only.
 func alphaGraph(o EncodeOptions, in int) string {
 	a := "alphaextract"
 	if f := OrientFilter(o.AlphaFrom.Orientation); f != "" {
