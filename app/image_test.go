@@ -100,28 +100,30 @@ func near(t *testing.T, what string, a, b []byte, tol int) {
 	}
 }
 
-// TestImageAlphaPNG: an RGBA PNG comes out RGBA at twice the size, its
-// colour the model's (as the same picture without alpha) and its alpha the
-// input's scaled by bicubic.
+// TestImageAlphaPNG: an RGBA PNG comes out as an RGBA PNG (and TIFF) at
+// twice the size, its colour the model's (as the same picture without
+// alpha) and its alpha the input's scaled by bicubic.
 func TestImageAlphaPNG(t *testing.T) {
 	ld, params := imageModel(t)
 	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.png"), filepath.Join(dir, "out.png")
+	in := filepath.Join(dir, "in.png")
 	ffmpegT(t, "-f", "lavfi", "-i", alphaSrc, "-frames:v", "1", in)
 	rgb := filepath.Join(dir, "rgb.png")
 	ffmpegT(t, "-i", in, "-vf", "format=rgb24", rgb)
-	if notes := restoreImage(t, ld, params, in, out); len(notes) > 0 {
-		t.Errorf("notices %q", notes)
-	}
-	if pf := pixFmt(t, out); pf != "rgba" {
-		t.Fatalf("output pixel format %s, want rgba", pf)
-	}
 	restoreImage(t, ld, params, rgb, filepath.Join(dir, "rgb_x2.png"))
-	near(t, "colour", raw(t, out, "rgb24", ""), raw(t, filepath.Join(dir, "rgb_x2.png"), "rgb24", ""), 0)
-	alpha := raw(t, out, "gray", "alphaextract")
-	near(t, "alpha", alpha, raw(t, in, "gray", "alphaextract,scale=48:32:flags=bicubic"), 1)
-	if alpha[0] > 5 || alpha[47] < 200 {
-		t.Errorf("alpha runs %d to %d across the first row, want about 0 to 230", alpha[0], alpha[47])
+	for _, out := range []string{filepath.Join(dir, "out.png"), filepath.Join(dir, "out.tif")} {
+		if notes := restoreImage(t, ld, params, in, out); len(notes) > 0 {
+			t.Errorf("notices %q", notes)
+		}
+		if pf := pixFmt(t, out); pf != "rgba" {
+			t.Fatalf("%s: pixel format %s, want rgba", filepath.Base(out), pf)
+		}
+		near(t, "colour", raw(t, out, "rgb24", ""), raw(t, filepath.Join(dir, "rgb_x2.png"), "rgb24", ""), 0)
+		alpha := raw(t, out, "gray", "alphaextract")
+		near(t, "alpha", alpha, raw(t, in, "gray", "alphaextract,scale=48:32:flags=bicubic"), 1)
+		if alpha[0] > 5 || alpha[47] < 200 {
+			t.Errorf("alpha runs %d to %d across the first row, want about 0 to 230", alpha[0], alpha[47])
+		}
 	}
 }
 
