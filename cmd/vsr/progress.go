@@ -56,13 +56,26 @@ func (p *progress) update(done, total int) {
 		return
 	}
 	p.last = now
-	el := now.Sub(p.start).Seconds()
-	fps := float64(done) / el
-	eta := "?"
-	if fps > 0 {
+	speed, eta := "? frames/s", "?"
+	if fps, ok := rate(done, now.Sub(p.start)); ok {
+		speed = fmt.Sprintf("%.2f frames/s", fps)
 		eta = time.Duration(float64(total-done) / fps * float64(time.Second)).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "frame %d/%d (%.0f%%) %.2f frames/s ETA %s\n", done, total, 100*float64(done)/float64(max(total, 1)), fps, eta)
+	fmt.Fprintf(p.w, "frame %d/%d (%.0f%%) %s ETA %s\n", done, total, 100*float64(done)/float64(max(total, 1)), speed, eta)
+}
+
+// minRateTime is how long a stream runs before its rate is shown.
+const minRateTime = time.Second
+
+// rate is the frames per second of done frames in el, the time since the
+// stream began; ok is false until a frame is done and minRateTime has
+// passed: before that the rate says nothing (the first frames may come
+// out of a full pipeline at once, microseconds apart).
+func rate(done int, el time.Duration) (fps float64, ok bool) {
+	if done <= 0 || el < minRateTime {
+		return 0, false
+	}
+	return float64(done) / el.Seconds(), true
 }
 
 func (p *progress) finish(ok bool) {
