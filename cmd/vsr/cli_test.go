@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/video"
 )
@@ -210,6 +211,26 @@ func TestVersion(t *testing.T) {
 	} {
 		if got := versionOf(c.set, c.bi); got != c.want {
 			t.Errorf("versionOf(%q, %+v) = %q, want %q", c.set, c.bi, got, c.want)
+		}
+	}
+}
+
+// TestServeDefaultCodec: a service without --codec gives a task's output
+// its container's encoder too.
+func TestServeDefaultCodec(t *testing.T) {
+	needFFmpeg(t)
+	if video.DefaultCodec(t.Context(), ".webm") != "libvpx-vp9" {
+		t.Skip("this ffmpeg has no libvpx-vp9")
+	}
+	base := cpuRestore
+	base.codec = ""
+	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, base: base})
+	defer stop()
+	sizedClip(t, filepath.Join(svc.InputRoot(), "v.mp4"), 24, 16, 2)
+	for out, codec := range map[string]string{"v.webm": "vp9", "v.mkv": "h264"} {
+		m := a.wait(a.submit(map[string]any{"video_path": "v.mp4", "sr_ratio": 2, "save_result_path": out}), "completed", time.Minute)
+		if i := probe(t, m["save_result_path"].(string)); i.Codec != codec || i.Frames != 2 {
+			t.Errorf("%s: %+v, want %s", out, i, codec)
 		}
 	}
 }

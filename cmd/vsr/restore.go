@@ -98,7 +98,7 @@ exist.`,
 	fl.StringVarP(&f.input, "input", "i", "", "input video (instead of the argument)")
 	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
 	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
-	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was)")
+	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was; one file's output takes its extension's format)")
 	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
 	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see vsr models), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
