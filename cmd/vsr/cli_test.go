@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -215,18 +216,22 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestServeDefaultCodec: a service without --codec gives a task's output
-// its container's encoder too.
-func TestServeDefaultCodec(t *testing.T) {
+// TestServeDefaults: the service's messages name request fields where
+// the command line's name flags; a service without --codec gives a task's
+// output its container's encoder too.
+func TestServeDefaults(t *testing.T) {
 	needFFmpeg(t)
-	if video.DefaultCodec(t.Context(), ".webm") != "libvpx-vp9" {
-		t.Skip("this ffmpeg has no libvpx-vp9")
-	}
 	base := cpuRestore
 	base.codec = ""
 	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, base: base})
 	defer stop()
 	sizedClip(t, filepath.Join(svc.InputRoot(), "v.mp4"), 24, 16, 2)
+	if code, m := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "v.mp4", "sr_ratio": 5}); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "sr_ratio 5: the bundled model takes 2, 3 or 4") {
+		t.Errorf("sr_ratio 5: %d %v", code, m)
+	}
+	if video.DefaultCodec(t.Context(), ".webm") != "libvpx-vp9" {
+		t.Skip("this ffmpeg has no libvpx-vp9")
+	}
 	for out, codec := range map[string]string{"v.webm": "vp9", "v.mkv": "h264"} {
 		m := a.wait(a.submit(map[string]any{"video_path": "v.mp4", "sr_ratio": 2, "save_result_path": out}), "completed", time.Minute)
 		if i := probe(t, m["save_result_path"].(string)); i.Codec != codec || i.Frames != 2 {
