@@ -34,7 +34,7 @@ func newProgress(mode string, total int, w io.Writer) *progress {
 		if err != nil {
 			width = 80
 		}
-		p.bar = progressbar.NewOptions(total, barOptions(w, width)...)
+		p.bar = newBar(w, total, width)
 		return p
 	}
 	p.plain = true
@@ -85,6 +85,16 @@ func (p *progress) finish(ok bool) {
 		_ = p.bar.Exit()
 		fmt.Fprintln(p.w)
 	}
+}
+
+// newBar is a bar of total frames for a terminal of width columns, its
+// clock started now, with the stream: unstarted, a bar starts it at its
+// first update and rates the frames that came at once over microseconds
+// (48612 frames/s).
+func newBar(w io.Writer, total, width int) *progressbar.ProgressBar {
+	bar := progressbar.NewOptions(total, barOptions(w, width)...)
+	bar.StartWithoutRender()
+	return bar
 }
 
 // barOptions lay the bar out for a terminal of width columns: in a narrow

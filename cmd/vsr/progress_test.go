@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +28,10 @@ func TestNarrowBar(t *testing.T) {
 	}
 }
 
-// TestProgressRate: no rate is claimed before a second of the stream has
-// passed (the first update once claimed 48612 frames/s); after that, it
-// is the frames over the time since the stream began.
+// TestProgressRate: the rate is the frames over the time since the
+// stream began: the bar's clock starts with the stream, not at its first
+// update (which claimed 48612 frames/s), and plain lines claim none
+// before a second of the stream has passed.
 func TestProgressRate(t *testing.T) {
 	for _, c := range []struct {
 		done int
@@ -46,6 +48,14 @@ func TestProgressRate(t *testing.T) {
 		if fps, ok := rate(c.done, c.el); fps != c.fps || ok != c.ok {
 			t.Errorf("rate(%d, %v) = %v, %v; want %v, %v", c.done, c.el, fps, ok, c.fps, c.ok)
 		}
+	}
+	// The bar's own rate is over the time since the stream began.
+	var bar bytes.Buffer
+	b := newBar(&bar, 100, 120)
+	time.Sleep(100 * time.Millisecond)
+	b.Set(8)
+	if m := regexp.MustCompile(`(\d+) frames/s`).FindStringSubmatch(bar.String()); m == nil || len(m[1]) > 2 {
+		t.Errorf("the bar's first update %q: want a rate under 100 frames/s", bar.String())
 	}
 	var buf bytes.Buffer
 	p := newProgress("plain", 100, &buf)
