@@ -128,7 +128,8 @@ func TestFlagValues(t *testing.T) {
 }
 
 // TestDefaultCodec: without --codec, the encoder follows the container,
-// as ffmpeg's does: a .webm output is VP9, not refused libx264.
+// as ffmpeg's does: a .webm output (a file's or a live stream's) is VP9,
+// not refused libx264.
 func TestDefaultCodec(t *testing.T) {
 	needFFmpeg(t)
 	ctx := t.Context()
@@ -148,6 +149,13 @@ func TestDefaultCodec(t *testing.T) {
 	}
 	if info := probe(t, out); info.Codec != "vp9" || info.Frames != 2 || !info.HasAudio {
 		t.Errorf("out.webm: %+v", info)
+	}
+	live := filepath.Join(dir, "live.webm")
+	if _, err := vsr(t, "restore", in, "-o", live, "--live", "-s", "2", "--device", "cpu", "--progress", "none", "--idle-timeout", "2s"); err != nil {
+		t.Fatalf("--live into .webm: %v", err)
+	}
+	if info := probe(t, live); info.Codec != "vp9" {
+		t.Errorf("live.webm: %+v", info)
 	}
 }
 
