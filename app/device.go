@@ -1,12 +1,14 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/nvidia/dl"
 	"github.com/vsr-dev/vsr/pipeline"
 )
 
@@ -71,7 +73,7 @@ func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error)
 			b, err = backend.Open(one)
 		}
 		if err != nil {
-			return fail(err)
+			return fail(noDriver(err))
 		}
 		devs = append(devs, b)
 	}
@@ -80,6 +82,31 @@ func OpenDevices(spec, dtype string, extra ...string) ([]backend.Backend, error)
 	}
 	return devs, nil
 }
+
+// noDriver shortens err when it is a missing NVIDIA library: one line
+// that says so and sends to vsr doctor, which lists the places searched
+// (dl.NotFoundError's message lists them all: hundreds of characters).
+// It unwraps to err.
+func noDriver(err error) error {
+	var nf *dl.NotFoundError
+	if !errors.As(err, &nf) {
+		return err
+	}
+	what := "the NVIDIA driver (" + nf.Name + ") was not found"
+	if nf.Name != "libcuda" {
+		what = "the NVIDIA library " + nf.Name + " was not found"
+	}
+	return &shortError{"no usable NVIDIA GPU: " + what + ": run vsr doctor for the details, or use --device cpu", err}
+}
+
+// shortError is an error with a shorter message than the error it wraps.
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }
 
 // sameKind refuses ranks of different kinds: a CPU beside a GPU, GPUs of
 // different models or storage types. Ranks must compute the same bytes

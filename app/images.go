@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
@@ -30,10 +31,12 @@ type Image struct {
 // frame, atomically, as a restore), each prepared by PrepareImage (alpha,
 // orientation, ICC profile). A model that reads frames as a video
 // (SwiftVR's causal chunks) restores each image alone instead. It returns
-// one error per image, nil for those written; progress, if set, is called
-// after each image written.
-func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Values, batch int, progress func(done, total int)) []error {
+// for each image its result, or its error (nil for those written, whose
+// result's Seconds is the time from the read of its batch to its file
+// written); progress, if set, is called after each image written.
+func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Values, batch int, progress func(done, total int)) ([]*pipeline.Result, []error) {
 	errs := make([]error, len(imgs))
+	res := make([]*pipeline.Result, len(imgs))
 	bySize := map[[2]int][]int{}
 	var sizes [][2]int
 	imgs = slices.Clone(imgs)
@@ -67,7 +70,7 @@ func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Value
 	}
 	for _, k := range sizes {
 		group := bySize[k]
-		if err := l.runSize(ctx, imgs, group, params, BatchSize(batch, l.Dev), errs, report); err != nil {
+		if err := l.runSize(ctx, imgs, group, params, BatchSize(batch, l.Dev), res, errs, report); err != nil {
 			for _, i := range group {
 				if errs[i] == nil {
 					errs[i] = err
@@ -78,12 +81,18 @@ func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Value
 			break
 		}
 	}
-	return errs
+	for i := range res {
+		if errs[i] != nil {
+			res[i] = nil
+		}
+	}
+	return res, errs
 }
 
-// runSize restores the images of group (all of one size), setting errs of
-// those that fail on their own; it returns an error that fails the rest.
-func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params model.Values, batch int, errs []error, report func()) error {
+// runSize restores the images of group (all of one size), setting res of
+// those written and errs of those that fail on their own; it returns an
+// error that fails the rest.
+func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params model.Values, batch int, res []*pipeline.Result, errs []error, report func()) error {
 	first := imgs[group[0]].Info
 	s, err := l.Session(ctx, first, len(group), params)
 	if err != nil {
@@ -92,7 +101,7 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 	defer s.Close()
 	if _, causal := s.(pipeline.Planner); causal {
 		for _, i := range group {
-			_, errs[i] = l.Run(ctx, Job{Input: imgs[i].Info.Path, Output: imgs[i].Output, Info: imgs[i].Info, Params: params, MaxFrames: 1, Encode: imgs[i].Encode})
+			res[i], errs[i] = l.Run(ctx, Job{Input: imgs[i].Info.Path, Output: imgs[i].Output, Info: imgs[i].Info, Params: params, MaxFrames: 1, Encode: imgs[i].Encode})
 			report()
 		}
 		return nil
@@ -113,6 +122,7 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 			return err
 		}
 		part := group[at:min(at+n, len(group))]
+		began := time.Now()
 		// Frames of the images that decode; the others fail alone.
 		var ok []int
 		for _, i := range part {
@@ -139,6 +149,8 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 			go func() {
 				defer writes.Done()
 				errs[i] = writeImage(ctx, imgs[i], ow, oh, out[j*oframe:][:oframe])
+				sec := time.Since(began).Seconds()
+				res[i] = &pipeline.Result{Frames: 1, FPS: 1 / sec, Seconds: sec, Width: ow, Height: oh, Output: imgs[i].Output}
 				report()
 			}()
 		}

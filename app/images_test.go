@@ -59,7 +59,7 @@ func TestRunImagesBatched(t *testing.T) {
 		imgs = append(imgs, app.Image{Info: info, Output: filepath.Join(dir, fmt.Sprintf("out%d.png", i)), Encode: enc})
 	}
 	calls := 0
-	errs := ld.RunImages(ctx, imgs, params, 2, func(done, total int) { calls++ })
+	res, errs := ld.RunImages(ctx, imgs, params, 2, func(done, total int) { calls++ })
 	if calls != len(imgs) {
 		t.Errorf("progress called %d times for %d images", calls, len(imgs))
 	}
@@ -75,6 +75,9 @@ func TestRunImagesBatched(t *testing.T) {
 		}
 		if errs[i] != nil {
 			t.Fatalf("image %d: %v", i, errs[i])
+		}
+		if r := res[i]; r == nil || r.Width != 2*im.Info.Width || r.Height != 2*im.Info.Height || r.Frames != 1 || r.Seconds <= 0 || r.Output != im.Output {
+			t.Errorf("image %d: result %+v", i, r)
 		}
 		alone := filepath.Join(dir, fmt.Sprintf("alone%d.png", i))
 		if _, err := ld.Run(ctx, app.Job{Input: im.Info.Path, Output: alone, Params: params, Encode: enc}); err != nil {

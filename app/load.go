@@ -213,7 +213,9 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 	enc := job.Encode
 	if image := IsImage(filepath.Ext(job.Output)); image || isImageInput(info) {
 		if image && total != 1 {
-			return nil, fmt.Errorf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or restore the first frame only (--frames 1, max_frames 1)", job.Input, info.Frames, job.Output)
+			return nil, model.Named("frames", "max_frames", func(n string) string {
+				return fmt.Sprintf("%s has %d frames, but %s is an image: give a video extension (.mp4, .mkv), or restore the first frame only (%s 1)", job.Input, info.Frames, job.Output, n)
+			})
 		}
 		if image {
 			segments = 1

@@ -436,7 +436,8 @@ func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string
 }
 
 // encode is a request's encoder settings for an output of extension ext:
-// its own, else the server's; an image's for an image.
+// its own, else the server's, else the container's (video.DefaultCodec); an
+// image's for an image.
 func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, error) {
 	e := s.base.Encode
 	if q.Codec != "" {
@@ -453,6 +454,9 @@ func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, err
 	}
 	if IsImage(ext) {
 		return ImageEncode(ext, e)
+	}
+	if e.Codec == "" && ext != "" {
+		e.Codec = video.DefaultCodec(context.Background(), ext)
 	}
 	return e, nil
 }

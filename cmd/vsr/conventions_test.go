@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -61,7 +62,9 @@ func TestConventions(t *testing.T) {
 }
 
 // TestExitCodes runs the built binary: Ctrl-C exits 130 and SIGTERM 143
-// (as shells report), leaving no output; --json prints the error as JSON.
+// (as shells report), saying "interrupted" (not "context canceled") and
+// leaving no output; --json prints the error as JSON, and for a folder
+// only the one document that reports each file.
 func TestExitCodes(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -69,6 +72,7 @@ func TestExitCodes(t *testing.T) {
 	in := filepath.Join(dir, "long.mp4")
 	sizedClip(t, in, 64, 48, 200)
 	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
+		say := map[syscall.Signal]string{syscall.SIGINT: "vsr: interrupted\n", syscall.SIGTERM: "vsr: interrupted (SIGTERM)\n"}[sig]
 		out := filepath.Join(dir, "out.mp4")
 		cmd := exec.Command(bin, "restore", in, "-o", out, "--device", "cpu", "--progress", "plain")
 		stderr, _ := cmd.StderrPipe()
@@ -77,15 +81,19 @@ func TestExitCodes(t *testing.T) {
 		}
 		// Wait for the first progress line: the restore is under way.
 		buf := make([]byte, 256)
-		stderr.Read(buf)
+		n, _ := stderr.Read(buf)
 		cmd.Process.Signal(sig)
+		var rest []byte
 		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		go func() { rest, _ = io.ReadAll(stderr); done <- cmd.Wait() }() // Wait after the reads
 		select {
 		case err := <-done:
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != want {
 				t.Errorf("%v: exit %v, want %d", sig, err, want)
+			}
+			if all := string(buf[:n]) + string(rest); !strings.HasSuffix(all, say) || strings.Contains(all, "context canceled") {
+				t.Errorf("%v: stderr %q, want it to end %q", sig, all, say)
 			}
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
@@ -100,6 +108,14 @@ func TestExitCodes(t *testing.T) {
 	var m map[string]string
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || json.Unmarshal(out, &m) != nil || !strings.Contains(m["error"], "missing.mp4") {
 		t.Errorf("--json on failure: %v, stdout %q", err, out)
+	}
+	folder := filepath.Join(dir, "folder")
+	os.Mkdir(folder, 0o755)
+	os.WriteFile(filepath.Join(folder, "bad.png"), []byte("\x89PNG\r\n\x1a\nnot really"), 0o644)
+	out, err = exec.Command(bin, "restore", folder, "-o", filepath.Join(dir, "outs"), "--json", "--device", "cpu").Output()
+	var doc []map[string]any
+	if dec := json.NewDecoder(bytes.NewReader(out)); !errors.As(err, &ee) || ee.ExitCode() != 1 || dec.Decode(&doc) != nil || len(doc) != 1 || doc[0]["error"] == nil || dec.More() {
+		t.Errorf("--json for a folder with a failure: %v, stdout %q, want one document naming the failure", err, out)
 	}
 }
 
@@ -153,7 +169,7 @@ func TestMessages(t *testing.T) {
 		{[]string{"restore", in, in, "-o", out}, "usage: vsr restore"},
 		{[]string{"probe"}, "usage: vsr probe"},
 		// Checked before any work, with ffmpeg's message and what to do.
-		{[]string{"restore", in, "-o", filepath.Join(dir, "x.webm")}, ".webm takes libvpx-vp9"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "x.webm"), "--codec", "libx264"}, ".webm takes libvpx-vp9"},
 		{[]string{"restore", in, "-o", filepath.Join(dir, "x.gif")}, "use .mp4, .mkv"},
 		{[]string{"restore", in, "-o", out, "--preset", "bogus"}, "--preset takes the presets of libx264"},
 		{[]string{"restore", in, "-o", out, "--pix-fmt", "bogus"}, "--pix-fmt takes"},

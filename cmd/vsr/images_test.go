@@ -60,7 +60,6 @@ func TestImages(t *testing.T) {
 		want string
 	}{
 		{[]string{"restore", clip, "-o", filepath.Join(dir, "v.png")}, "is an image"},
-		{[]string{"restore", png, "-o", filepath.Join(dir, "x.png"), "-f", "png"}, "folder"},
 	} {
 		if _, err := vsr(t, append(c.args, "--device", "cpu", "--progress", "none")...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("vsr %v: %v, want an error naming %q", c.args, err, c.want)

@@ -57,6 +57,9 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 	}
 	enc := restoreEncode(f)
 	enc.NoReplace = false
+	if enc.Codec == "" && f.container == "" && !video.IsURL(out) {
+		enc.Codec = video.DefaultCodec(cmd.Context(), filepath.Ext(out))
+	}
 	ld, err := setup(f, set)
 	if err != nil {
 		return err

@@ -8,9 +8,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
@@ -36,15 +38,35 @@ func main() {
 	if err == nil {
 		return
 	}
+	sig := got.Load()
 	msg := oneLine(err.Error())
+	if sig != nil {
+		msg = interrupted(sig)
+	}
 	fmt.Fprintln(os.Stderr, "vsr: "+msg)
-	if cmd != nil {
+	var done *reportedError
+	if cmd != nil && (sig != nil || !errors.As(err, &done)) {
 		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
 			json.NewEncoder(os.Stdout).Encode(map[string]string{"error": msg})
 		}
 	}
-	os.Exit(exitCode(got.Load()))
+	os.Exit(exitCode(sig))
 }
+
+// interrupted is the message of a run stopped by signal sig, in place of
+// the error it made (a cancelled context's).
+func interrupted(sig any) string {
+	if sig == syscall.SIGTERM {
+		return "interrupted (SIGTERM)"
+	}
+	return "interrupted"
+}
+
+// reportedError is an error that the --json document already printed on
+// stdout reports: the exit status says it, and no second document does.
+type reportedError struct{ error }
+
+func (e *reportedError) Unwrap() error { return e.error }
 
 // exitCode is 1 for an error, or as shells report a process stopped by a
 // signal: 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
@@ -67,45 +89,54 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRestore(), newServe(), newWorker(), newProbe(), newModels(), newBench(), newDoctor(), newCheckpoint(), newVersion())
+	forCommandLine(root)
 	return root
 }
 
+// versionString is vsr's version: the one set at build time, else "dev-"
+// and the VCS revision the build stamped, else the module's (go install
+// ...@v1.2.3), else "(devel), unknown revision".
 func versionString() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(version, bi)
+}
+
+// versionOf is versionString's choice from the version set at build time
+// and the build information (nil when there is none).
+func versionOf(set string, bi *debug.BuildInfo) string {
+	if set != "" {
+		return set
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, dirty := "", ""
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "-dirty"
-				}
+	if bi == nil {
+		return "(devel), unknown revision"
+	}
+	rev, dirty := "", ""
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
 			}
 		}
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		if rev != "" {
-			return "dev-" + rev + dirty
-		}
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			return bi.Main.Version
-		}
 	}
-	return "dev"
+	switch v := bi.Main.Version; {
+	case rev != "":
+		return "dev-" + rev[:min(len(rev), 12)] + dirty
+	case v != "" && v != "(devel)":
+		return v
+	}
+	return "(devel), unknown revision"
 }
 
 func newVersion() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the vsr version",
+		Short: "Print the vsr version, and the Go release and platform it was built with",
 		Args:  noArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "vsr", versionString())
+			fmt.Fprintf(cmd.OutOrStdout(), "vsr %s, %s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }

@@ -289,7 +289,7 @@ func TestBadInput(t *testing.T) {
 		{"truncated weights", []string{good, "--model", cut}, "", "too short"},
 		{"missing weights", []string{good, "--model", noBin}, "", "nobin.bin"},
 		{"unknown model", []string{good, "--model", "nosuch"}, "", "nosuch"},
-		{"bad scale", []string{good, "--scale", "5"}, "", "(--scale) 5: the bundled model takes 2, 3 or 4"},
+		{"bad scale", []string{good, "--scale", "5"}, "", "--scale 5: the bundled model takes 2, 3 or 4"},
 		{"sr-ratio on the compact model", []string{good, "--sr-ratio", "3"}, "", "--sr-ratio applies to swiftvr models"},
 		{"missing output dir", []string{good}, filepath.Join(src, "missing"), "does not exist"},
 		{"unwritable output dir", []string{good}, ro, "writ"},
@@ -476,7 +476,7 @@ func TestSwiftVRRestore(t *testing.T) {
 	}
 	for _, c := range [][]string{
 		{"cpu,cpu,cpu", "--parallel", "chunks=2,sequence=2", "--parallel chunks=2,sequence=2 asks for 2 x 2 = 4 devices; the device list has 3"},
-		{"cpu,cpu", "--parallel", "rows", `--parallel (parallel) "rows": want chunks, sequence or chunks=A,sequence=B`},
+		{"cpu,cpu", "--parallel", "rows", `--parallel "rows": want chunks, sequence or chunks=A,sequence=B`},
 		{"cpu,cpu", "--reae-bands", "2", "--reae-bands 2 runs bands one after another on one device"},
 	} {
 		_, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "refused.mkv"), "--model", ck, "--clip-len", "8", "--device", c[0], c[1], c[2])

@@ -34,7 +34,7 @@ func newProgress(mode string, total int, w io.Writer) *progress {
 		if err != nil {
 			width = 80
 		}
-		p.bar = progressbar.NewOptions(total, barOptions(w, width)...)
+		p.bar = newBar(w, total, width)
 		return p
 	}
 	p.plain = true
@@ -56,13 +56,26 @@ func (p *progress) update(done, total int) {
 		return
 	}
 	p.last = now
-	el := now.Sub(p.start).Seconds()
-	fps := float64(done) / el
-	eta := "?"
-	if fps > 0 {
+	speed, eta := "? frames/s", "?"
+	if fps, ok := rate(done, now.Sub(p.start)); ok {
+		speed = fmt.Sprintf("%.2f frames/s", fps)
 		eta = time.Duration(float64(total-done) / fps * float64(time.Second)).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "frame %d/%d (%.0f%%) %.2f frames/s ETA %s\n", done, total, 100*float64(done)/float64(max(total, 1)), fps, eta)
+	fmt.Fprintf(p.w, "frame %d/%d (%.0f%%) %s ETA %s\n", done, total, 100*float64(done)/float64(max(total, 1)), speed, eta)
+}
+
+// minRateTime is how long a stream runs before its rate is shown.
+const minRateTime = time.Second
+
+// rate is the frames per second of done frames in el, the time since the
+// stream began; ok is false until a frame is done and minRateTime has
+// passed: before that the rate says nothing (the first frames may come
+// out of a full pipeline at once, microseconds apart).
+func rate(done int, el time.Duration) (fps float64, ok bool) {
+	if done <= 0 || el < minRateTime {
+		return 0, false
+	}
+	return float64(done) / el.Seconds(), true
 }
 
 func (p *progress) finish(ok bool) {
@@ -72,6 +85,16 @@ func (p *progress) finish(ok bool) {
 		_ = p.bar.Exit()
 		fmt.Fprintln(p.w)
 	}
+}
+
+// newBar is a bar of total frames for a terminal of width columns, its
+// clock started now, with the stream: unstarted, a bar starts it at its
+// first update and rates the frames that came at once over microseconds
+// (48612 frames/s).
+func newBar(w io.Writer, total, width int) *progressbar.ProgressBar {
+	bar := progressbar.NewOptions(total, barOptions(w, width)...)
+	bar.StartWithoutRender()
+	return bar
 }
 
 // barOptions lay the bar out for a terminal of width columns: in a narrow

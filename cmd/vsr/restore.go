@@ -98,11 +98,11 @@ exist.`,
 	fl.StringVarP(&f.input, "input", "i", "", "input video (instead of the argument)")
 	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
 	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
-	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was)")
+	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was; one file's output takes its extension's format)")
 	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
 	fl.StringVarP(&f.model, "model", "n", "", "model: a bundled name (see vsr models), an ncnn PATH.param, or a SwiftVR checkpoint directory (default: bundled realesr-animevideov3)")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N")
-	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder, e.g. libx264, libx265, ffv1")
+	fl.StringVar(&f.codec, "codec", "", "ffmpeg video encoder, e.g. libx264, libx265, ffv1 (default: the output container's, as ffmpeg's: libvpx-vp9 for .webm, libtheora for .ogv, else libx264)")
 	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
 	fl.StringVar(&f.preset, "preset", "medium", "encoder preset for libx264/libx265 (e.g. ultrafast ... veryslow)")
 	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format, e.g. yuv420p, yuv444p, gbrp (lossless RGB with ffv1)")
@@ -162,9 +162,7 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	if st, err := os.Stat(input); err == nil && st.IsDir() {
 		return restoreFolder(cmd, input, f, set)
 	}
-	if f.format != "" {
-		return fmt.Errorf("-f (--format) applies to a folder of images; for one file, the output's extension says the format")
-	}
+	formatIgnored(cmd, f)
 	if same, _ := samePath(input, f.output); same {
 		return fmt.Errorf("output %q is the input file; choose another output path", f.output)
 	}
@@ -212,6 +210,8 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 		if enc, err = app.ImageEncode(ext, enc); err != nil {
 			return enc, err
 		}
+	} else if enc.Codec == "" {
+		enc.Codec = video.DefaultCodec(context.Background(), ext)
 	}
 	if ext == "" {
 		return enc, nil // the encoder names the missing extension
@@ -257,9 +257,14 @@ var videoExts = map[string]bool{".mp4": true, ".mkv": true, ".webm": true, ".mov
 // f.output (created if missing), keeping the names (an image takes the
 // extension of -f when given). Existing outputs follow -y. A file that
 // fails is reported and the others go on; the error at the end counts them.
+// With --json, one document lists each file's result or error.
 func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Values) error {
-	if st, err := os.Stat(f.output); err == nil && !st.IsDir() {
+	st, err := os.Stat(f.output)
+	if err == nil && !st.IsDir() {
 		return fmt.Errorf("input %q is a folder, so the output must be a folder too, but %q is a file", dir, f.output)
+	}
+	if ext := strings.ToLower(filepath.Ext(f.output)); err != nil && (app.IsImage(ext) || videoExts[ext]) {
+		return fmt.Errorf("input %q is a folder, so the output must be a folder too, but %q is named as a %s file: give a folder, such as %s", dir, f.output, ext, strings.TrimSuffix(f.output, filepath.Ext(f.output)))
 	}
 	if err := os.MkdirAll(f.output, 0o755); err != nil {
 		return fmt.Errorf("output folder %q: %v", f.output, err)
@@ -268,7 +273,10 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 	if err != nil {
 		return err
 	}
-	type item struct{ in, out string }
+	type item struct {
+		in, out string
+		e       *fileResult // its entry in the --json document
+	}
 	var items []item
 	for _, e := range ents {
 		name, ext := e.Name(), strings.ToLower(filepath.Ext(e.Name()))
@@ -279,7 +287,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		if app.IsImage(ext) && f.format != "" {
 			out = filepath.Join(f.output, strings.TrimSuffix(name, filepath.Ext(name))+"."+strings.TrimPrefix(strings.ToLower(f.format), "."))
 		}
-		items = append(items, item{filepath.Join(dir, name), out})
+		items = append(items, item{in: filepath.Join(dir, name), out: out})
 	}
 	if len(items) == 0 {
 		return fmt.Errorf("folder %q holds no images (.png, .jpg, .webp, .bmp, .tif) or videos (.mp4, .mkv, .webm, .mov, ...)", dir)
@@ -291,6 +299,11 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		}
 		from[it.out] = it.in
 	}
+	doc := make([]fileResult, len(items))
+	for i := range items {
+		doc[i] = fileResult{Input: items[i].in, Output: items[i].out}
+		items[i].e = &doc[i]
+	}
 	ctx := cmd.Context()
 	var ld *app.Loaded
 	defer func() {
@@ -298,11 +311,11 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			closeAll(ld)
 		}
 	}()
-	var results []*pipeline.Result
 	failed := 0
 	fail := func(it item, err error) {
 		failed++
-		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s: %s\n", it.in, oneLine(err.Error()))
+		it.e.Error = naming(it.in, oneLine(flagNamed(err).Error()))
+		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", it.e.Error)
 	}
 	load := func() error {
 		if ld == nil {
@@ -360,7 +373,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 	}
 	if len(imgs) > 0 {
 		prog := newProgress(f.progress, len(imgs), cmd.ErrOrStderr())
-		errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
+		res, errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
 		prog.finish(ctx.Err() == nil)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -370,7 +383,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 				fail(imgItems[i], err)
 				continue
 			}
-			results = append(results, &pipeline.Result{Frames: 1, Output: imgs[i].Output})
+			imgItems[i].e.Result = res[i]
 		}
 	}
 	for _, it := range items {
@@ -395,17 +408,54 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			fail(it, err)
 			continue
 		}
-		results = append(results, res)
+		it.e.Result = res
 	}
 	if f.asJSON {
-		if err := printJSON(cmd, results); err != nil {
+		if err := printJSON(cmd, doc); err != nil {
 			return err
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of the %d files in %s failed (each named above)", failed, len(items), dir)
+		err := fmt.Errorf("%d of the %d files in %s failed (each named above)", failed, len(items), dir)
+		if f.asJSON {
+			return &reportedError{err}
+		}
+		return err
 	}
 	return nil
+}
+
+// fileResult is one file of a folder in restore's --json document: its
+// result, or why it failed.
+type fileResult struct {
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	Error  string `json:"error,omitempty"`
+	*pipeline.Result
+}
+
+// naming is msg about the file at path, naming it once: prefixed with the
+// path unless msg names it already.
+func naming(path, msg string) string {
+	if strings.Contains(msg, path) {
+		return msg
+	}
+	return path + ": " + msg
+}
+
+// formatIgnored notes that -f, which applies to a folder's images, is
+// ignored for one file (as realesrgan-ncnn-vulkan ignores it) when the
+// output's extension says another format.
+func formatIgnored(cmd *cobra.Command, f restoreFlags) {
+	if f.format == "" {
+		return
+	}
+	ext := filepath.Ext(f.output)
+	want, _ := app.ImageEncode("."+strings.TrimPrefix(f.format, "."), video.EncodeOptions{})
+	if got, err := app.ImageEncode(ext, video.EncodeOptions{}); err == nil && got.Codec == want.Codec {
+		return
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "note: -f (--format) %s applies to a folder's images; %s is written as its extension %q says\n", f.format, f.output, ext)
 }
 
 // probeInput probes a file input, a playlist or list of files only with

@@ -124,7 +124,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 func addTaskFlags(fl *pflag.FlagSet, b *restoreFlags) {
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
 	fl.StringVar(&b.dtype, "dtype", "auto", dtypeHelp)
-	fl.StringVar(&b.codec, "codec", "libx264", "default ffmpeg video encoder (a request's codec wins)")
+	fl.StringVar(&b.codec, "codec", "", "default ffmpeg video encoder (a request's codec wins; default: the output container's, as restore's --codec)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")
 	fl.StringVar(&b.pixFmt, "pix-fmt", "yuv420p", "default output pixel format (a request's pix_fmt wins)")

@@ -106,7 +106,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 		graphs = p.String("graphs")
 	}
 	if graphs != "on" && graphs != "off" && graphs != "" {
-		return nil, fmt.Errorf("--graphs (graphs) %q: want on or off", graphs)
+		return nil, model.Refuse("graphs", "", graphs, "want on or off")
 	}
 	if sideDir != "" && dumpDir != "" {
 		return nil, fmt.Errorf("--side-data and --dump-side-data: give one (a dump of read side data is a copy of it)")
@@ -127,10 +127,10 @@ func (m *resident) NewSession(_ context.Context, v model.Video, p model.Params) 
 		}
 	}
 	if every < 0 {
-		return nil, fmt.Errorf("reset_every (--reset-every) %d: want 0 (never) or a frame count", every)
+		return nil, model.Refuse("reset-every", "", every, "want 0 (never) or a frame count")
 	}
 	if rng < 0 || rng > 64 {
-		return nil, fmt.Errorf("mv_range (--mv-range) %d: want 0 to 64 pixels", rng)
+		return nil, model.Refuse("mv-range", "", rng, "want 0 to 64 pixels")
 	}
 	if z, ok := p.Size("size"); ok && (z.W != v.Width*m.net.Scale || z.H != v.Height*m.net.Scale) {
 		return nil, fmt.Errorf("size %dx%d: CDA-VSR makes x%d, %dx%d from the %dx%d input", z.W, z.H, m.net.Scale, v.Width*m.net.Scale, v.Height*m.net.Scale, v.Width, v.Height)

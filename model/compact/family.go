@@ -170,10 +170,10 @@ func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
 	}
 	s, set := p.Set["scale"].(int)
 	if set && (s < 2 || s > 4) {
-		return 0, fmt.Errorf("sr_ratio (--scale) %d: the bundled model takes 2, 3 or 4", s)
+		return 0, model.Refuse("scale", "sr_ratio", s, "the bundled model takes 2, 3 or 4")
 	}
 	if set && m.fixed != 0 && s != m.fixed {
-		return 0, fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%d", s, m.Name(), m.fixed)
+		return 0, model.Refuse("scale", "sr_ratio", s, "model %s is x%d", m.Name(), m.fixed)
 	}
 	if z, sized := outSize(m.def, p); sized && w > 0 && !set && m.fixed == 0 {
 		return sizeScale(w, h, z), nil
@@ -191,7 +191,7 @@ func (m *bundledModel) scale(p model.Params, w, h int) (int, error) {
 		s = p.Int("scale")
 	}
 	if s < 2 || s > 4 {
-		return 0, fmt.Errorf("sr_ratio (--scale) %d: the bundled model takes 2, 3 or 4", s)
+		return 0, model.Refuse("scale", "sr_ratio", s, "the bundled model takes 2, 3 or 4")
 	}
 	return s, nil
 }
@@ -278,7 +278,7 @@ func (m *graphModel) Check(p model.Params) error {
 		return err
 	}
 	if s, ok := p.Set["scale"].(int); ok && float64(s) != m.g.Scale() {
-		return fmt.Errorf("sr_ratio (--scale) %d, but model %s is x%g", s, m.g.Name, m.g.Scale())
+		return model.Refuse("scale", "sr_ratio", s, "model %s is x%g", m.g.Name, m.g.Scale())
 	}
 	return nil
 }
@@ -318,7 +318,7 @@ const MinTile = 32
 
 func checkTile(p model.Params) error {
 	if t := p.Int("tile"); t < 0 || t > 0 && t < MinTile {
-		return fmt.Errorf("tile (--tile) %d: want 0 (tiles chosen by memory) or at least %d (smaller tiles are mostly halo and run many times slower)", t, MinTile)
+		return model.Refuse("tile", "", t, "want 0 (tiles chosen by memory) or at least %d (smaller tiles are mostly halo and run many times slower)", MinTile)
 	}
 	return nil
 }

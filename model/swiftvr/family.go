@@ -122,16 +122,16 @@ func check(p model.Params) error {
 	switch t := p.String("temporal-grow"); t {
 	case "before", "after":
 	default:
-		return fmt.Errorf("--temporal-grow (temporal_grow) %q: want before or after", t)
+		return model.Refuse("temporal-grow", "", t, "want before or after")
 	}
 	if d := p.String("dit"); d != "on" && d != "off" {
-		return fmt.Errorf("--dit (dit) %q: want on or off", d)
+		return model.Refuse("dit", "", d, "want on or off")
 	}
 	if _, err := ParsePrecision(p.String("dit-dtype")); err != nil {
-		return fmt.Errorf("--dit-dtype (dit_dtype): %w", err)
+		return model.Named("dit-dtype", "", func(n string) string { return n + ": " + err.Error() })
 	}
 	if g := p.String("graphs"); g != "on" && g != "off" {
-		return fmt.Errorf("--graphs (graphs) %q: want on or off", g)
+		return model.Refuse("graphs", "", g, "want on or off")
 	}
 	if e := p.String("encode-proxy"); e != "off" && e != "bicubic" {
 		return fmt.Errorf("--encode-proxy %q: want off or bicubic", e)
@@ -146,7 +146,7 @@ func check(p model.Params) error {
 // sequence returns the ranks per chunk group that --parallel asks of a
 // group of n devices (n 0: only check the syntax).
 func sequence(v string, n int) (int, error) {
-	bad := fmt.Errorf("--parallel (parallel) %q: want chunks, sequence or chunks=A,sequence=B", v)
+	bad := model.Refuse("parallel", "", v, "want chunks, sequence or chunks=A,sequence=B")
 	switch v {
 	case "chunks":
 		return 1, nil
@@ -220,10 +220,10 @@ func (m *resident) Check(p model.Params) error {
 		if m.dit.Graphs {
 			loaded = "on"
 		}
-		return fmt.Errorf("graphs %q: the DiT's graphs are set when the model loads (--graphs), and this one has them %s", g, loaded)
+		return model.Refuse("graphs", "", g, "the DiT's graphs are set when the model loads, and this one has them %s", loaded)
 	}
 	if d, ok := p.Set["dit-dtype"].(string); ok && m.dit != nil && d != m.dit.Precision().String() {
-		return fmt.Errorf("dit_dtype %q: the DiT's number format is set when the model loads (--dit-dtype), and this one is %v", d, m.dit.Precision())
+		return model.Refuse("dit-dtype", "", d, "the DiT's number format is set when the model loads, and this one is %v", m.dit.Precision())
 	}
 	return check(m.params(p))
 }
