@@ -304,7 +304,8 @@ func TestRunImagesAlpha(t *testing.T) {
 		}
 		imgs = append(imgs, app.Image{Info: info, Output: filepath.Join(dir, "out"+string(rune('a'+i))+".png"), Encode: enc})
 	}
-	for i, err := range ld.RunImages(context.Background(), imgs, params, 2, nil) {
+	_, errs := ld.RunImages(context.Background(), imgs, params, 2, nil)
+	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("image %d: %v", i, err)
 		}
