@@ -411,3 +411,13 @@ func dispositionsOf(d map[string]int) []string {
 	slices.Sort(out)
 	return out
 }
+
+// DAR returns the display aspect ratio of the decoded frames, Width x
+// Height scaled by SAR (square pixels when SAR is zero), in lowest terms.
+func (i *Info) DAR() Rational {
+	sar := i.SAR
+	if !sar.Valid() {
+		sar = Rational{1, 1}
+	}
+	return Rational{i.Width * sar.Num, i.Height * sar.Den}.Reduced()
+}
