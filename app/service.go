@@ -476,6 +476,9 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	if q.Segments > 0 {
 		job.Segments = q.Segments
 	}
+	if job.Deinterlace = video.Deinterlace(q.Deinterlace); job.Deinterlace == "" {
+		job.Deinterlace = video.DeinterlaceAuto
+	}
 	job.Encode.NoReplace = !t.Replace
 	// The task runs on a free group: the same model there.
 	var g int
