@@ -158,8 +158,9 @@ func cleanText(s string, n int) string {
 	return strings.TrimSpace(b.String())
 }
 
-// cleanTags returns at most maxTags of tags, cleaned (cleanText), the
-// names in order; nil for none.
+// cleanTags returns the first maxTags of tags in the order of their
+// names, cleaned (cleanText); names longer than maxKeyBytes or holding
+// control characters are dropped. nil for none.
 func cleanTags(tags map[string]string) map[string]string {
 	var out map[string]string
 	for _, k := range slices.Sorted(maps.Keys(tags)) {

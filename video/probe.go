@@ -66,7 +66,8 @@ type Info struct {
 	// stream's side data, else (for a stream of more than 8 bits, or with
 	// a PQ or HLG transfer) from its first frame's. Without ffprobe the
 	// mastering display's values are exact to the 4 decimals ffmpeg
-	// prints, and ffmpeg 4.1 does not print a frame's.
+	// prints, and a frame's come from the showinfo filter, which older
+	// ffmpeg (4.1) does not make describe them.
 	HDR *HDR `json:"hdr,omitempty"`
 	// SAR is the sample (pixel) aspect ratio of the decoded frames, in
 	// lowest terms; the zero value when the file does not state one or
