@@ -308,19 +308,7 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		info.FPS, info.StartTime = first.fps, first.start
 	}
 	if wantsFrameHDR(info) {
-		if t.ffprobe != "" {
-			frameHDR(ctx, path, t, info)
-		} else {
-			h := &HDR{}
-			for _, line := range strings.Split(string(first.log), "\n") {
-				if _, sd, ok := strings.Cut(line, "side data - "); ok {
-					parseHDRText(h, sd)
-				}
-			}
-			if h.orNil() != nil {
-				info.HDR = h
-			}
-		}
+		frameHDR(ctx, path, t, info, first.log)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
@@ -620,8 +608,22 @@ func wantsFrameHDR(info *Info) bool {
 }
 
 // frameHDR adds the HDR metadata of the first frame of info's video stream
-// to info.HDR, as ffprobe reports it.
-func frameHDR(ctx context.Context, path string, t tools, info *Info) {
+// to info.HDR: as ffprobe reports it, or without ffprobe as the showinfo
+// filter described it in showinfo (decodedFrameRate's log).
+func frameHDR(ctx context.Context, path string, t tools, info *Info, showinfo []byte) {
+	h := info.HDR
+	if h == nil {
+		h = &HDR{}
+	}
+	if t.ffprobe == "" {
+		for _, line := range strings.Split(string(showinfo), "\n") {
+			if _, sd, ok := strings.Cut(line, "side data - "); ok {
+				parseHDRText(h, sd)
+			}
+		}
+		info.HDR = h.orNil()
+		return
+	}
 	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
 		"-show_frames", "-read_intervals", "%+#1", "-show_entries", "frame=side_data_list", "-of", "json"}, t.input(path)...)...)
 	var out struct {
@@ -629,14 +631,9 @@ func frameHDR(ctx context.Context, path string, t tools, info *Info) {
 			SideDataList []ffprobeSideData `json:"side_data_list"`
 		} `json:"frames"`
 	}
-	if r.err != nil || json.Unmarshal(r.stdout, &out) != nil || len(out.Frames) == 0 {
-		return
+	if r.err == nil && json.Unmarshal(r.stdout, &out) == nil && len(out.Frames) > 0 {
+		h.addSideData(out.Frames[0].SideDataList)
 	}
-	h := info.HDR
-	if h == nil {
-		h = &HDR{}
-	}
-	h.addSideData(out.Frames[0].SideDataList)
 	info.HDR = h.orNil()
 }
 
@@ -833,12 +830,17 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 // [SAR 1:1 DAR 4:3], 57 kb/s, 29.97 fps, 29.97 tbr, 30k tbn (default)".
 func parseStreamLine(idx int, kind, desc string) streamMeta {
 	s := streamMeta{index: idx, kind: kind}
-	for { // the dispositions at the end, "(default) (forced)"
+	if strings.Contains(desc, "(attached pic)") {
+		s.attachedPic = true
+	}
+	for { // the dispositions at the end, "(default) (forced)"; those vsr does not know are skipped
 		mm := reDispos.FindStringSubmatchIndex(desc)
-		if mm == nil || dispositionNames[desc[mm[2]:mm[3]]] == "" {
+		if mm == nil {
 			break
 		}
-		s.dispositions = append(s.dispositions, dispositionNames[desc[mm[2]:mm[3]]])
+		if d := dispositionNames[desc[mm[2]:mm[3]]]; d != "" {
+			s.dispositions = append(s.dispositions, d)
+		}
 		desc = desc[:mm[0]]
 	}
 	slices.Sort(s.dispositions)
@@ -847,9 +849,6 @@ func parseStreamLine(idx int, kind, desc string) streamMeta {
 		return s
 	}
 	s.codec = reCodecName.FindString(fields[0])
-	if slices.Contains(s.dispositions, "attached_pic") {
-		s.attachedPic = true
-	}
 	if kind != "video" {
 		return s
 	}

@@ -304,3 +304,66 @@ func TestDetectInterlaced(t *testing.T) {
 		}
 	})
 }
+
+// TestParseFFmpegInfoMeta: the ffmpeg-only path reads the title, tags
+// (a value on two lines), chapters, a stream's language, title,
+// dispositions, colour, field order, SAR and side data (mastering
+// display, content light level, a Dolby Vision configuration record,
+// the rotation) from ffmpeg's description of its input, as ffmpeg 4.1
+// prints it too.
+func TestParseFFmpegInfoMeta(t *testing.T) {
+	const dump = `Input #0, matroska,webm, from 'in.mkv':
+  Metadata:
+    title           : A film
+    COMMENT         : line one
+                    : line two
+  Duration: 00:00:02.00, start: 0.000000, bitrate: 100 kb/s
+    Chapter #0:0: start 0.000000, end 1.000000
+    Metadata:
+      title           : One
+    Chapter #0:1: start 1.000000, end 2.000000
+  Stream #0:0(jpn): Video: hevc (Main 10), yuv420p10le(tv, bt2020nc/bt2020/smpte2084, top first), 1920x1080 [SAR 1:1 DAR 16:9], SAR 4:3 DAR 64:27, 25 fps, 25 tbr, 1k tbn (default)
+    Metadata:
+      title           : Main video
+      rotate          : 90
+    Side data:
+      Mastering Display Metadata, has_primaries:1 has_luminance:1 r(0.6800,0.3200) g(0.2650,0.6900) b(0.1500 0.0600) wp(0.3127, 0.3290) min_luminance=0.005000, max_luminance=1000.000000
+      Content Light Level Metadata, MaxCLL=1000, MaxFALL=400
+      DOVI configuration record: version: 1.0, profile: 8, level: 6, rpu flag: 1, el flag: 0, bl flag: 1, compatibility id: 1
+  Stream #0:1(eng): Subtitle: ass (default) (forced) (hearing impaired)
+    Metadata:
+      title           : Signs & Songs
+  Stream #0:2: Attachment: ttf
+    Metadata:
+      filename        : font.ttf
+`
+	m, ok := parseFFmpegInfo([]byte(dump))
+	if !ok || len(m.streams) != 3 {
+		t.Fatalf("parse: %v %+v", ok, m)
+	}
+	if tag(m.tags, "title") != "A film" || cleanText(m.tags["COMMENT"], maxText) != "line one line two" {
+		t.Errorf("tags %q", m.tags)
+	}
+	if want := []Chapter{{0, 1, "One"}, {1, 2, ""}}; !reflect.DeepEqual(m.chapters, want) {
+		t.Errorf("chapters %+v, want %+v", m.chapters, want)
+	}
+	v := m.streams[0]
+	if v.language != "jpn" || v.title != "Main video" || !slices.Equal(v.dispositions, []string{"default"}) || v.rotation != 90 {
+		t.Errorf("video %+v", v)
+	}
+	if v.colour != (Colour{Matrix: "bt2020nc", Primaries: "bt2020", Transfer: "smpte2084", Range: "tv"}) || v.fieldOrder != "tt" || v.sar != (Rational{4, 3}) {
+		t.Errorf("video colour %+v, field order %q, SAR %v", v.colour, v.fieldOrder, v.sar)
+	}
+	md := v.hdr.Mastering
+	if md == nil || md.Green != [2]Rational{{13250, 50000}, {34500, 50000}} || md.MinLuminance != (Rational{50, 10000}) || md.MaxLuminance != (Rational{10000000, 10000}) ||
+		v.hdr.Light == nil || *v.hdr.Light != (ContentLight{1000, 400}) || !slices.Equal(v.hdr.Dynamic, []string{"Dolby Vision"}) {
+		t.Errorf("HDR %+v %+v %+v", md, v.hdr.Light, v.hdr.Dynamic)
+	}
+	s := m.streams[1]
+	if s.kind != "subtitle" || s.language != "eng" || s.title != "Signs & Songs" || !slices.Equal(s.dispositions, []string{"default", "forced", "hearing_impaired"}) {
+		t.Errorf("subtitle %+v", s)
+	}
+	if a := m.streams[2]; a.kind != "attachment" || a.title != "" {
+		t.Errorf("attachment %+v", a)
+	}
+}
