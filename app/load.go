@@ -193,6 +193,10 @@ type Job struct {
 	// CFR spaces a variable-frame-rate input's frames evenly over its
 	// duration instead of keeping their times (pipeline.Request.CFR).
 	CFR bool
+	// Deinterlace, if set, deinterlaces an interlaced input so (see
+	// video.Info.Deinterlaced), telling Warn what was done; "" leaves
+	// Info as it is (a caller that deinterlaced it already).
+	Deinterlace video.Deinterlace
 }
 
 // Run restores job on l: a session of the model for the video, then the
@@ -203,6 +207,12 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		var err error
 		if info, err = video.Probe(ctx, job.Input); err != nil {
 			return nil, err
+		}
+	}
+	if job.Deinterlace != "" {
+		var note string
+		if info, note = info.Deinterlaced(job.Deinterlace); note != "" && job.Warn != nil {
+			job.Warn(note)
 		}
 	}
 	total := info.Frames

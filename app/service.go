@@ -250,7 +250,7 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 // requestFields are the request's fields that are not model parameters.
 var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_result_path": true, "overwrite": true,
 	"model": true, "codec": true, "crf": true, "preset": true, "pix_fmt": true, "max_frames": true, "batch": true,
-	"segments": true, "target_shape": true, "params": true}
+	"segments": true, "target_shape": true, "params": true, "deinterlace": true}
 
 // values turns a request's model parameters (its fields, and its params
 // object) into l's parameter values, refusing those of other families.
@@ -479,6 +479,9 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	}
 	if q.Segments > 0 {
 		job.Segments = q.Segments
+	}
+	if job.Deinterlace = video.Deinterlace(q.Deinterlace); job.Deinterlace == "" {
+		job.Deinterlace = video.DeinterlaceAuto
 	}
 	job.Encode.NoReplace = !t.Replace
 	// The task runs on a free group: the same model there.

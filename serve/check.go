@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // paramFields are the model parameters that have a field of their own in
@@ -77,6 +79,8 @@ func CheckRequest(r *Request) error {
 		return fmt.Errorf("field \"crf\": want -1..63")
 	case r.DiT != "" && r.DiT != "on" && r.DiT != "off":
 		return fmt.Errorf("field \"dit\": %q: want \"on\" or \"off\"", r.DiT)
+	case !slices.Contains(video.DeinterlaceModes, video.Deinterlace(r.Deinterlace)) && r.Deinterlace != "":
+		return fmt.Errorf("field \"deinterlace\": %q: want auto, bwdif, yadif, double or off", r.Deinterlace)
 	case r.ClipLen > MaxClipLen:
 		return fmt.Errorf("field \"clip_len\": %d: want at most %d frames a chunk (a multiple of 4; SwiftVR's default is 24): a chunk's frames are held at once", r.ClipLen, MaxClipLen)
 	case r.ClipLen < 0 || r.MaxFrames < 0 || r.Tile < 0 || r.Batch < 0 || r.Batch > 256 || r.Segments < 0 || r.Segments > 64:

@@ -60,6 +60,9 @@ type Request struct {
 	Tile      int    `json:"tile,omitempty"`
 	Batch     int    `json:"batch,omitempty"`
 	Segments  int    `json:"segments,omitempty"`
+	// Deinterlace is vsr restore's --deinterlace: auto (the default),
+	// bwdif, yadif, double or off.
+	Deinterlace string `json:"deinterlace,omitempty"`
 	// Params sets model parameters by request field name, for those
 	// without a field of their own here (a family's newer parameters):
 	// {"reae_frame_batch": 0}.

@@ -42,7 +42,8 @@ type Decoder struct {
 }
 
 // NewDecoder starts ffmpeg decoding the video stream of info.Path (info as
-// returned by Probe) to raw frames of info.Width x info.Height in the pixel
+// returned by Probe, or by its Deinterlaced method: the Decoder then
+// deinterlaces, and yields that Info's frames) to raw frames of info.Width x info.Height in the pixel
 // format of opt.PixFmt. Frames are passed through without frame rate
 // conversion (passthrough mode: -vsync or -fps_mode, whichever this ffmpeg
 // has), so the Decoder yields exactly info.Frames frames. The child is
@@ -87,22 +88,35 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 	}
 	args := append([]string{}, baseArgs...)
 	filter := renumberFilter(info.FPS)
-	if o := OrientFilter(info.Orientation); o != "" {
-		filter = o + "," + filter
-	}
-	if opt.StartFrame > 0 {
-		if seekable(info) {
-			// Accurate input seeking: ffmpeg decodes from the keyframe before
-			// the target and drops the frames before it, so the first frame
-			// out is frame StartFrame (aimed half a frame early).
-			t := info.StartTime + (float64(opt.StartFrame)-0.5)/info.FPS.Float()
-			if n := opt.StartFrame; len(info.Times) > n { // the frames' own times
-				t = info.StartTime + (info.Times[n-1]+info.Times[n])/2
+	deint := deinterlaceFilter(info)
+	skip := opt.StartFrame // frames to drop after deinterlacing
+	if opt.StartFrame > 0 && seekable(info) {
+		// Accurate input seeking: ffmpeg decodes from the keyframe before
+		// the target and drops the frames before it, so the first frame
+		// out is frame seek (aimed half a frame early). A deinterlacer
+		// reads the frame before the one it makes: it gets one more.
+		seek := opt.StartFrame
+		if deint != "" {
+			per := info.fieldsPerFrame()
+			seek = max(opt.StartFrame/per-1, 0) * per
+		}
+		if seek > 0 {
+			t := info.StartTime + (float64(seek)-0.5)/info.FPS.Float()
+			if len(info.Times) > seek { // the frames' own times
+				t = info.StartTime + (info.Times[seek-1]+info.Times[seek])/2
 			}
 			args = append(args, "-ss", strconv.FormatFloat(t, 'f', 6, 64))
-		} else {
-			filter = fmt.Sprintf("trim=start_frame=%d,%s", opt.StartFrame, filter)
 		}
+		skip = opt.StartFrame - seek
+	}
+	if skip > 0 {
+		filter = fmt.Sprintf("trim=start_frame=%d,%s", skip, filter)
+	}
+	if deint != "" {
+		filter = deint + "," + filter
+	}
+	if o := OrientFilter(info.Orientation); o != "" {
+		filter = o + "," + filter
 	}
 	args = append(args, orientArgs(info.Orientation)...)
 	args = append(args, inputArgs(info.Path, info.AllowPlaylists)...)
@@ -248,9 +262,15 @@ func (d *Decoder) Close() error {
 }
 
 // seekable reports whether frames can be found by time: a constant frame
-// rate, so that frame n starts at n/fps. Otherwise decoders skip frames by
+// rate, so that frame n starts at n/fps, in a container whose seeking
+// ffmpeg gets right (in MPEG program and transport streams it lands on the
+// next key frame, past the target). Otherwise decoders skip frames by
 // counting them from the start.
 func seekable(info *Info) bool {
+	switch info.Format {
+	case "mpeg", "mpegts", "mpegvideo":
+		return false
+	}
 	if len(info.Times) == info.Frames+1 {
 		return true // each frame's time is known
 	}

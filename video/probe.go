@@ -62,14 +62,31 @@ type Info struct {
 	Alpha  bool   `json:"alpha,omitempty"`
 	// Colour is the video stream's colour description.
 	Colour Colour `json:"colour"`
-	// HDR is its HDR metadata; nil when it has none.
+	// HDR is its HDR metadata; nil when it has none. It comes from the
+	// stream's side data, else (for a stream of more than 8 bits, or with
+	// a PQ or HLG transfer) from its first frame's. Without ffprobe the
+	// mastering display's values are exact to the 4 decimals ffmpeg
+	// prints, and a frame's come from the showinfo filter, which older
+	// ffmpeg (4.1) does not make describe them.
 	HDR *HDR `json:"hdr,omitempty"`
-	// SAR is the sample (pixel) aspect ratio; the zero value when the file
-	// does not state one (square pixels).
+	// SAR is the sample (pixel) aspect ratio of the decoded frames, in
+	// lowest terms; the zero value when the file does not state one or
+	// states 0:1 (unknown: square pixels), 1:1 when it states 1:1. For a
+	// stream rotated by 90 or 270 degrees it is inverted, as Width and
+	// Height are swapped.
 	SAR Rational `json:"sar"`
 	// FieldOrder is "progressive", "tt", "bb", "tb" or "bt" as the file
 	// states it, "" when it does not.
 	FieldOrder string `json:"field_order,omitempty"`
+	// DetectedFieldOrder is, when FieldOrder is "", what ffmpeg's idet
+	// filter makes of the first frames: "tt" or "bb" (interlaced, top or
+	// bottom field first) or "progressive"; "" when not run (a single
+	// frame) or when it said nothing. See Interlaced.
+	DetectedFieldOrder string `json:"detected_field_order,omitempty"`
+	// Deinterlace is the filter a Decoder applies ("bwdif", "yadif",
+	// "double"), set on the Info Deinterlaced returns; "" for none.
+	Deinterlace Deinterlace `json:"deinterlace,omitempty"`
+	parity      string      // the deinterlacer's parity: auto, tff or bff
 	// Title is the container's title, Tags all of its global metadata.
 	Title string            `json:"title,omitempty"`
 	Tags  map[string]string `json:"tags,omitempty"`
@@ -136,16 +153,23 @@ type Stream struct {
 }
 
 type streamMeta struct {
-	index       int
-	kind        string // "video", "audio", ...
-	codec       string
-	width       int
-	height      int
-	pixFmt      string
-	fps         Rational
-	nbFrames    int
-	attachedPic bool
-	rotation    int
+	index        int
+	kind         string // "video", "audio", ...
+	codec        string
+	width        int
+	height       int
+	pixFmt       string
+	fps          Rational
+	nbFrames     int
+	attachedPic  bool
+	rotation     int
+	colour       Colour
+	hdr          HDR
+	sar          Rational // zero when not stated
+	fieldOrder   string
+	language     string
+	title        string
+	dispositions []string
 }
 
 type fileMeta struct {
@@ -153,6 +177,8 @@ type fileMeta struct {
 	duration float64
 	streams  []streamMeta
 	tool     string // which program produced it, for messages
+	tags     map[string]string
+	chapters []Chapter
 }
 
 func (m *fileMeta) video() *streamMeta {
@@ -252,11 +278,17 @@ func probeHeader(ctx context.Context, path string, t tools) (*Info, *fileMeta, e
 		Rotation:       vs.rotation,
 		AllowPlaylists: t.in.AllowPlaylists,
 	}
+	info.Depth, info.Chroma, _, info.Alpha = PixFmtInfo(vs.pixFmt)
+	info.Colour, info.HDR, info.FieldOrder = vs.colour, vs.hdr.orNil(), vs.fieldOrder
+	info.SAR = vs.sar
+	info.Title, info.Tags, info.Chapters = tag(m.tags, "title"), cleanTags(m.tags), m.chapters
 	for _, s := range m.streams {
-		info.Streams = append(info.Streams, Stream{Index: s.index, Kind: s.kind, Codec: s.codec, Cover: s.attachedPic})
+		info.Streams = append(info.Streams, Stream{Index: s.index, Kind: s.kind, Codec: s.codec, Cover: s.attachedPic,
+			Language: s.language, Title: s.title, Dispositions: s.dispositions})
 	}
 	if vs.rotation == 90 || vs.rotation == 270 {
 		info.Width, info.Height = info.Height, info.Width
+		info.SAR.Num, info.SAR.Den = info.SAR.Den, info.SAR.Num
 	}
 	if a := m.audio(); len(a) > 0 {
 		info.HasAudio = true
@@ -276,8 +308,12 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fr, start, ok := decodedFrameRate(ctx, path, t, info.VideoStream); ok {
-		info.FPS, info.StartTime = fr, start
+	first := decodedFrameRate(ctx, path, t, info.VideoStream)
+	if first.ok {
+		info.FPS, info.StartTime = first.fps, first.start
+	}
+	if wantsFrameHDR(info) {
+		frameHDR(ctx, path, t, info, first.log)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("probe %q: %w", path, ctx.Err())
@@ -294,6 +330,9 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 		return nil, err
 	}
 	info.Frames = n
+	if n > 1 && info.FieldOrder == "" {
+		info.DetectedFieldOrder = detectFieldOrder(ctx, path, t, info)
+	}
 	if n > 1 {
 		info.Times, info.Keys = frameTimes(ctx, path, t, info)
 		info.VFR = variable(info.Times, info.FPS)
@@ -470,33 +509,41 @@ func probeMeta(ctx context.Context, path string, t tools) (*fileMeta, error) {
 
 type ffprobeOutput struct {
 	Streams []struct {
-		Index        int    `json:"index"`
-		CodecType    string `json:"codec_type"`
-		CodecName    string `json:"codec_name"`
-		Width        int    `json:"width"`
-		Height       int    `json:"height"`
-		PixFmt       string `json:"pix_fmt"`
-		RFrameRate   string `json:"r_frame_rate"`
-		AvgFrameRate string `json:"avg_frame_rate"`
-		NbFrames     string `json:"nb_frames"`
-		Disposition  struct {
-			AttachedPic int `json:"attached_pic"`
-		} `json:"disposition"`
-		Tags         map[string]string `json:"tags"`
-		SideDataList []struct {
-			SideDataType string  `json:"side_data_type"`
-			Rotation     float64 `json:"rotation"`
-		} `json:"side_data_list"`
+		Index          int               `json:"index"`
+		CodecType      string            `json:"codec_type"`
+		CodecName      string            `json:"codec_name"`
+		Width          int               `json:"width"`
+		Height         int               `json:"height"`
+		PixFmt         string            `json:"pix_fmt"`
+		RFrameRate     string            `json:"r_frame_rate"`
+		AvgFrameRate   string            `json:"avg_frame_rate"`
+		NbFrames       string            `json:"nb_frames"`
+		SAR            string            `json:"sample_aspect_ratio"`
+		FieldOrder     string            `json:"field_order"`
+		ColorRange     string            `json:"color_range"`
+		ColorSpace     string            `json:"color_space"`
+		ColorTransfer  string            `json:"color_transfer"`
+		ColorPrimaries string            `json:"color_primaries"`
+		ChromaLocation string            `json:"chroma_location"`
+		Disposition    map[string]int    `json:"disposition"`
+		Tags           map[string]string `json:"tags"`
+		SideDataList   []ffprobeSideData `json:"side_data_list"`
 	} `json:"streams"`
+	Chapters []struct {
+		StartTime string            `json:"start_time"`
+		EndTime   string            `json:"end_time"`
+		Tags      map[string]string `json:"tags"`
+	} `json:"chapters"`
 	Format struct {
-		FormatName string `json:"format_name"`
-		Duration   string `json:"duration"`
+		FormatName string            `json:"format_name"`
+		Duration   string            `json:"duration"`
+		Tags       map[string]string `json:"tags"`
 	} `json:"format"`
 }
 
 func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, error) {
 	ffprobe := t.ffprobe
-	r := runTool(ctx, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-of", "json"}, t.input(path)...)...)
+	r := runTool(ctx, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-show_chapters", "-of", "json"}, t.input(path)...)...)
 	if r.err != nil {
 		return nil, notMedia(path, "ffprobe", r)
 	}
@@ -504,9 +551,16 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 	if err := json.Unmarshal(r.stdout, &out); err != nil {
 		return nil, fmt.Errorf("probe %q: cannot parse ffprobe output (%v): check that %s is a working ffprobe or set VSR_FFPROBE=none", path, err, ffprobe)
 	}
-	m := &fileMeta{format: out.Format.FormatName, tool: "ffprobe"}
+	m := &fileMeta{format: out.Format.FormatName, tool: "ffprobe", tags: out.Format.Tags}
 	if d, err := strconv.ParseFloat(out.Format.Duration, 64); err == nil && d > 0 && !math.IsInf(d, 0) {
 		m.duration = d
+	}
+	for _, c := range out.Chapters {
+		start, err1 := strconv.ParseFloat(c.StartTime, 64)
+		end, err2 := strconv.ParseFloat(c.EndTime, 64)
+		if err1 == nil && err2 == nil && len(m.chapters) < maxChapters {
+			m.chapters = append(m.chapters, Chapter{Start: start, End: end, Title: tag(c.Tags, "title")})
+		}
 	}
 	for _, s := range out.Streams {
 		sm := streamMeta{
@@ -516,7 +570,16 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 			width:       s.Width,
 			height:      s.Height,
 			pixFmt:      s.PixFmt,
-			attachedPic: s.Disposition.AttachedPic != 0,
+			attachedPic: s.Disposition["attached_pic"] != 0,
+			colour: Colour{Primaries: ffmpegName(s.ColorPrimaries), Transfer: ffmpegName(s.ColorTransfer),
+				Matrix: ffmpegName(s.ColorSpace), Range: ffmpegName(s.ColorRange), ChromaLocation: ffmpegName(s.ChromaLocation)},
+			fieldOrder:   fieldOrders[s.FieldOrder],
+			language:     ffmpegName(tag(s.Tags, "language")),
+			title:        tag(s.Tags, "title"),
+			dispositions: dispositionsOf(s.Disposition),
+		}
+		if sar, ok := parseFraction(strings.Replace(s.SAR, ":", "/", 1)); ok && sar.Num > 0 {
+			sm.sar = sar.Reduced()
 		}
 		if n, err := strconv.Atoi(s.NbFrames); err == nil && n > 0 {
 			sm.nbFrames = n
@@ -529,14 +592,54 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 			rot, _ = strconv.ParseFloat(v, 64)
 		}
 		for _, sd := range s.SideDataList {
-			if sd.SideDataType == "Display Matrix" && sd.Rotation != 0 {
-				rot = sd.Rotation
+			if r, err := strconv.ParseFloat(string(sd.Rotation), 64); err == nil && sd.Type == "Display Matrix" && r != 0 {
+				rot = r
 			}
 		}
 		sm.rotation = normRotation(rot)
+		sm.hdr.addSideData(s.SideDataList)
 		m.streams = append(m.streams, sm)
 	}
 	return m, nil
+}
+
+// wantsFrameHDR reports whether the HDR metadata of info's first frame is
+// worth reading: its stream states none, and it is more than 8 bits or
+// its transfer is PQ or HLG (static metadata travels in the frames of
+// HEVC and AV1, which containers do not always repeat).
+func wantsFrameHDR(info *Info) bool {
+	return (info.HDR == nil || info.HDR.Mastering == nil && info.HDR.Light == nil) &&
+		(info.Depth > 8 || info.Colour.Transfer == "smpte2084" || info.Colour.Transfer == "arib-std-b67")
+}
+
+// frameHDR adds the HDR metadata of the first frame of info's video stream
+// to info.HDR: as ffprobe reports it, or without ffprobe as the showinfo
+// filter described it in showinfo (decodedFrameRate's log).
+func frameHDR(ctx context.Context, path string, t tools, info *Info, showinfo []byte) {
+	h := info.HDR
+	if h == nil {
+		h = &HDR{}
+	}
+	if t.ffprobe == "" {
+		for _, line := range strings.Split(string(showinfo), "\n") {
+			if _, sd, ok := strings.Cut(line, "side data - "); ok {
+				parseHDRText(h, sd)
+			}
+		}
+		info.HDR = h.orNil()
+		return
+	}
+	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
+		"-show_frames", "-read_intervals", "%+#1", "-show_entries", "frame=side_data_list", "-of", "json"}, t.input(path)...)...)
+	var out struct {
+		Frames []struct {
+			SideDataList []ffprobeSideData `json:"side_data_list"`
+		} `json:"frames"`
+	}
+	if r.err == nil && json.Unmarshal(r.stdout, &out) == nil && len(out.Frames) > 0 {
+		h.addSideData(out.Frames[0].SideDataList)
+	}
+	info.HDR = h.orNil()
 }
 
 // guessFrameRate picks the rate as ffmpeg's av_guess_frame_rate does for
@@ -564,7 +667,10 @@ func normRotation(deg float64) int {
 var (
 	reInput     = regexp.MustCompile(`^Input #0, (.*), from '`)
 	reDuration  = regexp.MustCompile(`^Duration: (\d+):(\d+):(\d+(?:\.\d+)?)`)
-	reStream    = regexp.MustCompile(`^Stream #0:(\d+)(?:\[[^\]]*\])?(?:\([^)]*\))?: (\w+): (.*)$`)
+	reStream    = regexp.MustCompile(`^Stream #0:(\d+)(?:\[[^\]]*\])?(?:\(([^)]*)\))?: (\w+): (.*)$`)
+	reChapter   = regexp.MustCompile(`^Chapter #0:\d+: start (-?\d+(?:\.\d+)?), end (-?\d+(?:\.\d+)?)`)
+	reSAR       = regexp.MustCompile(`SAR (\d+):(\d+) DAR`)
+	reDispos    = regexp.MustCompile(` \(([a-z -]+)\)$`)
 	reSize      = regexp.MustCompile(`^(\d+)x(\d+)\b`)
 	reRate      = regexp.MustCompile(`^(\d+(?:\.\d+)?)(k?) (fps|tbr)$`)
 	reRotate    = regexp.MustCompile(`^rotate\s*:\s*(-?\d+(?:\.\d+)?)`)
@@ -587,6 +693,14 @@ func probeMetaFFmpeg(ctx context.Context, path string, t tools) (*fileMeta, erro
 	return m, nil
 }
 
+// firstFrame is what decodedFrameRate learns from the first frame.
+type firstFrame struct {
+	ok    bool
+	fps   Rational
+	start float64
+	log   []byte // showinfo's description of it, side data included
+}
+
 // decodedFrameRate returns the exact frame rate ffmpeg gives the decoded
 // video stream (what it would encode it with), as printed by the showinfo
 // filter for the first frame; ok is false if it printed none. This is
@@ -594,8 +708,9 @@ func probeMetaFFmpeg(ctx context.Context, path string, t tools) (*fileMeta, erro
 // r_frame_rate (interlaced H.264, for one), and it is exact where ffmpeg's
 // description of the input rounds ("29.97 fps").
 //
-// It also returns the first frame's time (showinfo's pts_time).
-func decodedFrameRate(ctx context.Context, path string, t tools, stream int) (Rational, float64, bool) {
+// It also returns the first frame's time (showinfo's pts_time) and
+// showinfo's output, which describes the frame's side data.
+func decodedFrameRate(ctx context.Context, path string, t tools, stream int) firstFrame {
 	args := append([]string{"-nostdin", "-hide_banner", "-nostats"}, t.input(path)...)
 	r := runTool(ctx, t.ffmpeg, append(args,
 		"-map", "0:"+strconv.Itoa(stream), "-frames:v", "1", "-vf", "showinfo", "-f", "null", "-")...)
@@ -607,27 +722,59 @@ func decodedFrameRate(ctx context.Context, path string, t tools, stream int) (Ra
 			if pm := rePTSTime.FindSubmatch(r.stderr); pm != nil {
 				start, _ = strconv.ParseFloat(string(pm[1]), 64)
 			}
-			return fr, start, true
+			return firstFrame{ok: true, fps: fr, start: start, log: r.stderr}
 		}
 	}
-	return Rational{}, 0, false
+	return firstFrame{log: r.stderr}
 }
 
 // parseFFmpegInfo parses ffmpeg's description of input #0. It reports false
-// when there is none (ffmpeg could not open the file).
+// when there is none (ffmpeg could not open the file). Its blocks
+// ("Metadata:", "Side data:") are told apart by their indentation, as
+// ffmpeg indents their entries.
 func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 	m := &fileMeta{}
 	found := false
 	var cur *streamMeta
+	var chapter *Chapter
+	owner := "" // what a "Metadata:" block belongs to: "file", "chapter" or "stream"
+	block, blockIndent, lastKey := "", 0, ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		indent := len(raw) - len(strings.TrimLeft(raw, " "))
+		if block != "" && indent > blockIndent && found {
+			if block == "side" && cur != nil {
+				parseHDRText(&cur.hdr, line)
+			} else if block == "meta" {
+				key, value, _ := strings.Cut(line, ": ")
+				key = strings.TrimSpace(strings.TrimSuffix(key, ":"))
+				if key == "" { // a value's next line
+					key, value = lastKey, "\n"+value
+				}
+				lastKey = key
+				switch {
+				case owner == "file" && len(m.tags) < 16*maxTags:
+					if m.tags == nil {
+						m.tags = map[string]string{}
+					}
+					m.tags[key] += value
+				case owner == "chapter" && chapter != nil && strings.EqualFold(key, "title"):
+					chapter.Title = cleanText(chapter.Title+value, maxText)
+				case owner == "stream" && cur != nil && strings.EqualFold(key, "title"):
+					cur.title = cleanText(cur.title+value, maxText)
+				}
+			}
+		} else {
+			block = ""
+		}
 		if mm := reInput.FindStringSubmatch(line); mm != nil {
 			if found {
 				break // a second input: not ours
 			}
-			found = true
+			found, owner = true, "file"
 			m.format = mm[1]
 			continue
 		}
@@ -637,6 +784,14 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 		if strings.HasPrefix(line, "Output #") || strings.HasPrefix(line, "Input #") {
 			break
 		}
+		switch line {
+		case "Metadata:":
+			block, blockIndent, lastKey = "meta", indent, ""
+			continue
+		case "Side data:":
+			block, blockIndent = "side", indent
+			continue
+		}
 		if mm := reDuration.FindStringSubmatch(line); mm != nil {
 			h, _ := strconv.Atoi(mm[1])
 			mi, _ := strconv.Atoi(mm[2])
@@ -644,10 +799,22 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 			m.duration = float64(h*3600+mi*60) + s
 			continue
 		}
+		if mm := reChapter.FindStringSubmatch(line); mm != nil && cur == nil {
+			owner, chapter = "chapter", nil
+			start, _ := strconv.ParseFloat(mm[1], 64)
+			end, _ := strconv.ParseFloat(mm[2], 64)
+			if len(m.chapters) < maxChapters {
+				m.chapters = append(m.chapters, Chapter{Start: start, End: end})
+				chapter = &m.chapters[len(m.chapters)-1]
+			}
+			continue
+		}
 		if mm := reStream.FindStringSubmatch(line); mm != nil {
 			idx, _ := strconv.Atoi(mm[1])
-			m.streams = append(m.streams, parseStreamLine(idx, strings.ToLower(mm[2]), mm[3]))
-			cur = &m.streams[len(m.streams)-1]
+			s := parseStreamLine(idx, strings.ToLower(mm[3]), mm[4])
+			s.language = cleanText(mm[2], 16)
+			m.streams = append(m.streams, s)
+			cur, owner = &m.streams[len(m.streams)-1], "stream"
 			continue
 		}
 		if cur != nil {
@@ -664,20 +831,38 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 }
 
 // parseStreamLine parses the part after "Video: " or "Audio: ", e.g.
-// "h264 (High) (avc1 / 0x31637661), yuv420p(tv, bt709), 64x48 [SAR 1:1
-// DAR 4:3], 57 kb/s, 29.97 fps, 29.97 tbr, 30k tbn (default)".
+// "h264 (High) (avc1 / 0x31637661), yuv420p(tv, bt709, progressive), 64x48
+// [SAR 1:1 DAR 4:3], 57 kb/s, 29.97 fps, 29.97 tbr, 30k tbn (default)".
 func parseStreamLine(idx int, kind, desc string) streamMeta {
 	s := streamMeta{index: idx, kind: kind}
+	if strings.Contains(desc, "(attached pic)") {
+		s.attachedPic = true
+	}
+	for { // the dispositions at the end, "(default) (forced)"; those vsr does not know are skipped
+		mm := reDispos.FindStringSubmatchIndex(desc)
+		if mm == nil {
+			break
+		}
+		if d := dispositionNames[desc[mm[2]:mm[3]]]; d != "" {
+			s.dispositions = append(s.dispositions, d)
+		}
+		desc = desc[:mm[0]]
+	}
+	slices.Sort(s.dispositions)
 	fields := splitTopLevel(desc)
 	if len(fields) == 0 {
 		return s
 	}
 	s.codec = reCodecName.FindString(fields[0])
-	if strings.Contains(desc, "(attached pic)") {
-		s.attachedPic = true
-	}
 	if kind != "video" {
 		return s
+	}
+	if all := reSAR.FindAllStringSubmatch(desc, -1); all != nil { // the stream's, after the codec's
+		n, _ := strconv.Atoi(all[len(all)-1][1])
+		d, _ := strconv.Atoi(all[len(all)-1][2])
+		if sar := (Rational{n, d}); sar.Valid() {
+			s.sar = sar.Reduced()
+		}
 	}
 	var fps, tbr float64
 	for i, f := range fields[1:] {
@@ -702,6 +887,7 @@ func parseStreamLine(idx int, kind, desc string) streamMeta {
 		if i == 0 {
 			pf := f
 			if j := strings.IndexByte(pf, '('); j >= 0 {
+				s.colour, s.fieldOrder = parsePixFmtParens(strings.TrimSuffix(pf[j+1:], ")"))
 				pf = pf[:j]
 			}
 			s.pixFmt = strings.TrimSpace(pf)

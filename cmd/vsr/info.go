@@ -15,6 +15,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/video"
 )
 
 func printJSON(cmd *cobra.Command, v any) error {
@@ -27,7 +28,7 @@ func newProbe() *cobra.Command {
 	var asJSON, playlists bool
 	cmd := &cobra.Command{
 		Use:   "probe INPUT",
-		Short: "Show a video's size, frame rate, exact frame count and audio",
+		Short: "Show a video's size, pixel format and depth, colour, HDR metadata, aspect ratio, field order, frame rate, exact frame count, streams, chapters and tags",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := probeInput(cmd.Context(), args[0], playlists)
@@ -35,12 +36,30 @@ func newProbe() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd, info)
+				return printJSON(cmd, struct {
+					*video.Info
+					DAR video.Rational `json:"dar"`
+				}{info, info.DAR()})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "file\t%s\n", info.Path)
 			fmt.Fprintf(w, "format\t%s\n", info.Format)
+			if info.Title != "" {
+				fmt.Fprintf(w, "title\t%s\n", info.Title)
+			}
 			fmt.Fprintf(w, "video\t%s %dx%d %s\n", info.Codec, info.Width, info.Height, info.PixFmt)
+			fmt.Fprintf(w, "depth\t%s\n", depthText(info))
+			fmt.Fprintf(w, "colour\t%s\n", colourText(info.Colour))
+			if info.HDR != nil {
+				fmt.Fprintf(w, "hdr\t%s\n", hdrText(info.HDR))
+			}
+			sar := "not stated (square pixels)"
+			if info.SAR.Valid() {
+				sar = fmt.Sprintf("%d:%d", info.SAR.Num, info.SAR.Den)
+			}
+			dar := info.DAR()
+			fmt.Fprintf(w, "aspect\tSAR %s, DAR %d:%d\n", sar, dar.Num, dar.Den)
+			fmt.Fprintf(w, "fields\t%s\n", fieldsText(info))
 			if info.VFR {
 				fmt.Fprintf(w, "fps\tvariable: %d frames over %.3f s (nominal %s); restore keeps each frame's time (--vfr keep)\n", info.Frames, info.Span(info.Frames), info.FPS)
 			} else {
@@ -54,11 +73,16 @@ func newProbe() *cobra.Command {
 			}
 			fmt.Fprintf(w, "audio\t%s\n", audio)
 			for _, s := range info.Streams {
-				what := s.Kind + " " + s.Codec
-				if s.Cover {
-					what += " (cover art)"
+				fmt.Fprintf(w, "stream #%d\t%s\n", s.Index, streamText(s))
+			}
+			for i, c := range info.Chapters {
+				fmt.Fprintf(w, "chapter %d\t%.3f-%.3f s %s\n", i+1, c.Start, c.End, c.Title)
+			}
+			for _, k := range slices.Sorted(maps.Keys(info.Tags)) {
+				if strings.EqualFold(k, "title") {
+					continue // above
 				}
-				fmt.Fprintf(w, "stream #%d\t%s\n", s.Index, what)
+				fmt.Fprintf(w, "tag %s\t%s\n", k, info.Tags[k])
 			}
 			return w.Flush()
 		},
@@ -205,4 +229,92 @@ func inspectParam(cmd *cobra.Command, path string, asJSON bool) error {
 		fmt.Fprintf(w, "scale\tx%g\nhalo\t%d pixels (tiles smaller than about %d pixels mostly recompute it)\ncost\t%.2f TFLOP per 640x360 frame\nverdict\tvsr runs it: vsr restore IN -o OUT --model %s\n", gi.Scale, gi.Halo, 4*gi.Halo, gi.TFLOP, path)
 	}
 	return w.Flush()
+}
+
+// depthText describes the bits per sample, chroma subsampling and alpha
+// of info's pixel format.
+func depthText(info *video.Info) string {
+	s := fmt.Sprintf("%d-bit", info.Depth)
+	if info.Chroma != "" {
+		s += " " + info.Chroma
+	} else {
+		s += " RGB"
+	}
+	if info.Alpha {
+		s += " with alpha"
+	}
+	return s
+}
+
+// colourNames gives the common names of some of ffmpeg's colour names.
+var colourNames = map[string]string{"smpte2084": "PQ", "arib-std-b67": "HLG", "tv": "limited", "pc": "full",
+	"bt470bg": "BT.601 625", "smpte170m": "BT.601 525", "bt2020nc": "BT.2020 non-constant"}
+
+// colourText describes a Colour, "unspecified" for the zero value.
+func colourText(c video.Colour) string {
+	if c.IsZero() {
+		return "unspecified (players guess: usually BT.709 limited range for HD, BT.601 for SD)"
+	}
+	var parts []string
+	for _, f := range []struct{ name, v string }{{"primaries", c.Primaries}, {"transfer", c.Transfer}, {"matrix", c.Matrix}, {"range", c.Range}, {"chroma location", c.ChromaLocation}} {
+		v := f.v
+		if v == "" {
+			v = "unspecified"
+		} else if n, ok := colourNames[v]; ok {
+			v += " (" + n + ")"
+		}
+		parts = append(parts, f.name+" "+v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// hdrText describes HDR metadata.
+func hdrText(h *video.HDR) string {
+	var parts []string
+	if m := h.Mastering; m != nil {
+		xy := func(p [2]video.Rational) string { return fmt.Sprintf("(%.4f, %.4f)", p[0].Float(), p[1].Float()) }
+		parts = append(parts, fmt.Sprintf("mastering display R%s G%s B%s white %s, luminance %g-%g cd/m²",
+			xy(m.Red), xy(m.Green), xy(m.Blue), xy(m.White), m.MinLuminance.Float(), m.MaxLuminance.Float()))
+	}
+	if l := h.Light; l != nil {
+		parts = append(parts, fmt.Sprintf("MaxCLL %d cd/m², MaxFALL %d cd/m²", l.MaxCLL, l.MaxFALL))
+	}
+	if len(h.Dynamic) > 0 {
+		parts = append(parts, "dynamic metadata: "+strings.Join(h.Dynamic, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fieldOrderNames describes Info.FieldOrder's values.
+var fieldOrderNames = map[string]string{"progressive": "progressive", "tt": "interlaced, top field first (tt)", "bb": "interlaced, bottom field first (bb)",
+	"tb": "interlaced, top field coded first, bottom shown first (tb)", "bt": "interlaced, bottom field coded first, top shown first (bt)"}
+
+// fieldsText describes the field order, stated or detected.
+func fieldsText(info *video.Info) string {
+	if s, ok := fieldOrderNames[info.FieldOrder]; ok {
+		return s
+	}
+	if s, ok := fieldOrderNames[info.DetectedFieldOrder]; ok {
+		return "not stated; ffmpeg's idet filter finds it " + s
+	}
+	return "not stated"
+}
+
+// streamText describes one stream: its kind, codec, language, title and
+// dispositions.
+func streamText(s video.Stream) string {
+	what := s.Kind + " " + s.Codec
+	if s.Cover {
+		what += " (cover art)"
+	}
+	if s.Language != "" {
+		what += " [" + s.Language + "]"
+	}
+	if s.Title != "" {
+		what += fmt.Sprintf(" %q", s.Title)
+	}
+	if len(s.Dispositions) > 0 {
+		what += " (" + strings.Join(s.Dispositions, ", ") + ")"
+	}
+	return what
 }

@@ -44,6 +44,8 @@ type restoreFlags struct {
 	format     string   // -f: the image format of a folder's outputs
 	vfr        string   // keep or cfr
 	playlists  bool     // --allow-playlists
+	// deinterlace is what to do with an interlaced file input.
+	deinterlace string
 	// maxOutputPixels refuses larger outputs (width x height).
 	maxOutputPixels int64
 
@@ -114,6 +116,7 @@ exist.`,
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
+	fl.StringVar(&f.deinterlace, "deinterlace", "auto", "an interlaced file input (stated, or found by ffmpeg's idet filter): auto (bwdif, one frame per frame), bwdif, yadif, double (one frame per field: twice the frames and rate), off (as it is, with a warning)")
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
 	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "refuse an output frame larger than this, width x height in pixels (8192x8192 by default; one larger than 8K UHD gets a warning): raise it for a larger output on a machine with the memory")
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
@@ -143,6 +146,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return fmt.Errorf("--batch %d: want 0 (automatic) to 256", f.batch)
 	case f.segments < 0 || f.segments > 64:
 		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
+	}
+	if _, err := video.ParseDeinterlace(f.deinterlace); err != nil {
+		return fmt.Errorf("--deinterlace %q: want auto, bwdif, yadif, double or off", f.deinterlace)
 	}
 	if f.vfr != "keep" && f.vfr != "cfr" {
 		return fmt.Errorf("--vfr %q: want keep (each frame's own time) or cfr (evenly spaced over the same duration)", f.vfr)
@@ -221,6 +227,13 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 
 // restoreOne restores the probed input into output with ld.
 func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output string, enc video.EncodeOptions, f restoreFlags, set model.Values) (*pipeline.Result, error) {
+	mode, _ := video.ParseDeinterlace(f.deinterlace)
+	info, note := info.Deinterlaced(mode)
+	if note != "" && mode == video.DeinterlaceOff {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", note)
+	} else if note != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "note:", note)
+	}
 	if err := checkOutputSize(cmd, ld, info, set, f.maxOutputPixels); err != nil {
 		return nil, err
 	}

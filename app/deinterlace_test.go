@@ -1,0 +1,102 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/app"
+	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/serve"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// TestDeinterlaceJob: a job's Deinterlace deinterlaces an interlaced
+// input, telling Warn; a task's "deinterlace" does the same through the
+// service, auto by default.
+func TestDeinterlaceJob(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed")
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mpg")
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-frames:v", "6",
+		"-flags", "+ildct+ilme", "-top", "1", "-c:v", "mpeg2video", in).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, out)
+	}
+	devs, err := app.OpenDevices("cpu", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := app.Load(devs[0], "level:x", model.Values{"level": 200}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	enc := video.EncodeOptions{Codec: "ffv1", PixFmt: "gbrp"}
+	var warned []string
+	res, err := ld.Run(context.Background(), app.Job{Input: in, Output: filepath.Join(dir, "double.mkv"), Params: model.Values{"level": 200},
+		Encode: enc, Deinterlace: video.DeinterlaceDouble, Warn: func(m string) { warned = append(warned, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Frames != 12 || len(warned) != 1 || !strings.Contains(warned[0], "one frame per field") {
+		t.Errorf("double: %d frames, warnings %q; want 12 and the notice", res.Frames, warned)
+	}
+	res, err = ld.Run(context.Background(), app.Job{Input: in, Output: filepath.Join(dir, "as-is.mkv"), Params: model.Values{"level": 200}, Encode: enc})
+	if err != nil || res.Frames != 6 {
+		t.Errorf("no Deinterlace: %d frames, %v", res.Frames, err)
+	}
+
+	run, err := app.NewService(devs[:1], app.Served{Specs: []string{"level:x"}, Base: app.Job{Encode: enc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	svc, err := serve.New(serve.Config{Data: t.TempDir(), InputRoot: dir}, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	for body, want := range map[string]int{
+		`{"video_path": "in.mpg", "save_result_path": "served-double.mkv", "deinterlace": "double"}`: 12,
+		`{"video_path": "in.mpg", "save_result_path": "served-auto.mkv"}`:                            6,
+	} {
+		resp, err := http.Post(srv.URL+"/v1/tasks/video/", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		id, _ := m["task_id"].(string)
+		if resp.StatusCode != 200 || id == "" {
+			t.Fatalf("%s: submit: %d %v", body, resp.StatusCode, m)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for m["status"] != "completed" {
+			if m["status"] == "failed" || time.Now().After(deadline) {
+				t.Fatalf("%s: task %v", body, m)
+			}
+			time.Sleep(20 * time.Millisecond)
+			resp, err := http.Get(srv.URL + "/v1/tasks/" + id + "/status")
+			if err != nil {
+				t.Fatal(err)
+			}
+			json.NewDecoder(resp.Body).Decode(&m)
+			resp.Body.Close()
+		}
+		info, err := video.Probe(context.Background(), m["save_result_path"].(string))
+		if err != nil || info.Frames != want || info.FieldOrder != "progressive" {
+			t.Errorf("%s: output %+v, %v; want %d progressive frames", body, info, err, want)
+		}
+	}
+}
