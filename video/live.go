@@ -348,7 +348,7 @@ func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
 		}
 		args = append(args, "-map", "0:a:0", "-c:a", codec, "-b:a", "160k")
 	}
-	args = append(args, videoArgs(enc, ext)...)
+	args = append(args, videoArgs(enc, ext, planVideoTags(ctx, t.ffmpeg, enc))...)
 	tuned := false
 	for _, kv := range enc.Options {
 		tuned = tuned || strings.HasPrefix(kv, "tune=")
