@@ -383,6 +383,9 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		done()
 	}
 	ok = true
+	if !req.Discard { // lists, never null, in JSON
+		carried.Carried, carried.Dropped = append([]string{}, carried.Carried...), append([]video.Drop{}, carried.Dropped...)
+	}
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st, Carried: carried}, nil
 }
