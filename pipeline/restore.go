@@ -229,18 +229,26 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		nseg = nstream
 	}
 
-	// Frames travel as yuv420p when that is what the encoder wants and the
-	// size allows: half the bytes of RGB, converted where the model runs.
-	format := backend.RGB24
+	// The output keeps the input's colour description, HDR metadata and
+	// display aspect ratio.
 	enc := req.Encode
-	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
+	enc.Colour, enc.HDR, enc.SAR = info.Colour, info.HDR, outputSAR(info.SAR, w, h, ow, oh)
+	if _, _, rgb, _ := video.PixFmtInfo(info.PixFmt); rgb {
+		// RGB has no matrix, and its range (full) is not a YUV output's.
+		enc.Colour.Matrix, enc.Colour.Range, enc.Colour.ChromaLocation = "", "", ""
+	}
+	// Frames travel as yuv420p when that is what the encoder wants and the
+	// size allows: half the bytes of RGB, converted where the model runs
+	// (with BT.601 limited range: other inputs go as RGB, converted by
+	// ffmpeg with their matrix and range).
+	format := backend.RGB24
+	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 && bt601Limited(enc.Colour) {
 		format = backend.YUV420P
 		enc.InputPixFmt = "yuv420p"
 	} else {
 		enc.InputPixFmt = "rgb24"
 	}
 	enc.Width, enc.Height, enc.FPS, enc.Times = ow, oh, fps, times
-	enc.Colour, enc.HDR, enc.SAR = info.Colour, info.HDR, outputSAR(info.SAR, w, h, ow, oh)
 	carry := enc.CarryOptions // the streams go in with the video, or at the join
 	carry.StreamsFrom, carry.StreamsAllowPlaylists = req.Input, info.AllowPlaylists
 	if total < info.Frames { // an excerpt carries the streams of its own span only
@@ -388,6 +396,13 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	sec := time.Since(start).Seconds()
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st, Carried: carried}, nil
+}
+
+// bt601Limited reports whether c converts as the backends' yuv420p output
+// does: the BT.601 matrix (or none stated) and limited range (or none).
+func bt601Limited(c video.Colour) bool {
+	return (c.Matrix == "" || c.Matrix == "bt470bg" || c.Matrix == "smpte170m" || c.Matrix == "unknown") &&
+		(c.Range == "" || c.Range == "tv" || c.Range == "unknown")
 }
 
 // outputSAR is the sample aspect ratio that shows an ow x oh output at
