@@ -107,7 +107,7 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 		// this ffmpeg's default.
 		if _, _, inRGB, _ := PixFmtInfo(info.PixFmt); !inRGB {
 			if f := colourConvert(info.Colour, "in"); f != "" {
-				filter += "," + f
+				filter += "," + f + ",format=" + pix
 			}
 		}
 	}
