@@ -299,3 +299,44 @@ func TestCarryLeaveOut(t *testing.T) {
 		}
 	}
 }
+
+// TestCarryTimecode: a camera file's timecode (an MP4 tmcd track) is
+// carried, as a timecode track into MP4 and a tag into Matroska, and
+// reported; its data stream is not reported dropped.
+func TestCarryTimecode(t *testing.T) {
+	needFFprobe(t)
+	src := fixture(t, "timecode.mp4", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=1", "-c:v", "libx264", "-timecode", "01:02:03:04")
+	for _, ext := range []string{".mp4", ".mkv"} {
+		out := filepath.Join(t.TempDir(), "out"+ext)
+		c := encodeCarry(t, out, CarryOptions{StreamsFrom: src})
+		p := ffprobeJSON(t, out)
+		tc := tag(p.Format.Tags, "timecode")
+		for _, s := range p.Streams {
+			if v := tag(s.Tags, "timecode"); v != "" {
+				tc = v
+			}
+		}
+		if tc != "01:02:03:04" && tc != "01:02:03:4" {
+			t.Errorf("%s: timecode %q", ext, tc)
+		}
+		if line := c.String(); !strings.Contains(line, "timecode 01:02:03") || strings.Contains(line, "drops") {
+			t.Errorf("%s: report %q", ext, line)
+		}
+	}
+}
+
+// TestSubtitleCodec: text subtitles are converted where the container
+// needs it, bitmap ones copied into Matroska only.
+func TestSubtitleCodec(t *testing.T) {
+	for _, c := range []struct{ codec, ext, want string }{
+		{"subrip", ".mkv", "copy"}, {"ass", ".mkv", "copy"}, {"mov_text", ".mkv", "srt"}, {"hdmv_pgs_subtitle", ".mkv", "copy"},
+		{"subrip", ".mp4", "mov_text"}, {"ass", ".mov", "mov_text"}, {"webvtt", ".mp4", "mov_text"}, {"mov_text", ".mp4", "copy"},
+		{"dvd_subtitle", ".mp4", ""}, {"subrip", ".webm", "webvtt"}, {"ass", ".webm", "webvtt"}, {"dvb_subtitle", ".webm", ""},
+		{"subrip", ".avi", ""}, {"dvb_subtitle", ".ts", "copy"},
+	} {
+		got, why := subtitleCodec(c.codec, c.ext)
+		if got != c.want || (got == "") != (why != "") {
+			t.Errorf("%s into %s: %q (%s), want %q", c.codec, c.ext, got, why, c.want)
+		}
+	}
+}
