@@ -322,6 +322,7 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	}
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
+	o.Encode.Colour, o.Encode.SAR = dec.Colour(), outputSAR(dec.SAR(), w, h, ow, oh)
 	r.format, o.Encode.InputPixFmt = backend.RGB24, "rgb24"
 	if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
 		r.format, o.Encode.InputPixFmt = backend.YUV420P, "yuv420p"

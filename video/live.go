@@ -151,6 +151,14 @@ func (d *LiveDecoder) Header() error {
 // Size is the frames' size (after Header).
 func (d *LiveDecoder) Size() (int, int) { return d.mkv.width, d.mkv.height }
 
+// Colour is the source's colour primaries and transfer (the frames are
+// RGB: they have no matrix, and full range), known after Header.
+func (d *LiveDecoder) Colour() Colour { return d.mkv.colour }
+
+// SAR is the source's sample aspect ratio (zero: square pixels), known
+// after Header.
+func (d *LiveDecoder) SAR() Rational { return d.mkv.sar }
+
 // FrameDuration is the source's nominal frame duration in nanoseconds,
 // when it says (0: it does not).
 func (d *LiveDecoder) FrameDuration() int64 { return d.mkv.frameDur }
