@@ -22,9 +22,9 @@ type mkvReader struct {
 	width, height        int
 	sar                  Rational // from the display size (zero: square)
 	colour               Colour   // primaries and transfer (the frames are RGB)
-	audioEntry           []byte // the audio TrackEntry's body, to copy into the output
-	cluster              int64  // the current cluster's timestamp
-	frameDur             int64  // the video's DefaultDuration in ns (0: not given)
+	audioEntry           []byte   // the audio TrackEntry's body, to copy into the output
+	cluster              int64    // the current cluster's timestamp
+	frameDur             int64    // the video's DefaultDuration in ns (0: not given)
 	sawTracks, sawHeader bool
 	pending              *LivePacket // read by Header, returned by the next Next
 }
