@@ -20,13 +20,14 @@ type mkvReader struct {
 	// The tracks, once the Tracks element is read.
 	video, audio         uint64 // track numbers (0: none)
 	width, height        int
-	sar                  Rational // from the display size (zero: square)
-	colour               Colour   // primaries and transfer (the frames are RGB)
-	audioEntry           []byte   // the audio TrackEntry's body, to copy into the output
-	cluster              int64    // the current cluster's timestamp
-	frameDur             int64    // the video's DefaultDuration in ns (0: not given)
+	audioEntry           []byte // the audio TrackEntry's body, to copy into the output
+	cluster              int64  // the current cluster's timestamp
+	frameDur             int64  // the video's DefaultDuration in ns (0: not given)
 	sawTracks, sawHeader bool
 	pending              *LivePacket // read by Header, returned by the next Next
+
+	sar    Rational // from the display size (zero: square pixels)
+	colour Colour   // primaries and transfer (the frames are RGB)
 }
 
 // mkvPacket is one block of the stream.
