@@ -340,3 +340,23 @@ func TestSubtitleCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanStreamsFFmpegOnly: without ffprobe (ffmpeg 4.1's static
+// builds) the plan still maps and converts every stream, from ffmpeg's
+// description of the source.
+func TestPlanStreamsFFmpegOnly(t *testing.T) {
+	src := carrySource(t)
+	p, err := planStreams(testCtx(t), noFFprobe(t), CarryOptions{StreamsFrom: src}, ".mp4", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(p.output, " ")
+	for _, want := range []string{"-map 1:1 -c:a:0 aac", "-map 1:2 -c:s:0 mov_text", "-map_metadata 1 -map_chapters 1"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if line := p.report.String(); !strings.Contains(line, "drops: subtitle #3 hdmv_pgs_subtitle (a bitmap subtitle cannot go into .mp4: use .mkv)") {
+		t.Errorf("report %q", line)
+	}
+}
