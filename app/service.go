@@ -507,6 +507,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 		return err
 	}
 	t.Width, t.Height, t.FPS = res.Width, res.Height, res.FPS
+	t.Carried, t.Dropped = res.Carried.Carried, res.Dropped
 	return nil
 }
 

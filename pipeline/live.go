@@ -80,6 +80,9 @@ type LiveStats struct {
 	LatencyP99  float64 `json:"latency_p99_seconds"`
 	Connections int     `json:"connections"`
 	Final       bool    `json:"final"`
+	// Carried says what the output carries of the source besides the
+	// picture, and what it drops and why.
+	video.Carried
 }
 
 // liveMeter gathers a stream's statistics from its goroutines.
@@ -91,6 +94,7 @@ type liveMeter struct {
 	last                    time.Time
 	window, all             []float64 // latencies of the interval, and of the last frames
 	w, h                    int
+	carried                 video.Carried
 }
 
 const keptLatencies = 10000
@@ -118,7 +122,7 @@ func (m *liveMeter) snapshot(final bool) LiveStats {
 	now := time.Now()
 	dt := now.Sub(m.last).Seconds()
 	s := LiveStats{Seconds: now.Sub(m.start).Seconds(), Width: m.w, Height: m.h, InFrames: m.in, OutFrames: m.out, Dropped: m.dropped,
-		Connections: m.conns, Final: final}
+		Connections: m.conns, Final: final, Carried: m.carried}
 	lat := m.window
 	if final {
 		lat = m.all
@@ -318,6 +322,7 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	}
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
+	o.Encode.Colour, o.Encode.SAR = dec.Colour(), outputSAR(dec.SAR(), w, h, ow, oh)
 	r.format, o.Encode.InputPixFmt = backend.RGB24, "rgb24"
 	if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
 		r.format, o.Encode.InputPixFmt = backend.YUV420P, "yuv420p"
@@ -328,7 +333,7 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 		return err
 	}
 	r.enc = enc
-	r.m.count(func(m *liveMeter) { m.w, m.h = ow, oh })
+	r.m.count(func(m *liveMeter) { m.w, m.h, m.carried = ow, oh, enc.Carried() })
 	return nil
 }
 

@@ -142,6 +142,10 @@ type Result struct {
 	// Where the time went: starting the ffmpeg children, streaming the
 	// frames, finishing the encoders, and joining the segments.
 	Stages Stages `json:"stages"`
+	// Carried says what the output carries of the input besides the
+	// picture (audio, subtitles, chapters, metadata, colour tags, HDR
+	// metadata, SAR) and what it drops, and why.
+	video.Carried
 }
 
 // Stages splits a job's wall time.
@@ -225,21 +229,32 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		nseg = nstream
 	}
 
-	// Frames travel as yuv420p when that is what the encoder wants and the
-	// size allows: half the bytes of RGB, converted where the model runs.
-	format := backend.RGB24
+	// The output keeps the input's colour description, HDR metadata and
+	// display aspect ratio.
 	enc := req.Encode
-	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
+	enc.Colour, enc.HDR, enc.SAR = info.Colour, info.HDR, outputSAR(info.SAR, w, h, ow, oh)
+	if _, _, rgb, _ := video.PixFmtInfo(info.PixFmt); rgb {
+		// RGB has no matrix, and its range (full) is not a YUV output's.
+		enc.Colour.Matrix, enc.Colour.Range, enc.Colour.ChromaLocation = "", "", ""
+	}
+	// Frames travel as yuv420p when that is what the encoder wants and the
+	// size allows: half the bytes of RGB, converted where the model runs
+	// (with BT.601 limited range: other inputs go as RGB, converted by
+	// ffmpeg with their matrix and range).
+	format := backend.RGB24
+	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 && bt601Limited(enc.Colour) {
 		format = backend.YUV420P
 		enc.InputPixFmt = "yuv420p"
 	} else {
 		enc.InputPixFmt = "rgb24"
 	}
 	enc.Width, enc.Height, enc.FPS, enc.Times = ow, oh, fps, times
-	audioDur := 0.0 // an excerpt carries the audio of its own span only
-	if total < info.Frames {
-		audioDur = info.Span(total)
+	carry := enc.CarryOptions // the streams go in with the video, or at the join
+	carry.StreamsFrom, carry.StreamsAllowPlaylists = req.Input, info.AllowPlaylists
+	if total < info.Frames { // an excerpt carries the streams of its own span only
+		carry.StreamsDuration = info.Span(total)
 	}
+	var carried video.Carried
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -286,17 +301,20 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		e := enc
 		e.ExpectFrames = p.count
 		out := req.Output
-		if nseg > 1 { // audio is muxed in when the segments are joined
+		if nseg > 1 { // the streams are muxed in when the segments are joined
 			out = segDir.Path(fmt.Sprintf("seg%03d%s", i, filepath.Ext(req.Output)))
 			segFiles = append(segFiles, out)
 			e.Intermediate = true // the joined file is synced
 			e.NoReplace = false   // a hidden name of its own; the join checks the output
-		} else if info.HasAudio {
-			e.AudioFrom, e.AudioDuration, e.AudioAllowPlaylists = req.Input, audioDur, info.AllowPlaylists
+		} else {
+			e.CarryOptions = carry
 		}
 		sink, err := video.NewEncoder(ctx, out, e)
 		if err != nil {
 			return nil, err
+		}
+		if i == 0 {
+			carried = sink.Carried()
 		}
 		sinks = append(sinks, sink)
 	}
@@ -359,25 +377,43 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	done()
 	if nseg > 1 && !req.Discard {
 		done = mark(&st.Join)
-		audio := ""
-		if info.HasAudio && !enc.NoAudio {
-			audio = req.Input
-		}
 		counts := make([]int, len(parts))
 		for i, p := range parts {
 			counts[i] = p.count
 		}
-		err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{AudioFrom: audio, AudioDuration: audioDur, AudioAllowPlaylists: info.AllowPlaylists, NoReplace: enc.NoReplace,
+		joined, err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{CarryOptions: carry, NoReplace: enc.NoReplace,
 			Frames: counts, FPS: fps})
 		if err != nil {
 			return nil, err
 		}
+		carried.Add(joined)
 		segDir.Remove()
 		done()
 	}
 	ok = true
+	if !req.Discard { // lists, never null, in JSON
+		carried.Carried, carried.Dropped = append([]string{}, carried.Carried...), append([]video.Drop{}, carried.Dropped...)
+	}
 	sec := time.Since(start).Seconds()
-	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st}, nil
+	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st, Carried: carried}, nil
+}
+
+// bt601Limited reports whether c converts as the backends' yuv420p output
+// does: the BT.601 matrix (or none stated) and limited range (or none).
+func bt601Limited(c video.Colour) bool {
+	return (c.Matrix == "" || c.Matrix == "bt470bg" || c.Matrix == "smpte170m" || c.Matrix == "unknown") &&
+		(c.Range == "" || c.Range == "tv" || c.Range == "unknown")
+}
+
+// outputSAR is the sample aspect ratio that shows an ow x oh output at
+// the display aspect ratio of a w x h input of sample aspect ratio sar:
+// sar itself when the model scales both sides alike. An input that states
+// none (square pixels) gives none.
+func outputSAR(sar video.Rational, w, h, ow, oh int) video.Rational {
+	if !sar.Valid() {
+		return video.Rational{}
+	}
+	return video.Rational{Num: sar.Num * w * oh, Den: sar.Den * h * ow}.Reduced()
 }
 
 // discard is a Sink that drops frames.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // maxJSON bounds a JSON request body.
@@ -504,6 +506,10 @@ type statusView struct {
 	FPS          float64   `json:"fps,omitempty"`
 	Devices      string    `json:"devices,omitempty"`
 	Worker       string    `json:"worker,omitempty"`
+	// Carried and Dropped: what the output carries besides the picture,
+	// and what it drops and why.
+	Carried []string     `json:"carried,omitempty"`
+	Dropped []video.Drop `json:"dropped,omitempty"`
 }
 
 type progress struct {
@@ -519,6 +525,7 @@ func view(t *Task, pos int) statusView {
 		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
 		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
 		Width: t.Width, Height: t.Height, FPS: t.FPS, Devices: t.Devices, Worker: t.Worker,
+		Carried: t.Carried, Dropped: t.Dropped,
 	}
 	if t.Error != "" {
 		v.Error = &t.Error

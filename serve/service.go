@@ -888,6 +888,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	case err == nil:
 		t.Status, t.Error, t.Result = Completed, "", result
 		t.Width, t.Height, t.FPS, t.Devices = work.Width, work.Height, work.FPS, work.Devices
+		t.Carried, t.Dropped = work.Carried, work.Dropped
 		if t.FramesTotal > 0 {
 			t.FramesDone = t.FramesTotal
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // Status is a task's state, as LightX2V names them.
@@ -138,6 +140,11 @@ type Task struct {
 	// Devices names the devices the task ran on ("cuda:0,cuda:1"), filled
 	// in by the runner.
 	Devices string `json:"devices,omitempty"`
+	// Carried and Dropped say what the output carries of the input besides
+	// the picture, and what it drops and why (video.Carried), filled in by
+	// the runner.
+	Carried []string     `json:"carried,omitempty"`
+	Dropped []video.Drop `json:"dropped,omitempty"`
 
 	cancel      context.CancelFunc // running task only
 	cancelAsked bool
@@ -183,6 +190,7 @@ func (t *Task) clone() *Task {
 	c.cancel, c.done, c.msg, c.unsub = nil, nil, nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
 	c.Wrote = slices.Clone(t.Wrote)
+	c.Carried, c.Dropped = slices.Clone(t.Carried), slices.Clone(t.Dropped)
 	c.Signature = slices.Clone(t.Signature)
 	c.Request.TargetShape = slices.Clone(t.Request.TargetShape)
 	c.Request.Params = maps.Clone(t.Request.Params)

@@ -6,19 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
 // ConcatOptions controls Concat.
 type ConcatOptions struct {
-	// AudioFrom is a file whose audio is carried into the output ("" = none),
-	// opened as EncodeOptions.AudioFrom is, with AudioAllowPlaylists.
-	AudioFrom           string
-	AudioAllowPlaylists bool
-	// AudioDuration, if > 0, carries only the first AudioDuration seconds of
-	// that audio.
-	AudioDuration float64
+	// CarryOptions name the source whose streams and metadata are carried
+	// into the output, as EncodeOptions' are (the parts are the video).
+	CarryOptions
 	// NoReplace fails with ErrExists instead of replacing an existing
 	// file at the output path, as EncodeOptions.NoReplace.
 	NoReplace bool
@@ -32,32 +27,32 @@ type ConcatOptions struct {
 
 // Concat joins video files that share codec, size and frame rate (the
 // segments of one encode) into outPath without re-encoding, muxing in the
-// audio of opt.AudioFrom. Like an Encoder it writes a temporary file beside
-// outPath and renames it only on success.
-func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptions) error {
+// streams and metadata of opt.StreamsFrom, and returns what the output
+// carries of those and drops (the parts' own colour tags and SAR stay).
+// Like an Encoder it writes a temporary file beside outPath and renames it
+// only on success.
+func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptions) (Carried, error) {
+	var none Carried
 	if len(parts) == 0 {
-		return fmt.Errorf("concat %q: no parts", outPath)
+		return none, fmt.Errorf("concat %q: no parts", outPath)
 	}
 	ext := filepath.Ext(outPath)
 	t, err := resolveTools()
 	if err != nil {
-		return err
+		return none, err
 	}
-	var audioArgs []string
-	if opt.AudioFrom != "" {
-		t.in.AllowPlaylists = opt.AudioAllowPlaylists
-		if audioArgs, err = audioPlan(ctx, t, opt.AudioFrom, strings.ToLower(ext)); err != nil {
-			return fmt.Errorf("concat %q: reading audio: %w", outPath, err)
-		}
+	streams, err := planStreams(ctx, t, opt.CarryOptions, ext, 1)
+	if err != nil {
+		return none, fmt.Errorf("concat %q: reading %s: %w", outPath, opt.StreamsFrom, err)
 	}
 	wd, tmp, err := reserveTemp(outPath, ext)
 	if err != nil {
-		return err
+		return none, err
 	}
 	defer wd.Remove()
 	list, err := os.CreateTemp("", "vsr-concat-*.txt")
 	if err != nil {
-		return fmt.Errorf("concat %q: %v", outPath, err)
+		return none, fmt.Errorf("concat %q: %v", outPath, err)
 	}
 	defer os.Remove(list.Name())
 	exact := len(opt.Frames) == len(parts) && opt.FPS.Valid()
@@ -65,7 +60,7 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			list.Close()
-			return err
+			return none, err
 		}
 		fmt.Fprintf(list, "file '%s'\n", strings.ReplaceAll(ChildPath(abs), "'", `'\''`))
 		if exact {
@@ -73,34 +68,29 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		}
 	}
 	if err := list.Close(); err != nil {
-		return err
+		return none, err
 	}
 	args := append([]string{}, baseArgs...)
 	args = append(args, "-f", "concat", "-safe", "0", "-i", list.Name())
-	if len(audioArgs) > 0 {
-		if opt.AudioDuration > 0 {
-			args = append(args, "-t", strconv.FormatFloat(opt.AudioDuration, 'f', 6, 64))
-		}
-		args = append(args, inputArgs(opt.AudioFrom, opt.AudioAllowPlaylists)...)
-	}
+	args = append(args, streams.input...)
 	args = append(args, "-map", "0:v")
-	args = append(args, audioArgs...)
+	args = append(args, streams.output...)
 	args = append(args, "-c:v", "copy", "-y", fileArg(tmp))
 	r := runTool(ctx, t.ffmpeg, args...)
 	if r.err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("concat %q: %w", outPath, ctx.Err())
+			return none, fmt.Errorf("concat %q: %w", outPath, ctx.Err())
 		}
-		return fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
+		return none, fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
 	}
 	if err := checkFile(tmp, true); err != nil {
-		return fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
+		return none, fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
 	}
 	if err := moveIntoPlace(tmp, outPath, opt.NoReplace); err != nil {
 		if errors.Is(err, ErrExists) {
-			return fmt.Errorf("concat %q: %w (created while this output was made); the new output was discarded", outPath, ErrExists)
+			return none, fmt.Errorf("concat %q: %w (created while this output was made); the new output was discarded", outPath, ErrExists)
 		}
-		return fmt.Errorf("concat %q: cannot move the finished file into place: %v", outPath, err)
+		return none, fmt.Errorf("concat %q: cannot move the finished file into place: %v", outPath, err)
 	}
-	return nil
+	return streams.report, nil
 }

@@ -46,7 +46,9 @@ type Decoder struct {
 // deinterlaces, and yields that Info's frames) to raw frames of info.Width x info.Height in the pixel
 // format of opt.PixFmt. Frames are passed through without frame rate
 // conversion (passthrough mode: -vsync or -fps_mode, whichever this ffmpeg
-// has), so the Decoder yields exactly info.Frames frames. The child is
+// has), so the Decoder yields exactly info.Frames frames. YCbCr is
+// converted to an RGB PixFmt with info.Colour's matrix and range (ffmpeg's
+// default, BT.601, when it has none). The child is
 // killed when ctx is done or Close is called. When info.Frames is 0 (an
 // Info not made by Probe) the Decoder reads until ffmpeg ends instead of
 // checking the count. ffmpeg opens the file as Probe did: unless
@@ -119,6 +121,15 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 		filter = o + "," + filter
 	}
 	args = append(args, orientArgs(info.Orientation)...)
+	if _, _, rgb, _ := PixFmtInfo(pix); rgb && pix != "gray" {
+		// YCbCr to RGB with the input's matrix and range, whatever
+		// this ffmpeg's default.
+		if _, _, inRGB, _ := PixFmtInfo(info.PixFmt); !inRGB {
+			if f := colourConvert(info.Colour, "in"); f != "" {
+				filter += "," + f + ",format=" + pix
+			}
+		}
+	}
 	args = append(args, inputArgs(info.Path, info.AllowPlaylists)...)
 	args = append(args, "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", filter)
 	args = append(args, passthroughArgs(ctx, ffmpeg)...)

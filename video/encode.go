@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,21 +48,26 @@ type EncodeOptions struct {
 	// PixFmt is the pixel format of the output, default "yuv420p". With
 	// ffv1 and "gbrp" the output is lossless RGB.
 	PixFmt string
-	// AudioFrom is a file whose audio streams (if any) are carried into the
-	// output: copied when the output container can hold their codec, else
-	// re-encoded (AAC for MP4/MOV, Opus or Vorbis for WebM). "" = no audio.
-	// It is opened as Probe opens an input: unless AudioAllowPlaylists
-	// (Info.AllowPlaylists of the probed input), the file alone, read by a
-	// video container's or image's demuxer.
-	AudioFrom           string
-	AudioAllowPlaylists bool
-	// NoAudio keeps every audio stream out of the output, AudioFrom or not
-	// (an image: ffmpeg 4.1's image muxer wrote the audio packets over the
-	// picture).
-	NoAudio bool
-	// AudioDuration, if > 0, carries only the first AudioDuration seconds
-	// of that audio (for a restore of the first frames of a video).
-	AudioDuration float64
+	// CarryOptions name the source whose streams and metadata the output
+	// carries besides the video (see planStreams): its audio (copied when
+	// the output container can hold the codec, else re-encoded: AAC for
+	// MP4/MOV, Opus or Vorbis for WebM), subtitles, attachments, chapters,
+	// tags and timecode. Encoder.Carried reports what was carried and
+	// dropped.
+	CarryOptions
+	// Colour is the input's colour description: the output is tagged
+	// with it, and RGB frames are converted to a YUV PixFmt with its
+	// matrix and range. Frames given as YUV (InputPixFmt) must already be
+	// in them. The zero Colour leaves the output untagged, converted with
+	// ffmpeg's default (BT.601, limited range).
+	Colour Colour
+	// HDR is the input's HDR metadata: the static kind is written by
+	// libx265 and libsvtav1 (and reported dropped for other encoders);
+	// the dynamic kind is reported dropped. nil: none.
+	HDR *HDR
+	// SAR is the output's sample aspect ratio; the zero value leaves
+	// square pixels.
+	SAR Rational
 	// Threads, if > 0, caps the encoder's threads (-threads), for when
 	// several encoders share the CPU.
 	Threads int
@@ -121,6 +127,7 @@ type Encoder struct {
 	ext     string
 	width   int
 	height  int
+	carried Carried
 }
 
 // NewEncoder checks opt and the output location, then starts ffmpeg reading
@@ -131,9 +138,9 @@ type Encoder struct {
 // outPath until Close succeeds; an existing file there is then replaced.
 // The child is killed when ctx is done; call Close or Abort in every case to
 // reap it and remove the temporary file (only a crash of this process can
-// leave a hidden ".NAME.vsr-*.EXT" file behind). RGB frames are converted
-// to a YUV PixFmt with ffmpeg's default (BT.601) matrix, and the output
-// carries no colour tags.
+// leave a hidden ".NAME.vsr-*.EXT" file behind). The output carries
+// opt.Colour, HDR and SAR, and the streams of opt.StreamsFrom; Carried
+// says what it carries and drops.
 func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encoder, error) {
 	o, err := normalizeEncodeOptions(opt)
 	if err != nil {
@@ -161,15 +168,14 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		return nil, fmt.Errorf("encode %q: an alpha plane is merged into frames evenly spaced only (no Times)", outPath)
 	}
 
-	// Audio: which streams to carry and how.
-	var audioArgs []string
-	if o.AudioFrom != "" && !o.NoAudio {
-		t.in.AllowPlaylists = o.AudioAllowPlaylists
-		audioArgs, err = audioPlan(ctx, t, o.AudioFrom, strings.ToLower(ext))
-		if err != nil {
-			return nil, fmt.Errorf("encode %q: reading audio: %w", outPath, err)
-		}
+	if slices.Contains(imageCodecs, o.Codec) {
+		o.CarryOptions = CarryOptions{} // a picture carries no streams
 	}
+	streams, err := planStreams(ctx, t, o.CarryOptions, ext, 1)
+	if err != nil {
+		return nil, fmt.Errorf("encode %q: reading %s: %w", outPath, o.StreamsFrom, err)
+	}
+	tags := planVideoTags(ctx, t.ffmpeg, o)
 
 	wd, tmp, err := reserveTemp(outPath, ext)
 	if err != nil {
@@ -184,21 +190,25 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		args = append(args, "-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
 			"-framerate", o.FPS.String(), "-i", "pipe:0")
 	}
-	if len(audioArgs) > 0 {
-		if o.AudioDuration > 0 {
-			args = append(args, "-t", strconv.FormatFloat(o.AudioDuration, 'f', 6, 64))
-		}
-		args = append(args, inputArgs(o.AudioFrom, o.AudioAllowPlaylists)...)
-	}
+	args = append(args, streams.input...)
 	if o.AlphaFrom != nil {
+		in := 1 // the alpha's input: after the frames and the streams' source
+		if len(streams.input) > 0 {
+			in = 2
+		}
 		args = append(args, orientArgs(o.AlphaFrom.Orientation)...)
 		args = append(args, inputArgs(o.AlphaFrom.Path, o.AlphaFrom.AllowPlaylists)...)
-		args = append(args, "-filter_complex", alphaGraph(o, 1+min(len(audioArgs), 1)), "-map", "[v]")
+		g := alphaGraph(o, in)
+		if len(tags.filters) > 0 { // one graph: -vf cannot join -filter_complex
+			g = strings.TrimSuffix(g, "[v]") + "," + strings.Join(tags.filters, ",") + "[v]"
+			tags.filters = nil
+		}
+		args = append(args, "-filter_complex", g, "-map", "[v]")
 	} else {
 		args = append(args, "-map", "0:0")
 	}
-	args = append(args, audioArgs...)
-	args = append(args, videoArgs(o, ext)...)
+	args = append(args, streams.output...)
+	args = append(args, videoArgs(o, ext, tags)...)
 	args = append(args, passthroughArgs(ctx, t.ffmpeg)...)
 	if o.Times != nil {
 		// The encoder's clock: microseconds, as the frames' timestamps
@@ -236,7 +246,9 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		outPath: outPath, tmpPath: tmp, wd: wd, codec: o.Codec,
 		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
 		icc: o.ICC, ext: strings.ToLower(ext), width: o.Width, height: o.Height,
+		carried: tags.report,
 	}
+	e.carried.Add(streams.report)
 	if o.Times != nil {
 		e.times = o.Times
 		if e.mkv, err = newMKVWriter(in, o.InputPixFmt, o.Width, o.Height); err != nil {
@@ -358,6 +370,11 @@ func reserveTemp(outPath, ext string) (*Workdir, string, error) {
 	}
 	return w, w.Path(filepath.Base(outPath)), nil
 }
+
+// Carried says what the output carries besides the picture (colour tags,
+// HDR metadata, SAR and the source's streams and metadata) and what it
+// drops, and why.
+func (e *Encoder) Carried() Carried { return e.carried }
 
 // FrameSize is the number of bytes Write expects per frame: Width*Height*3
 // for rgb24.
@@ -627,39 +644,24 @@ var audioReencode = map[string][]string{
 	".flv":  {"aac"},
 }
 
-// audioPlan probes src and returns the -map and -c:a options that carry its
-// audio streams into a file with extension ext (nil when it has none).
-func audioPlan(ctx context.Context, t tools, src, ext string) ([]string, error) {
-	if err := checkInput(src); err != nil {
-		return nil, err
+// audioCodec returns how an audio stream of codec c from src goes into a
+// file of extension ext: "copy" when the container can hold it as it is,
+// else the first encoder of audioReencode's this ffmpeg has.
+func audioCodec(ctx context.Context, t tools, src, c, ext string) (string, error) {
+	if ok, known := audioCopyOK[ext]; !known || contains(ok, c) {
+		return "copy", nil
 	}
-	m, err := probeMeta(ctx, src, t)
-	if err != nil {
-		return nil, err
+	prefs := audioReencode[ext]
+	if prefs == nil {
+		prefs = []string{"aac"}
 	}
-	var args []string
-	for k, a := range m.audio() {
-		codec := "copy"
-		if ok, known := audioCopyOK[ext]; known && !contains(ok, a.codec) {
-			codec = ""
-			prefs := audioReencode[ext]
-			if prefs == nil {
-				prefs = []string{"aac"}
-			}
-			set := encoders(ctx, t.ffmpeg)
-			for _, p := range prefs {
-				if set == nil || set[p] {
-					codec = p
-					break
-				}
-			}
-			if codec == "" {
-				return nil, fmt.Errorf("%q: its %s audio cannot go into a %s file and this ffmpeg has none of %s to re-encode it: use .mkv", src, a.codec, ext, strings.Join(prefs, ", "))
-			}
+	set := encoders(ctx, t.ffmpeg)
+	for _, p := range prefs {
+		if set == nil || set[p] {
+			return p, nil
 		}
-		args = append(args, "-map", "1:"+strconv.Itoa(a.index), "-c:a:"+strconv.Itoa(k), codec)
 	}
-	return args, nil
+	return "", fmt.Errorf("%q: its %s audio cannot go into a %s file and this ffmpeg has none of %s to re-encode it: use .mkv", src, c, ext, strings.Join(prefs, ", "))
 }
 
 func contains(list []string, s string) bool {
@@ -712,7 +714,7 @@ func CheckEncode(ctx context.Context, ext string, opt EncodeOptions) error {
 		defer os.Remove(f.Name())
 		args := append([]string{}, baseArgs...)
 		args = append(args, "-f", "lavfi", "-i", "color=black:s=64x64:r=24", "-frames:v", "1")
-		args = append(args, videoArgs(o, ext)...)
+		args = append(args, videoArgs(o, ext, videoTags{})...)
 		r := runCheck(ctx, t.ffmpeg, append(args, "-y", fileArg(f.Name()))...)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -850,9 +852,12 @@ func encodeHint(ext, codec, msg string) string {
 }
 
 // videoArgs are the output options of the video stream for o, into a file
-// of extension ext.
-func videoArgs(o EncodeOptions, ext string) []string {
+// of extension ext, with the colour, HDR and SAR of tags.
+func videoArgs(o EncodeOptions, ext string, tags videoTags) []string {
 	var args []string
+	if len(tags.filters) > 0 {
+		args = append(args, "-vf", strings.Join(tags.filters, ","))
+	}
 	args = append(args, "-c:v", o.Codec)
 	switch o.Codec {
 	case "libx264", "libx264rgb", "libx265", "libvpx", "libvpx-vp9", "libaom-av1", "libsvtav1":
@@ -869,19 +874,35 @@ func videoArgs(o EncodeOptions, ext string) []string {
 			args = append(args, "-preset", o.Preset)
 		}
 	}
+	// vsr's encoder parameters and the user's go in one option: ffmpeg
+	// keeps only the last of several.
+	params := map[string][]string{}
 	if o.Codec == "libx265" {
-		args = append(args, "-x265-params", "log-level=error")
+		params["x265-params"] = append([]string{"log-level=error"}, tags.x265...)
 		if e := strings.ToLower(ext); e == ".mp4" || e == ".mov" || e == ".m4v" {
 			args = append(args, "-tag:v", "hvc1") // what Apple players expect
 		}
 	}
+	if len(tags.svtav1) > 0 {
+		params["svtav1-params"] = tags.svtav1
+	}
 	args = append(args, "-pix_fmt", o.PixFmt)
+	args = append(args, tags.args...)
 	if o.Threads > 0 {
 		args = append(args, "-threads", strconv.Itoa(o.Threads))
 	}
 	for _, kv := range o.Options {
 		k, v, _ := strings.Cut(kv, "=")
+		if p, ok := params[k]; ok {
+			params[k] = append(p, v)
+			continue
+		}
 		args = append(args, "-"+k, v)
+	}
+	for _, k := range []string{"x265-params", "svtav1-params"} {
+		if p := params[k]; len(p) > 0 {
+			args = append(args, "-"+k, strings.Join(p, ":"))
+		}
 	}
 	return args
 }

@@ -386,7 +386,7 @@ func TestEncoderErrors(t *testing.T) {
 		t.Parallel()
 		out := filepath.Join(t.TempDir(), "out.mkv")
 		opt := testEncodeOptions()
-		opt.AudioFrom = filepath.Join(t.TempDir(), "gone.mkv")
+		opt.StreamsFrom = filepath.Join(t.TempDir(), "gone.mkv")
 		if _, err := NewEncoder(testCtx(t), out, opt); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("err = %v", err)
 		}

@@ -151,6 +151,14 @@ func (d *LiveDecoder) Header() error {
 // Size is the frames' size (after Header).
 func (d *LiveDecoder) Size() (int, int) { return d.mkv.width, d.mkv.height }
 
+// Colour is the source's colour primaries and transfer (the frames are
+// RGB: they have no matrix, and full range), known after Header.
+func (d *LiveDecoder) Colour() Colour { return d.mkv.colour }
+
+// SAR is the source's sample aspect ratio (zero: square pixels), known
+// after Header.
+func (d *LiveDecoder) SAR() Rational { return d.mkv.sar }
+
 // FrameDuration is the source's nominal frame duration in nanoseconds,
 // when it says (0: it does not).
 func (d *LiveDecoder) FrameDuration() int64 { return d.mkv.frameDur }
@@ -307,7 +315,12 @@ type LiveEncoder struct {
 	closed  bool
 	start   int64 // the first timestamp written, in ns: the output starts at 0
 	started bool
+	carried Carried
 }
+
+// Carried says what the live output carries of its source besides the
+// picture, and what it drops.
+func (e *LiveEncoder) Carried() Carried { return e.carried }
 
 // NewLiveEncoder starts ffmpeg writing o.
 func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
@@ -348,7 +361,8 @@ func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
 		}
 		args = append(args, "-map", "0:a:0", "-c:a", codec, "-b:a", "160k")
 	}
-	args = append(args, videoArgs(enc, ext)...)
+	tags := planVideoTags(ctx, t.ffmpeg, enc)
+	args = append(args, videoArgs(enc, ext, tags)...)
 	tuned := false
 	for _, kv := range enc.Options {
 		tuned = tuned || strings.HasPrefix(kv, "tune=")
@@ -411,7 +425,11 @@ func NewLiveEncoder(ctx context.Context, o LiveOutput) (*LiveEncoder, error) {
 		in.Close()
 		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, t.ffmpeg, err)
 	}
-	e := &LiveEncoder{out: o, cmd: cmd, in: in, tail: tail, size: size}
+	e := &LiveEncoder{out: o, cmd: cmd, in: in, tail: tail, size: size, carried: tags.report}
+	if o.Audio != nil {
+		e.carried.carry("audio (the first stream, re-encoded)")
+	}
+	e.carried.drop("other streams, subtitles and metadata", "a live stream carries its video and first audio stream only")
 	var audio [][]byte
 	if o.Audio != nil {
 		audio = append(audio, o.Audio)

@@ -176,7 +176,8 @@ func cleanTags(tags map[string]string) map[string]string {
 	return out
 }
 
-// tag returns the value of the tag named key in any case, cleaned.
+// tag returns the value of the tag named key in any case (Matroska's are
+// upper case), cleaned.
 func tag(tags map[string]string, key string) string {
 	for k, v := range tags {
 		if strings.EqualFold(k, key) {
@@ -219,8 +220,6 @@ var sameColour = map[string]Colour{
 	"fcc":       {Matrix: "fcc", Primaries: "bt470m", Transfer: "gamma22"},
 }
 
-var chromaLocations = map[string]bool{"left": true, "center": true, "topleft": true, "top": true, "bottomleft": true, "bottom": true}
-
 // parsePixFmtParens parses the parenthesis after the pixel format in
 // ffmpeg's description of a video stream, e.g. "tv, bt2020nc/bt2020/smpte2084,
 // progressive" (range; matrix/primaries/transfer, or one name when their
@@ -236,7 +235,7 @@ func parsePixFmtParens(s string) (c Colour, fieldOrder string) {
 		case strings.Count(f, "/") == 2:
 			p := strings.Split(f, "/")
 			c.Matrix, c.Primaries, c.Transfer = ffmpegName(p[0]), ffmpegName(p[1]), ffmpegName(p[2])
-		case chromaLocations[f]:
+		case slices.Contains(chromaLocations, f):
 			c.ChromaLocation = f
 		default:
 			if same, ok := sameColour[strings.ToLower(f)]; ok {

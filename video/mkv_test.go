@@ -64,7 +64,7 @@ func TestNoAudio(t *testing.T) {
 	src := clipPath(t, clips[1]) // with Opus audio
 	for _, no := range []bool{true, false} {
 		out := filepath.Join(t.TempDir(), "o.mkv")
-		opt := EncodeOptions{Width: 64, Height: 48, FPS: Rational{24, 1}, CRF: -1, Preset: "ultrafast", AudioFrom: src, NoAudio: no}
+		opt := EncodeOptions{Width: 64, Height: 48, FPS: Rational{24, 1}, CRF: -1, Preset: "ultrafast", CarryOptions: CarryOptions{StreamsFrom: src, NoAudio: no}}
 		e, err := NewEncoder(testCtx(t), out, opt)
 		if err != nil {
 			t.Fatal(err)

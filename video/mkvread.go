@@ -25,6 +25,9 @@ type mkvReader struct {
 	frameDur             int64  // the video's DefaultDuration in ns (0: not given)
 	sawTracks, sawHeader bool
 	pending              *LivePacket // read by Header, returned by the next Next
+
+	sar    Rational // from the display size (zero: square pixels)
+	colour Colour   // primaries and transfer (the frames are RGB)
 }
 
 // mkvPacket is one block of the stream.
@@ -46,6 +49,11 @@ const (
 	mkvPixelHeight     = 0xBA
 	mkvBlockGroup      = 0xA0
 	mkvBlock           = 0xA1
+	mkvDisplayWidth    = 0x54B0
+	mkvDisplayHeight   = 0x54BA
+	mkvColour          = 0x55B0
+	mkvPrimaries       = 0x55BB
+	mkvTransfer        = 0x55BA
 )
 
 // maxElement bounds an element read into memory (a 16K RGB frame is 400 MB).
@@ -202,7 +210,8 @@ func (m *mkvReader) tracks(b []byte) error {
 		}
 		var num, kind uint64
 		var codec string
-		var w, h int
+		var w, h, dw, dh int
+		var colour Colour
 		var dur int64
 		err := children(entry, func(id uint64, body []byte) error {
 			switch id {
@@ -221,6 +230,20 @@ func (m *mkvReader) tracks(b []byte) error {
 						w = int(beUint(body))
 					case mkvPixelHeight:
 						h = int(beUint(body))
+					case mkvDisplayWidth:
+						dw = int(beUint(body))
+					case mkvDisplayHeight:
+						dh = int(beUint(body))
+					case mkvColour:
+						return children(body, func(id uint64, body []byte) error {
+							switch id {
+							case mkvPrimaries:
+								colour.Primaries = mkvPrimaryNames[beUint(body)]
+							case mkvTransfer:
+								colour.Transfer = mkvTransferNames[beUint(body)]
+							}
+							return nil
+						})
 					}
 					return nil
 				})
@@ -235,7 +258,10 @@ func (m *mkvReader) tracks(b []byte) error {
 			if codec != "V_UNCOMPRESSED" && codec != "V_MS/VFW/FOURCC" { // ffmpeg 5 writes raw frames in VFW mode
 				return fmt.Errorf("matroska: video track of codec %s, want raw frames", codec)
 			}
-			m.video, m.width, m.height, m.frameDur = num, w, h, dur
+			m.video, m.width, m.height, m.frameDur, m.colour = num, w, h, dur, colour
+			if dw > 0 && dh > 0 && w > 0 && h > 0 && dw*h != dh*w && dw <= 1<<20 && dh <= 1<<20 {
+				m.sar = Rational{Num: dw * h, Den: dh * w}.Reduced()
+			}
 		case kind == 2 && m.audio == 0:
 			m.audio, m.audioEntry = num, entry
 		}
@@ -256,6 +282,16 @@ func (m *mkvReader) tracks(b []byte) error {
 	m.sawTracks = true
 	return nil
 }
+
+// The names of Matroska's (ISO/IEC 23091-2) colour primaries and transfer
+// codes, as ffmpeg names them.
+var (
+	mkvPrimaryNames = map[uint64]string{1: "bt709", 4: "bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 8: "film",
+		9: "bt2020", 10: "smpte428", 11: "smpte431", 12: "smpte432", 22: "jedec-p22"}
+	mkvTransferNames = map[uint64]string{1: "bt709", 4: "gamma22", 5: "gamma28", 6: "smpte170m", 7: "smpte240m", 8: "linear",
+		9: "log100", 10: "log316", 11: "iec61966-2-4", 12: "bt1361e", 13: "iec61966-2-1", 14: "bt2020-10", 15: "bt2020-12",
+		16: "smpte2084", 17: "smpte428", 18: "arib-std-b67"}
+)
 
 // block parses a SimpleBlock (or a BlockGroup's Block) of one frame; nil
 // for the blocks of other tracks.

@@ -46,7 +46,7 @@ func TestNoReplace(t *testing.T) {
 	if err := encodeTo(t, seg, testEncodeOptions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Concat(testCtx(t), []string{seg}, out, ConcatOptions{NoReplace: true}); !errors.Is(err, ErrExists) {
+	if _, err := Concat(testCtx(t), []string{seg}, out, ConcatOptions{NoReplace: true}); !errors.Is(err, ErrExists) {
 		t.Errorf("concat over an existing output: %v", err)
 	}
 	if got, _ := os.ReadFile(out); string(got) != "keep" {
@@ -82,7 +82,7 @@ func TestDescriptorPaths(t *testing.T) {
 	if err := encodeTo(t, seg, testEncodeOptions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Concat(testCtx(t), []string{seg, seg}, filepath.Join(fdDir, "joined.mp4"), ConcatOptions{}); err != nil {
+	if _, err := Concat(testCtx(t), []string{seg, seg}, filepath.Join(fdDir, "joined.mp4"), ConcatOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Read through a descriptor while the name points elsewhere.

@@ -241,7 +241,7 @@ func roundTrip(t *testing.T, src, dst string, opt EncodeOptions) (in, out *Info,
 	defer d.Close()
 	opt.Width, opt.Height, opt.FPS, opt.ExpectFrames = in.Width, in.Height, in.FPS, in.Frames
 	if in.HasAudio {
-		opt.AudioFrom = src
+		opt.StreamsFrom = src
 	}
 	e, err := NewEncoder(ctx, dst, opt)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // TestConventions: the conventions of ffmpeg and realesrgan-ncnn-vulkan.
@@ -199,9 +201,10 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-// TestStreamsAndNotes: probe lists every stream; restore says which
-// streams the output does not carry and which stale temporaries lie
-// beside the output.
+// TestStreamsAndNotes: probe lists every stream; restore says in one line
+// on stderr what the output carries and drops, also with --progress none,
+// and --json has it as fields; and it names the stale temporaries beside
+// the output.
 func TestStreamsAndNotes(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -209,18 +212,42 @@ func TestStreamsAndNotes(t *testing.T) {
 	os.WriteFile(srt, []byte("1\n00:00:00,000 --> 00:00:01,000\nhello\n"), 0o644)
 	in := filepath.Join(dir, "in.mkv")
 	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=32x24:rate=25", "-f", "lavfi", "-i", "sine=duration=1", "-i", srt,
-		"-frames:v", "3", "-map", "0:v", "-map", "1:a", "-map", "2:s", "-c:v", "libx264", "-c:a", "libvorbis", "-c:s", "srt", "-shortest", in)
+		"-frames:v", "3", "-map", "0:v", "-map", "1:a", "-map", "2:s", "-c:v", "libx264", "-c:a", "libvorbis", "-c:s", "srt", "-shortest",
+		"-metadata", "title=Notes", in)
 	out, err := vsr(t, "probe", in)
 	if err != nil || !strings.Contains(out, "stream #2") || !strings.Contains(out, "subtitle subrip") || !strings.Contains(out, "audio vorbis") {
 		t.Errorf("probe: %v\n%s", err, out)
 	}
 	os.WriteFile(filepath.Join(dir, ".old.vsr-123.mp4"), []byte("partial"), 0o644)
-	_, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "out.mkv"), "--device", "cpu", "-s", "2", "--progress", "plain")
+	mkv := filepath.Join(dir, "out.mkv")
+	_, stderr, err := vsrOutputs("restore", in, "-o", mkv, "--device", "cpu", "-s", "2", "--progress", "plain")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, "not carried: #2 subtitle subrip") || !strings.Contains(stderr, ".old.vsr-123.mp4") {
+	if !strings.Contains(stderr, mkv+" carries: video, audio #1 vorbis, subtitle #2 subrip, title") || !strings.Contains(stderr, ".old.vsr-123.mp4") {
 		t.Errorf("restore notes:\n%s", stderr)
+	}
+	mp4 := filepath.Join(dir, "out.mp4")
+	stdout, stderr, err := vsrOutputs("restore", in, "-o", mp4, "--device", "cpu", "-s", "2", "--progress", "none", "--json", "--no-metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := mp4 + " carries: video, audio #1 vorbis as aac, subtitle #2 subrip as mov_text; drops: metadata (--no-metadata)\n"
+	if stderr != line {
+		t.Errorf("--progress none: stderr %q, want %q", stderr, line)
+	}
+	var res struct {
+		Carried []string     `json:"carried"`
+		Dropped []video.Drop `json:"dropped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Carried, ",") != "audio #1 vorbis as aac,subtitle #2 subrip as mov_text" || len(res.Dropped) != 1 || res.Dropped[0].Why != "--no-metadata" {
+		t.Errorf("--json: %s", stdout)
+	}
+	if _, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "nosubs.mkv"), "--device", "cpu", "-s", "2", "--progress", "none", "--no-subtitles"); err != nil || !strings.Contains(stderr, "drops: subtitle #2 subrip (--no-subtitles)") {
+		t.Errorf("--no-subtitles: %v %q", err, stderr)
 	}
 }
 

@@ -82,6 +82,9 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 			fmt.Fprintf(stderr, "%s: %d frames in (%.1f fps), %d out (%.1f fps) at %dx%d, latency p50 %.3f s p99 %.3f s, %d dropped\n",
 				what, s.InFrames, s.InFPS, s.OutFrames, s.OutFPS, s.Width, s.Height, s.LatencyP50, s.LatencyP99, s.Dropped)
 		}
+		if s.Final && !f.asJSON && s.Width > 0 { // always, as restore's
+			fmt.Fprintf(stderr, "%s %s\n", out, s.Carried)
+		}
 	}
 	if f.progress != "none" && !f.asJSON {
 		fmt.Fprintf(stderr, "restoring the live stream %s into %s on %s with %s (%s; stop with Ctrl-C)\n", input, out, ld.Devices(), ld.Model.Name(), latencyNote(ld.Family.Name(), f))

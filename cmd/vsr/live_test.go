@@ -448,6 +448,9 @@ func TestLivePipes(t *testing.T) {
 	if !final.Final || final.OutFrames != 24 {
 		t.Errorf("statistics on stderr: %+v\n%s", final, errb.String())
 	}
+	if strings.Join(final.Carried.Carried, ",") != "audio (the first stream, re-encoded)" || len(final.Carried.Dropped) != 1 {
+		t.Errorf("statistics say the stream carries %v and drops %v", final.Carried.Carried, final.Carried.Dropped)
+	}
 	checkLiveOutput(t, got, 24)
 }
 

@@ -46,6 +46,8 @@ type restoreFlags struct {
 	playlists  bool     // --allow-playlists
 	// deinterlace is what to do with an interlaced file input.
 	deinterlace string
+	noSubs      bool // --no-subtitles
+	noMeta      bool // --no-metadata
 	// maxOutputPixels refuses larger outputs (width x height).
 	maxOutputPixels int64
 
@@ -68,10 +70,12 @@ func newRestore() *cobra.Command {
 		Short: "Restore and upscale a video",
 		Long: `Restore and upscale a video with a neural network.
 
-The output keeps the input's frame rate, exact frame count and audio. It is
-written to a temporary file beside OUTPUT and renamed when complete, so a
-failed or interrupted run leaves nothing behind. The output directory must
-exist.`,
+The output keeps the input's frame rate, exact frame count, audio,
+subtitles, attachments, chapters, metadata, colour tags, HDR10 static
+metadata and sample aspect ratio; one line on stderr says what it carries
+and what it drops, and why. It is written to a temporary file beside
+OUTPUT and renamed when complete, so a failed or interrupted run leaves
+nothing behind. The output directory must exist.`,
 		Example: `  vsr restore in.mp4 -o out.mp4
   vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
@@ -117,6 +121,8 @@ exist.`,
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.deinterlace, "deinterlace", "auto", "an interlaced file input (stated, or found by ffmpeg's idet filter): auto (bwdif, one frame per frame), bwdif, yadif, double (one frame per field: twice the frames and rate), off (as it is, with a warning)")
+	fl.BoolVar(&f.noSubs, "no-subtitles", false, "leave the input's subtitles and attachments (fonts) out of the output")
+	fl.BoolVar(&f.noMeta, "no-metadata", false, "leave the input's title, tags, chapters, stream tags (language, title) and timecode out of the output")
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
 	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "refuse an output frame larger than this, width x height in pixels (8192x8192 by default; one larger than 8K UHD gets a warning): raise it for a larger output on a machine with the memory")
 	fl.BoolVar(&f.live, "live", false, "restore a live stream as it arrives (automatic when the input is a URL, a device, a FIFO or -, or the output a URL, an .m3u8, an .mpd or -)")
@@ -255,6 +261,9 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	prog.finish(err == nil)
 	if err != nil {
 		return nil, err
+	}
+	if !app.IsImage(filepath.Ext(output)) { // always: what the output lacks matters
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s %s\n", res.Output, res.Carried)
 	}
 	if f.progress != "none" && !f.asJSON {
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d frames %dx%d in %.1f s (%.2f frames/s) on %s with %s\n",
@@ -519,6 +528,7 @@ func encodeOptions(f restoreFlags) video.EncodeOptions {
 func restoreEncode(f restoreFlags) video.EncodeOptions {
 	e := encodeOptions(f)
 	e.Options, e.NoReplace = f.encoderOpt, !f.overwrite
+	e.NoSubtitles, e.NoMetadata = f.noSubs, f.noMeta
 	return e
 }
 
@@ -567,19 +577,9 @@ func samePath(a, b string) (bool, error) {
 	return os.SameFile(sa, sb), nil
 }
 
-// notes says on stderr what the output will not carry (subtitles, data,
-// attachments, cover art) and which temporaries of interrupted runs lie
-// beside the output.
+// notes says on stderr which temporaries of interrupted runs lie beside
+// the output (what the output carries is said when it is written).
 func notes(cmd *cobra.Command, info *video.Info, output string) {
-	var dropped []string
-	for _, s := range info.Streams {
-		if s.Kind != "audio" && !(s.Kind == "video" && !s.Cover) {
-			dropped = append(dropped, fmt.Sprintf("#%d %s %s", s.Index, s.Kind, s.Codec))
-		}
-	}
-	if len(dropped) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: the output carries the video and audio only; not carried: %s\n", strings.Join(dropped, ", "))
-	}
 	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(output), ".*.vsr-*"))
 	if len(stale) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d temporaries of interrupted vsr runs in %s (remove them if no vsr is running there): %s\n",

@@ -609,6 +609,9 @@ func TestServeRealPaths(t *testing.T) {
 	if !probe(t, out).HasAudio {
 		t.Errorf("%s lost its audio", out)
 	}
+	if c, ok := m["carried"].([]any); !ok || len(c) != 1 || c[0] != "audio #1 aac (default)" {
+		t.Errorf("the task status says the output carries %v", m["carried"])
+	}
 	noTemporaries(t, svc.OutputRoot())
 
 	code, r := a.call("POST", "/v1/tasks/video/", map[string]any{"video_path": "tone.mp4", "save_result_path": "x.notacontainer"})

@@ -1,0 +1,383 @@
+package video
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CarryOptions says what an output carries of its source besides the
+// video: audio, subtitles, attachments (fonts), chapters, the global
+// metadata (title and the rest), each stream's tags and dispositions, and
+// the timecode. EncodeOptions and ConcatOptions embed it.
+type CarryOptions struct {
+	// StreamsFrom is the source file ("" = nothing is carried). It is
+	// opened as Probe opens an input: unless StreamsAllowPlaylists
+	// (Info.AllowPlaylists of the probed input), the file alone, read by a
+	// video container's or image's demuxer.
+	StreamsFrom           string
+	StreamsAllowPlaylists bool
+	// StreamsDuration, if > 0, carries only the first StreamsDuration
+	// seconds of the source (an excerpt: the first frames of a video).
+	StreamsDuration float64
+	// NoAudio keeps every audio stream out of the output (an image:
+	// ffmpeg 4.1's image muxer wrote the audio packets over the picture).
+	NoAudio bool
+	// NoSubtitles keeps the subtitles and attachments out.
+	NoSubtitles bool
+	// NoMetadata keeps the global metadata (title, tags), the chapters,
+	// each stream's tags and the timecode out; dispositions stay.
+	NoMetadata bool
+}
+
+// Carried says what an output carries of its input besides the picture,
+// and what it drops and why (see Encoder.Carried and Concat).
+type Carried struct {
+	// Carried names each thing carried, e.g. "audio #1 aac (eng)",
+	// "subtitle #2 subrip as mov_text (fra, default)", "chapters (3)",
+	// "title", "colour bt709/bt709/bt709 tv", "SAR 4:3".
+	Carried []string `json:"carried"`
+	// Dropped are the things left out, each with the reason.
+	Dropped []Drop `json:"dropped"`
+}
+
+// Drop is one thing an output does not carry, and why.
+type Drop struct {
+	What string `json:"what"`
+	Why  string `json:"why"`
+}
+
+// Add appends what o carries and drops to c.
+func (c *Carried) Add(o Carried) {
+	c.Carried = append(c.Carried, o.Carried...)
+	c.Dropped = append(c.Dropped, o.Dropped...)
+}
+
+func (c *Carried) carry(format string, args ...any) {
+	c.Carried = append(c.Carried, fmt.Sprintf(format, args...))
+}
+
+func (c *Carried) drop(what, why string) {
+	c.Dropped = append(c.Dropped, Drop{What: what, Why: why})
+}
+
+// String is the report on one line: "carries: A, B; drops: C (why)".
+func (c Carried) String() string {
+	s := "carries: video only"
+	if len(c.Carried) > 0 {
+		s = "carries: video, " + strings.Join(c.Carried, ", ")
+	}
+	if len(c.Dropped) > 0 {
+		d := make([]string, len(c.Dropped))
+		for i, x := range c.Dropped {
+			d[i] = x.What + " (" + x.Why + ")"
+		}
+		s += "; drops: " + strings.Join(d, ", ")
+	}
+	return s
+}
+
+// srcStream is what the streams plan knows of one stream of the source.
+type srcStream struct {
+	index    int
+	kind     string // video, audio, subtitle, data, attachment
+	codec    string
+	cover    bool
+	language string // validated (letters only)
+	title    string
+	disp     []string
+	timecode string // validated
+}
+
+// source is what the streams plan knows of the source file.
+type source struct {
+	streams  []srcStream
+	title    bool // the file has a title
+	tags     int  // global tags besides the title (and the muxer's own)
+	chapters int
+	timecode string // validated
+}
+
+// ffprobeStreams is the part of ffprobe's JSON the streams plan reads.
+type ffprobeStreams struct {
+	Streams []struct {
+		Index       int               `json:"index"`
+		CodecType   string            `json:"codec_type"`
+		CodecName   string            `json:"codec_name"`
+		Disposition map[string]int    `json:"disposition"`
+		Tags        map[string]string `json:"tags"`
+	} `json:"streams"`
+	Chapters []json.RawMessage `json:"chapters"`
+	Format   struct {
+		Tags map[string]string `json:"tags"`
+	} `json:"format"`
+}
+
+var (
+	reLanguage = regexp.MustCompile(`^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{1,8})*$`)
+	reTimecode = regexp.MustCompile(`^\d{1,2}:\d{2}:\d{2}[:;.]\d{1,3}$`)
+)
+
+// muxerTags are global tags a muxer writes of its own; they are not
+// reported as the source's metadata.
+var muxerTags = []string{"encoder", "major_brand", "minor_version", "compatible_brands", "creation_time", "duration", "title", "timecode"}
+
+// probeSource reads the streams, tags, dispositions and chapters of src:
+// with ffprobe when there is one, else the streams' kinds and codecs from
+// ffmpeg's description (ffmpeg 4.1's static builds have no ffprobe).
+func probeSource(ctx context.Context, t tools, src string) (*source, error) {
+	if err := checkInput(src); err != nil {
+		return nil, err
+	}
+	if t.ffprobe == "" {
+		m, err := probeMeta(ctx, src, t)
+		if err != nil {
+			return nil, err
+		}
+		s := &source{}
+		for _, st := range m.streams {
+			s.streams = append(s.streams, srcStream{index: st.index, kind: st.kind, codec: st.codec, cover: st.attachedPic})
+		}
+		return s, nil
+	}
+	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-show_chapters", "-of", "json"}, t.input(src)...)...)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("probe %q: %w", src, ctx.Err())
+	}
+	if r.err != nil {
+		return nil, notMedia(src, "ffprobe", r)
+	}
+	var out ffprobeStreams
+	if err := json.Unmarshal(r.stdout, &out); err != nil {
+		return nil, fmt.Errorf("probe %q: cannot parse ffprobe output (%v)", src, err)
+	}
+	s := &source{chapters: len(out.Chapters), title: tag(out.Format.Tags, "title") != ""}
+	for k := range out.Format.Tags {
+		if !slices.Contains(muxerTags, strings.ToLower(k)) {
+			s.tags++
+		}
+	}
+	if tc := tag(out.Format.Tags, "timecode"); reTimecode.MatchString(tc) {
+		s.timecode = tc
+	}
+	for _, st := range out.Streams {
+		ss := srcStream{index: st.Index, kind: st.CodecType, codec: st.CodecName, cover: st.Disposition["attached_pic"] != 0}
+		if l := tag(st.Tags, "language"); reLanguage.MatchString(l) && l != "und" {
+			ss.language = l
+		}
+		ss.title = printable(tag(st.Tags, "title"))
+		if tc := tag(st.Tags, "timecode"); reTimecode.MatchString(tc) {
+			ss.timecode = tc
+			if s.timecode == "" && (st.CodecType == "video" || st.CodecType == "data") {
+				s.timecode = tc
+			}
+		}
+		for d, v := range st.Disposition {
+			if v != 0 && d != "attached_pic" {
+				ss.disp = append(ss.disp, d)
+			}
+		}
+		slices.Sort(ss.disp)
+		if st.CodecType == "attachment" && ss.codec == "" {
+			ss.codec = printable(tag(st.Tags, "mimetype"))
+		}
+		s.streams = append(s.streams, ss)
+	}
+	return s, nil
+}
+
+// printable keeps s to one line of at most 60 printable characters (for
+// reports, never for command lines).
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > 60 {
+		s = string(r[:57]) + "..."
+	}
+	return strings.TrimSpace(s)
+}
+
+// describe names a stream in a report: "subtitle #2 subrip (fra, default)".
+func (s srcStream) describe(codec string) string {
+	d := fmt.Sprintf("%s #%d %s", s.kind, s.index, codec)
+	var notes []string
+	if s.language != "" {
+		notes = append(notes, s.language)
+	}
+	if s.title != "" {
+		notes = append(notes, strconv.Quote(s.title))
+	}
+	notes = append(notes, s.disp...)
+	if len(notes) > 0 {
+		d += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return d
+}
+
+// bitmapSubtitles are the subtitle codecs that are pictures.
+var bitmapSubtitles = []string{"dvd_subtitle", "hdmv_pgs_subtitle", "dvb_subtitle", "xsub", "dvb_teletext"}
+
+// textSubtitles are the subtitle codecs ffmpeg can convert to one another.
+var textSubtitles = []string{"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"}
+
+// subtitleCodec returns how a subtitle of codec c goes into a file of
+// extension ext: "copy", an encoder to convert it with, or "" and why not.
+func subtitleCodec(c, ext string) (string, string) {
+	text := slices.Contains(textSubtitles, c)
+	switch ext {
+	case ".mkv", ".mka", ".mks":
+		switch {
+		case c == "mov_text" || c == "text":
+			return "srt", ""
+		case text, slices.Contains(bitmapSubtitles, c) && c != "dvb_teletext":
+			return "copy", ""
+		}
+		return "", "Matroska cannot hold " + c
+	case ".mp4", ".mov", ".m4v":
+		switch {
+		case c == "mov_text":
+			return "copy", ""
+		case text:
+			return "mov_text", ""
+		case slices.Contains(bitmapSubtitles, c):
+			return "", "a bitmap subtitle cannot go into " + ext + ": use .mkv"
+		}
+	case ".webm":
+		switch {
+		case c == "webvtt":
+			return "copy", ""
+		case text:
+			return "webvtt", ""
+		case slices.Contains(bitmapSubtitles, c):
+			return "", "a bitmap subtitle cannot go into .webm: use .mkv"
+		}
+	case ".ts", ".m2ts":
+		if c == "dvb_subtitle" || c == "dvb_teletext" {
+			return "copy", ""
+		}
+	}
+	return "", "a " + ext + " file cannot hold " + c + " subtitles: use .mkv"
+}
+
+// streamsPlan is how an output carries its source's streams besides the
+// video: the source's input options, the output's options, and the
+// report.
+type streamsPlan struct {
+	input  []string // nil when nothing is read from the source
+	output []string
+	report Carried
+}
+
+// planStreams probes o.StreamsFrom and plans what a file of extension ext
+// carries of it. The source is the output command's input number in (1:
+// the video comes from input 0). Nothing is planned without StreamsFrom.
+func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in int) (*streamsPlan, error) {
+	p := &streamsPlan{}
+	if o.StreamsFrom == "" {
+		return p, nil
+	}
+	ext = strings.ToLower(ext)
+	t.in.AllowPlaylists = o.StreamsAllowPlaylists
+	src, err := probeSource(ctx, t, o.StreamsFrom)
+	if err != nil {
+		return nil, err
+	}
+	from := func(i int) string { return strconv.Itoa(in) + ":" + strconv.Itoa(i) }
+	var out []string
+	na, ns, nt := 0, 0, 0 // audio, subtitle and attachment streams mapped
+	videoDone := false
+	for _, s := range src.streams {
+		switch {
+		case s.kind == "video" && !s.cover && !videoDone:
+			videoDone = true // the restored video replaces it; its tags stay
+			if !o.NoMetadata {
+				for _, kv := range [][2]string{{"language", s.language}, {"title", s.title}} {
+					if kv[1] != "" {
+						out = append(out, "-metadata:s:v:0", kv[0]+"="+kv[1])
+					}
+				}
+			}
+		case s.kind == "audio" && o.NoAudio:
+			p.report.drop(s.describe(s.codec), "left out")
+		case s.kind == "audio":
+			codec, err := audioCodec(ctx, t, o.StreamsFrom, s.codec, ext)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, "-map", from(s.index), "-c:a:"+strconv.Itoa(na), codec)
+			na++
+			if codec == "copy" {
+				p.report.carry("%s", s.describe(s.codec))
+			} else {
+				p.report.carry("%s", s.describe(s.codec+" as "+codec))
+			}
+		case s.kind == "subtitle" && o.NoSubtitles:
+			p.report.drop(s.describe(s.codec), "--no-subtitles")
+		case s.kind == "subtitle":
+			codec, why := subtitleCodec(s.codec, ext)
+			if codec == "" {
+				p.report.drop(s.describe(s.codec), why)
+				continue
+			}
+			out = append(out, "-map", from(s.index), "-c:s:"+strconv.Itoa(ns), codec)
+			ns++
+			if codec == "copy" {
+				p.report.carry("%s", s.describe(s.codec))
+			} else {
+				p.report.carry("%s", s.describe(s.codec+" as "+codec))
+			}
+		case s.kind == "attachment" && o.NoSubtitles:
+			p.report.drop(s.describe(s.codec), "--no-subtitles")
+		case s.kind == "attachment" && (ext == ".mkv" || ext == ".mka" || ext == ".mks"):
+			out = append(out, "-map", from(s.index))
+			nt++
+			p.report.carry("%s", s.describe(s.codec))
+		case s.kind == "attachment":
+			p.report.drop(s.describe(s.codec), "only Matroska (.mkv) holds attachments")
+		case s.kind == "data" && s.timecode != "":
+			// A timecode track: carried as the timecode (below).
+		case s.kind == "video" && s.cover:
+			p.report.drop(s.describe(s.codec), "cover art is not carried")
+		default:
+			p.report.drop(s.describe(s.codec), "a "+s.kind+" stream is not carried")
+		}
+	}
+	if nt > 0 {
+		out = append(out, "-c:t", "copy")
+	}
+	if o.NoMetadata {
+		out = append(out, "-map_metadata", "-1", "-map_metadata:s", "-1", "-map_chapters", "-1")
+		if src.title || src.tags > 0 || src.chapters > 0 {
+			p.report.drop("metadata", "--no-metadata")
+		}
+	} else {
+		out = append(out, "-map_metadata", strconv.Itoa(in), "-map_chapters", strconv.Itoa(in))
+		if src.title {
+			p.report.carry("title")
+		}
+		if src.tags > 0 {
+			p.report.carry("metadata (%d tags)", src.tags)
+		}
+		if src.chapters > 0 {
+			p.report.carry("chapters (%d)", src.chapters)
+		}
+		if src.timecode != "" {
+			out = append(out, "-timecode", src.timecode)
+			p.report.carry("timecode %s", src.timecode)
+		}
+	}
+	p.output = out
+	if o.StreamsDuration > 0 {
+		p.input = append(p.input, "-t", strconv.FormatFloat(o.StreamsDuration, 'f', 6, 64))
+	}
+	p.input = append(p.input, inputArgs(o.StreamsFrom, o.StreamsAllowPlaylists)...)
+	return p, nil
+}
