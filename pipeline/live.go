@@ -318,10 +318,8 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	}
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
-	r.format, o.Encode.InputPixFmt = backend.RGB24, "rgb24"
-	if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
-		r.format, o.Encode.InputPixFmt = backend.YUV420P, "yuv420p"
-	}
+	r.format = liveFormat(o.Encode.PixFmt, ow, oh)
+	o.Encode.InputPixFmt = r.format.Name()
 	// The sink outlives a cancelled stream, to be finished.
 	enc, err := video.NewLiveEncoder(context.Background(), o)
 	if err != nil {
@@ -355,11 +353,7 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
 	}
-	format := backend.RGB24
-	if ow%2 == 0 && oh%2 == 0 {
-		format = backend.YUV420P
-	}
-	b, err := eng.NewBatch(slices.Max(sizes), w, h, format)
+	b, err := eng.NewBatch(slices.Max(sizes), w, h, backend.RGB24, liveFormat(req.Output.Encode.PixFmt, ow, oh))
 	if err != nil {
 		return err
 	}
@@ -525,7 +519,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 		}
 	}()
 	for range depth {
-		b, err := eng.NewBatch(most, w, h, r.format)
+		b, err := eng.NewBatch(most, w, h, backend.RGB24, r.format)
 		if err != nil {
 			return err
 		}

@@ -38,9 +38,9 @@ type Engine interface {
 	// OutputSize returns the output frame size for an input of w x h
 	// (0, 0 if the input is too small for the model).
 	OutputSize(w, h int) (int, int)
-	// NewBatch allocates staging for up to n frames of w x h whose results
-	// come out in format f.
-	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	// NewBatch allocates staging for up to n frames of w x h that come in
+	// format in (RGB24 or RGB48) and whose results come out in format out.
+	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
 	// Start begins processing the first k frames of b's input; it may
 	// return before the work is done, and b.Wait blocks until it is.
 	Start(ctx context.Context, b backend.Batch, k int) error
@@ -225,16 +225,23 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		nseg = nstream
 	}
 
-	// Frames travel as yuv420p when that is what the encoder wants and the
-	// size allows: half the bytes of RGB, converted where the model runs.
-	format := backend.RGB24
+	// Frames travel in the encoder's pixel format when a backend writes it
+	// (yuv420p: half the bytes of RGB), converted where the model runs; an
+	// input deeper than 8 bits is decoded and restored at 16 bits.
 	enc := req.Encode
-	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
-		format = backend.YUV420P
-		enc.InputPixFmt = "yuv420p"
-	} else {
-		enc.InputPixFmt = "rgb24"
+	if enc.PixFmt == "" {
+		enc.PixFmt = DefaultPixFmt(info)
+		if enc.PixFmt != "yuv420p" && !req.Discard {
+			// The default follows the input: refuse what the encoder
+			// cannot take before any work, as for a pixel format asked for.
+			if err := video.CheckEncode(ctx, filepath.Ext(req.Output), enc); err != nil {
+				return nil, err
+			}
+		}
 	}
+	fmts := frameFormats(info, enc.PixFmt, ow, oh)
+	format := fmts.out
+	enc.InputPixFmt = format.Name()
 	enc.Width, enc.Height, enc.FPS, enc.Times = ow, oh, fps, times
 	audioDur := 0.0 // an excerpt carries the audio of its own span only
 	if total < info.Frames {
@@ -321,7 +328,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	sinks = nil
 	for i, p := range ranges {
-		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count})
+		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count, PixFmt: fmts.decode})
 		if err != nil {
 			return nil, err
 		}
@@ -333,7 +340,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return func() { *d = time.Since(t).Seconds() }
 	}
 	st.Start = time.Since(start).Seconds()
-	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
 	done := mark(&st.Stream)
 	engines := []Engine{req.Engine}
 	if plan == nil {
@@ -411,7 +418,8 @@ type config struct {
 	w, h, ow, oh int
 	batch        int
 	plan         []int // batch sizes, when the engine chooses them
-	format       backend.PixelFormat
+	in           backend.PixelFormat // of the frames decoded
+	format       backend.PixelFormat // of the frames encoded
 	total        int
 	progress     func(done, total int)
 	onBatch      func(b backend.Batch, frames int)
@@ -446,7 +454,7 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 // run moves all frames of all streams through eng. It returns the first
 // error of any stage; every goroutine has ended when it returns.
 func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
-	inFS := c.w * c.h * 3
+	inFS := c.in.FrameBytes(c.w, c.h)
 	outFS := c.format.FrameBytes(c.ow, c.oh)
 	// Stream i runs on engine i mod len(engs), each engine (a device) driven
 	// by a goroutine of its own.
@@ -474,7 +482,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		done[i] = make(chan job, depth)
 		free[i] = make(chan backend.Batch, depth)
 		for range depth {
-			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.format)
+			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.in, c.format)
 			if err != nil {
 				return nil, err
 			}
