@@ -218,6 +218,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		}
 		if image {
 			segments = 1
+			job.Encode = deepImage(filepath.Ext(job.Output), job.Encode, info)
 		}
 	}
 	s, more, done, err := l.Sessions(ctx, info, total, job.Params)
