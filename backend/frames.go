@@ -9,8 +9,10 @@ import (
 // PixelFormat is the layout, depth and colour of frames entering or
 // leaving a backend. It is comparable; the zero value is RGB24.
 //
-// Frames enter a model (Slot.Input, FromFrames) as RGB24 or RGB48 and leave
-// it (Slot.Put, ToFrames) in any format Parse accepts:
+// Frames enter a model (Slot.Input, FromFrames) as RGB24, RGB48 or 16-bit
+// yuv444p16le (YUV16, converted to RGB with its matrix and range where the
+// model runs: see Inverse) and leave it (Slot.Put, ToFrames) in any format
+// ParsePixelFormat accepts:
 //
 //	name          layout     bytes a frame (w x h)     samples
 //	rgb24         PackedRGB  3wh                       8-bit R,G,B
@@ -183,8 +185,82 @@ func (f PixelFormat) CheckSize(w, h int) error {
 	return nil
 }
 
-// IsInput reports whether frames of f can enter a model: RGB24 or RGB48.
-func (f PixelFormat) IsInput() bool { return f == RGB24 || f == RGB48 }
+// YUV16 is the input format yuv444p16le with conversion c.
+func YUV16(c YCbCr) PixelFormat { return PixelFormat{Layout: YUV444, Depth: 16, YCbCr: c} }
+
+// IsInput reports whether frames of f can enter a model: RGB24, RGB48 or
+// YUV16.
+func (f PixelFormat) IsInput() bool {
+	return f == RGB24 || f == RGB48 || f.Layout == YUV444 && f.Depth == 16
+}
+
+// Model is the RGB format a model's frames have for input f: RGB24 for
+// 8-bit input, else RGB48.
+func (f PixelFormat) Model() PixelFormat {
+	if f.Wide() {
+		return RGB48
+	}
+	return RGB24
+}
+
+// Inverse is the arithmetic of a 16-bit YCbCr input (H.273 inverted, in
+// float32 in this order): y = (Y - OY) KY, u = (Cb - OC) KC,
+// v = (Cr - OC) KC; R = y + RV v, G = y + GU u + GV v, B = y + BU u, each
+// clamped to [0,1]. GPU kernels take it as a struct.
+type Inverse struct {
+	KY, OY, KC, OC, RV, GU, GV, BU float32
+}
+
+// Inverse returns the conversion of YCbCr frames of f (16-bit) to RGB.
+func (f PixelFormat) Inverse() Inverse {
+	kr, kb := 0.299, 0.114
+	switch f.YCbCr.Matrix {
+	case BT709:
+		kr, kb = 0.2126, 0.0722
+	case BT2020NC:
+		kr, kb = 0.2627, 0.0593
+	}
+	kg := 1 - kr - kb
+	d := f.depth()
+	ky, oy, kc, oc := 1/(219*math.Ldexp(1, d-8)), 16*math.Ldexp(1, d-8), 1/(224*math.Ldexp(1, d-8)), 128*math.Ldexp(1, d-8)
+	if f.YCbCr.Full {
+		top := math.Ldexp(1, d) - 1
+		ky, oy, kc, oc = 1/top, 0, 1/top, math.Ldexp(1, d-1)
+	}
+	return Inverse{KY: float32(ky), OY: float32(oy), KC: float32(kc), OC: float32(oc),
+		RV: float32(2 * (1 - kr)), GU: float32(-2 * kb * (1 - kb) / kg), GV: float32(-2 * kr * (1 - kr) / kg), BU: float32(2 * (1 - kb))}
+}
+
+// Raw is c's bytes as a kernel's struct parameter.
+func (c Inverse) Raw() []byte {
+	var b []byte
+	for _, v := range []float32{c.KY, c.OY, c.KC, c.OC, c.RV, c.GU, c.GV, c.BU} {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// yuvToFloats converts n frames of w x h in YUV16 format f to RGB values
+// (n h w 3) by f.Inverse.
+func yuvToFloats(src []byte, f PixelFormat, n, w, h int) []float32 {
+	c := f.Inverse()
+	out := make([]float32, n*h*w*3)
+	plane := w * h
+	for fr := 0; fr < n; fr++ {
+		p := src[fr*f.FrameBytes(w, h):]
+		for i := 0; i < plane; i++ {
+			Y := float32(binary.LittleEndian.Uint16(p[2*i:]))
+			U := float32(binary.LittleEndian.Uint16(p[2*(plane+i):]))
+			V := float32(binary.LittleEndian.Uint16(p[2*(2*plane+i):]))
+			y, u, v := (Y-c.OY)*c.KY, (U-c.OC)*c.KC, (V-c.OC)*c.KC
+			o := out[3*(fr*plane+i):]
+			o[0] = min(max(y+c.RV*v, 0), 1)
+			o[1] = min(max(y+c.GU*u+c.GV*v, 0), 1)
+			o[2] = min(max(y+c.BU*u, 0), 1)
+		}
+	}
+	return out
+}
 
 // Conversion is the arithmetic of a YCbCr format: a value is
 // min(max(Off + (K[0] r + K[1] g + K[2] b) / Q + 0.5, 0), Max), truncated,
@@ -380,16 +456,20 @@ func Output(s Slot, t Tensor, f PixelFormat) (int, error) {
 	return s.Send(sh.N, sh.W, sh.H, f)
 }
 
-// FromFrames converts n frames of h x w in format f (RGB24 or RGB48) to an
-// (n h w 3) tensor in [0,1] on b.
+// FromFrames converts n frames of h x w in input format f (see IsInput)
+// to an (n h w 3) tensor in [0,1] on b.
 func FromFrames(b Backend, data []byte, f PixelFormat, n, h, w int) (Tensor, error) {
-	switch f {
-	case RGB24:
+	switch {
+	case f == RGB24:
 		return b.FromRGB8(data, n, h, w)
-	case RGB48:
+	case f == RGB48:
 		return b.FromRGB16(data, n, h, w)
+	case !f.IsInput():
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+	case len(data) != n*f.FrameBytes(w, h):
+		return nil, fmt.Errorf("%s frames %dx%dx%d: got %d bytes", f.Name(), n, w, h, len(data))
 	}
-	return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
+	return b.Upload(Shape{N: n, H: h, W: w, C: 3}, yuvToFloats(data, f, n, w, h))
 }
 
 // ToFrames converts t, an (n h w 3) tensor in [0,1], to frames of format f

@@ -155,6 +155,46 @@ func TestYUVFormulas(t *testing.T) {
 	}
 }
 
+// TestYUVInputRoundTrip converts 16-bit YCbCr to RGB (Inverse, as a model
+// gets a deep input) and back (Conversion, as it leaves): every matrix and
+// range gives the samples back within 1 level at 16 bits, for samples
+// whose RGB is inside [0,1].
+func TestYUVInputRoundTrip(t *testing.T) {
+	w, h := 64, 2
+	for _, m := range []YCbCrMatrix{BT601, BT709, BT2020NC} {
+		for _, full := range []bool{false, true} {
+			in := YUV16(YCbCr{Matrix: m, Full: full})
+			// Grey levels and mild colours, all inside the RGB cube.
+			src := make([]byte, in.FrameBytes(w, h))
+			c := in.Conversion()
+			for i := 0; i < w*h; i++ {
+				v := float32(i) / float32(w*h-1)
+				r, g, b := v, 0.25+v/2, 1-v
+				put := func(plane, s int) { binary.LittleEndian.PutUint16(src[2*(plane*w*h+i):], uint16(s)) }
+				q := c.Q
+				put(0, c.sample(0, r*q, g*q, b*q))
+				put(1, c.sample(1, r*q, g*q, b*q))
+				put(2, c.sample(2, r*q, g*q, b*q))
+			}
+			rgb := yuvToFloats(src, in, 1, w, h)
+			rgb16 := make([]byte, 2*len(rgb))
+			for i, v := range rgb {
+				binary.LittleEndian.PutUint16(rgb16[2*i:], uint16(v*65535+0.5))
+			}
+			back := make([]byte, len(src))
+			if err := RGBToYUV(back, rgb16, in, 1, w, h); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < len(src); i += 2 {
+				a, b := int(binary.LittleEndian.Uint16(src[i:])), int(binary.LittleEndian.Uint16(back[i:]))
+				if a-b > 1 || b-a > 1 {
+					t.Fatalf("%v: sample %d is %d after the round trip, was %d", in, i/2, b, a)
+				}
+			}
+		}
+	}
+}
+
 // TestYUVAgainstFFmpeg converts the same RGB48 frame with ffmpeg's swscale
 // (accurate rounding, 4:4:4, so that no chroma filter differs) and
 // checks every sample within 1 level (one 8-bit level where swscale is off,

@@ -125,8 +125,8 @@ func TestDeepRestorePrecision(t *testing.T) {
 	if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: eng, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(eng.ins) == 0 || eng.ins[0] != backend.RGB48 {
-		t.Errorf("the model got %v frames, want rgb48le", eng.ins)
+	if len(eng.ins) == 0 || eng.ins[0] != backend.YUV16(backend.YCbCr{}) {
+		t.Errorf("the model got %v frames, want yuv444p16le", eng.ins)
 	}
 	if pf := pixFmtOf(t, out); pf != "yuv420p10le" {
 		t.Errorf("a 10-bit 4:2:0 input gave %s by default, want yuv420p10le", pf)
@@ -195,8 +195,11 @@ func TestDefaultPixFmt(t *testing.T) {
 		t.Errorf("Depth 10, Chroma 4:4:4: %s", got)
 	}
 	f := frameFormats(&video.Info{PixFmt: "yuv420p10le", Colour: video.Colour{Matrix: "bt709", Range: "tv"}}, "", 64, 64)
-	if f.decode != "rgb48le" || f.in != backend.RGB48 || f.out.Name() != "yuv420p10le" || f.out.YCbCr.Matrix != backend.BT709 {
+	if f.decode != "yuv444p16le" || f.in != backend.YUV16(backend.YCbCr{Matrix: backend.BT709}) || f.out.Name() != "yuv420p10le" || f.out.YCbCr.Matrix != backend.BT709 {
 		t.Errorf("10-bit bt709 input: %+v", f)
+	}
+	if f := frameFormats(&video.Info{PixFmt: "rgb48be"}, "", 64, 64); f.decode != "rgb48le" || f.in != backend.RGB48 {
+		t.Errorf("16-bit RGB input: %+v", f)
 	}
 	if f := frameFormats(&video.Info{PixFmt: "yuv420p"}, "", 64, 64); f.decode != "rgb24" || f.out != backend.YUV420P {
 		t.Errorf("8-bit input: %+v", f)

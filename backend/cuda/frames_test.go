@@ -93,6 +93,51 @@ func TestDeepFrameKernels(t *testing.T) {
 	}
 }
 
+// TestYUVInputKernel uploads yuv444p16le frames through a Slot
+// (from_yuv16) for each matrix and range and compares the RGB values with
+// the CPU's conversion: equal in float32, within the rounding of the
+// storage type otherwise.
+func TestYUVInputKernel(t *testing.T) {
+	n, w, h := 2, 30, 14
+	in := rgb48(11, n, w, h) // any 16-bit samples: out-of-range ones clamp
+	for _, dt := range allTypes {
+		g, c := open(t, dt), cpu.New(0)
+		for _, yc := range []backend.YCbCr{{}, {Matrix: backend.BT709}, {Matrix: backend.BT2020NC, Full: true}, {Full: true}} {
+			f := backend.YUV16(yc)
+			slot, err := g.NewSlot(len(in), 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(slot.In(), in)
+			x, err := slot.Input(n, h, w, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.Download(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cx, err := backend.FromFrames(c, in, f, n, h, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := c.Download(cx)
+			tol := float32(0)
+			if dt != F32 {
+				tol = 1.0 / 128 // bf16 keeps 8 bits of mantissa
+			}
+			for i := range want {
+				if d := got[i] - want[i]; d > tol || d < -tol {
+					t.Fatalf("%v %v: value %d is %v, the CPU's %v", dt, f, i, got[i], want[i])
+				}
+			}
+			x.Free()
+			cx.Free()
+			slot.Free()
+		}
+	}
+}
+
 // TestDeepFusedFrames runs the bundled model on a 16-bit frame with the
 // fused tail (shuffle_add_nearest writing the frames) and without it, for
 // every output format: the frames must be the same bytes.

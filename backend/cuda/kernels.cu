@@ -57,6 +57,10 @@ __device__ __forceinline__ int ycc(const Conv& c, int i, float r, float g, float
     return (int)fminf(fmaxf(v + 0.5f, 0.0f), c.max);
 }
 
+// Inv is backend.Inverse: 16-bit YCbCr -> RGB in [0,1], y = (Y - oy) ky, u = (Cb - oc) kc,
+// v = (Cr - oc) kc; R = y + rv v, G = y + gu u + gv v, B = y + bu u, clamped.
+struct Inv { float ky, oy, kc, oc, rv, gu, gv, bu; };
+
 __device__ __forceinline__ void put_sample(void* out, int wide, long long i, int v) {
     if (wide) ((u16*)out)[i] = (u16)v;
     else ((u8*)out)[i] = (u8)v;
@@ -104,6 +108,21 @@ extern "C" __global__ void from_rgb16_##T(const u16* __restrict__ in, S* __restr
 /* to_rgb16: [0,1] -> 16-bit words, rounded and clamped. */                                         \
 extern "C" __global__ void to_rgb16_##T(const S* __restrict__ in, u16* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = quantize16(LD(in[i]));                                               \
+}                                                                                                   \
+/* from_yuv16: yuv444p16le frames (planes Y, Cb, Cr of h*w words each) -> RGB (n,h,w,3) by c;      \
+   one thread per pixel. */                                                                        \
+extern "C" __global__ void from_yuv16_##T(const u16* __restrict__ in, S* __restrict__ out, int n, int h, int w, Inv c) { \
+    long long plane = (long long)h * w;                                                             \
+    GRID_STRIDE(i, (long long)n * plane) {                                                          \
+        long long f = i / plane, p = i % plane;                                                     \
+        const u16* src = in + f * 3 * plane + p;                                                    \
+        float y = ((float)src[0] - c.oy) * c.ky;                                                    \
+        float u = ((float)src[plane] - c.oc) * c.kc;                                                \
+        float v = ((float)src[2 * plane] - c.oc) * c.kc;                                            \
+        out[i * 3] = ST(fminf(fmaxf(y + c.rv * v, 0.0f), 1.0f));                                    \
+        out[i * 3 + 1] = ST(fminf(fmaxf(y + c.gu * u + c.gv * v, 0.0f), 1.0f));                     \
+        out[i * 3 + 2] = ST(fminf(fmaxf(y + c.bu * u, 0.0f), 1.0f));                                \
+    }                                                                                               \
 }                                                                                                   \
 /* to_rgb8: [0,1] -> bytes, rounded and clamped. */                                                 \
 extern "C" __global__ void to_rgb8_##T(const S* __restrict__ in, u8* __restrict__ out, long long n) { \

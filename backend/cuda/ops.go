@@ -1035,22 +1035,26 @@ func (b *Backend) fromFrames(data []byte, f backend.PixelFormat, n, h, w int) (b
 	return b.fromFramesDevice(tmp.ptr, f, s, b.dtype)
 }
 
-// fromFramesDevice converts RGB24 or RGB48 frames at src to a tensor of
-// type dt, on the compute stream.
+// fromFramesDevice converts frames of input format f at src to a tensor
+// of type dt, on the compute stream.
 func (b *Backend) fromFramesDevice(src cu.DevicePtr, f backend.PixelFormat, s backend.Shape, dt DType) (*Tensor, error) {
 	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
 	}
 	t, err := b.allocAs(s, dt)
 	if err != nil {
 		return nil, err
 	}
-	kernel := "from_rgb8"
-	if f.Wide() {
-		kernel = "from_rgb16"
-	}
 	n := int64(s.Elems())
-	if err := b.launchAs(kernel, dt, n, src, t.ptr(), n); err != nil {
+	switch f {
+	case backend.RGB24:
+		err = b.launchAs("from_rgb8", dt, n, src, t.ptr(), n)
+	case backend.RGB48:
+		err = b.launchAs("from_rgb16", dt, n, src, t.ptr(), n)
+	default:
+		err = b.launchAs("from_yuv16", dt, int64(s.N*s.H*s.W), src, t.ptr(), int32(s.N), int32(s.H), int32(s.W), cu.Raw(f.Inverse().Raw()))
+	}
+	if err != nil {
 		t.Free()
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func (s *Slot) Input(n, h, w int, f backend.PixelFormat) (backend.Tensor, error)
 // input is Input into values of type dt.
 func (s *Slot) input(n, h, w int, f backend.PixelFormat, dt DType) (backend.Tensor, error) {
 	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
 	}
 	size := n * f.FrameBytes(w, h)
 	if size > s.hin.Size() {

@@ -50,7 +50,8 @@ func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
 func (r Engine) Device() string { return r.M.b.Name() }
 
 // NewBatch allocates staging for up to n frames of w x h that come in
-// format in (RGB24 or RGB48) and whose results go out in format f.
+// format in (see backend.PixelFormat.IsInput) and whose results go out in
+// format f.
 func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
 	ow, oh := r.OutputSize(w, h)
 	if ow <= 0 {
@@ -60,7 +61,7 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 		return nil, fmt.Errorf("output: %w", err)
 	}
 	if !in.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", in.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", in.Name())
 	}
 	if s, ok := r.M.b.(backend.Streaming); ok {
 		slot, err := s.NewSlot(n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
@@ -69,15 +70,20 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 		}
 		return &deviceBatch{Slot: slot, in: in, f: f, w: w, h: h}, nil
 	}
-	// On the host, the model's result is RGB of in's depth (rgb), resized
-	// (rs) when the engine's size differs, then converted to f.
+	// On the host, the model takes and gives RGB of in's depth (mf): the
+	// input converted to it when it is YUV, the result (rgb) resized (rs)
+	// when the engine's size differs, then converted to f.
 	mw, mh := r.M.OutputSize(w, h)
-	hb := &hostBatch{in: make([]byte, n*in.FrameBytes(w, h)), out: make([]byte, n*f.FrameBytes(ow, oh)), inf: in, f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
-	if f != in || mw != ow || mh != oh {
-		hb.rgb = make([]byte, n*in.FrameBytes(mw, mh))
+	mf := in.Model()
+	hb := &hostBatch{in: make([]byte, n*in.FrameBytes(w, h)), out: make([]byte, n*f.FrameBytes(ow, oh)), inf: in, mf: mf, f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
+	if f != mf || mw != ow || mh != oh {
+		hb.rgb = make([]byte, n*mf.FrameBytes(mw, mh))
 	}
-	if f != in && (mw != ow || mh != oh) {
-		hb.rs = make([]byte, n*in.FrameBytes(ow, oh))
+	if f != mf && (mw != ow || mh != oh) {
+		hb.rs = make([]byte, n*mf.FrameBytes(ow, oh))
+	}
+	if in != mf {
+		hb.min = make([]byte, n*mf.FrameBytes(w, h))
 	}
 	return hb, nil
 }
@@ -115,8 +121,15 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 		if b.rgb != nil {
 			rgb = b.rgb
 		}
-		rgb = rgb[:k*b.inf.FrameBytes(b.mw, b.mh)]
-		if err := r.M.UpscaleFormat(ctx, b.inf, b.in[:k*b.inf.FrameBytes(b.w, b.h)], k, b.w, b.h, rgb, tile); err != nil {
+		rgb = rgb[:k*b.mf.FrameBytes(b.mw, b.mh)]
+		in := b.in[:k*b.inf.FrameBytes(b.w, b.h)]
+		if b.min != nil {
+			if err := r.convertHost(b.inf, b.mf, in, k, b.w, b.h, b.min[:k*b.mf.FrameBytes(b.w, b.h)]); err != nil {
+				return err
+			}
+			in = b.min[:k*b.mf.FrameBytes(b.w, b.h)]
+		}
+		if err := r.M.UpscaleFormat(ctx, b.mf, in, k, b.w, b.h, rgb, tile); err != nil {
 			return err
 		}
 		if b.mw != b.ow || b.mh != b.oh {
@@ -124,25 +137,25 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 			if b.rs != nil {
 				dst = b.rs
 			}
-			dst = dst[:k*b.inf.FrameBytes(b.ow, b.oh)]
-			if err := r.resizeHost(b.inf, rgb, k, b.mw, b.mh, dst); err != nil {
+			dst = dst[:k*b.mf.FrameBytes(b.ow, b.oh)]
+			if err := r.resizeHost(b.mf, rgb, k, b.mw, b.mh, dst); err != nil {
 				return err
 			}
 			rgb = dst
 		}
-		if b.f == b.inf {
+		if b.f == b.mf {
 			return nil
 		}
 		if b.f.Layout == backend.PackedRGB { // rgb24 <-> rgb48
-			return r.convertHost(b.inf, b.f, rgb, k, b.ow, b.oh, b.out[:k*b.f.FrameBytes(b.ow, b.oh)])
+			return r.convertHost(b.mf, b.f, rgb, k, b.ow, b.oh, b.out[:k*b.f.FrameBytes(b.ow, b.oh)])
 		}
-		if b.f.Wide() != b.inf.Wide() { // YUV of another depth than the input
+		if b.f.Wide() != b.mf.Wide() { // YUV of another depth than the input
 			wide := backend.RGB24
 			if b.f.Wide() {
 				wide = backend.RGB48
 			}
 			tmp := make([]byte, k*wide.FrameBytes(b.ow, b.oh))
-			if err := r.convertHost(b.inf, wide, rgb, k, b.ow, b.oh, tmp); err != nil {
+			if err := r.convertHost(b.mf, wide, rgb, k, b.ow, b.oh, tmp); err != nil {
 				return err
 			}
 			rgb = tmp
@@ -160,7 +173,8 @@ type deviceBatch struct {
 
 type hostBatch struct {
 	in, out, rgb []byte
-	inf, f       backend.PixelFormat
+	min          []byte              // the input as mf, when in holds YUV
+	inf, mf, f   backend.PixelFormat // the batch's input, the model's RGB, the output
 	w, h, ow, oh int
 	mw, mh       int    // the model's output size, before any resize
 	rs           []byte // the resized RGB frames, when out holds another format
@@ -181,8 +195,8 @@ func (r Engine) resizeHost(f backend.PixelFormat, rgb []byte, n, w, h int, out [
 	return backend.ToFrames(r.M.b, y, f, out)
 }
 
-// convertHost converts n RGB frames of w x h from format in to format f
-// (RGB24 or RGB48, or any format for the 8-bit inputs' conversions) in out.
+// convertHost converts n frames of w x h from input format in to format f
+// in out.
 func (r Engine) convertHost(in, f backend.PixelFormat, rgb []byte, n, w, h int, out []byte) error {
 	x, err := backend.FromFrames(r.M.b, rgb, in, n, h, w)
 	if err != nil {
