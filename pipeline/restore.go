@@ -417,7 +417,7 @@ type stream struct {
 type config struct {
 	w, h, ow, oh int
 	batch        int
-	plan         []int // batch sizes, when the engine chooses them
+	plan         []int               // batch sizes, when the engine chooses them
 	in           backend.PixelFormat // of the frames decoded
 	format       backend.PixelFormat // of the frames encoded
 	total        int
