@@ -4,8 +4,9 @@
 # (CGO_ENABLED=0 go test -c ./backend/cuda) and ffmpeg-installer-linux-x64-4.1.0.tgz
 # (npm pack @ffmpeg-installer/linux-x64@4.1.0; see ../shared/GPU-HOST.md).
 # 1. The GPU tests of the frame kernels (8-bit and 16-bit in, every output format, fused and not).
-# 2. vsr bench, compact model 640x360 -> 2560x1440: 8-bit and 10-bit copies of the clip (ffv1, so
-#    that both decode alike), side by side, --no-encode and with libx264, before and after.
+# 2. vsr bench, compact model 640x360 -> 2560x1440: 8-bit and 10-bit copies of the clip (libx264
+#    CRF 16, so that both decode alike and fast), side by side, --no-encode and with libx264, before
+#    and after.
 # 3. 10-bit restores with SwiftVR and CDA-VSR (synthetic weights) on the GPU.
 set -u
 root=$PWD
@@ -22,14 +23,14 @@ echo "== GPU tests"
 
 echo "== bench"
 clip=$root/testdata/video/oa4_launch.webm
-$VSR_FFMPEG -v error -i $clip -c:v ffv1 -pix_fmt yuv420p $t/c8.mkv
-$VSR_FFMPEG -v error -i $clip -c:v ffv1 -pix_fmt yuv420p10le $t/c10.mkv
+$VSR_FFMPEG -v error -i $clip -c:v libx264 -crf 16 -preset fast -pix_fmt yuv420p $t/c8.mkv
+$VSR_FFMPEG -v error -i $clip -c:v libx264 -crf 16 -preset fast -pix_fmt yuv420p10le $t/c10.mkv
 bench() { # binary clip label args...
 	local b=$1 c=$2 l=$3
 	shift 3
 	echo "$l: $($t/$b bench $t/$c --frames 361 --requests 4 --device cuda --json "$@" 2>$t/err | python3 -c 'import json,sys; m=json.load(sys.stdin)["mean"]; print("%.1f frames/s, %.3f s, compute %.2f ms/frame, busy %.3f" % (m["fps"], m["seconds"], m["compute_ms_frame"], m["gpu_busy_fraction"]))' || tail -2 $t/err)"
 }
-for r in 1 2; do
+for r in 1 2 3; do
 	echo "-- round $r, --no-encode"
 	bench vsr-base c8.mkv "before, 8-bit in, yuv420p out" --no-encode
 	bench vsr c8.mkv "after, 8-bit in, yuv420p out" --no-encode
