@@ -2,7 +2,7 @@
 # Run from the repository root with .devbin holding vsr.xz and vsr-base.xz (CGO_ENABLED=0 builds of
 # this commit and of the one before the 16-bit path, 1d9147f), backend_cuda.test.xz
 # (CGO_ENABLED=0 go test -c ./backend/cuda) and ffmpeg-installer-linux-x64-4.1.0.tgz
-# (npm pack @ffmpeg-installer/linux-x64@4.1.0; see ../shared/GPU-HOST.md).
+# (npm pack @ffmpeg-installer/linux-x64@4.1.0: the H200 host has no ffmpeg).
 # 1. The GPU tests of the frame kernels (8-bit and 16-bit in, every output format, fused and not).
 # 2. vsr bench, compact model 640x360 -> 2560x1440: 8-bit and 10-bit copies of the clip (libx264
 #    CRF 16, so that both decode alike and fast), side by side, --no-encode and with libx264, before
