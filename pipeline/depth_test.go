@@ -213,3 +213,45 @@ func TestDefaultPixFmt(t *testing.T) {
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
+
+// TestColourRoundTrip restores flat colours tagged with each matrix and
+// range through an engine that returns its input: ffmpeg decodes them to
+// RGB with the tagged matrix and range, and the backend's YCbCr output
+// must use the same, giving each sample back within 1 level. With the
+// fixed BT.601 limited-range output, BT.709, BT.2020 and full-range
+// inputs came back with shifted colours.
+func TestColourRoundTrip(t *testing.T) {
+	ffmpegOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, c := range []video.Colour{{}, {Matrix: "bt709", Range: "tv"}, {Matrix: "bt470bg", Range: "pc"}, {Matrix: "bt2020nc", Range: "tv"}, {Matrix: "bt709", Range: "pc"}} {
+		dir := t.TempDir()
+		in, out := filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mkv")
+		args := []string{"-f", "lavfi", "-i", "color=c=0xC83C28:s=16x8:r=1:d=1,format=yuv420p", "-f", "lavfi", "-i", "color=c=0x2896D2:s=16x8:r=1:d=1,format=yuv420p",
+			"-filter_complex", "[0][1]concat=n=2", "-c:v", "ffv1"}
+		if c.Matrix != "" {
+			args = append(args, "-colorspace", c.Matrix, "-color_range", c.Range)
+		}
+		runFFmpeg(t, append(args, in)...)
+		info, err := video.Probe(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info.Colour = c // as the probe reports it
+		if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: &identityEngine{b: cpu.New(1)}, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
+			t.Fatal(err)
+		}
+		want := runFFmpeg(t, "-i", in, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+		got := runFFmpeg(t, "-i", out, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+		if len(got) != len(want) {
+			t.Fatalf("%+v: %d bytes out, %d in", c, len(got), len(want))
+		}
+		worst := 0
+		for i := range want {
+			worst = max(worst, int(want[i])-int(got[i]), int(got[i])-int(want[i]))
+		}
+		if worst > 1 {
+			t.Errorf("%+v: a sample is %d levels off after a restore that changes nothing", c, worst)
+		}
+	}
+}
