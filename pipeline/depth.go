@@ -89,9 +89,14 @@ func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 	return f
 }
 
-// liveFormat is the backend's output format for a live stream encoded in
-// pixFmt: its frames come decoded as rgb24, their colour unknown (BT.601
+// liveFormats are the formats of a live stream encoded in pixFmt: a
+// source is not probed, so its frames come decoded as rgb24, or as rgb48le
+// when pixFmt is deeper than 8 bits; their colour is unknown (BT.601
 // limited range).
-func liveFormat(pixFmt string, ow, oh int) backend.PixelFormat {
-	return frameFormats(&video.Info{PixFmt: "rgb24"}, pixFmt, ow, oh).out
+func liveFormats(pixFmt string, ow, oh int) formats {
+	src := "rgb24"
+	if d, _, _, _ := video.PixFmtInfo(pixFmt); d > 8 {
+		src = "rgb48le"
+	}
+	return frameFormats(&video.Info{PixFmt: src}, pixFmt, ow, oh)
 }

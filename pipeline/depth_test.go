@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"os"
@@ -252,6 +254,40 @@ func TestColourRoundTrip(t *testing.T) {
 		}
 		if worst > 1 {
 			t.Errorf("%+v: a sample is %d levels off after a restore that changes nothing", c, worst)
+		}
+	}
+}
+
+// TestLiveDeep: a live stream encoded to a 10-bit format is decoded and
+// restored at 16 bits (a live source is not probed: the output format
+// asked for decides), and an 8-bit one as before.
+func TestLiveDeep(t *testing.T) {
+	ffmpegOrSkip(t)
+	for _, c := range []struct {
+		pix  string
+		want backend.PixelFormat
+	}{{"yuv420p10le", backend.RGB48}, {"", backend.RGB24}} {
+		out := filepath.Join(t.TempDir(), "out.mkv")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		eng := &identityEngine{b: cpu.New(1)}
+		_, err := Live(ctx, LiveRequest{
+			Input: video.LiveInput{URL: "-", Format: "rawvideo", Options: []string{"video_size=64x48", "pixel_format=rgb48le"},
+				Stdin: bytes.NewReader(make([]byte, 3*64*48*6))},
+			Output:      video.LiveOutput{URL: out, Encode: video.EncodeOptions{Codec: "ffv1", PixFmt: c.pix}},
+			Open:        func(w, h int) (Engine, func(), error) { return eng, func() {}, nil },
+			IdleTimeout: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range eng.ins {
+			if in != c.want {
+				t.Errorf("--pix-fmt %q: the model got %v frames, want %v", c.pix, in, c.want)
+			}
+		}
+		if want := cmp.Or(c.pix, "yuv420p"); pixFmtOf(t, out) != want {
+			t.Errorf("--pix-fmt %q: output %s", c.pix, pixFmtOf(t, out))
 		}
 	}
 }

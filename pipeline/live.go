@@ -175,7 +175,9 @@ func (a *audioQueue) flush(enc *video.LiveEncoder, ns int64) error {
 // is ctx's.
 func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	now := time.Now()
-	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1}
+	f := liveFormats(req.Output.Encode.PixFmt, 2, 2)
+	req.Input.PixFmt = f.decode
+	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1, in: f.in}
 	defer func() {
 		if r.enc != nil {
 			r.enc.Abort()
@@ -207,6 +209,7 @@ type liveRun struct {
 	req    LiveRequest
 	m      *liveMeter
 	enc    *video.LiveEncoder  // the sink, opened at the first connection
+	in     backend.PixelFormat // of the frames decoded
 	format backend.PixelFormat // of the frames it takes
 	audio  audioQueue
 	// The output's clock: the packets of a source that reconnected are
@@ -318,7 +321,7 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	}
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
-	r.format = liveFormat(o.Encode.PixFmt, ow, oh)
+	r.format = liveFormats(o.Encode.PixFmt, ow, oh).out
 	o.Encode.InputPixFmt = r.format.Name()
 	// The sink outlives a cancelled stream, to be finished.
 	enc, err := video.NewLiveEncoder(context.Background(), o)
@@ -353,7 +356,8 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
 	}
-	b, err := eng.NewBatch(slices.Max(sizes), w, h, backend.RGB24, liveFormat(req.Output.Encode.PixFmt, ow, oh))
+	f := liveFormats(req.Output.Encode.PixFmt, ow, oh)
+	b, err := eng.NewBatch(slices.Max(sizes), w, h, f.in, f.out)
 	if err != nil {
 		return err
 	}
@@ -519,14 +523,14 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 		}
 	}()
 	for range depth {
-		b, err := eng.NewBatch(most, w, h, backend.RGB24, r.format)
+		b, err := eng.NewBatch(most, w, h, r.in, r.format)
 		if err != nil {
 			return err
 		}
 		batches = append(batches, b)
 		free <- b
 	}
-	inFS := w * h * 3
+	inFS := r.in.FrameBytes(w, h)
 	outFS := enc.FrameSize()
 	var mu sync.Mutex
 	var fifo []liveFrame // frames given to the engine, not yet written
