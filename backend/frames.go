@@ -7,7 +7,8 @@ import (
 )
 
 // PixelFormat is the layout, depth and colour of frames entering or
-// leaving a backend. It is comparable; the zero value is RGB24.
+// leaving a backend. It is comparable: use the values below, YUV16 and
+// ParsePixelFormat's.
 //
 // Frames enter a model (Slot.Input, FromFrames) as RGB24, RGB48 or 16-bit
 // yuv444p16le (YUV16, converted to RGB with its matrix and range where the
@@ -35,8 +36,8 @@ import (
 // inputs stay bit for bit what they were.
 type PixelFormat struct {
 	Layout Layout
-	// Depth is the bits per sample: 8, 10, 12 or 16 (16 only for RGB);
-	// 0 means 8.
+	// Depth is the bits per sample: 8 or 16 for RGB, 8 (yuv420p only),
+	// 10, 12 or 16 for YUV.
 	Depth int
 	// YCbCr is the conversion of the YUV layouts; zero for RGB.
 	YCbCr YCbCr
