@@ -73,7 +73,7 @@ func (b *hostBatch) Out() []byte { return b.out }
 func (b *hostBatch) Wait() error { return nil }
 func (b *hostBatch) Free()       {}
 
-func (s *levelSession) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+func (s *levelSession) NewBatch(n, w, h int, _, f backend.PixelFormat) (backend.Batch, error) {
 	return &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(w, h)), rgb: make([]byte, n*w*h*3), f: f, w: w, h: h}, nil
 }
 
@@ -83,7 +83,9 @@ func (s *levelSession) Start(_ context.Context, bt backend.Batch, k int) error {
 		b.rgb[i] = byte(min(max(s.level-int(v), 0), 255))
 	}
 	if b.f == backend.YUV420P {
-		backend.RGBToYUV420(b.out, b.rgb, k, b.w, b.h)
+		if err := backend.RGBToYUV(b.out, b.rgb, b.f, k, b.w, b.h); err != nil {
+			return err
+		}
 	} else {
 		copy(b.out, b.rgb[:k*b.w*b.h*3])
 	}

@@ -6,22 +6,33 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/video"
 )
 
 // imageFormats are the still-image outputs: the encoder and pixel format
-// each extension gets, and its encoder options.
+// each extension gets, the pixel format of an input deeper than 8 bits
+// where the format holds 16 (deep), and its encoder options.
 var imageFormats = map[string]struct {
-	codec, pixFmt string
-	opts          []string
+	codec, pixFmt, deep string
+	opts                []string
 }{
-	".png":  {"png", "rgb24", nil},
-	".jpg":  {"mjpeg", "yuvj444p", []string{"q:v=2"}},
-	".jpeg": {"mjpeg", "yuvj444p", []string{"q:v=2"}},
-	".webp": {"libwebp", "yuv420p", []string{"quality=95"}},
-	".bmp":  {"bmp", "bgr24", nil},
-	".tif":  {"tiff", "rgb24", nil},
-	".tiff": {"tiff", "rgb24", nil},
+	".png":  {"png", "rgb24", "rgb48be", nil},
+	".jpg":  {"mjpeg", "yuvj444p", "", []string{"q:v=2"}},
+	".jpeg": {"mjpeg", "yuvj444p", "", []string{"q:v=2"}},
+	".webp": {"libwebp", "yuv420p", "", []string{"quality=95"}},
+	".bmp":  {"bmp", "bgr24", "", nil},
+	".tif":  {"tiff", "rgb24", "rgb48le", nil},
+	".tiff": {"tiff", "rgb24", "rgb48le", nil},
+}
+
+// deepImage is e for an image output of extension ext from info's input:
+// 16-bit where the format holds it and the input is deeper than 8 bits.
+func deepImage(ext string, e video.EncodeOptions, info *video.Info) video.EncodeOptions {
+	if f := imageFormats[strings.ToLower(ext)]; f.deep != "" && e.PixFmt == f.pixFmt && pipeline.InputDepth(info) > 8 {
+		e.PixFmt = f.deep
+	}
+	return e
 }
 
 // IsImage reports whether a file of extension ext is a still image vsr

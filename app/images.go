@@ -109,7 +109,7 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 	w, h := first.Width, first.Height
 	ow, oh := s.OutputSize(w, h)
 	n := min(batch, len(group))
-	b, err := s.NewBatch(n, w, h, backend.RGB24)
+	b, err := s.NewBatch(n, w, h, backend.RGB24, backend.RGB24)
 	if err != nil {
 		return err
 	}

@@ -229,6 +229,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		}
 		if image {
 			segments = 1
+			job.Encode = deepImage(filepath.Ext(job.Output), job.Encode, info)
 		}
 		var notes []string
 		var err error

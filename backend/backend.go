@@ -218,6 +218,12 @@ type Backend interface {
 	// ToRGB8 converts an (n h w 3) tensor in [0,1] to packed RGB24, rounding
 	// to nearest and clamping to [0,255].
 	ToRGB8(t Tensor, dst []byte) error
+	// FromRGB16 is FromRGB8 for RGB48 (16-bit little-endian samples,
+	// divided by 65535).
+	FromRGB16(rgb []byte, n, h, w int) (Tensor, error)
+	// ToRGB16 is ToRGB8 for RGB48: v * 65535 rounded to nearest (half up)
+	// and clamped to [0,65535], little-endian.
+	ToRGB16(t Tensor, dst []byte) error
 
 	// Close releases the backend's resources.
 	Close() error

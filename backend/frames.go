@@ -1,34 +1,406 @@
 package backend
 
-import "fmt"
-
-// PixelFormat is the layout of 8-bit frames entering or leaving a backend.
-type PixelFormat int
-
-const (
-	// RGB24 is packed 8-bit RGB, w*h*3 bytes a frame.
-	RGB24 PixelFormat = iota
-	// YUV420P is planar BT.601 limited-range YCbCr with 2x2 chroma
-	// subsampling (ffmpeg's yuv420p), w*h*3/2 bytes a frame; w and h even.
-	YUV420P
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
 )
 
-func (f PixelFormat) String() string {
-	switch f {
-	case RGB24:
-		return "rgb24"
-	case YUV420P:
-		return "yuv420p"
+// PixelFormat is the layout, depth and colour of frames entering or
+// leaving a backend. It is comparable: use the values below, YUV16 and
+// ParsePixelFormat's.
+//
+// Frames enter a model (Slot.Input, FromFrames) as RGB24, RGB48 or 16-bit
+// yuv444p16le (YUV16, converted to RGB with its matrix and range where the
+// model runs: see Inverse) and leave it (Slot.Put, ToFrames) in any format
+// ParsePixelFormat accepts:
+//
+//	name          layout     bytes a frame (w x h)     samples
+//	rgb24         PackedRGB  3wh                       8-bit R,G,B
+//	rgb48le       PackedRGB  6wh                       16-bit little-endian R,G,B
+//	yuv420p       YUV420     wh + 2(w/2)(h/2)          8-bit planes Y, Cb, Cr; w, h even
+//	yuv420pNNle   YUV420     2(wh + 2(w/2)(h/2))       NN = 10, 12, 16: little-endian 16-bit words
+//	yuv444pNNle   YUV444     6wh                       NN = 10, 12, 16
+//
+// (8-bit yuv444p is left to ffmpeg, from rgb24, as before.)
+//
+// YCbCr values follow ITU-T H.273 for the format's Matrix and Range:
+// limited range Y = (16 + 219 E'y) 2^(D-8), C = (128 + 224 E'c) 2^(D-8);
+// full range Y = (2^D - 1) E'y, C = 2^(D-1) + (2^D - 1) E'c, for depth D.
+// The model's RGB in [0,1] is first rounded to 8 bits (8-bit formats) or
+// 16 bits (the others), as the RGB formats hold it; each YCbCr value is then
+// rounded to nearest and clamped. Subsampled chroma is the mean of each
+// 2x2 block's rounded RGB. The zero YCbCr, BT.601 limited range, keeps the
+// exact float32 arithmetic of the original fixed conversion (ffmpeg's
+// swscale rgb24 -> yuv420p without flags), so 8-bit outputs of untagged
+// inputs stay bit for bit what they were.
+type PixelFormat struct {
+	Layout Layout
+	// Depth is the bits per sample: 8 or 16 for RGB, 8 (yuv420p only),
+	// 10, 12 or 16 for YUV.
+	Depth int
+	// YCbCr is the conversion of the YUV layouts; zero for RGB.
+	YCbCr YCbCr
+}
+
+// Layout is how a frame's samples are arranged.
+type Layout uint8
+
+const (
+	// PackedRGB is R, G, B per pixel.
+	PackedRGB Layout = iota
+	// YUV420 is planar Y, Cb, Cr with 2x2 chroma subsampling.
+	YUV420
+	// YUV444 is planar Y, Cb, Cr without subsampling.
+	YUV444
+)
+
+// YCbCrMatrix is a YCbCr matrix (H.273 MatrixCoefficients).
+type YCbCrMatrix uint8
+
+const (
+	// BT601 is ITU-R BT.601 (ffmpeg's bt470bg and smpte170m), the
+	// default of untagged video.
+	BT601 YCbCrMatrix = iota
+	// BT709 is ITU-R BT.709.
+	BT709
+	// BT2020NC is ITU-R BT.2020 non-constant luminance.
+	BT2020NC
+)
+
+// YCbCr is the matrix and range of a YCbCr format. The zero value is
+// BT.601 limited range.
+type YCbCr struct {
+	Matrix YCbCrMatrix
+	// Full is full ("pc", "jpeg") range; otherwise limited ("tv").
+	Full bool
+}
+
+// The formats of 8-bit and 16-bit RGB and of 8-bit BT.601 limited-range
+// yuv420p, the common cases.
+var (
+	RGB24   = PixelFormat{Layout: PackedRGB, Depth: 8}
+	RGB48   = PixelFormat{Layout: PackedRGB, Depth: 16}
+	YUV420P = PixelFormat{Layout: YUV420, Depth: 8}
+)
+
+// ParseYCbCr maps ffmpeg's colour names (colorspace and color_range, as
+// ffprobe reports them) to a YCbCr: bt709, bt2020nc (and bt2020c, which is
+// converted as bt2020nc), anything else (bt470bg, smpte170m, unspecified)
+// BT.601; range "pc" or "jpeg" full, anything else limited.
+func ParseYCbCr(matrix, rng string) YCbCr {
+	var c YCbCr
+	switch matrix {
+	case "bt709":
+		c.Matrix = BT709
+	case "bt2020nc", "bt2020c", "bt2020_ncl", "bt2020_cl":
+		c.Matrix = BT2020NC
 	}
-	return fmt.Sprintf("PixelFormat(%d)", int(f))
+	c.Full = rng == "pc" || rng == "jpeg"
+	return c
+}
+
+// ParsePixelFormat returns the format of ffmpeg pixel format name with
+// conversion c (ignored for RGB), and whether a backend writes it (the
+// names in PixelFormat's table).
+func ParsePixelFormat(name string, c YCbCr) (PixelFormat, bool) {
+	for _, f := range []PixelFormat{RGB24, RGB48} {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	for _, d := range []int{8, 10, 12, 16} {
+		for _, l := range []Layout{YUV420, YUV444} {
+			if f := (PixelFormat{Layout: l, Depth: d, YCbCr: c}); f.Name() == name && (d > 8 || l == YUV420) {
+				return f, true
+			}
+		}
+	}
+	return PixelFormat{}, false
+}
+
+// depth is f's bits per sample.
+func (f PixelFormat) depth() int {
+	if f.Depth == 0 {
+		return 8
+	}
+	return f.Depth
+}
+
+// Wide reports whether samples take two bytes (little-endian).
+func (f PixelFormat) Wide() bool { return f.depth() > 8 }
+
+// Name is f's ffmpeg pixel format name.
+func (f PixelFormat) Name() string {
+	d := f.depth()
+	switch f.Layout {
+	case PackedRGB:
+		if d == 8 {
+			return "rgb24"
+		}
+		return fmt.Sprintf("rgb%dle", 3*d)
+	case YUV420, YUV444:
+		name := "yuv420p"
+		if f.Layout == YUV444 {
+			name = "yuv444p"
+		}
+		if d == 8 {
+			return name
+		}
+		return fmt.Sprintf("%s%dle", name, d)
+	}
+	return fmt.Sprintf("PixelFormat(%d,%d)", f.Layout, d)
+}
+
+func (f PixelFormat) String() string {
+	if f.Layout == PackedRGB || f.YCbCr == (YCbCr{}) {
+		return f.Name()
+	}
+	rng := "tv"
+	if f.YCbCr.Full {
+		rng = "pc"
+	}
+	return fmt.Sprintf("%s (%s, %s)", f.Name(), [...]string{"bt601", "bt709", "bt2020nc"}[min(int(f.YCbCr.Matrix), 2)], rng)
 }
 
 // FrameBytes is the size of one w x h frame in format f.
 func (f PixelFormat) FrameBytes(w, h int) int {
-	if f == YUV420P {
-		return w*h + 2*(w/2)*(h/2)
+	s := 1
+	if f.Wide() {
+		s = 2
 	}
-	return w * h * 3
+	switch f.Layout {
+	case YUV420:
+		return s * (w*h + 2*(w/2)*(h/2))
+	default:
+		return s * w * h * 3
+	}
+}
+
+// CheckSize says why f cannot hold w x h frames (yuv420 needs an even
+// size), or nil.
+func (f PixelFormat) CheckSize(w, h int) error {
+	if f.Layout == YUV420 && (w%2 != 0 || h%2 != 0) {
+		return fmt.Errorf("%s needs an even size, not %dx%d", f.Name(), w, h)
+	}
+	return nil
+}
+
+// YUV16 is the input format yuv444p16le with conversion c.
+func YUV16(c YCbCr) PixelFormat { return PixelFormat{Layout: YUV444, Depth: 16, YCbCr: c} }
+
+// IsInput reports whether frames of f can enter a model: RGB24, RGB48 or
+// YUV16.
+func (f PixelFormat) IsInput() bool {
+	return f == RGB24 || f == RGB48 || f.Layout == YUV444 && f.Depth == 16
+}
+
+// Model is the RGB format a model's frames have for input f: RGB24 for
+// 8-bit input, else RGB48.
+func (f PixelFormat) Model() PixelFormat {
+	if f.Wide() {
+		return RGB48
+	}
+	return RGB24
+}
+
+// Inverse is the arithmetic of a 16-bit YCbCr input (H.273 inverted, in
+// float32 in this order): y = (Y - OY) KY, u = (Cb - OC) KC,
+// v = (Cr - OC) KC; R = y + RV v, G = y + GU u + GV v, B = y + BU u, each
+// clamped to [0,1]. GPU kernels take it as a struct.
+type Inverse struct {
+	KY, OY, KC, OC, RV, GU, GV, BU float32
+}
+
+// Inverse returns the conversion of YCbCr frames of f (16-bit) to RGB.
+func (f PixelFormat) Inverse() Inverse {
+	kr, kb := 0.299, 0.114
+	switch f.YCbCr.Matrix {
+	case BT709:
+		kr, kb = 0.2126, 0.0722
+	case BT2020NC:
+		kr, kb = 0.2627, 0.0593
+	}
+	kg := 1 - kr - kb
+	d := f.depth()
+	ky, oy, kc, oc := 1/(219*math.Ldexp(1, d-8)), 16*math.Ldexp(1, d-8), 1/(224*math.Ldexp(1, d-8)), 128*math.Ldexp(1, d-8)
+	if f.YCbCr.Full {
+		top := math.Ldexp(1, d) - 1
+		ky, oy, kc, oc = 1/top, 0, 1/top, math.Ldexp(1, d-1)
+	}
+	return Inverse{KY: float32(ky), OY: float32(oy), KC: float32(kc), OC: float32(oc),
+		RV: float32(2 * (1 - kr)), GU: float32(-2 * kb * (1 - kb) / kg), GV: float32(-2 * kr * (1 - kr) / kg), BU: float32(2 * (1 - kb))}
+}
+
+// Raw is c's bytes as a kernel's struct parameter.
+func (c Inverse) Raw() []byte {
+	var b []byte
+	for _, v := range []float32{c.KY, c.OY, c.KC, c.OC, c.RV, c.GU, c.GV, c.BU} {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// yuvToFloats converts n frames of w x h in YUV16 format f to RGB values
+// (n h w 3) by f.Inverse.
+func yuvToFloats(src []byte, f PixelFormat, n, w, h int) []float32 {
+	c := f.Inverse()
+	out := make([]float32, n*h*w*3)
+	plane := w * h
+	for fr := 0; fr < n; fr++ {
+		p := src[fr*f.FrameBytes(w, h):]
+		for i := 0; i < plane; i++ {
+			Y := float32(binary.LittleEndian.Uint16(p[2*i:]))
+			U := float32(binary.LittleEndian.Uint16(p[2*(plane+i):]))
+			V := float32(binary.LittleEndian.Uint16(p[2*(2*plane+i):]))
+			y, u, v := (Y-c.OY)*c.KY, (U-c.OC)*c.KC, (V-c.OC)*c.KC
+			o := out[3*(fr*plane+i):]
+			o[0] = min(max(y+c.RV*v, 0), 1)
+			o[1] = min(max(y+c.GU*u+c.GV*v, 0), 1)
+			o[2] = min(max(y+c.BU*u, 0), 1)
+		}
+	}
+	return out
+}
+
+// Conversion is the arithmetic of a YCbCr format: a value is
+// min(max(Off + (K[0] r + K[1] g + K[2] b) / Q + 0.5, 0), Max), truncated,
+// with r, g, b the RGB values rounded to Q (255 or 65535) and K's rows for
+// Y, Cb and Cr, in float32 in this order of operations. GPU kernels take it
+// as a struct.
+type Conversion struct {
+	K   [9]float32
+	Off [3]float32
+	Q   float32
+	Max float32
+}
+
+// bt601 is BT.601's matrix at 8-bit limited scale, rounded as the
+// original fixed conversion (and swscale) had it.
+var bt601 = [9]float64{65.481, 128.553, 24.966, -37.797, -74.203, 112.0, 112.0, -93.786, -18.214}
+
+// Conversion returns f's YCbCr arithmetic (see Conversion).
+func (f PixelFormat) Conversion() Conversion {
+	k := bt601
+	if f.YCbCr.Matrix != BT601 {
+		kr, kb := 0.2126, 0.0722
+		if f.YCbCr.Matrix == BT2020NC {
+			kr, kb = 0.2627, 0.0593
+		}
+		kg := 1 - kr - kb
+		cb, cr := 2*(1-kb), 2*(1-kr)
+		k = [9]float64{219 * kr, 219 * kg, 219 * kb, -224 * kr / cb, -224 * kg / cb, 112, 112, -224 * kg / cr, -224 * kb / cr}
+	}
+	d := f.depth()
+	top := float64(int(1)<<d - 1)
+	ys, cs := float64(int(1)<<(d-8)), float64(int(1)<<(d-8))
+	off := [3]float64{16 * ys, 128 * cs, 128 * cs}
+	if f.YCbCr.Full {
+		ys, cs = top/219, top/224
+		off = [3]float64{0, float64(int(1) << (d - 1)), float64(int(1) << (d - 1))}
+	}
+	var c Conversion
+	for i, v := range k {
+		s := cs
+		if i < 3 {
+			s = ys
+		}
+		c.K[i] = float32(v * s)
+	}
+	for i, v := range off {
+		c.Off[i] = float32(v)
+	}
+	c.Q, c.Max = 255, float32(top)
+	if f.Wide() {
+		c.Q = 65535
+	}
+	return c
+}
+
+// Raw is c's bytes as a kernel's struct parameter (float32s, little-endian).
+func (c Conversion) Raw() []byte {
+	var b []byte
+	for _, v := range append(append(c.K[:], c.Off[:]...), c.Q, c.Max) {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// sample is row i of c applied to r, g, b.
+func (c *Conversion) sample(i int, r, g, b float32) int {
+	k := c.K[3*i:]
+	return int(min(max(c.Off[i]+(k[0]*r+k[1]*g+k[2]*b)/c.Q+0.5, 0), c.Max))
+}
+
+// RGBToYUV converts n frames of w x h to the YUV format f in dst (n *
+// f.FrameBytes(w, h) bytes): rgb holds them as RGB24 when f is 8-bit, else
+// as RGB48. See PixelFormat for the arithmetic.
+func RGBToYUV(dst, rgb []byte, f PixelFormat, n, w, h int) error {
+	if f.Layout == PackedRGB {
+		return fmt.Errorf("rgb to yuv: %s is not YUV", f.Name())
+	}
+	if err := f.CheckSize(w, h); err != nil {
+		return err
+	}
+	in := RGB24
+	if f.Wide() {
+		in = RGB48
+	}
+	if len(rgb) < n*in.FrameBytes(w, h) || len(dst) < n*f.FrameBytes(w, h) {
+		return fmt.Errorf("rgb to yuv: %d frames of %dx%d in buffers of %d and %d bytes", n, w, h, len(rgb), len(dst))
+	}
+	c := f.Conversion()
+	wide := f.Wide()
+	get := func(src []byte, i int) float32 {
+		if wide {
+			return float32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+		return float32(src[i])
+	}
+	put := func(p []byte, i, v int) {
+		if wide {
+			binary.LittleEndian.PutUint16(p[2*i:], uint16(v))
+		} else {
+			p[i] = byte(v)
+		}
+	}
+	sub := 1
+	if f.Layout == YUV420 {
+		sub = 2
+	}
+	cw, ch := w/sub, h/sub
+	sb := 1
+	if wide {
+		sb = 2
+	}
+	for fr := 0; fr < n; fr++ {
+		src := rgb[fr*in.FrameBytes(w, h):]
+		Y := dst[fr*f.FrameBytes(w, h):]
+		U := Y[sb*w*h:]
+		V := U[sb*cw*ch:]
+		for by := 0; by < ch; by++ {
+			for bx := 0; bx < cw; bx++ {
+				var sr, sg, sbl float32
+				for dy := 0; dy < sub; dy++ {
+					for dx := 0; dx < sub; dx++ {
+						y, x := sub*by+dy, sub*bx+dx
+						p := 3 * (y*w + x)
+						r, g, b := get(src, p), get(src, p+1), get(src, p+2)
+						put(Y, y*w+x, c.sample(0, r, g, b))
+						sr += r
+						sg += g
+						sbl += b
+					}
+				}
+				if sub == 2 {
+					sr, sg, sbl = sr*0.25, sg*0.25, sbl*0.25
+				}
+				put(U, by*cw+bx, c.sample(1, sr, sg, sbl))
+				put(V, by*cw+bx, c.sample(2, sr, sg, sbl))
+			}
+		}
+	}
+	return nil
 }
 
 // Streaming is implemented by backends with their own memory and
@@ -61,11 +433,11 @@ type Batch interface {
 // be called from another.
 type Slot interface {
 	Batch
-	// Input starts copying n RGB24 frames of w x h from In to the device
-	// and returns them as an (n h w 3) tensor in [0,1], ordered after the
-	// copy.
-	Input(n, h, w int) (Tensor, error)
-	// Put converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
+	// Input starts copying n frames of w x h in format f (RGB24 or
+	// RGB48) from In to the device and returns them as an (n h w 3) tensor
+	// in [0,1], ordered after the copy.
+	Input(n, h, w int, f PixelFormat) (Tensor, error)
+	// Put converts t, an (n h w 3) tensor in [0,1], to frames of
 	// format f at output frames [at, at+n), without copying them out:
 	// results computed piece by piece go there without being held
 	// together first.
@@ -75,7 +447,7 @@ type Slot interface {
 	Send(n, w, h int, f PixelFormat) (int, error)
 }
 
-// Output converts t, an (n h w 3) tensor in [0,1], to 8-bit frames of
+// Output converts t, an (n h w 3) tensor in [0,1], to frames of
 // format f in s and starts copying them to Out. It returns the byte count.
 func Output(s Slot, t Tensor, f PixelFormat) (int, error) {
 	if err := s.Put(t, f, 0); err != nil {
@@ -85,54 +457,47 @@ func Output(s Slot, t Tensor, f PixelFormat) (int, error) {
 	return s.Send(sh.N, sh.W, sh.H, f)
 }
 
-// ycc converts 8-bit RGB values (as floats) to BT.601 limited-range Y, Cb
-// and Cr, rounded to nearest; GPU kernels use the same float32 arithmetic.
-func luma(r, g, b float32) byte {
-	return clampByte(16 + (65.481*r+128.553*g+24.966*b)/255 + 0.5)
-}
-
-func chromaB(r, g, b float32) byte {
-	return clampByte(128 + (-37.797*r-74.203*g+112.0*b)/255 + 0.5)
-}
-
-func chromaR(r, g, b float32) byte {
-	return clampByte(128 + (112.0*r-93.786*g-18.214*b)/255 + 0.5)
-}
-
-func clampByte(v float32) byte {
-	return byte(min(max(v, 0), 255))
-}
-
-// RGBToYUV420 converts n packed RGB24 frames of w x h (both even) to
-// yuv420p in dst (n * YUV420P.FrameBytes(w, h) bytes): BT.601 limited
-// range, chroma the mean of each 2x2 block.
-func RGBToYUV420(dst, rgb []byte, n, w, h int) {
-	fs := YUV420P.FrameBytes(w, h)
-	for f := 0; f < n; f++ {
-		src := rgb[f*w*h*3:]
-		Y := dst[f*fs:]
-		U := Y[w*h:]
-		V := U[(w/2)*(h/2):]
-		for by := 0; by < h/2; by++ {
-			for bx := 0; bx < w/2; bx++ {
-				var sr, sg, sb float32
-				for dy := 0; dy < 2; dy++ {
-					for dx := 0; dx < 2; dx++ {
-						y, x := 2*by+dy, 2*bx+dx
-						p := src[(y*w+x)*3:]
-						r, g, b := float32(p[0]), float32(p[1]), float32(p[2])
-						Y[y*w+x] = luma(r, g, b)
-						sr += r
-						sg += g
-						sb += b
-					}
-				}
-				sr, sg, sb = sr*0.25, sg*0.25, sb*0.25
-				U[by*(w/2)+bx] = chromaB(sr, sg, sb)
-				V[by*(w/2)+bx] = chromaR(sr, sg, sb)
-			}
-		}
+// FromFrames converts n frames of h x w in input format f (see IsInput)
+// to an (n h w 3) tensor in [0,1] on b.
+func FromFrames(b Backend, data []byte, f PixelFormat, n, h, w int) (Tensor, error) {
+	switch {
+	case f == RGB24:
+		return b.FromRGB8(data, n, h, w)
+	case f == RGB48:
+		return b.FromRGB16(data, n, h, w)
+	case !f.IsInput():
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+	case len(data) != n*f.FrameBytes(w, h):
+		return nil, fmt.Errorf("%s frames %dx%dx%d: got %d bytes", f.Name(), n, w, h, len(data))
 	}
+	return b.Upload(Shape{N: n, H: h, W: w, C: 3}, yuvToFloats(data, f, n, w, h))
+}
+
+// ToFrames converts t, an (n h w 3) tensor in [0,1], to frames of format f
+// in dst (exactly n * f.FrameBytes(w, h) bytes).
+func ToFrames(b Backend, t Tensor, f PixelFormat, dst []byte) error {
+	sh := t.Shape()
+	if len(dst) != sh.N*f.FrameBytes(sh.W, sh.H) {
+		return fmt.Errorf("to %s: tensor %v, buffer of %d bytes", f.Name(), sh, len(dst))
+	}
+	switch f {
+	case RGB24:
+		return b.ToRGB8(t, dst)
+	case RGB48:
+		return b.ToRGB16(t, dst)
+	}
+	if err := f.CheckSize(sh.W, sh.H); err != nil {
+		return err
+	}
+	in := RGB24
+	if f.Wide() {
+		in = RGB48
+	}
+	rgb := make([]byte, sh.N*in.FrameBytes(sh.W, sh.H))
+	if err := ToFrames(b, t, in, rgb); err != nil {
+		return err
+	}
+	return RGBToYUV(dst, rgb, f, sh.N, sh.W, sh.H)
 }
 
 // ShuffleAdder is implemented by backends with a fused kernel for
@@ -163,11 +528,12 @@ func (s *hostSlot) Out() []byte { return s.out[:s.n] }
 func (s *hostSlot) Wait() error { return nil }
 func (s *hostSlot) Free()       {}
 
-func (s *hostSlot) Input(n, h, w int) (Tensor, error) {
-	if n*h*w*3 > len(s.in) {
-		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", len(s.in), n, w, h, n*h*w*3)
+func (s *hostSlot) Input(n, h, w int, f PixelFormat) (Tensor, error) {
+	size := n * f.FrameBytes(w, h)
+	if size > len(s.in) {
+		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d in %s need %d", len(s.in), n, w, h, f.Name(), size)
 	}
-	return s.b.FromRGB8(s.in[:n*h*w*3], n, h, w)
+	return FromFrames(s.b, s.in[:size], f, n, h, w)
 }
 
 func (s *hostSlot) Put(t Tensor, f PixelFormat, at int) error {
@@ -176,16 +542,7 @@ func (s *hostSlot) Put(t Tensor, f PixelFormat, at int) error {
 	if at < 0 || (at+sh.N)*fs > len(s.out) {
 		return fmt.Errorf("slot holds %d output bytes, %v as %v from frame %d needs %d", len(s.out), sh, f, at, (at+sh.N)*fs)
 	}
-	dst := s.out[at*fs : (at+sh.N)*fs]
-	if f == RGB24 {
-		return s.b.ToRGB8(t, dst)
-	}
-	rgb := make([]byte, sh.Elems())
-	if err := s.b.ToRGB8(t, rgb); err != nil {
-		return err
-	}
-	RGBToYUV420(dst, rgb, sh.N, sh.W, sh.H)
-	return nil
+	return ToFrames(s.b, t, f, s.out[at*fs:(at+sh.N)*fs])
 }
 
 func (s *hostSlot) Send(n, w, h int, f PixelFormat) (int, error) {

@@ -28,7 +28,7 @@ type Wide interface {
 // WideSlot is implemented by the Slots of Wide backends.
 type WideSlot interface {
 	// InputF32 is Input into a float32 tensor.
-	InputF32(n, h, w int) (Tensor, error)
+	InputF32(n, h, w int, f PixelFormat) (Tensor, error)
 }
 
 // WideOf returns b's float32 tensors when its storage type is narrower

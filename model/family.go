@@ -197,7 +197,7 @@ type Model interface {
 // its state.
 type Session interface {
 	OutputSize(w, h int) (int, int)
-	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
 	Start(ctx context.Context, b backend.Batch, k int) error
 	Close()
 }

@@ -179,7 +179,9 @@ func (a *audioQueue) flush(enc *video.LiveEncoder, ns int64) error {
 // is ctx's.
 func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	now := time.Now()
-	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1}
+	f := liveFormats(req.Output.Encode.PixFmt, 2, 2)
+	req.Input.PixFmt = f.decode
+	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1, in: f.in}
 	defer func() {
 		if r.enc != nil {
 			r.enc.Abort()
@@ -211,6 +213,7 @@ type liveRun struct {
 	req    LiveRequest
 	m      *liveMeter
 	enc    *video.LiveEncoder  // the sink, opened at the first connection
+	in     backend.PixelFormat // of the frames decoded
 	format backend.PixelFormat // of the frames it takes
 	audio  audioQueue
 	// The output's clock: the packets of a source that reconnected are
@@ -323,10 +326,8 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
 	o.Encode.Colour, o.Encode.SAR = dec.Colour(), outputSAR(dec.SAR(), w, h, ow, oh)
-	r.format, o.Encode.InputPixFmt = backend.RGB24, "rgb24"
-	if (o.Encode.PixFmt == "" || o.Encode.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 {
-		r.format, o.Encode.InputPixFmt = backend.YUV420P, "yuv420p"
-	}
+	r.format = liveFormats(o.Encode.PixFmt, ow, oh).out
+	o.Encode.InputPixFmt = r.format.Name()
 	// The sink outlives a cancelled stream, to be finished.
 	enc, err := video.NewLiveEncoder(context.Background(), o)
 	if err != nil {
@@ -360,11 +361,8 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
 	}
-	format := backend.RGB24
-	if ow%2 == 0 && oh%2 == 0 {
-		format = backend.YUV420P
-	}
-	b, err := eng.NewBatch(slices.Max(sizes), w, h, format)
+	f := liveFormats(req.Output.Encode.PixFmt, ow, oh)
+	b, err := eng.NewBatch(slices.Max(sizes), w, h, f.in, f.out)
 	if err != nil {
 		return err
 	}
@@ -530,14 +528,14 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 		}
 	}()
 	for range depth {
-		b, err := eng.NewBatch(most, w, h, r.format)
+		b, err := eng.NewBatch(most, w, h, r.in, r.format)
 		if err != nil {
 			return err
 		}
 		batches = append(batches, b)
 		free <- b
 	}
-	inFS := w * h * 3
+	inFS := r.in.FrameBytes(w, h)
 	outFS := enc.FrameSize()
 	var mu sync.Mutex
 	var fifo []liveFrame // frames given to the engine, not yet written

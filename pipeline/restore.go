@@ -38,9 +38,9 @@ type Engine interface {
 	// OutputSize returns the output frame size for an input of w x h
 	// (0, 0 if the input is too small for the model).
 	OutputSize(w, h int) (int, int)
-	// NewBatch allocates staging for up to n frames of w x h whose results
-	// come out in format f.
-	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	// NewBatch allocates staging for up to n frames of w x h that come in
+	// format in (RGB24 or RGB48) and whose results come out in format out.
+	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
 	// Start begins processing the first k frames of b's input; it may
 	// return before the work is done, and b.Wait blocks until it is.
 	Start(ctx context.Context, b backend.Batch, k int) error
@@ -232,22 +232,23 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	// The output keeps the input's colour description, HDR metadata and
 	// display aspect ratio.
 	enc := req.Encode
-	enc.Colour, enc.HDR, enc.SAR = info.Colour, info.HDR, outputSAR(info.SAR, w, h, ow, oh)
-	if _, _, rgb, _ := video.PixFmtInfo(info.PixFmt); rgb {
-		// RGB has no matrix, and its range (full) is not a YUV output's.
-		enc.Colour.Matrix, enc.Colour.Range, enc.Colour.ChromaLocation = "", "", ""
+	enc.Colour, enc.HDR, enc.SAR = outputColour(info), info.HDR, outputSAR(info.SAR, w, h, ow, oh)
+	// Frames travel in the encoder's pixel format when a backend writes it
+	// (yuv420p: half the bytes of RGB), converted where the model runs; an
+	// input deeper than 8 bits is decoded and restored at 16 bits.
+	if enc.PixFmt == "" {
+		enc.PixFmt = DefaultPixFmt(info)
+		if enc.PixFmt != "yuv420p" && !req.Discard {
+			// The default follows the input: refuse what the encoder
+			// cannot take before any work, as for a pixel format asked for.
+			if err := video.CheckEncode(ctx, filepath.Ext(req.Output), enc); err != nil {
+				return nil, err
+			}
+		}
 	}
-	// Frames travel as yuv420p when that is what the encoder wants and the
-	// size allows: half the bytes of RGB, converted where the model runs
-	// (with BT.601 limited range: other inputs go as RGB, converted by
-	// ffmpeg with their matrix and range).
-	format := backend.RGB24
-	if (enc.PixFmt == "" || enc.PixFmt == "yuv420p") && ow%2 == 0 && oh%2 == 0 && bt601Limited(enc.Colour) {
-		format = backend.YUV420P
-		enc.InputPixFmt = "yuv420p"
-	} else {
-		enc.InputPixFmt = "rgb24"
-	}
+	fmts := frameFormats(info, enc.PixFmt, ow, oh)
+	format := fmts.out
+	enc.InputPixFmt = format.Name()
 	enc.Width, enc.Height, enc.FPS, enc.Times = ow, oh, fps, times
 	carry := enc.CarryOptions // the streams go in with the video, or at the join
 	carry.StreamsFrom, carry.StreamsAllowPlaylists = req.Input, info.AllowPlaylists
@@ -339,7 +340,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	sinks = nil
 	for i, p := range ranges {
-		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count})
+		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count, PixFmt: fmts.decode})
 		if err != nil {
 			return nil, err
 		}
@@ -351,7 +352,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return func() { *d = time.Since(t).Seconds() }
 	}
 	st.Start = time.Since(start).Seconds()
-	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
 	done := mark(&st.Stream)
 	engines := []Engine{req.Engine}
 	if plan == nil {
@@ -398,13 +399,6 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st, Carried: carried}, nil
 }
 
-// bt601Limited reports whether c converts as the backends' yuv420p output
-// does: the BT.601 matrix (or none stated) and limited range (or none).
-func bt601Limited(c video.Colour) bool {
-	return (c.Matrix == "" || c.Matrix == "bt470bg" || c.Matrix == "smpte170m" || c.Matrix == "unknown") &&
-		(c.Range == "" || c.Range == "tv" || c.Range == "unknown")
-}
-
 // outputSAR is the sample aspect ratio that shows an ow x oh output at
 // the display aspect ratio of a w x h input of sample aspect ratio sar:
 // sar itself when the model scales both sides alike. An input that states
@@ -446,8 +440,9 @@ type stream struct {
 type config struct {
 	w, h, ow, oh int
 	batch        int
-	plan         []int // batch sizes, when the engine chooses them
-	format       backend.PixelFormat
+	plan         []int               // batch sizes, when the engine chooses them
+	in           backend.PixelFormat // of the frames decoded
+	format       backend.PixelFormat // of the frames encoded
 	total        int
 	progress     func(done, total int)
 	onBatch      func(b backend.Batch, frames int)
@@ -482,7 +477,7 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 // run moves all frames of all streams through eng. It returns the first
 // error of any stage; every goroutine has ended when it returns.
 func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
-	inFS := c.w * c.h * 3
+	inFS := c.in.FrameBytes(c.w, c.h)
 	outFS := c.format.FrameBytes(c.ow, c.oh)
 	// Stream i runs on engine i mod len(engs), each engine (a device) driven
 	// by a goroutine of its own.
@@ -510,7 +505,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		done[i] = make(chan job, depth)
 		free[i] = make(chan backend.Batch, depth)
 		for range depth {
-			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.format)
+			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.in, c.format)
 			if err != nil {
 				return nil, err
 			}

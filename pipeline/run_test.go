@@ -108,8 +108,8 @@ const fw, fh = 4, 2 // input frame size; output is 2x
 
 func (e *fakeEngine) OutputSize(w, h int) (int, int) { return 2 * w, 2 * h }
 
-func (e *fakeEngine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
-	return &fakeBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(2*w, 2*h))}, nil
+func (e *fakeEngine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
+	return &fakeBatch{in: make([]byte, n*in.FrameBytes(w, h)), out: make([]byte, n*f.FrameBytes(2*w, 2*h))}, nil
 }
 
 func (e *fakeEngine) Start(ctx context.Context, bt backend.Batch, k int) error {

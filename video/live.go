@@ -36,9 +36,12 @@ type LiveInput struct {
 	NoAudio bool
 	// Stdin is read for URL "-" (default os.Stdin).
 	Stdin io.Reader
+	// PixFmt is the layout of the frames: "rgb24" (the default) or
+	// "rgb48le" (16 bits a sample, for a deep output).
+	PixFmt string
 }
 
-// LivePacket is one video frame (rgb24, Width*Height*3 bytes) or one audio
+// LivePacket is one video frame (in LiveInput.PixFmt) or one audio
 // packet of the source, with its time in nanoseconds from the stream's
 // start.
 type LivePacket struct {
@@ -114,7 +117,11 @@ func OpenLive(ctx context.Context, in LiveInput) (*LiveDecoder, error) {
 	}
 	args = append(args, passthroughArgs(ctx, ffmpeg)...)
 	// Raw frames each in a cluster of their own, flushed as they come.
-	args = append(args, "-c:v", "rawvideo", "-pix_fmt", "rgb24", "-f", "matroska", "-allow_raw_vfw", "1", "-live", "1", "-flush_packets", "1", "pipe:1")
+	pix := in.PixFmt
+	if pix != "rgb48le" {
+		pix = "rgb24"
+	}
+	args = append(args, "-c:v", "rawvideo", "-pix_fmt", pix, "-f", "matroska", "-allow_raw_vfw", "1", "-live", "1", "-flush_packets", "1", "pipe:1")
 	cmd := command(ctx, ffmpeg, args...)
 	tail := newLogTail()
 	cmd.Stderr = tail
@@ -184,6 +191,9 @@ func (d *LiveDecoder) next() (*LivePacket, error) {
 	p, err := d.mkv.next()
 	if err == nil {
 		want := d.mkv.width * d.mkv.height * 3
+		if d.in.PixFmt == "rgb48le" {
+			want *= 2
+		}
 		if p.track == d.mkv.video && len(p.data) != want {
 			return nil, d.fail(fmt.Errorf("a frame of %d bytes, want %d", len(p.data), want))
 		}

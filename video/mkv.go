@@ -19,8 +19,11 @@ type mkvWriter struct {
 }
 
 // mkvFourCC is the ColourSpace of each raw pixel format ffmpeg's Matroska
-// demuxer maps back (libavcodec/raw.c).
-var mkvFourCC = map[string]string{"yuv420p": "I420", "rgb24": "RGB\x18"}
+// demuxer maps back (libavcodec/raw.c): the 8-bit formats and the 16-bit
+// ones a backend writes (see backend.PixelFormat).
+var mkvFourCC = map[string]string{"yuv420p": "I420", "rgb24": "RGB\x18", "rgb48le": "RGB0",
+	"yuv420p10le": "Y3\x0b\x0a", "yuv420p12le": "Y3\x0b\x0c", "yuv420p16le": "Y3\x0b\x10",
+	"yuv444p10le": "Y3\x00\x0a", "yuv444p12le": "Y3\x00\x0c", "yuv444p16le": "Y3\x00\x10"}
 
 // Matroska element IDs used here.
 const (
@@ -36,13 +39,13 @@ const (
 )
 
 // newMKVWriter writes the header of a stream of w x h frames in pixel
-// format pix ("yuv420p" or "rgb24"), track 1, and of the tracks whose
+// format pix (see mkvFourCC), track 1, and of the tracks whose
 // TrackEntry bodies more holds (copied from another Matroska stream, with
 // track numbers above 1).
 func newMKVWriter(out io.Writer, pix string, w, h int, more ...[]byte) (*mkvWriter, error) {
 	fourcc, ok := mkvFourCC[pix]
 	if !ok {
-		return nil, fmt.Errorf("raw %s frames cannot carry timestamps (yuv420p and rgb24 can)", pix)
+		return nil, fmt.Errorf("raw %s frames cannot carry timestamps (yuv420p, rgb24, rgb48le and 10, 12 and 16-bit yuv420p and yuv444p can)", pix)
 	}
 	m := &mkvWriter{w: out}
 	var b []byte

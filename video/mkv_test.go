@@ -10,13 +10,13 @@ import (
 )
 
 // TestMKVWriter: ffmpeg reads the raw Matroska stream back with each
-// frame's timestamp and bytes, in both pixel formats.
+// frame's timestamp and bytes, in each pixel format it takes.
 func TestMKVWriter(t *testing.T) {
 	ff, err := FFmpeg()
 	if err != nil {
 		t.Skip(err)
 	}
-	for _, pix := range []string{"yuv420p", "rgb24"} {
+	for _, pix := range []string{"yuv420p", "rgb24", "rgb48le", "yuv420p10le", "yuv420p12le", "yuv420p16le", "yuv444p10le", "yuv444p12le", "yuv444p16le"} {
 		var buf bytes.Buffer
 		m, err := newMKVWriter(&buf, pix, 6, 4)
 		if err != nil {

@@ -331,14 +331,16 @@ func TestYUVKernel(t *testing.T) {
 		rgb[i] = byte(r.IntN(256))
 	}
 	want := make([]byte, n*backend.YUV420P.FrameBytes(w, h))
-	backend.RGBToYUV420(want, rgb, n, w, h)
+	if err := backend.RGBToYUV(want, rgb, backend.YUV420P, n, w, h); err != nil {
+		t.Fatal(err)
+	}
 	slot, err := b.NewSlot(len(rgb), len(rgb))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer slot.Free()
 	copy(slot.In(), rgb)
-	x, err := slot.Input(n, h, w)
+	x, err := slot.Input(n, h, w, backend.RGB24)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +439,7 @@ func TestModelAgainstCPU(t *testing.T) {
 // frames runs the model through a Slot to yuv420p.
 func frames(t *testing.T, b *Backend, m *compact.Model, rgb []byte) []byte {
 	r := compact.Engine{M: m}
-	bt, err := r.NewBatch(1, 48, 32, backend.YUV420P)
+	bt, err := r.NewBatch(1, 48, 32, backend.RGB24, backend.YUV420P)
 	if err != nil {
 		t.Fatal(err)
 	}

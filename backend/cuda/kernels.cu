@@ -39,56 +39,90 @@ __device__ __forceinline__ float activate(float v, int ch, int act, float alpha,
 
 #define GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-// BT.601 limited-range RGB -> YCbCr, on 8-bit RGB values (what ffmpeg's
-// swscale does for rgb24 -> yuv420p without flags), rounded to nearest.
-__device__ __forceinline__ u8 luma(float r, float g, float b) {
-    float y = 16.0f + (65.481f * r + 128.553f * g + 24.966f * b) / 255.0f;
-    return (u8)fminf(fmaxf(y + 0.5f, 0.0f), 255.0f);
-}
-__device__ __forceinline__ u8 chroma_b(float r, float g, float b) {
-    float c = 128.0f + (-37.797f * r - 74.203f * g + 112.0f * b) / 255.0f;
-    return (u8)fminf(fmaxf(c + 0.5f, 0.0f), 255.0f);
-}
-__device__ __forceinline__ u8 chroma_r(float r, float g, float b) {
-    float c = 128.0f + (112.0f * r - 93.786f * g - 18.214f * b) / 255.0f;
-    return (u8)fminf(fmaxf(c + 0.5f, 0.0f), 255.0f);
+// quantize16 maps [0,1] to 16 bits as quantize does to 8.
+__device__ __forceinline__ u16 quantize16(float v) {
+    v = v * 65535.0f + 0.5f;
+    if (!(v > 0.0f)) return 0;
+    if (v >= 65535.0f) return 65535;
+    return (u16)v;
 }
 
-// rgb8_to_yuv420: packed RGB24 frames (n, h, w, 3) -> planar yuv420p
-// (Y w*h, U and V (w/2)*(h/2) per frame, frames back to back). Chroma is the
-// mean of each 2x2 block. One thread per 2x2 block; h and w are even.
-extern "C" __global__ void rgb8_to_yuv420(const u8* __restrict__ rgb, u8* __restrict__ yuv, int n, int h, int w) {
-    long long blocks = (long long)n * (h / 2) * (w / 2);
-    long long fsz = (long long)w * h * 3 / 2;
-    GRID_STRIDE(i, blocks) {
-        int bx = i % (w / 2);
-        long long t = i / (w / 2);
-        int by = t % (h / 2);
-        int f = t / (h / 2);
-        const u8* src = rgb + (long long)f * h * w * 3;
-        u8* Y = yuv + f * fsz;
-        u8* U = Y + (long long)w * h;
-        u8* V = U + (long long)(w / 2) * (h / 2);
-        float sr = 0, sg = 0, sb = 0;
-        for (int dy = 0; dy < 2; dy++) {
-            for (int dx = 0; dx < 2; dx++) {
-                int y = 2 * by + dy, x = 2 * bx + dx;
-                const u8* p = src + ((long long)y * w + x) * 3;
-                float r = p[0], g = p[1], b = p[2];
-                Y[(long long)y * w + x] = luma(r, g, b);
-                sr += r; sg += g; sb += b;
-            }
+// Conv is backend.Conversion: a YCbCr value is min(max(off + (k0 r + k1 g + k2 b) / q + 0.5, 0), max),
+// truncated, on RGB rounded to q (255 or 65535); rows Y, Cb, Cr. For BT.601 limited range at 8 bits
+// it is the arithmetic of ffmpeg's swscale rgb24 -> yuv420p without flags.
+struct Conv { float k[9]; float off[3]; float q; float max; };
+
+__device__ __forceinline__ int ycc(const Conv& c, int i, float r, float g, float b) {
+    float v = c.off[i] + (c.k[3 * i] * r + c.k[3 * i + 1] * g + c.k[3 * i + 2] * b) / c.q;
+    return (int)fminf(fmaxf(v + 0.5f, 0.0f), c.max);
+}
+
+// Inv is backend.Inverse: 16-bit YCbCr -> RGB in [0,1], y = (Y - oy) ky, u = (Cb - oc) kc,
+// v = (Cr - oc) kc; R = y + rv v, G = y + gu u + gv v, B = y + bu u, clamped.
+struct Inv { float ky, oy, kc, oc, rv, gu, gv, bu; };
+
+__device__ __forceinline__ void put_sample(void* out, int wide, long long i, int v) {
+    if (wide) ((u16*)out)[i] = (u16)v;
+    else ((u8*)out)[i] = (u8)v;
+}
+
+// yuv_block writes block i of planar YUV frames of h x w at out (planes Y, Cb, Cr back to back, frames
+// back to back; 1-byte samples, or 2 when wide): with sub 2 a 2x2 block whose chroma is the mean of its
+// rounded RGB (4:2:0; h and w even), with sub 1 one pixel (4:4:4). px(f, y, x, c) is channel c of
+// pixel (y, x) of frame f in [0,1].
+template <class P>
+__device__ __forceinline__ void yuv_block(P px, void* out, long long i, int h, int w, int sub, int wide, const Conv& c) {
+    int cw = w / sub, ch = h / sub;
+    int bx = i % cw;
+    long long t = i / cw;
+    int by = t % ch;
+    int f = t / ch;
+    long long plane = (long long)w * h, cplane = (long long)cw * ch;
+    long long base = f * (plane + 2 * cplane);
+    float sr = 0, sg = 0, sb = 0;
+    for (int dy = 0; dy < sub; dy++) {
+        for (int dx = 0; dx < sub; dx++) {
+            int y = sub * by + dy, x = sub * bx + dx;
+            float r, g, b;
+            if (wide) r = quantize16(px(f, y, x, 0)), g = quantize16(px(f, y, x, 1)), b = quantize16(px(f, y, x, 2));
+            else r = quantize(px(f, y, x, 0)), g = quantize(px(f, y, x, 1)), b = quantize(px(f, y, x, 2));
+            put_sample(out, wide, base + (long long)y * w + x, ycc(c, 0, r, g, b));
+            sr += r; sg += g; sb += b;
         }
-        sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;
-        U[(long long)by * (w / 2) + bx] = chroma_b(sr, sg, sb);
-        V[(long long)by * (w / 2) + bx] = chroma_r(sr, sg, sb);
     }
+    if (sub == 2) { sr *= 0.25f; sg *= 0.25f; sb *= 0.25f; }
+    long long ci = base + plane + (long long)by * cw + bx;
+    put_sample(out, wide, ci, ycc(c, 1, sr, sg, sb));
+    put_sample(out, wide, ci + cplane, ycc(c, 2, sr, sg, sb));
 }
 
 #define KERNELS(T, S, LD, ST)                                                                          \
 /* from_rgb8: bytes -> [0,1] (v / 255). */                                                          \
 extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, S* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = ST((float)in[i] / 255.0f);                                           \
+}                                                                                                   \
+/* from_rgb16: 16-bit words -> [0,1] (v / 65535). */                                               \
+extern "C" __global__ void from_rgb16_##T(const u16* __restrict__ in, S* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = ST((float)in[i] / 65535.0f);                                         \
+}                                                                                                   \
+/* to_rgb16: [0,1] -> 16-bit words, rounded and clamped. */                                         \
+extern "C" __global__ void to_rgb16_##T(const S* __restrict__ in, u16* __restrict__ out, long long n) { \
+    GRID_STRIDE(i, n) out[i] = quantize16(LD(in[i]));                                               \
+}                                                                                                   \
+/* from_yuv16: yuv444p16le frames (planes Y, Cb, Cr of h*w words each) -> RGB (n,h,w,3) by c;      \
+   one thread per pixel. */                                                                        \
+extern "C" __global__ void from_yuv16_##T(const u16* __restrict__ in, S* __restrict__ out, int n, int h, int w, Inv c) { \
+    long long plane = (long long)h * w;                                                             \
+    GRID_STRIDE(i, (long long)n * plane) {                                                          \
+        long long f = i / plane, p = i % plane;                                                     \
+        const u16* src = in + f * 3 * plane + p;                                                    \
+        float y = ((float)src[0] - c.oy) * c.ky;                                                    \
+        float u = ((float)src[plane] - c.oc) * c.kc;                                                \
+        float v = ((float)src[2 * plane] - c.oc) * c.kc;                                            \
+        out[i * 3] = ST(fminf(fmaxf(y + c.rv * v, 0.0f), 1.0f));                                    \
+        out[i * 3 + 1] = ST(fminf(fmaxf(y + c.gu * u + c.gv * v, 0.0f), 1.0f));                     \
+        out[i * 3 + 2] = ST(fminf(fmaxf(y + c.bu * u, 0.0f), 1.0f));                                \
+    }                                                                                               \
 }                                                                                                   \
 /* to_rgb8: [0,1] -> bytes, rounded and clamped. */                                                 \
 extern "C" __global__ void to_rgb8_##T(const S* __restrict__ in, u8* __restrict__ out, long long n) { \
@@ -208,8 +242,9 @@ extern "C" __global__ void resize_px_##T(const S* __restrict__ in, S* __restrict
 /* shuffle_add_nearest: the tail of SRVGGNetCompact in one pass:                                \
    out = PixelShuffle(x, r) + NearestUpsample(base, r), with x (n,h,w,3*r*r) and base (n,h,w,3),   \
    each sum rounded to the storage type as the unfused ops would. mode selects the output:         \
-   0 = storage type (n,h*r,w*r,3); 1 = RGB24 bytes, clamped and rounded (one thread per pixel);    \
-   2 = yuv420p frames (one thread per 2x2 block; needs even r). */                                 \
+   0 = storage type (n,h*r,w*r,3); 1 = RGB24 bytes, clamped and rounded; 3 = RGB48 words (one      \
+   thread per pixel); 2 = YUV frames as to_yuv (sub, wide, c; one thread per block; sub 2 needs    \
+   even r). */                                                                                     \
 __device__ __forceinline__ float sa_##T(const S* x, const S* base, int f, int h, int w, int r, \
                                         int order, int Y, int X, int c) {                          \
     int y = Y / r, ii = Y % r, xx = X / r, j = X % r;                                               \
@@ -219,30 +254,12 @@ __device__ __forceinline__ float sa_##T(const S* x, const S* base, int f, int h,
 }                                                                                                   \
 extern "C" __global__ void shuffle_add_nearest_##T(const S* __restrict__ x, const S* __restrict__ base, \
                                                    void* __restrict__ out, int n, int h, int w, int r, \
-                                                   int order, int mode) {                           \
+                                                   int order, int mode, int sub, int wide, Conv cv) { \
     int H = h * r, W = w * r;                                                                       \
     if (mode == 2) {                                                                                \
-        long long blocks = (long long)n * (H / 2) * (W / 2);                                        \
-        long long fsz = (long long)W * H * 3 / 2;                                                   \
-        GRID_STRIDE(i, blocks) {                                                                    \
-            int bx = i % (W / 2); long long t = i / (W / 2);                                        \
-            int by = t % (H / 2); int f = t / (H / 2);                                              \
-            u8* Yp = (u8*)out + f * fsz;                                                            \
-            u8* U = Yp + (long long)W * H;                                                          \
-            u8* V = U + (long long)(W / 2) * (H / 2);                                               \
-            float sr = 0, sg = 0, sb = 0;                                                           \
-            for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {                         \
-                int Y = 2 * by + dy, X = 2 * bx + dx;                                               \
-                float rr = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 0));                   \
-                float gg = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 1));                   \
-                float bb = quantize(sa_##T(x, base, f, h, w, r, order, Y, X, 2));                   \
-                Yp[(long long)Y * W + X] = luma(rr, gg, bb);                                        \
-                sr += rr; sg += gg; sb += bb;                                                       \
-            }                                                                                       \
-            sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;                                                  \
-            U[(long long)by * (W / 2) + bx] = chroma_b(sr, sg, sb);                                 \
-            V[(long long)by * (W / 2) + bx] = chroma_r(sr, sg, sb);                                 \
-        }                                                                                           \
+        long long blocks = (long long)n * (H / sub) * (W / sub);                                    \
+        GRID_STRIDE(i, blocks) yuv_block([&](int f, int Y, int X, int c) {                          \
+            return sa_##T(x, base, f, h, w, r, order, Y, X, c); }, out, i, H, W, sub, wide, cv);     \
         return;                                                                                     \
     }                                                                                               \
     long long total = (long long)n * H * W;                                                         \
@@ -251,33 +268,19 @@ extern "C" __global__ void shuffle_add_nearest_##T(const S* __restrict__ x, cons
         int Y = t % H; int f = t / H;                                                               \
         for (int c = 0; c < 3; c++) {                                                               \
             float v = sa_##T(x, base, f, h, w, r, order, Y, X, c);                                  \
-            if (mode == 0) ((S*)out)[i * 3 + c] = ST(v);                                          \
+            if (mode == 0) ((S*)out)[i * 3 + c] = ST(v);                                            \
+            else if (mode == 3) ((u16*)out)[i * 3 + c] = quantize16(v);                             \
             else ((u8*)out)[i * 3 + c] = quantize(v);                                               \
         }                                                                                           \
     }                                                                                               \
 }                                                                                                   \
-/* to_yuv420: storage-type RGB (n,h,w,3) in [0,1] -> yuv420p, via RGB24 bytes as to_rgb8. */        \
-extern "C" __global__ void to_yuv420_##T(const S* __restrict__ in, u8* __restrict__ yuv, int n, int h, int w) { \
-    long long blocks = (long long)n * (h / 2) * (w / 2);                                            \
-    long long fsz = (long long)w * h * 3 / 2;                                                       \
-    GRID_STRIDE(i, blocks) {                                                                        \
-        int bx = i % (w / 2); long long t = i / (w / 2);                                            \
-        int by = t % (h / 2); int f = t / (h / 2);                                                  \
-        u8* Yp = yuv + f * fsz;                                                                     \
-        u8* U = Yp + (long long)w * h;                                                              \
-        u8* V = U + (long long)(w / 2) * (h / 2);                                                   \
-        float sr = 0, sg = 0, sb = 0;                                                               \
-        for (int dy = 0; dy < 2; dy++) for (int dx = 0; dx < 2; dx++) {                             \
-            int Y = 2 * by + dy, X = 2 * bx + dx;                                                   \
-            const S* p = in + (((long long)f * h + Y) * w + X) * 3;                               \
-            float rr = quantize(LD(p[0])), gg = quantize(LD(p[1])), bb = quantize(LD(p[2]));        \
-            Yp[(long long)Y * w + X] = luma(rr, gg, bb);                                            \
-            sr += rr; sg += gg; sb += bb;                                                           \
-        }                                                                                           \
-        sr *= 0.25f; sg *= 0.25f; sb *= 0.25f;                                                      \
-        U[(long long)by * (w / 2) + bx] = chroma_b(sr, sg, sb);                                     \
-        V[(long long)by * (w / 2) + bx] = chroma_r(sr, sg, sb);                                     \
-    }                                                                                               \
+/* to_yuv: storage-type RGB (n,h,w,3) in [0,1] -> planar YUV frames (see yuv_block): sub 2 is     \
+   4:2:0, one thread per 2x2 block; sub 1 is 4:4:4, one per pixel; wide writes 16-bit samples. */  \
+extern "C" __global__ void to_yuv_##T(const S* __restrict__ in, void* __restrict__ out, int n, int h, int w, \
+                                      int sub, int wide, Conv cv) {                                 \
+    long long blocks = (long long)n * (h / sub) * (w / sub);                                        \
+    GRID_STRIDE(i, blocks) yuv_block([&](int f, int Y, int X, int c) {                              \
+        return LD(in[(((long long)f * h + Y) * w + X) * 3 + c]); }, out, i, h, w, sub, wide, cv);   \
 }
 
 /* Kernels of the 16-bit storage types only. */

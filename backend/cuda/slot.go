@@ -85,15 +85,20 @@ func (s *Slot) In() []byte { return s.hin.Bytes() }
 // Out is the page-locked output buffer.
 func (s *Slot) Out() []byte { return s.hout.Bytes()[:s.outBytes] }
 
-// Input queues the upload of n RGB24 frames and their conversion to a
-// tensor on the compute stream, after the upload.
-func (s *Slot) Input(n, h, w int) (backend.Tensor, error) { return s.input(n, h, w, s.b.dtype) }
+// Input queues the upload of n RGB24 or RGB48 frames and their conversion
+// to a tensor on the compute stream, after the upload.
+func (s *Slot) Input(n, h, w int, f backend.PixelFormat) (backend.Tensor, error) {
+	return s.input(n, h, w, f, s.b.dtype)
+}
 
 // input is Input into values of type dt.
-func (s *Slot) input(n, h, w int, dt DType) (backend.Tensor, error) {
-	size := n * h * w * 3
+func (s *Slot) input(n, h, w int, f backend.PixelFormat, dt DType) (backend.Tensor, error) {
+	if !f.IsInput() {
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+	}
+	size := n * f.FrameBytes(w, h)
 	if size > s.hin.Size() {
-		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d need %d", s.hin.Size(), n, w, h, size)
+		return nil, fmt.Errorf("slot holds %d input bytes, %d frames of %dx%d in %s need %d", s.hin.Size(), n, w, h, f.Name(), size)
 	}
 	b := s.b
 	if err := b.upload.CopyHtoD(s.din.ptr, s.hin.Bytes()[:size]); err != nil {
@@ -108,7 +113,7 @@ func (s *Slot) input(n, h, w int, dt DType) (backend.Tensor, error) {
 	if err := s.start.Record(b.compute); err != nil {
 		return nil, err
 	}
-	return b.fromRGB8Device(s.din.ptr, backend.Shape{N: n, H: h, W: w, C: 3}, dt)
+	return b.fromFramesDevice(s.din.ptr, f, backend.Shape{N: n, H: h, W: w, C: 3}, dt)
 }
 
 // Put converts t into the device output buffer from frame at on, on the

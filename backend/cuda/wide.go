@@ -96,4 +96,6 @@ func sameType(op string, ts ...*Tensor) error {
 }
 
 // InputF32 is Input into a float32 tensor.
-func (s *Slot) InputF32(n, h, w int) (backend.Tensor, error) { return s.input(n, h, w, F32) }
+func (s *Slot) InputF32(n, h, w int, f backend.PixelFormat) (backend.Tensor, error) {
+	return s.input(n, h, w, f, F32)
+}

@@ -109,7 +109,7 @@ request warms up; the mean is over the others.`,
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
 	fl.StringVar(&f.preset, "preset", "ultrafast", "encoder preset")
 	fl.IntVar(&f.crf, "crf", 20, "encoder CRF")
-	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format")
+	fl.StringVar(&f.pixFmt, "pix-fmt", "", "output pixel format (default: as restore, following the input's depth)")
 	fl.IntVar(&f.segments, "segments", 0, "parallel encode segments (0 = automatic, as restore)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = automatic, as restore)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")

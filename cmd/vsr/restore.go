@@ -111,7 +111,7 @@ nothing behind. The output directory must exist.`,
 	fl.StringVar(&f.codec, "codec", "", "ffmpeg video encoder, e.g. libx264, libx265, ffv1 (default: the output container's, as ffmpeg's: libvpx-vp9 for .webm, libtheora for .ogv, else libx264)")
 	fl.IntVar(&f.crf, "crf", 18, "encoder quality (CRF) for encoders that take one; -1 = encoder default")
 	fl.StringVar(&f.preset, "preset", "medium", "encoder preset for libx264/libx265 (e.g. ultrafast ... veryslow)")
-	fl.StringVar(&f.pixFmt, "pix-fmt", "yuv420p", "output pixel format, e.g. yuv420p, yuv444p, gbrp (lossless RGB with ffv1)")
+	fl.StringVar(&f.pixFmt, "pix-fmt", "", "output pixel format, e.g. yuv420p, yuv420p10le, yuv444p, gbrp (lossless RGB with ffv1); default: yuv420p, or the input's depth and chroma subsampling above 8 bits (yuv420p10le for 10-bit 4:2:0)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (bar on a terminal), plain (lines), none")
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout when done")
 	fl.IntVar(&f.frames, "frames", 0, "restore only the first N frames (0 = all)")
@@ -196,6 +196,9 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	} else if err != nil {
 		return err
 	}
+	if enc, err = inputPixFmt(enc, info, f.output); err != nil {
+		return err
+	}
 	ld, err := setup(f, set)
 	if err != nil {
 		return err
@@ -229,6 +232,20 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 		return enc, nil // the encoder names the missing extension
 	}
 	return enc, video.CheckEncode(context.Background(), ext, enc)
+}
+
+// inputPixFmt settles the output pixel format when none was asked for: it
+// follows the input (pipeline.DefaultPixFmt), and a format deeper than
+// outputEncode checked is checked the same way, before any work.
+func inputPixFmt(enc video.EncodeOptions, info *video.Info, output string) (video.EncodeOptions, error) {
+	if enc.PixFmt != "" {
+		return enc, nil
+	}
+	enc.PixFmt = pipeline.DefaultPixFmt(info)
+	if ext := filepath.Ext(output); ext != "" && enc.PixFmt != "yuv420p" {
+		return enc, video.CheckEncode(context.Background(), ext, enc)
+	}
+	return enc, nil
 }
 
 // restoreOne restores the probed input into output with ld.
@@ -357,6 +374,10 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			return enc, nil, err
 		}
 		info, err := probeInput(ctx, it.in, f.playlists)
+		if err != nil {
+			return enc, info, err
+		}
+		enc, err = inputPixFmt(enc, info, it.out)
 		return enc, info, err
 	}
 	// Images first, all together: the model takes those of one size in

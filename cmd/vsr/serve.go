@@ -127,7 +127,7 @@ func addTaskFlags(fl *pflag.FlagSet, b *restoreFlags) {
 	fl.StringVar(&b.codec, "codec", "", "default ffmpeg video encoder (a request's codec wins; default: the output container's, as restore's --codec)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")
-	fl.StringVar(&b.pixFmt, "pix-fmt", "yuv420p", "default output pixel format (a request's pix_fmt wins)")
+	fl.StringVar(&b.pixFmt, "pix-fmt", "", "default output pixel format (a request's pix_fmt wins); unset: yuv420p, or the input's depth and chroma subsampling above 8 bits")
 	fl.IntVar(&b.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
 	fl.IntVar(&b.segments, "segments", 0, "segments encoded in parallel (0 = 4 on a GPU with 8+ CPU cores, else 1)")
 	fl.IntVar(&b.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")

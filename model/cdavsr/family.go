@@ -195,22 +195,22 @@ func (s *session) End(int) (bool, error) { return false, nil }
 // device copies, the conversion to the output's pixel format on the GPU.
 type batch struct {
 	backend.Slot
-	f backend.PixelFormat
+	in, f backend.PixelFormat
 }
 
-func (s *session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+func (s *session) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
 	if w != s.w || h != s.h {
 		return nil, fmt.Errorf("cdavsr: a batch of %dx%d frames for a session of %dx%d", w, h, s.w, s.h)
 	}
 	ow, oh := s.OutputSize(w, h)
-	if f == backend.YUV420P && (ow%2 != 0 || oh%2 != 0) {
-		return nil, fmt.Errorf("yuv420p needs an even output size, not %dx%d", ow, oh)
+	if err := f.CheckSize(ow, oh); err != nil {
+		return nil, fmt.Errorf("output: %w", err)
 	}
-	slot, err := backend.NewSlot(s.m.net.b, n*w*h*3, n*f.FrameBytes(ow, oh))
+	slot, err := backend.NewSlot(s.m.net.b, n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
 	if err != nil {
 		return nil, err
 	}
-	return &batch{Slot: slot, f: f}, nil
+	return &batch{Slot: slot, in: in, f: f}, nil
 }
 
 // Start restores the first k frames of the batch in order and queues
@@ -227,7 +227,7 @@ func (s *session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	defer s.m.mu.Unlock()
 	net := s.m.net
 	bk := net.b
-	x, err := net.input(b.Slot, k, s.h, s.w)
+	x, err := net.input(b.Slot, k, s.h, s.w, b.in)
 	if err != nil {
 		return err
 	}

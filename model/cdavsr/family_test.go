@@ -35,7 +35,7 @@ func TestSessionResets(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		bt, err := s.NewBatch(per, gw, gh, backend.RGB24)
+		bt, err := s.NewBatch(per, gw, gh, backend.RGB24, backend.RGB24)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -184,11 +184,11 @@ func (n *Net) Upload(s backend.Shape, data []float32) (backend.Tensor, error) {
 }
 
 // input is s.Input in float32 (see Net.wide).
-func (n *Net) input(s backend.Slot, k, h, w int) (backend.Tensor, error) {
+func (n *Net) input(s backend.Slot, k, h, w int, f backend.PixelFormat) (backend.Tensor, error) {
 	if ws, ok := s.(backend.WideSlot); ok && n.wide != nil {
-		return ws.InputF32(k, h, w)
+		return ws.InputF32(k, h, w, f)
 	}
-	return s.Input(k, h, w)
+	return s.Input(k, h, w, f)
 }
 
 // empty returns an uninitialised float32 tensor (see Net.wide).

@@ -23,7 +23,7 @@ func BenchmarkUpscaleX4(b *testing.B) {
 			defer m.Close()
 			in := randFrames(1, w, h, 1)
 			r := Engine{M: m}
-			bt, _ := r.NewBatch(1, w, h, backend.RGB24)
+			bt, _ := r.NewBatch(1, w, h, backend.RGB24, backend.RGB24)
 			copy(bt.In(), in)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -49,30 +49,41 @@ func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
 // Device returns the backend's device name.
 func (r Engine) Device() string { return r.M.b.Name() }
 
-// NewBatch allocates staging for up to n frames of w x h whose results
-// come out in format f.
-func (r Engine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
+// NewBatch allocates staging for up to n frames of w x h that come in
+// format in (see backend.PixelFormat.IsInput) and whose results go out in
+// format f.
+func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
 	ow, oh := r.OutputSize(w, h)
 	if ow <= 0 {
 		return nil, fmt.Errorf("a %dx%d frame is too small for model %s", w, h, r.M.Name)
 	}
-	if f == backend.YUV420P && (ow%2 != 0 || oh%2 != 0) {
-		return nil, fmt.Errorf("yuv420p needs an even output size, not %dx%d", ow, oh)
+	if err := f.CheckSize(ow, oh); err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	if !in.IsInput() {
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", in.Name())
 	}
 	if s, ok := r.M.b.(backend.Streaming); ok {
-		slot, err := s.NewSlot(n*w*h*3, n*f.FrameBytes(ow, oh))
+		slot, err := s.NewSlot(n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
 		if err != nil {
 			return nil, err
 		}
-		return &deviceBatch{Slot: slot, f: f, w: w, h: h}, nil
+		return &deviceBatch{Slot: slot, in: in, f: f, w: w, h: h}, nil
 	}
+	// On the host, the model takes and gives RGB of in's depth (mf): the
+	// input converted to it when it is YUV, the result (rgb) resized (rs)
+	// when the engine's size differs, then converted to f.
 	mw, mh := r.M.OutputSize(w, h)
-	hb := &hostBatch{in: make([]byte, n*w*h*3), out: make([]byte, n*f.FrameBytes(ow, oh)), f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
-	if f != backend.RGB24 || mw != ow || mh != oh {
-		hb.rgb = make([]byte, n*mw*mh*3)
+	mf := in.Model()
+	hb := &hostBatch{in: make([]byte, n*in.FrameBytes(w, h)), out: make([]byte, n*f.FrameBytes(ow, oh)), inf: in, mf: mf, f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
+	if f != mf || mw != ow || mh != oh {
+		hb.rgb = make([]byte, n*mf.FrameBytes(mw, mh))
 	}
-	if f != backend.RGB24 && (mw != ow || mh != oh) {
-		hb.rs = make([]byte, n*ow*oh*3)
+	if f != mf && (mw != ow || mh != oh) {
+		hb.rs = make([]byte, n*mf.FrameBytes(ow, oh))
+	}
+	if in != mf {
+		hb.min = make([]byte, n*mf.FrameBytes(w, h))
 	}
 	return hb, nil
 }
@@ -82,7 +93,7 @@ func (r Engine) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, err
 func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 	switch b := b.(type) {
 	case *deviceBatch:
-		x, err := b.Input(k, b.h, b.w)
+		x, err := b.Input(k, b.h, b.w, b.in)
 		if err != nil {
 			return err
 		}
@@ -110,7 +121,15 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 		if b.rgb != nil {
 			rgb = b.rgb
 		}
-		if err := r.M.Upscale(ctx, b.in[:k*b.w*b.h*3], k, b.w, b.h, rgb[:k*b.mw*b.mh*3], tile); err != nil {
+		rgb = rgb[:k*b.mf.FrameBytes(b.mw, b.mh)]
+		in := b.in[:k*b.inf.FrameBytes(b.w, b.h)]
+		if b.min != nil {
+			if err := r.convertHost(b.inf, b.mf, in, k, b.w, b.h, b.min[:k*b.mf.FrameBytes(b.w, b.h)]); err != nil {
+				return err
+			}
+			in = b.min[:k*b.mf.FrameBytes(b.w, b.h)]
+		}
+		if err := r.M.UpscaleFormat(ctx, b.mf, in, k, b.w, b.h, rgb, tile); err != nil {
 			return err
 		}
 		if b.mw != b.ow || b.mh != b.oh {
@@ -118,37 +137,53 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 			if b.rs != nil {
 				dst = b.rs
 			}
-			if err := r.resizeHost(rgb[:k*b.mw*b.mh*3], k, b.mw, b.mh, dst[:k*b.ow*b.oh*3]); err != nil {
+			dst = dst[:k*b.mf.FrameBytes(b.ow, b.oh)]
+			if err := r.resizeHost(b.mf, rgb, k, b.mw, b.mh, dst); err != nil {
 				return err
 			}
 			rgb = dst
 		}
-		if b.f == backend.YUV420P {
-			backend.RGBToYUV420(b.out, rgb, k, b.ow, b.oh)
+		if b.f == b.mf {
+			return nil
 		}
-		return nil
+		if b.f.Layout == backend.PackedRGB { // rgb24 <-> rgb48
+			return r.convertHost(b.mf, b.f, rgb, k, b.ow, b.oh, b.out[:k*b.f.FrameBytes(b.ow, b.oh)])
+		}
+		if b.f.Wide() != b.mf.Wide() { // YUV of another depth than the input
+			wide := backend.RGB24
+			if b.f.Wide() {
+				wide = backend.RGB48
+			}
+			tmp := make([]byte, k*wide.FrameBytes(b.ow, b.oh))
+			if err := r.convertHost(b.mf, wide, rgb, k, b.ow, b.oh, tmp); err != nil {
+				return err
+			}
+			rgb = tmp
+		}
+		return backend.RGBToYUV(b.out, rgb, b.f, k, b.ow, b.oh)
 	}
 	return fmt.Errorf("compact: batch %T was not made by this runner", b)
 }
 
 type deviceBatch struct {
 	backend.Slot
-	f    backend.PixelFormat
-	w, h int
+	in, f backend.PixelFormat
+	w, h  int
 }
 
 type hostBatch struct {
 	in, out, rgb []byte
-	f            backend.PixelFormat
+	min          []byte              // the input as mf, when in holds YUV
+	inf, mf, f   backend.PixelFormat // the batch's input, the model's RGB, the output
 	w, h, ow, oh int
 	mw, mh       int    // the model's output size, before any resize
 	rs           []byte // the resized RGB frames, when out holds another format
 }
 
-// resizeHost resizes n RGB24 frames of w x h to the engine's size in out,
-// on the model's (host) backend.
-func (r Engine) resizeHost(rgb []byte, n, w, h int, out []byte) error {
-	x, err := r.M.b.FromRGB8(rgb, n, h, w)
+// resizeHost resizes n frames of w x h in format f (RGB24 or RGB48) to
+// the engine's size in out, on the model's (host) backend.
+func (r Engine) resizeHost(f backend.PixelFormat, rgb []byte, n, w, h int, out []byte) error {
+	x, err := backend.FromFrames(r.M.b, rgb, f, n, h, w)
 	if err != nil {
 		return err
 	}
@@ -157,7 +192,18 @@ func (r Engine) resizeHost(rgb []byte, n, w, h int, out []byte) error {
 		return err
 	}
 	defer y.Free()
-	return r.M.b.ToRGB8(y, out)
+	return backend.ToFrames(r.M.b, y, f, out)
+}
+
+// convertHost converts n frames of w x h from input format in to format f
+// in out.
+func (r Engine) convertHost(in, f backend.PixelFormat, rgb []byte, n, w, h int, out []byte) error {
+	x, err := backend.FromFrames(r.M.b, rgb, in, n, h, w)
+	if err != nil {
+		return err
+	}
+	defer x.Free()
+	return backend.ToFrames(r.M.b, x, f, out)
 }
 
 func (b *hostBatch) In() []byte  { return b.in }

@@ -194,19 +194,29 @@ func (m *Model) TileCost(w, h, tile int) float64 {
 // tileable model, frames are processed in tiles of about tile x tile input
 // pixels; the result is bitwise the same as with tile = 0.
 func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte, tile int) error {
+	return m.UpscaleFormat(ctx, backend.RGB24, in, n, w, h, out, tile)
+}
+
+// UpscaleFormat is Upscale for frames in and out in format f, RGB24 or
+// RGB48.
+func (m *Model) UpscaleFormat(ctx context.Context, f backend.PixelFormat, in []byte, n, w, h int, out []byte, tile int) error {
+	if !f.IsInput() {
+		return fmt.Errorf("upscale: frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
+	}
 	fh, fw, err := m.fullSizes(h, w)
 	if err != nil {
 		return err
 	}
 	ow, oh := fw[m.output], fh[m.output]
-	if len(in) != n*w*h*3 || len(out) != n*ow*oh*3 {
+	px := f.FrameBytes(1, 1) // bytes a pixel
+	if len(in) != n*w*h*px || len(out) != n*ow*oh*px {
 		return fmt.Errorf("upscale: buffers of %d and %d bytes for %d frames %dx%d -> %dx%d", len(in), len(out), n, w, h, ow, oh)
 	}
 	if m.chans[m.output] != 3 {
 		return fmt.Errorf("model %s produces %d channels, not RGB", m.Name, m.chans[m.output])
 	}
 	if tile <= 0 || !m.tileOK || (tile >= w && tile >= h) {
-		return m.run(in, n, region{0, h, 0, w, h, w}, fh, fw, out)
+		return m.run(f, in, n, region{0, h, 0, w, h, w}, fh, fw, out)
 	}
 	tile = max(tile/m.align*m.align, m.align)
 	sh, sw := m.scaleH[m.output], m.scaleW[m.output]
@@ -220,27 +230,27 @@ func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte,
 			t := region{ty, min(ty+tile, h), tx, min(tx+tile, w), h, w}
 			r := region{max(ty-m.halo, 0), min(t.y1+m.halo, h), max(tx-m.halo, 0), min(t.x1+m.halo, w), h, w}
 			rw, rh := r.x1-r.x0, r.y1-r.y0
-			tileIn = grow(tileIn, n*rw*rh*3)
-			for f := 0; f < n; f++ {
+			tileIn = grow(tileIn, n*rw*rh*px)
+			for fr := 0; fr < n; fr++ {
 				for y := 0; y < rh; y++ {
-					src := in[((f*h+r.y0+y)*w+r.x0)*3:][:rw*3]
-					copy(tileIn[((f*rh)+y)*rw*3:], src)
+					src := in[((fr*h+r.y0+y)*w+r.x0)*px:][:rw*px]
+					copy(tileIn[((fr*rh)+y)*rw*px:], src)
 				}
 			}
 			ry0, ry1 := span(sh, r.y0, r.y1, h, oh)
 			rx0, rx1 := span(sw, r.x0, r.x1, w, ow)
 			orw, orh := rx1-rx0, ry1-ry0
-			tileOut = grow(tileOut, n*orw*orh*3)
-			if err := m.run(tileIn, n, r, fh, fw, tileOut); err != nil {
+			tileOut = grow(tileOut, n*orw*orh*px)
+			if err := m.run(f, tileIn, n, r, fh, fw, tileOut); err != nil {
 				return err
 			}
 			// Copy the tile proper out of the result.
 			ty0, ty1 := span(sh, t.y0, t.y1, h, oh)
 			tx0, tx1 := span(sw, t.x0, t.x1, w, ow)
-			for f := 0; f < n; f++ {
+			for fr := 0; fr < n; fr++ {
 				for y := ty0; y < ty1; y++ {
-					src := tileOut[((f*orh+y-ry0)*orw+tx0-rx0)*3:][:(tx1-tx0)*3]
-					copy(out[((f*oh+y)*ow+tx0)*3:], src)
+					src := tileOut[((fr*orh+y-ry0)*orw+tx0-rx0)*px:][:(tx1-tx0)*px]
+					copy(out[((fr*oh+y)*ow+tx0)*px:], src)
 				}
 			}
 		}
@@ -248,8 +258,8 @@ func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte,
 	return nil
 }
 
-func (m *Model) run(in []byte, n int, rg region, fh, fw []int, out []byte) error {
-	x, err := m.b.FromRGB8(in, n, rg.y1-rg.y0, rg.x1-rg.x0)
+func (m *Model) run(f backend.PixelFormat, in []byte, n int, rg region, fh, fw []int, out []byte) error {
+	x, err := backend.FromFrames(m.b, in, f, n, rg.y1-rg.y0, rg.x1-rg.x0)
 	if err != nil {
 		return err
 	}
@@ -259,7 +269,7 @@ func (m *Model) run(in []byte, n int, rg region, fh, fw []int, out []byte) error
 		return err
 	}
 	defer y.Free()
-	return m.b.ToRGB8(y, out)
+	return backend.ToFrames(m.b, y, f, out)
 }
 
 // Forward runs whole frames already on the backend (n h w 3 in [0,1]) and

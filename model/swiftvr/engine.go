@@ -201,24 +201,24 @@ func (e *Session) maxOut() int { return e.opt.ClipLen + 4 }
 // batch is a Slot with the format its frames leave in.
 type batch struct {
 	backend.Slot
-	f      backend.PixelFormat
+	in, f  backend.PixelFormat
 	frames int // output frames after the last Start
 }
 
 // OutFrames is the number of output frames the batch holds.
 func (b *batch) OutFrames() int { return b.frames }
 
-// NewBatch allocates staging for up to n input frames and the outputs of
-// the chunks they complete.
-func (e *Session) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
-	if f == backend.YUV420P && (e.opt.Width%2 != 0 || e.opt.Height%2 != 0) {
-		return nil, fmt.Errorf("yuv420p needs an even output size")
+// NewBatch allocates staging for up to n input frames in format in (RGB24
+// or RGB48) and the outputs, in format f, of the chunks they complete.
+func (e *Session) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
+	if err := f.CheckSize(e.opt.Width, e.opt.Height); err != nil {
+		return nil, fmt.Errorf("output: %w", err)
 	}
-	s, err := backend.NewSlot(e.r.b, n*w*h*3, e.maxOut()*f.FrameBytes(e.opt.Width, e.opt.Height))
+	s, err := backend.NewSlot(e.r.b, n*in.FrameBytes(w, h), e.maxOut()*f.FrameBytes(e.opt.Width, e.opt.Height))
 	if err != nil {
 		return nil, err
 	}
-	return &batch{Slot: s, f: f}, nil
+	return &batch{Slot: s, in: in, f: f}, nil
 }
 
 // Start runs the chunk(s) whose frames end in this batch: prepare the
@@ -245,7 +245,7 @@ func (e *Session) Start(ctx context.Context, bt backend.Batch, k int) error {
 	var frames backend.Tensor
 	if k > 0 { // none: the stream ended with the last batch
 		var err error
-		if frames, err = bb.Input(k, e.inH, e.inW); err != nil {
+		if frames, err = bb.Input(k, e.inH, e.inW, bb.in); err != nil {
 			return err
 		}
 		defer frames.Free()
@@ -524,7 +524,7 @@ func Warmup(ctx context.Context, r *ReAE, dit *DiT, w, h int, opt Options, f bac
 	if err != nil {
 		return err
 	}
-	b, err := e.NewBatch(slices.Max(plan), w, h, f)
+	b, err := e.NewBatch(slices.Max(plan), w, h, backend.RGB24, f)
 	if err != nil {
 		return fmt.Errorf("warmup at %dx%d: %w", w, h, err)
 	}

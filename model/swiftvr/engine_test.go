@@ -23,7 +23,7 @@ func drive(t *testing.T, e *Session, video []byte, w, h int) []byte {
 	for _, n := range plan {
 		maxIn = max(maxIn, n)
 	}
-	bt, err := e.NewBatch(maxIn, w, h, backend.RGB24)
+	bt, err := e.NewBatch(maxIn, w, h, backend.RGB24, backend.RGB24)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestSizePrecedence(t *testing.T) {
 // the frames left (possibly none).
 func driveLive(t *testing.T, e *Session, video []byte, frames, w, h int) []byte {
 	t.Helper()
-	bt, err := e.NewBatch(max(e.LiveBatch(0), e.LiveBatch(1)), w, h, backend.RGB24)
+	bt, err := e.NewBatch(max(e.LiveBatch(0), e.LiveBatch(1)), w, h, backend.RGB24, backend.RGB24)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ type Parallel struct {
 	chunks  []Chunk
 	waves   [][]int                     // chunk indices of each batch
 	next    int                         // next wave
-	last    []byte                      // the video's last real frame (RGB24), for padding
+	last    []byte                      // the video's last real frame (as input), for padding
 	kept    []map[string]backend.Tensor // what a rank hands to itself (one chunk group)
 
 	ctx    context.Context // cancelled by the first failure or Close
@@ -198,7 +198,8 @@ func (e *Parallel) realFrames(ids []int) int {
 type wave struct {
 	e    *Parallel
 	in   []byte
-	f    backend.PixelFormat
+	inf  backend.PixelFormat // of in
+	f    backend.PixelFormat // of the output
 	jobs []*chunkJob
 	// slots are the wave's staging on each rank, made on first use by the
 	// rank's goroutine: a rank runs one chunk of a wave, two when the last
@@ -218,13 +219,17 @@ type chunkJob struct {
 	done chan error // one result per rank of the group
 }
 
-// NewBatch allocates the host input for up to n frames; the ranks' staging
-// is made when a wave first runs there.
-func (e *Parallel) NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error) {
-	if f == backend.YUV420P && (e.opt.Width%2 != 0 || e.opt.Height%2 != 0) {
-		return nil, fmt.Errorf("yuv420p needs an even output size")
+// NewBatch allocates the host input for up to n frames in format in (RGB24
+// or RGB48), whose outputs come out in format f; the ranks' staging is
+// made when a wave first runs there.
+func (e *Parallel) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
+	if err := f.CheckSize(e.opt.Width, e.opt.Height); err != nil {
+		return nil, fmt.Errorf("output: %w", err)
 	}
-	return &wave{e: e, in: make([]byte, n*w*h*3), f: f, slots: map[[2]int]backend.Slot{}, waited: true}, nil
+	if !in.IsInput() {
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", in.Name())
+	}
+	return &wave{e: e, in: make([]byte, n*in.FrameBytes(w, h)), inf: in, f: f, slots: map[[2]int]backend.Slot{}, waited: true}, nil
 }
 
 func (w *wave) In() []byte { return w.in }
@@ -309,7 +314,7 @@ func (e *Parallel) Start(ctx context.Context, bt backend.Batch, k int) error {
 	ids := e.waves[e.next]
 	e.next++
 	e.links = append(e.links, context.AfterFunc(ctx, func() { e.cancel(context.Cause(ctx)) }))
-	fs := e.inW * e.inH * 3
+	fs := w.inf.FrameBytes(e.inW, e.inH)
 	if want := e.realFrames(ids); k != want {
 		return fmt.Errorf("swiftvr: wave %d has %d input frames, given %d", e.next-1, want, k)
 	}
@@ -367,7 +372,7 @@ func (e *Parallel) maxIn() int { return e.opt.ClipLen + 4 + 3 }
 func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, me int, c Chunk, frames, last []byte, pad int) error {
 	rk := e.ranks[me]
 	b := rk.R.b
-	fs := e.inW * e.inH * 3
+	fs := w.inf.FrameBytes(e.inW, e.inH)
 	n := len(frames) / fs
 	input := func(in []byte) []byte {
 		copy(in, frames)
@@ -393,9 +398,9 @@ func (e *Parallel) runChunk(w *wave, key [2]int, j *chunkJob, me int, c Chunk, f
 			j.slot = s
 		}
 		input(j.slot.In())
-		x, err = j.slot.Input(n+pad, e.inH, e.inW)
+		x, err = j.slot.Input(n+pad, e.inH, e.inW, w.inf)
 	} else { // another band of the chunk: the same frames, without staging
-		x, err = b.FromRGB8(input(make([]byte, (n+pad)*fs)), n+pad, e.inH, e.inW)
+		x, err = backend.FromFrames(b, input(make([]byte, (n+pad)*fs)), w.inf, n+pad, e.inH, e.inW)
 	}
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 // engine is what the pipeline drives (Session and Parallel both are).
 type engine interface {
 	Plan(total int) ([]int, error)
-	NewBatch(n, w, h int, f backend.PixelFormat) (backend.Batch, error)
+	NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error)
 	Start(ctx context.Context, b backend.Batch, k int) error
 }
 
@@ -43,7 +43,7 @@ func driveEach(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh, d
 	}
 	var bs []backend.Batch
 	for range depth {
-		b, err := e.NewBatch(maxIn, w, h, backend.RGB24)
+		b, err := e.NewBatch(maxIn, w, h, backend.RGB24, backend.RGB24)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,119 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// Bit depth and pixel formats along the pipeline: an input of more than 8
+// bits a sample reaches the model at 16 bits, decoded as yuv444p16le (YCbCr
+// input: its samples shifted, exactly, and converted to RGB with its matrix
+// and range where the model runs; ffmpeg's own conversion to 16-bit RGB is
+// about 0.4% off in scale) or rgb48le (RGB and gray input);
+// the model's frames leave the backend in the encoder's pixel format when
+// a backend writes it (backend.ParsePixelFormat: yuv420p, and 10, 12 and
+// 16-bit yuv420p/yuv444p), converted with the input's YCbCr matrix and
+// range, else as rgb24 or rgb48le (by the encoder's depth), which ffmpeg
+// converts.
+
+// InputDepth is the bits a sample of info's video: Info.Depth, or when
+// that is unset, the depth its pixel format names.
+func InputDepth(info *video.Info) int {
+	if info.Depth > 0 {
+		return info.Depth
+	}
+	d, _, _, _ := video.PixFmtInfo(info.PixFmt)
+	return d
+}
+
+// DefaultPixFmt is the output pixel format when none is asked for:
+// yuv420p for an 8-bit input; for a deeper one, YUV of its depth (10, 12
+// or 16 bits) and chroma subsampling (4:2:0, 4:2:2, else 4:4:4; RGB input
+// gives 4:4:4), e.g. yuv420p10le for a 10-bit 4:2:0 input.
+func DefaultPixFmt(info *video.Info) string {
+	d := InputDepth(info)
+	if d <= 8 {
+		return "yuv420p"
+	}
+	chroma, rgb := info.Chroma, false
+	if chroma == "" {
+		_, chroma, rgb, _ = video.PixFmtInfo(info.PixFmt)
+	}
+	sub := "444"
+	switch {
+	case rgb:
+	case chroma == "4:2:0":
+		sub = "420"
+	case chroma == "4:2:2":
+		sub = "422"
+	}
+	bits := 16
+	switch {
+	case d <= 10:
+		bits = 10
+	case d <= 12:
+		bits = 12
+	}
+	return fmt.Sprintf("yuv%sp%dle", sub, bits)
+}
+
+// formats is how frames travel for one video: the decoder's pixel format,
+// the model's input and the backend's output (the encoder's input).
+type formats struct {
+	decode  string
+	in, out backend.PixelFormat
+}
+
+// frameFormats chooses the formats for info's video restored to ow x oh
+// frames and encoded in pixFmt ("" is DefaultPixFmt).
+func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
+	f := formats{decode: "rgb24", in: backend.RGB24, out: backend.RGB24}
+	if InputDepth(info) > 8 {
+		if rgbInput(info) {
+			f.decode, f.in = "rgb48le", backend.RGB48
+		} else {
+			f.decode, f.in = "yuv444p16le", backend.YUV16(backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range))
+		}
+	}
+	if pixFmt == "" {
+		pixFmt = DefaultPixFmt(info)
+	}
+	oc := outputColour(info)
+	if out, ok := backend.ParsePixelFormat(pixFmt, backend.ParseYCbCr(oc.Matrix, oc.Range)); ok && out.CheckSize(ow, oh) == nil {
+		f.out = out
+	} else if d, _, _, _ := video.PixFmtInfo(pixFmt); d > 8 {
+		f.out = backend.RGB48
+	}
+	return f
+}
+
+// rgbInput reports whether info's samples are RGB (or gray), not YCbCr.
+func rgbInput(info *video.Info) bool {
+	_, _, rgb, _ := video.PixFmtInfo(info.PixFmt)
+	return rgb || info.Colour.Matrix == "gbr"
+}
+
+// outputColour is the colour description of info's restored frames: the
+// input's, less the matrix, range and chroma siting of an RGB input, which
+// a YCbCr output does not share (it gets BT.601 limited range, untagged).
+func outputColour(info *video.Info) video.Colour {
+	c := info.Colour
+	if rgbInput(info) {
+		c.Matrix, c.Range, c.ChromaLocation = "", "", ""
+	}
+	return c
+}
+
+// liveFormats are the formats of a live stream encoded in pixFmt: a
+// source is not probed, so its frames come decoded as rgb24, or as rgb48le
+// when pixFmt is deeper than 8 bits; their colour is unknown (BT.601
+// limited range).
+func liveFormats(pixFmt string, ow, oh int) formats {
+	src := "rgb24"
+	if d, _, _, _ := video.PixFmtInfo(pixFmt); d > 8 {
+		src = "rgb48le"
+	}
+	return frameFormats(&video.Info{PixFmt: src}, pixFmt, ow, oh)
+}
