@@ -25,7 +25,7 @@ type Image struct {
 	Warn func(string)
 }
 
-// RunImages restores images, those of one size together: their frames go
+// RunImages restores images, those of one size and depth together: their frames go
 // through the model in batches of batch (0 = BatchSize's choice), while
 // the results of the last batch are written, each to its own file (one
 // frame, atomically, as a restore), each prepared by PrepareImage (alpha,
@@ -37,8 +37,8 @@ type Image struct {
 func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Values, batch int, progress func(done, total int)) ([]*pipeline.Result, []error) {
 	errs := make([]error, len(imgs))
 	res := make([]*pipeline.Result, len(imgs))
-	bySize := map[[2]int][]int{}
-	var sizes [][2]int
+	bySize := map[[3]int][]int{}
+	var sizes [][3]int
 	imgs = slices.Clone(imgs)
 	for i, im := range imgs {
 		info, enc, notes, err := PrepareImage(ctx, im.Info, filepath.Ext(im.Output), im.Encode)
@@ -52,7 +52,7 @@ func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Value
 			}
 		}
 		imgs[i].Info, imgs[i].Encode = info, enc
-		k := [2]int{info.Width, info.Height}
+		k := [3]int{info.Width, info.Height, pipeline.InputDepth(info)}
 		if bySize[k] == nil {
 			sizes = append(sizes, k)
 		}
@@ -99,7 +99,9 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 		return err
 	}
 	defer s.Close()
-	if _, causal := s.(pipeline.Planner); causal {
+	if _, causal := s.(pipeline.Planner); causal || pipeline.InputDepth(first) > 8 {
+		// One by one: a causal model reads frames as a video; a deep image
+		// goes through the model at 16 bits (the batches here are 8-bit).
 		for _, i := range group {
 			res[i], errs[i] = l.Run(ctx, Job{Input: imgs[i].Info.Path, Output: imgs[i].Output, Info: imgs[i].Info, Params: params, MaxFrames: 1, Encode: imgs[i].Encode})
 			report()

@@ -229,7 +229,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		}
 		if image {
 			segments = 1
-			job.Encode = deepImage(filepath.Ext(job.Output), job.Encode, info)
+			enc = deepImage(filepath.Ext(job.Output), enc, info)
 		}
 		var notes []string
 		var err error
