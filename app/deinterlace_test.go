@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,9 +50,16 @@ func TestDeinterlaceJob(t *testing.T) {
 	if res.Frames != 12 || len(warned) != 1 || !strings.Contains(warned[0], "one frame per field") {
 		t.Errorf("double: %d frames, warnings %q; want 12 and the notice", res.Frames, warned)
 	}
+	if !slices.Contains(res.Carried.Carried, "progressive (deinterlaced with double)") {
+		t.Errorf("double: the report %q does not say it was deinterlaced", res.Carried.Carried)
+	}
 	res, err = ld.Run(context.Background(), app.Job{Input: in, Output: filepath.Join(dir, "as-is.mkv"), Params: model.Values{"level": 200}, Encode: enc})
 	if err != nil || res.Frames != 6 {
 		t.Errorf("no Deinterlace: %d frames, %v", res.Frames, err)
+	}
+	res, err = ld.Run(context.Background(), app.Job{Input: in, Output: filepath.Join(dir, "off.mkv"), Params: model.Values{"level": 200}, Encode: enc, Deinterlace: video.DeinterlaceOff})
+	if err != nil || len(res.Carried.Dropped) == 0 || res.Carried.Dropped[len(res.Carried.Dropped)-1].What != "interlacing" {
+		t.Errorf("off: the report %+v does not say the interlacing was dropped (%v)", res.Carried, err)
 	}
 
 	run, err := app.NewService(devs[:1], app.Served{Specs: []string{"level:x"}, Base: app.Job{Encode: enc}})

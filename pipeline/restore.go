@@ -391,6 +391,12 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		segDir.Remove()
 		done()
 	}
+	switch {
+	case info.Deinterlace != "":
+		carried.Carried = append(carried.Carried, "progressive (deinterlaced with "+string(info.Deinterlace)+")")
+	case info.Interlaced() != "":
+		carried.Dropped = append(carried.Dropped, video.Drop{What: "interlacing", Why: "deinterlacing is off: the frames went to the model as they are, and the output is flagged progressive"})
+	}
 	ok = true
 	if !req.Discard { // lists, never null, in JSON
 		carried.Carried, carried.Dropped = append([]string{}, carried.Carried...), append([]video.Drop{}, carried.Dropped...)
