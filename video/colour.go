@@ -139,6 +139,9 @@ func (v *videoTags) planHDR(o EncodeOptions) {
 	}
 	md, cl := h.Mastering, h.Light
 	if md == nil && cl == nil {
+		if h.Unread {
+			v.report.drop("HDR10 static metadata", "this ffmpeg cannot read it without ffprobe: install ffprobe, or ffmpeg 5 or newer")
+		}
 		return
 	}
 	switch o.Codec {

@@ -58,6 +58,9 @@ type HDR struct {
 	Mastering *MasteringDisplay `json:"mastering_display,omitempty"`
 	Light     *ContentLight     `json:"content_light,omitempty"`
 	Dynamic   []string          `json:"dynamic,omitempty"`
+	// Unread is set when the frames carry static metadata that this
+	// ffmpeg could not describe (ffmpeg before 5.0 without ffprobe).
+	Unread bool `json:"unread,omitempty"`
 }
 
 // Chapter is one chapter of a file, in seconds from its start.
@@ -271,7 +274,7 @@ func (h *HDR) addDynamic(name string) {
 
 // orNil returns h, or nil when it holds nothing.
 func (h *HDR) orNil() *HDR {
-	if h == nil || h.Mastering == nil && h.Light == nil && len(h.Dynamic) == 0 {
+	if h == nil || h.Mastering == nil && h.Light == nil && len(h.Dynamic) == 0 && !h.Unread {
 		return nil
 	}
 	return h
@@ -319,6 +322,18 @@ func parseHDRText(h *HDR, line string) {
 		cll, _ := strconv.Atoi(m[1])
 		fall, _ := strconv.Atoi(m[2])
 		h.Light = &ContentLight{MaxCLL: cll, MaxFALL: fall}
+		return
+	}
+	// ffmpeg before 5.0 names these frame side data by number only
+	// (libavutil's AVFrameSideDataType): present, but not readable.
+	if rest, ok := strings.CutPrefix(line, "unknown side data type "); ok {
+		switch f := strings.Fields(rest); {
+		case len(f) == 0:
+		case f[0] == "11" || f[0] == "14": // mastering display, content light level
+			h.Unread = true
+		case f[0] == "19":
+			h.addDynamic("HDR10+")
+		}
 		return
 	}
 	h.addDynamic(dynamicHDR(line))

@@ -2,6 +2,7 @@ package video
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -199,6 +200,21 @@ func TestDynamicHDR(t *testing.T) {
 	parseHDRText(h, "HDR10+ metadata: application version: 1, num_windows: 1")
 	if !slices.Equal(h.Dynamic, []string{"Dolby Vision", "HDR10+"}) {
 		t.Errorf("from ffmpeg: %v", h.Dynamic)
+	}
+	// ffmpeg 4.1's showinfo names them by number (as for an HDR10 HEVC).
+	h = &HDR{}
+	parseHDRText(h, "unknown side data type 11 (88 bytes)")
+	parseHDRText(h, "unknown side data type 14 (8 bytes)")
+	if !h.Unread || h.orNil() == nil || h.Mastering != nil {
+		t.Errorf("from ffmpeg 4.1: %+v, want the static metadata marked unread", h)
+	}
+	parseHDRText(h, "unknown side data type 19 (100 bytes)")
+	if !slices.Equal(h.Dynamic, []string{"HDR10+"}) {
+		t.Errorf("from ffmpeg 4.1: %v, want HDR10+", h.Dynamic)
+	}
+	v := planVideoTags(context.Background(), "", EncodeOptions{Codec: "libx265", HDR: h})
+	if len(v.report.Dropped) != 2 || v.report.Dropped[1].What != "HDR10 static metadata" {
+		t.Errorf("the plan drops %+v: want HDR10+ and the unread static metadata, each named", v.report.Dropped)
 	}
 }
 

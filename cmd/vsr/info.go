@@ -279,6 +279,9 @@ func hdrText(h *video.HDR) string {
 	if l := h.Light; l != nil {
 		parts = append(parts, fmt.Sprintf("MaxCLL %d cd/m², MaxFALL %d cd/m²", l.MaxCLL, l.MaxFALL))
 	}
+	if h.Unread {
+		parts = append(parts, "static metadata present but not readable by this ffmpeg without ffprobe")
+	}
 	if len(h.Dynamic) > 0 {
 		parts = append(parts, "dynamic metadata: "+strings.Join(h.Dynamic, ", "))
 	}
