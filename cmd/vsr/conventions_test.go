@@ -119,6 +119,28 @@ func TestExitCodes(t *testing.T) {
 	if dec := json.NewDecoder(bytes.NewReader(out)); !errors.As(err, &ee) || ee.ExitCode() != 1 || dec.Decode(&doc) != nil || len(doc) != 1 || doc[0]["error"] == nil || dec.More() {
 		t.Errorf("--json for a folder with a failure: %v, stdout %q, want one document naming the failure", err, out)
 	}
+	// A folder interrupted: still the one document, the file not finished
+	// marked so.
+	os.Remove(filepath.Join(folder, "bad.png"))
+	if err := os.Rename(in, filepath.Join(folder, "long.mp4")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "restore", folder, "-o", filepath.Join(dir, "outs2"), "--json", "--device", "cpu", "--progress", "plain")
+	stderr, _ := cmd.StderrPipe()
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	stderr.Read(buf) // the first progress line
+	cmd.Process.Signal(syscall.SIGINT)
+	go io.Copy(io.Discard, stderr)
+	err = cmd.Wait()
+	doc = nil
+	if dec := json.NewDecoder(&stdout); !errors.As(err, &ee) || ee.ExitCode() != 130 || dec.Decode(&doc) != nil || len(doc) != 1 || doc[0]["error"] != "interrupted" || dec.More() {
+		t.Errorf("--json for an interrupted folder: %v, stdout %q, want one document marking the file interrupted", err, stdout.String())
+	}
 }
 
 // TestNotAModel: PyTorch pickles, plain directories and missing paths

@@ -45,7 +45,7 @@ func main() {
 	}
 	fmt.Fprintln(os.Stderr, "vsr: "+msg)
 	var done *reportedError
-	if cmd != nil && (sig != nil || !errors.As(err, &done)) {
+	if cmd != nil && !errors.As(err, &done) {
 		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
 			json.NewEncoder(os.Stdout).Encode(map[string]string{"error": msg})
 		}

@@ -356,6 +356,22 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		it.e.Error = naming(it.in, oneLine(flagNamed(err).Error()))
 		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", it.e.Error)
 	}
+	// stopped ends an interrupted run: with --json, one document still,
+	// the files not finished marked so.
+	stopped := func() error {
+		if !f.asJSON {
+			return ctx.Err()
+		}
+		for i := range doc {
+			if doc[i].Result == nil && doc[i].Error == "" {
+				doc[i].Error = "interrupted"
+			}
+		}
+		if err := printJSON(cmd, doc); err != nil {
+			return err
+		}
+		return &reportedError{ctx.Err()}
+	}
 	load := func() error {
 		if ld == nil {
 			var err error
@@ -419,7 +435,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		res, errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
 		prog.finish(ctx.Err() == nil)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return stopped()
 		}
 		for i, err := range errs {
 			if err != nil {
@@ -434,7 +450,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			continue
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return stopped()
 		}
 		enc, info, err := prepare(it)
 		if err == nil {
@@ -446,7 +462,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return err
+				return stopped()
 			}
 			fail(it, err)
 			continue
