@@ -10,9 +10,11 @@ import (
 // leaving a backend. It is comparable: use the values below, YUV16 and
 // ParsePixelFormat's.
 //
-// Frames enter a model (Slot.Input, FromFrames) as RGB24, RGB48 or 16-bit
-// yuv444p16le (YUV16, converted to RGB with its matrix and range where the
-// model runs: see Inverse) and leave it (Slot.Put, ToFrames) in any format
+// Frames enter a model (Slot.Input, FromFrames) as RGB24, RGB48 or planar
+// YCbCr of 10, 12 or 16 bits (YUV16 and ParseInput's formats: 4:4:4, 4:2:2
+// or 4:2:0, as the decoder makes them; subsampled chroma is upsampled and
+// all converted to RGB with the matrix and range where the model runs: see
+// Inverse and Siting) and leave it (Slot.Put, ToFrames) in any format
 // ParsePixelFormat accepts:
 //
 //	name          layout     bytes a frame (w x h)     samples
@@ -21,6 +23,9 @@ import (
 //	yuv420p       YUV420     wh + 2(w/2)(h/2)          8-bit planes Y, Cb, Cr; w, h even
 //	yuv420pNNle   YUV420     2(wh + 2(w/2)(h/2))       NN = 10, 12, 16: little-endian 16-bit words
 //	yuv444pNNle   YUV444     6wh                       NN = 10, 12, 16
+//	yuv422pNNle   YUV422     2(wh + 2(w/2)h)           input only: NN = 10, 12, 16
+//
+// (w/2 and h/2 round up: an input of odd size has a chroma sample more.)
 //
 // (8-bit yuv444p is left to ffmpeg, from rgb24, as before.)
 //
@@ -41,6 +46,9 @@ type PixelFormat struct {
 	Depth int
 	// YCbCr is the conversion of the YUV layouts; zero for RGB.
 	YCbCr YCbCr
+	// Siting is where the chroma samples of a subsampled input sit; zero
+	// (SitingLeft) for the others.
+	Siting Siting
 }
 
 // Layout is how a frame's samples are arranged.
@@ -53,7 +61,68 @@ const (
 	YUV420
 	// YUV444 is planar Y, Cb, Cr without subsampling.
 	YUV444
+	// YUV422 is planar Y, Cb, Cr with 2x1 chroma subsampling (input only).
+	YUV422
 )
+
+// Siting is where a subsampled input's chroma samples sit among the luma
+// samples (H.273 chroma_sample_loc_type; ffmpeg's chroma_location names),
+// horizontally co-sited with the left luma sample of their pair or centred
+// between the two, and vertically (4:2:0 only) co-sited with the top row,
+// centred between the two rows, or co-sited with the bottom row. A model
+// gets the chroma of every pixel by bilinear interpolation between the
+// nearest chroma samples at those positions, the edge samples repeated
+// (see Inverse).
+type Siting uint8
+
+const (
+	// SitingLeft: left, vertically centred; MPEG-2, H.264 and HEVC's
+	// default for 4:2:0, and the default here.
+	SitingLeft Siting = iota
+	// SitingCenter: centred both ways (JPEG, MPEG-1).
+	SitingCenter
+	// SitingTopLeft: co-sited with the top left luma sample (BT.2020's
+	// 4:2:0, and every 4:2:2).
+	SitingTopLeft
+	// SitingTop: horizontally centred, co-sited with the top row.
+	SitingTop
+	// SitingBottomLeft: left, co-sited with the bottom row.
+	SitingBottomLeft
+	// SitingBottom: horizontally centred, co-sited with the bottom row.
+	SitingBottom
+)
+
+// ParseSiting maps ffmpeg's chroma_location name to a Siting: "center",
+// "topleft", "top", "bottomleft", "bottom"; anything else (left,
+// unspecified) SitingLeft.
+func ParseSiting(loc string) Siting {
+	for i, name := range []string{"left", "center", "topleft", "top", "bottomleft", "bottom"} {
+		if loc == name {
+			return Siting(i)
+		}
+	}
+	return SitingLeft
+}
+
+// Offsets is where chroma sample (0, 0) sits in luma samples from the
+// centre of luma sample (0, 0): x 0 (left) or 0.5 (centred); y 0 (top),
+// 0.5 (centred) or 1 (bottom). Sample (i, j) of a 4:2:0 plane sits at
+// (2i + x, 2j + y); of a 4:2:2 one at (2i + x, j).
+func (s Siting) Offsets() (x, y float32) {
+	switch s {
+	case SitingCenter:
+		return 0.5, 0.5
+	case SitingTopLeft:
+		return 0, 0
+	case SitingTop:
+		return 0.5, 0
+	case SitingBottomLeft:
+		return 0, 1
+	case SitingBottom:
+		return 0.5, 1
+	}
+	return 0, 0.5
+}
 
 // YCbCrMatrix is a YCbCr matrix (H.273 MatrixCoefficients).
 type YCbCrMatrix uint8
@@ -139,11 +208,8 @@ func (f PixelFormat) Name() string {
 			return "rgb24"
 		}
 		return fmt.Sprintf("rgb%dle", 3*d)
-	case YUV420, YUV444:
-		name := "yuv420p"
-		if f.Layout == YUV444 {
-			name = "yuv444p"
-		}
+	case YUV420, YUV422, YUV444:
+		name := [...]string{YUV420: "yuv420p", YUV422: "yuv422p", YUV444: "yuv444p"}[f.Layout]
 		if d == 8 {
 			return name
 		}
@@ -169,12 +235,27 @@ func (f PixelFormat) FrameBytes(w, h int) int {
 	if f.Wide() {
 		s = 2
 	}
+	cw, ch := f.chromaSize(w, h)
+	return s * (w*h + 2*cw*ch)
+}
+
+// Subsampling is f's chroma subsampling, horizontal and vertical: 2, 2
+// for YUV420, 2, 1 for YUV422, else 1, 1.
+func (f PixelFormat) Subsampling() (sx, sy int) {
 	switch f.Layout {
 	case YUV420:
-		return s * (w*h + 2*(w/2)*(h/2))
-	default:
-		return s * w * h * 3
+		return 2, 2
+	case YUV422:
+		return 2, 1
 	}
+	return 1, 1
+}
+
+// chromaSize is the size of a chroma plane of w x h frames of f (its
+// subsampling, rounded up).
+func (f PixelFormat) chromaSize(w, h int) (int, int) {
+	sx, sy := f.Subsampling()
+	return (w + sx - 1) / sx, (h + sy - 1) / sy
 }
 
 // CheckSize says why f cannot hold w x h frames (yuv420 needs an even
@@ -189,10 +270,33 @@ func (f PixelFormat) CheckSize(w, h int) error {
 // YUV16 is the input format yuv444p16le with conversion c.
 func YUV16(c YCbCr) PixelFormat { return PixelFormat{Layout: YUV444, Depth: 16, YCbCr: c} }
 
+// ParseInput returns the input format of ffmpeg pixel format name, one of
+// yuv420p, yuv422p and yuv444p at 10, 12 or 16 bits, little-endian (e.g.
+// "yuv420p10le"), with conversion c and chroma siting s (kept for the
+// subsampled layouts only), and whether name is one of them: frames a
+// decoder yields in the input's own layout, without conversion.
+func ParseInput(name string, c YCbCr, s Siting) (PixelFormat, bool) {
+	for _, l := range []Layout{YUV420, YUV422, YUV444} {
+		for _, d := range []int{10, 12, 16} {
+			if f := (PixelFormat{Layout: l, Depth: d, YCbCr: c}); f.Name() == name {
+				if l != YUV444 {
+					f.Siting = s
+				}
+				return f, true
+			}
+		}
+	}
+	return PixelFormat{}, false
+}
+
 // IsInput reports whether frames of f can enter a model: RGB24, RGB48 or
-// YUV16.
+// YCbCr of 10, 12 or 16 bits (YUV16, ParseInput's).
 func (f PixelFormat) IsInput() bool {
-	return f == RGB24 || f == RGB48 || f.Layout == YUV444 && f.Depth == 16
+	if f == RGB24 || f == RGB48 {
+		return true
+	}
+	d := f.Depth
+	return f.Layout != PackedRGB && (d == 10 || d == 12 || d == 16) && (f.Layout != YUV444 || f.Siting == SitingLeft)
 }
 
 // Model is the RGB format a model's frames have for input f: RGB24 for
@@ -204,15 +308,23 @@ func (f PixelFormat) Model() PixelFormat {
 	return RGB24
 }
 
-// Inverse is the arithmetic of a 16-bit YCbCr input (H.273 inverted, in
+// Inverse is the arithmetic of a deep YCbCr input (H.273 inverted, in
 // float32 in this order): y = (Y - OY) KY, u = (Cb - OC) KC,
 // v = (Cr - OC) KC; R = y + RV v, G = y + GU u + GV v, B = y + BU u, each
-// clamped to [0,1]. GPU kernels take it as a struct.
+// clamped to [0,1]. GPU kernels take it as a struct. For a subsampled
+// input, Cb and Cr at a pixel are first interpolated from the chroma
+// planes (see Siting): the pixel (x, y) is at chroma coordinates
+// fx = (x - ox) / sx, fy = (y - oy) / sy (Siting.Offsets, Subsampling);
+// with i = floor(fx), tx = fx - i, and j, ty likewise, the rows
+// a = (1 - tx) C[j][i] + tx C[j][i+1] and b, the same at row j+1, give
+// (1 - ty) a + ty b, indices clamped to the plane. The weights are
+// multiples of 1/4, so the interpolated value is exact in float32
+// whatever the order of operations.
 type Inverse struct {
 	KY, OY, KC, OC, RV, GU, GV, BU float32
 }
 
-// Inverse returns the conversion of YCbCr frames of f (16-bit) to RGB.
+// Inverse returns the conversion of YCbCr frames of f (of f's depth) to RGB.
 func (f PixelFormat) Inverse() Inverse {
 	kr, kb := 0.299, 0.114
 	switch f.YCbCr.Matrix {
@@ -241,23 +353,55 @@ func (c Inverse) Raw() []byte {
 	return b
 }
 
-// yuvToFloats converts n frames of w x h in YUV16 format f to RGB values
-// (n h w 3) by f.Inverse.
+// yuvToFloats converts n frames of w x h in deep YCbCr input format f to
+// RGB values (n h w 3) by f.Inverse, upsampling subsampled chroma.
 func yuvToFloats(src []byte, f PixelFormat, n, w, h int) []float32 {
 	c := f.Inverse()
 	out := make([]float32, n*h*w*3)
 	plane := w * h
+	cw, ch := f.chromaSize(w, h)
+	sx, sy := f.Subsampling()
+	ox, oy := f.Siting.Offsets()
+	// Each pixel column's (and row's) two chroma indices and weight.
+	type tap struct {
+		i0, i1 int
+		t      float32
+	}
+	taps := func(n, cn, s int, o float32) []tap {
+		ts := make([]tap, n)
+		for x := range ts {
+			if s == 1 {
+				ts[x] = tap{x, x, 0}
+				continue
+			}
+			fx := (float32(x) - o) * 0.5
+			i := int(math.Floor(float64(fx)))
+			ts[x] = tap{min(max(i, 0), cn-1), min(max(i+1, 0), cn-1), fx - float32(i)}
+		}
+		return ts
+	}
+	tx, ty := taps(w, cw, sx, ox), taps(h, ch, sy, oy)
 	for fr := 0; fr < n; fr++ {
 		p := src[fr*f.FrameBytes(w, h):]
-		for i := 0; i < plane; i++ {
-			Y := float32(binary.LittleEndian.Uint16(p[2*i:]))
-			U := float32(binary.LittleEndian.Uint16(p[2*(plane+i):]))
-			V := float32(binary.LittleEndian.Uint16(p[2*(2*plane+i):]))
-			y, u, v := (Y-c.OY)*c.KY, (U-c.OC)*c.KC, (V-c.OC)*c.KC
-			o := out[3*(fr*plane+i):]
-			o[0] = min(max(y+c.RV*v, 0), 1)
-			o[1] = min(max(y+c.GU*u+c.GV*v, 0), 1)
-			o[2] = min(max(y+c.BU*u, 0), 1)
+		at := func(pl, j, i int) float32 {
+			return float32(binary.LittleEndian.Uint16(p[2*(plane+pl*cw*ch+j*cw+i):]))
+		}
+		chroma := func(pl int, x, y tap) float32 {
+			a := (1-x.t)*at(pl, y.i0, x.i0) + x.t*at(pl, y.i0, x.i1)
+			b := (1-x.t)*at(pl, y.i1, x.i0) + x.t*at(pl, y.i1, x.i1)
+			return (1-y.t)*a + y.t*b
+		}
+		for yy := 0; yy < h; yy++ {
+			for xx := 0; xx < w; xx++ {
+				i := yy*w + xx
+				Y := float32(binary.LittleEndian.Uint16(p[2*i:]))
+				U, V := chroma(0, tx[xx], ty[yy]), chroma(1, tx[xx], ty[yy])
+				y, u, v := (Y-c.OY)*c.KY, (U-c.OC)*c.KC, (V-c.OC)*c.KC
+				o := out[3*(fr*plane+i):]
+				o[0] = min(max(y+c.RV*v, 0), 1)
+				o[1] = min(max(y+c.GU*u+c.GV*v, 0), 1)
+				o[2] = min(max(y+c.BU*u, 0), 1)
+			}
 		}
 	}
 	return out
@@ -466,7 +610,7 @@ func FromFrames(b Backend, data []byte, f PixelFormat, n, h, w int) (Tensor, err
 	case f == RGB48:
 		return b.FromRGB16(data, n, h, w)
 	case !f.IsInput():
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
 	case len(data) != n*f.FrameBytes(w, h):
 		return nil, fmt.Errorf("%s frames %dx%dx%d: got %d bytes", f.Name(), n, w, h, len(data))
 	}

@@ -8,10 +8,14 @@ import (
 )
 
 // Bit depth and pixel formats along the pipeline: an input of more than 8
-// bits a sample reaches the model at 16 bits, decoded as yuv444p16le (YCbCr
-// input: its samples shifted, exactly, and converted to RGB with its matrix
-// and range where the model runs; ffmpeg's own conversion to 16-bit RGB is
-// about 0.4% off in scale) or rgb48le (RGB and gray input);
+// bits a sample reaches the model at 16 bits. YCbCr input is decoded in its
+// own layout when it is yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits
+// (no conversion in ffmpeg: the backend upsamples the chroma, bilinear, at
+// the input's chroma location, and converts to RGB with its matrix and
+// range where the model runs; see backend.Siting), other YCbCr as
+// yuv444p16le (its samples shifted, exactly, and converted likewise;
+// ffmpeg's own conversion to 16-bit RGB is about 0.4% off in scale), RGB
+// and gray input as rgb48le;
 // the model's frames leave the backend in the encoder's pixel format when
 // a backend writes it (backend.ParsePixelFormat: yuv420p, and 10, 12 and
 // 16-bit yuv420p/yuv444p), converted with the input's YCbCr matrix and
@@ -74,7 +78,11 @@ func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 		if rgbInput(info) {
 			f.decode, f.in = "rgb48le", backend.RGB48
 		} else {
-			f.decode, f.in = "yuv444p16le", backend.YUV16(backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range))
+			c := backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range)
+			f.decode, f.in = "yuv444p16le", backend.YUV16(c)
+			if in, ok := backend.ParseInput(info.PixFmt, c, backend.ParseSiting(info.Colour.ChromaLocation)); ok {
+				f.decode, f.in = info.PixFmt, in
+			}
 		}
 	}
 	if pixFmt == "" {

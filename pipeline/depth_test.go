@@ -127,8 +127,8 @@ func TestDeepRestorePrecision(t *testing.T) {
 	if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: eng, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(eng.ins) == 0 || eng.ins[0] != backend.YUV16(backend.YCbCr{}) {
-		t.Errorf("the model got %v frames, want yuv444p16le", eng.ins)
+	if len(eng.ins) == 0 || eng.ins[0] != (backend.PixelFormat{Layout: backend.YUV420, Depth: 10}) {
+		t.Errorf("the model got %v frames, want yuv420p10le as decoded", eng.ins)
 	}
 	if pf := pixFmtOf(t, out); pf != "yuv420p10le" {
 		t.Errorf("a 10-bit 4:2:0 input gave %s by default, want yuv420p10le", pf)
@@ -196,9 +196,20 @@ func TestDefaultPixFmt(t *testing.T) {
 	if got := DefaultPixFmt(&video.Info{PixFmt: "yuv420p", Depth: 10, Chroma: "4:4:4"}); got != "yuv444p10le" {
 		t.Errorf("Depth 10, Chroma 4:4:4: %s", got)
 	}
+	// Planar little-endian YCbCr of 10, 12 and 16 bits is decoded as it
+	// is, with its chroma location; other deep YCbCr as yuv444p16le.
 	f := frameFormats(&video.Info{PixFmt: "yuv420p10le", Colour: video.Colour{Matrix: "bt709", Range: "tv"}}, "", 64, 64)
-	if f.decode != "yuv444p16le" || f.in != backend.YUV16(backend.YCbCr{Matrix: backend.BT709}) || f.out.Name() != "yuv420p10le" || f.out.YCbCr.Matrix != backend.BT709 {
+	if f.decode != "yuv420p10le" || f.in != (backend.PixelFormat{Layout: backend.YUV420, Depth: 10, YCbCr: backend.YCbCr{Matrix: backend.BT709}}) || f.out.Name() != "yuv420p10le" || f.out.YCbCr.Matrix != backend.BT709 {
 		t.Errorf("10-bit bt709 input: %+v", f)
+	}
+	f = frameFormats(&video.Info{PixFmt: "yuv422p12le", Colour: video.Colour{ChromaLocation: "center"}}, "", 64, 64)
+	if f.decode != "yuv422p12le" || f.in != (backend.PixelFormat{Layout: backend.YUV422, Depth: 12, Siting: backend.SitingCenter}) {
+		t.Errorf("12-bit 4:2:2 input, chroma centred: %+v", f)
+	}
+	for _, pf := range []string{"p010le", "yuv420p10be", "yuv420p9le"} {
+		if f := frameFormats(&video.Info{PixFmt: pf}, "", 64, 64); f.decode != "yuv444p16le" || f.in != backend.YUV16(backend.YCbCr{}) {
+			t.Errorf("%s input: %+v", pf, f)
+		}
 	}
 	if f := frameFormats(&video.Info{PixFmt: "rgb48be"}, "", 64, 64); f.decode != "rgb48le" || f.in != backend.RGB48 {
 		t.Errorf("16-bit RGB input: %+v", f)

@@ -93,17 +93,28 @@ func TestDeepFrameKernels(t *testing.T) {
 	}
 }
 
-// TestYUVInputKernel uploads yuv444p16le frames through a Slot
-// (from_yuv16) for each matrix and range and compares the RGB values with
-// the CPU's conversion: equal in float32, within the rounding of the
-// storage type otherwise.
+// TestYUVInputKernel uploads deep YCbCr frames through a Slot (from_yuv):
+// yuv444p16le for each matrix and range, and 4:2:0, 4:2:2 and 4:4:4 of 10,
+// 12 and 16 bits at each chroma siting, at an odd size, and compares the
+// RGB values with the CPU's conversion (the reference): equal in float32,
+// within the rounding of the storage type otherwise.
 func TestYUVInputKernel(t *testing.T) {
-	n, w, h := 2, 30, 14
-	in := rgb48(11, n, w, h) // any 16-bit samples: out-of-range ones clamp
+	n, w, h := 2, 31, 15
+	var formats []backend.PixelFormat
+	for _, yc := range []backend.YCbCr{{}, {Matrix: backend.BT709}, {Matrix: backend.BT2020NC, Full: true}, {Full: true}} {
+		formats = append(formats, backend.YUV16(yc))
+	}
+	for i, name := range []string{"yuv420p10le", "yuv420p12le", "yuv420p16le", "yuv422p10le", "yuv444p10le", "yuv420p10le", "yuv420p10le", "yuv420p10le", "yuv422p12le"} {
+		f, ok := backend.ParseInput(name, backend.YCbCr{Matrix: backend.YCbCrMatrix(i % 3), Full: i%2 == 1}, backend.Siting(i%6))
+		if !ok {
+			t.Fatalf("ParseInput(%q) failed", name)
+		}
+		formats = append(formats, f)
+	}
 	for _, dt := range allTypes {
 		g, c := open(t, dt), cpu.New(0)
-		for _, yc := range []backend.YCbCr{{}, {Matrix: backend.BT709}, {Matrix: backend.BT2020NC, Full: true}, {Full: true}} {
-			f := backend.YUV16(yc)
+		for _, f := range formats {
+			in := rgb48(11, n, w, h)[:n*f.FrameBytes(w, h)] // any 16-bit samples: out-of-range ones clamp
 			slot, err := g.NewSlot(len(in), 16)
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +139,7 @@ func TestYUVInputKernel(t *testing.T) {
 			}
 			for i := range want {
 				if d := got[i] - want[i]; d > tol || d < -tol {
-					t.Fatalf("%v %v: value %d is %v, the CPU's %v", dt, f, i, got[i], want[i])
+					t.Fatalf("%v %v siting %d: value %d is %v, the CPU's %v", dt, f, f.Siting, i, got[i], want[i])
 				}
 			}
 			x.Free()

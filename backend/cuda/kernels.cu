@@ -109,16 +109,39 @@ extern "C" __global__ void from_rgb16_##T(const u16* __restrict__ in, S* __restr
 extern "C" __global__ void to_rgb16_##T(const S* __restrict__ in, u16* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = quantize16(LD(in[i]));                                               \
 }                                                                                                   \
-/* from_yuv16: yuv444p16le frames (planes Y, Cb, Cr of h*w words each) -> RGB (n,h,w,3) by c;      \
-   one thread per pixel. */                                                                        \
-extern "C" __global__ void from_yuv16_##T(const u16* __restrict__ in, S* __restrict__ out, int n, int h, int w, Inv c) { \
+/* from_yuv: planar YCbCr frames of 16-bit words (Y of h*w, then Cb and Cr of ch*cw each, ch = ceil(h / sy), \
+   cw = ceil(w / sx), frames back to back) -> RGB (n,h,w,3) by c, the chroma interpolated as         \
+   backend.Inverse says: pixel (x, y) at chroma coordinates ((x - ox) / sx, (y - oy) / sy), bilinear, \
+   indices clamped; one thread per pixel. sx, sy are 1 or 2. */                                       \
+extern "C" __global__ void from_yuv_##T(const u16* __restrict__ in, S* __restrict__ out, int n, int h, int w, \
+                                        int sx, int sy, float ox, float oy, Inv c) {                    \
     long long plane = (long long)h * w;                                                             \
+    int cw = (w + sx - 1) / sx, ch = (h + sy - 1) / sy;                                             \
+    long long cplane = (long long)cw * ch;                                                          \
     GRID_STRIDE(i, (long long)n * plane) {                                                          \
         long long f = i / plane, p = i % plane;                                                     \
-        const u16* src = in + f * 3 * plane + p;                                                    \
-        float y = ((float)src[0] - c.oy) * c.ky;                                                    \
-        float u = ((float)src[plane] - c.oc) * c.kc;                                                \
-        float v = ((float)src[2 * plane] - c.oc) * c.kc;                                            \
+        int x = p % w, yy = p / w;                                                                  \
+        const u16* src = in + f * (plane + 2 * cplane);                                             \
+        int i0 = x, i1 = x, j0 = yy, j1 = yy;                                                       \
+        float tx = 0.0f, ty = 0.0f;                                                                 \
+        if (sx == 2) {                                                                              \
+            float fx = ((float)x - ox) * 0.5f, fl = floorf(fx);                                     \
+            tx = fx - fl; i0 = (int)fl; i1 = min(max(i0 + 1, 0), cw - 1); i0 = min(max(i0, 0), cw - 1); \
+        }                                                                                           \
+        if (sy == 2) {                                                                              \
+            float fy = ((float)yy - oy) * 0.5f, fl = floorf(fy);                                    \
+            ty = fy - fl; j0 = (int)fl; j1 = min(max(j0 + 1, 0), ch - 1); j0 = min(max(j0, 0), ch - 1); \
+        }                                                                                           \
+        float cc[2];                                                                                \
+        for (int k = 0; k < 2; k++) {                                                               \
+            const u16* cp = src + plane + k * cplane;                                               \
+            float a = (1.0f - tx) * (float)cp[j0 * cw + i0] + tx * (float)cp[j0 * cw + i1];         \
+            float b = (1.0f - tx) * (float)cp[j1 * cw + i0] + tx * (float)cp[j1 * cw + i1];         \
+            cc[k] = (1.0f - ty) * a + ty * b;                                                       \
+        }                                                                                           \
+        float y = ((float)src[p] - c.oy) * c.ky;                                                    \
+        float u = (cc[0] - c.oc) * c.kc;                                                            \
+        float v = (cc[1] - c.oc) * c.kc;                                                            \
         out[i * 3] = ST(fminf(fmaxf(y + c.rv * v, 0.0f), 1.0f));                                    \
         out[i * 3 + 1] = ST(fminf(fmaxf(y + c.gu * u + c.gv * v, 0.0f), 1.0f));                     \
         out[i * 3 + 2] = ST(fminf(fmaxf(y + c.bu * u, 0.0f), 1.0f));                                \

@@ -1039,7 +1039,7 @@ func (b *Backend) fromFrames(data []byte, f backend.PixelFormat, n, h, w int) (b
 // of type dt, on the compute stream.
 func (b *Backend) fromFramesDevice(src cu.DevicePtr, f backend.PixelFormat, s backend.Shape, dt DType) (*Tensor, error) {
 	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
 	}
 	t, err := b.allocAs(s, dt)
 	if err != nil {
@@ -1052,7 +1052,9 @@ func (b *Backend) fromFramesDevice(src cu.DevicePtr, f backend.PixelFormat, s ba
 	case backend.RGB48:
 		err = b.launchAs("from_rgb16", dt, n, src, t.ptr(), n)
 	default:
-		err = b.launchAs("from_yuv16", dt, int64(s.N*s.H*s.W), src, t.ptr(), int32(s.N), int32(s.H), int32(s.W), cu.Raw(f.Inverse().Raw()))
+		sx, sy := f.Subsampling()
+		ox, oy := f.Siting.Offsets()
+		err = b.launchAs("from_yuv", dt, int64(s.N*s.H*s.W), src, t.ptr(), int32(s.N), int32(s.H), int32(s.W), int32(sx), int32(sy), ox, oy, cu.Raw(f.Inverse().Raw()))
 	}
 	if err != nil {
 		t.Free()

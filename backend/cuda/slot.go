@@ -85,7 +85,7 @@ func (s *Slot) In() []byte { return s.hin.Bytes() }
 // Out is the page-locked output buffer.
 func (s *Slot) Out() []byte { return s.hout.Bytes()[:s.outBytes] }
 
-// Input queues the upload of n RGB24 or RGB48 frames and their conversion
+// Input queues the upload of n frames of input format f and their conversion
 // to a tensor on the compute stream, after the upload.
 func (s *Slot) Input(n, h, w int, f backend.PixelFormat) (backend.Tensor, error) {
 	return s.input(n, h, w, f, s.b.dtype)
@@ -94,7 +94,7 @@ func (s *Slot) Input(n, h, w int, f backend.PixelFormat) (backend.Tensor, error)
 // input is Input into values of type dt.
 func (s *Slot) input(n, h, w int, f backend.PixelFormat, dt DType) (backend.Tensor, error) {
 	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", f.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
 	}
 	size := n * f.FrameBytes(w, h)
 	if size > s.hin.Size() {

@@ -61,7 +61,7 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 		return nil, fmt.Errorf("output: %w", err)
 	}
 	if !in.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le or yuv444p16le", in.Name())
+		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", in.Name())
 	}
 	if s, ok := r.M.b.(backend.Streaming); ok {
 		slot, err := s.NewSlot(n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
