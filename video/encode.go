@@ -917,8 +917,8 @@ func alphaGraph(o EncodeOptions, in int) string {
 	if f := OrientFilter(o.AlphaFrom.Orientation); f != "" {
 		a = f + "," + a
 	}
-	if o.ExpectFrames > 0 {
-		a = fmt.Sprintf("trim=end_frame=%d,%s", o.ExpectFrames, a)
+	if o.ExpectFrames > 0 { // after alphaextract: before it, ffmpeg 5.1 cannot negotiate rgba64be or ya16be
+		a += fmt.Sprintf(",trim=end_frame=%d", o.ExpectFrames)
 	}
 	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
 	if _, _, _, alpha := PixFmtInfo(o.PixFmt); !alpha {
