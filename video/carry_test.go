@@ -356,7 +356,24 @@ func TestPlanStreamsFFmpegOnly(t *testing.T) {
 			t.Errorf("args %q lack %q", args, want)
 		}
 	}
-	if line := p.report.String(); !strings.Contains(line, "drops: subtitle #3 hdmv_pgs_subtitle (a bitmap subtitle cannot go into .mp4: use .mkv)") {
-		t.Errorf("report %q", line)
+	line := p.report.String()
+	for _, want := range []string{"drops: subtitle #3 hdmv_pgs_subtitle (ger) (a bitmap subtitle cannot go into .mp4: use .mkv)",
+		"title", "metadata (1 tags)", "chapters (2)", "audio #1 opus as aac (eng)", "(fra, \"French\", default, forced)"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("report %q lacks %q", line, want)
+		}
+	}
+}
+
+// TestCarryLongTitle: the video stream's title is carried whole (it was
+// cut to 60 characters).
+func TestCarryLongTitle(t *testing.T) {
+	needFFprobe(t)
+	title := strings.Repeat("A long title, ", 10) + "end"
+	src := fixture(t, "long_title.mkv", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=1", "-c:v", "libx264", "-metadata:s:v:0", "title="+title)
+	out := filepath.Join(t.TempDir(), "out.mkv")
+	encodeCarry(t, out, CarryOptions{StreamsFrom: src})
+	if got := tag(ffprobeJSON(t, out).Streams[0].Tags, "title"); got != title {
+		t.Errorf("video title %q, want %q", got, title)
 	}
 }

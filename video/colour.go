@@ -135,7 +135,7 @@ func (v *videoTags) planHDR(o EncodeOptions) {
 		return
 	}
 	for _, d := range h.Dynamic {
-		v.report.drop(printable(d)+" dynamic metadata", "it cannot follow a change of resolution")
+		v.report.drop(cleanText(d, 60)+" dynamic metadata", "it cannot follow a change of resolution")
 	}
 	md, cl := h.Mastering, h.Light
 	if md == nil && cl == nil {

@@ -169,6 +169,7 @@ type streamMeta struct {
 	fieldOrder   string
 	language     string
 	title        string
+	timecode     string // its tag, uncleaned
 	dispositions []string
 }
 
@@ -576,7 +577,11 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 			fieldOrder:   fieldOrders[s.FieldOrder],
 			language:     ffmpegName(tag(s.Tags, "language")),
 			title:        tag(s.Tags, "title"),
+			timecode:     tag(s.Tags, "timecode"),
 			dispositions: dispositionsOf(s.Disposition),
+		}
+		if sm.kind == "attachment" && sm.codec == "" {
+			sm.codec = tag(s.Tags, "mimetype")
 		}
 		if sar, ok := parseFraction(strings.Replace(s.SAR, ":", "/", 1)); ok && sar.Num > 0 {
 			sm.sar = sar.Reduced()
@@ -765,6 +770,8 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 					chapter.Title = cleanText(chapter.Title+value, maxText)
 				case owner == "stream" && cur != nil && strings.EqualFold(key, "title"):
 					cur.title = cleanText(cur.title+value, maxText)
+				case owner == "stream" && cur != nil && strings.EqualFold(key, "timecode"):
+					cur.timecode = cleanText(value, 32)
 				}
 			}
 		} else {
