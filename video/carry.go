@@ -1,8 +1,11 @@
 package video
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -222,6 +225,68 @@ type streamsPlan struct {
 	input  []string // nil when nothing is read from the source
 	output []string
 	report Carried
+	// chapters, if set, is an ffmetadata file of the chapters an excerpt
+	// keeps, read as the input after the source (see inputs).
+	chapters []byte
+}
+
+// inputs returns the plan's input options: the source's, then, for an
+// excerpt that keeps chapters, its chapters' file, written into wd.
+func (p *streamsPlan) inputs(wd *Workdir) ([]string, error) {
+	if p.chapters == nil {
+		return p.input, nil
+	}
+	path := wd.Path(".vsr-chapters.ffmeta")
+	if err := os.WriteFile(path, p.chapters, 0o600); err != nil {
+		return nil, err
+	}
+	return append(slices.Clone(p.input), "-f", "ffmetadata", "-i", fileArg(path)), nil
+}
+
+// count is the number of inputs the plan's options open.
+func (p *streamsPlan) count() int {
+	switch {
+	case p.input == nil:
+		return 0
+	case p.chapters != nil:
+		return 2
+	}
+	return 1
+}
+
+// excerptChapters returns the chapters of an excerpt of d seconds: those
+// starting before d, ending by d at the latest.
+func excerptChapters(chapters []Chapter, d float64) []Chapter {
+	var kept []Chapter
+	for _, c := range chapters {
+		if c.Start < d {
+			c.End = max(c.Start, min(c.End, d))
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// ffmetadata writes chapters as an ffmetadata file: numbers in
+// microseconds, titles (cleanText's) escaped as the format wants.
+func ffmetadata(chapters []Chapter) []byte {
+	var b bytes.Buffer
+	b.WriteString(";FFMETADATA1\n")
+	us := func(s float64) int64 { return int64(math.Round(s * 1e6)) }
+	for _, c := range chapters {
+		fmt.Fprintf(&b, "[CHAPTER]\nTIMEBASE=1/1000000\nSTART=%d\nEND=%d\n", us(c.Start), us(c.End))
+		if c.Title != "" {
+			b.WriteString("title=")
+			for _, r := range cleanText(c.Title, maxText) {
+				if strings.ContainsRune("=;#\\", r) {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
 }
 
 // planStreams probes o.StreamsFrom and plans what a file of extension ext
@@ -307,25 +372,37 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 			p.report.drop("metadata", "--no-metadata")
 		}
 	} else {
-		out = append(out, "-map_metadata", strconv.Itoa(in), "-map_chapters", strconv.Itoa(in))
+		chapters, from := src.chapters, strconv.Itoa(in)
+		if o.StreamsDuration > 0 && len(chapters) > 0 {
+			// An excerpt: its chapters are written anew (ffmpeg keeps
+			// one starting where the excerpt ends, as an empty chapter).
+			if chapters = excerptChapters(chapters, o.StreamsDuration); len(chapters) > 0 {
+				p.chapters, from = ffmetadata(chapters), strconv.Itoa(in+1)
+			} else {
+				from = "-1"
+			}
+		}
+		out = append(out, "-map_metadata", strconv.Itoa(in), "-map_chapters", from)
 		if src.title {
 			p.report.carry("title")
 		}
 		if src.tags > 0 {
 			p.report.carry("metadata (%d tags)", src.tags)
 		}
-		if len(src.chapters) > 0 {
-			p.report.carry("chapters (%d)", len(src.chapters))
+		if len(chapters) > 0 {
+			p.report.carry("chapters (%d)", len(chapters))
 		}
 		if src.timecode != "" {
 			out = append(out, "-timecode", src.timecode)
 			p.report.carry("timecode %s", src.timecode)
 		}
 	}
-	p.output = out
-	if o.StreamsDuration > 0 {
-		p.input = append(p.input, "-t", strconv.FormatFloat(o.StreamsDuration, 'f', 6, 64))
+	if o.StreamsDuration > 0 { // on the output too: a subtitle after it is read all the same
+		d := strconv.FormatFloat(o.StreamsDuration, 'f', 6, 64)
+		p.input = append(p.input, "-t", d)
+		out = append(out, "-t", d)
 	}
+	p.output = out
 	p.input = append(p.input, inputArgs(o.StreamsFrom, o.StreamsAllowPlaylists)...)
 	return p, nil
 }

@@ -377,3 +377,38 @@ func TestCarryLongTitle(t *testing.T) {
 		t.Errorf("video title %q, want %q", got, title)
 	}
 }
+
+// TestCarryExcerpt: an excerpt of 1 s of a 5 s source keeps only the
+// chapter that begins within it (not the one beginning where it ends, nor
+// the third), says so, and carries no subtitle that begins after it; the
+// subtitle crossing its end is kept.
+func TestCarryExcerpt(t *testing.T) {
+	needFFprobe(t)
+	dir := fixtureDir
+	srt := filepath.Join(dir, "excerpt.srt")
+	meta := filepath.Join(dir, "excerpt.ffmeta")
+	for name, data := range map[string]string{
+		srt:  "1\n00:00:00,500 --> 00:00:03,000\nCrossing\n\n2\n00:00:03,500 --> 00:00:04,000\nLate\n\n",
+		meta: ";FFMETADATA1\ntitle=Film\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=1000\ntitle=One \\= first\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=1000\nEND=3000\ntitle=Two\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=3000\nEND=5000\ntitle=Three\n",
+	} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := fixture(t, "excerpt_src.mkv", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=5", "-i", srt, "-i", meta,
+		"-map", "0:v", "-map", "1:s", "-map_metadata", "2", "-map_chapters", "2", "-c:v", "libx264", "-c:s", "srt")
+	for _, ext := range []string{".mkv", ".mp4"} {
+		out := filepath.Join(t.TempDir(), "out"+ext)
+		c := encodeCarry(t, out, CarryOptions{StreamsFrom: src, StreamsDuration: 1})
+		p := ffprobeJSON(t, out)
+		if len(p.Chapters) != 1 || tag(p.Chapters[0].Tags, "title") != "One = first" {
+			t.Errorf("%s: chapters %+v, want One = first only", ext, p.Chapters)
+		}
+		if line := c.String(); !strings.Contains(line, "chapters (1)") {
+			t.Errorf("%s: report %q, want chapters (1)", ext, line)
+		}
+		if got := subtitleText(t, out); !strings.Contains(got, "Crossing") || strings.Contains(got, "Late") {
+			t.Errorf("%s: subtitles %q, want Crossing only", ext, got)
+		}
+	}
+}

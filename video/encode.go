@@ -190,12 +190,14 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		args = append(args, "-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
 			"-framerate", o.FPS.String(), "-i", "pipe:0")
 	}
-	args = append(args, streams.input...)
+	sin, err := streams.inputs(wd)
+	if err != nil {
+		wd.Remove()
+		return nil, fmt.Errorf("encode %q: %v", outPath, err)
+	}
+	args = append(args, sin...)
 	if o.AlphaFrom != nil {
-		in := 1 // the alpha's input: after the frames and the streams' source
-		if len(streams.input) > 0 {
-			in = 2
-		}
+		in := 1 + streams.count() // the alpha's input: after the frames and the streams' source
 		args = append(args, orientArgs(o.AlphaFrom.Orientation)...)
 		args = append(args, inputArgs(o.AlphaFrom.Path, o.AlphaFrom.AllowPlaylists)...)
 		g := alphaGraph(o, in)
