@@ -80,10 +80,12 @@ func planVideoTags(ctx context.Context, ffmpeg string, o EncodeOptions) videoTag
 	}
 	_, _, inRGB, _ := PixFmtInfo(o.InputPixFmt)
 	_, outChroma, outRGB, _ := PixFmtInfo(o.PixFmt)
-	outRGB = outRGB || strings.HasPrefix(o.PixFmt, "yuvj")
 	c := o.Colour
 	if outRGB { // RGB has no matrix, and is full range
 		c.Matrix, c.Range, c.ChromaLocation = "", "", ""
+	}
+	if strings.HasPrefix(o.PixFmt, "yuvj") { // YCbCr, full range by its name
+		c.Range = "pc"
 	}
 	if c.Matrix == "gbr" || !slices.Contains(colourMatrices, c.Matrix) {
 		c.Matrix = ""

@@ -79,6 +79,14 @@ func TestVideoTagsArgs(t *testing.T) {
 	if a := videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)); slices.Contains(a, "-colorspace") || slices.Contains(a, "-color_primaries") || slices.Contains(a, "-vf") {
 		t.Errorf("gbrp output: %q", a)
 	}
+	// A yuvj output is YCbCr in full range: it keeps the matrix.
+	o = EncodeOptions{Codec: "libx264", PixFmt: "yuvj420p", InputPixFmt: "rgb24", CRF: -1, Colour: Colour{Primaries: "bt709", Transfer: "bt709", Matrix: "bt709", Range: "tv"}}
+	a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " ")
+	for _, want := range []string{"-vf scale=out_color_matrix=bt709:out_range=pc,format=yuvj420p", "-colorspace bt709 -color_range pc"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("yuvj420p output: args %q lack %q", a, want)
+		}
+	}
 	o = EncodeOptions{Codec: "png", PixFmt: "rgb24", Colour: Colour{Primaries: "bt709", Matrix: "bt709"}, SAR: Rational{2, 1}}
 	if v := planVideoTags(ctx, ff, o); len(v.args)+len(v.filters) != 0 {
 		t.Errorf("png output: %+v", v)
