@@ -156,7 +156,7 @@ func (v *videoTags) planHDR(o EncodeOptions) {
 		}
 	case "libsvtav1":
 		if md != nil {
-			v.svtav1 = append(v.svtav1, "mastering-display="+masterDisplay(md, 1, 1, "%.4f"))
+			v.svtav1 = append(v.svtav1, "mastering-display="+masterDisplay(md, 1, 1, "%.6f"))
 		}
 		if cl != nil {
 			v.svtav1 = append(v.svtav1, fmt.Sprintf("content-light=%d,%d", max(cl.MaxCLL, 0), max(cl.MaxFALL, 0)))

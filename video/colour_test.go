@@ -96,6 +96,15 @@ func TestVideoTagsArgs(t *testing.T) {
 	if v := planVideoTags(ctx, ff, o); len(v.report.Dropped) != 1 || !strings.Contains(v.report.Dropped[0].Why, "libaom-av1") {
 		t.Errorf("libaom-av1: %+v", v.report)
 	}
+	// libsvtav1 takes it in -svtav1-params, in cd/m² and CIE units to
+	// their last digit.
+	o = EncodeOptions{Codec: "libsvtav1", PixFmt: "yuv420p10le", HDR: &HDR{Mastering: &MasteringDisplay{
+		Green: [2]Rational{{13251, 50000}, {34500, 50000}}, Blue: [2]Rational{{7500, 50000}, {3000, 50000}},
+		Red: [2]Rational{{34000, 50000}, {16000, 50000}}, White: [2]Rational{{15635, 50000}, {16450, 50000}},
+		MinLuminance: Rational{1, 20000}, MaxLuminance: Rational{10000000, 10000}}}}
+	if a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " "); !strings.Contains(a, "mastering-display=G(0.265020,0.690000)") || !strings.Contains(a, "L(1000.000000,0.000050)") {
+		t.Errorf("libsvtav1 mastering display: %q", a)
+	}
 	// libsvtav1 takes it in -svtav1-params.
 	o = EncodeOptions{Codec: "libsvtav1", PixFmt: "yuv420p10le", HDR: &HDR{Light: &ContentLight{MaxCLL: 1000, MaxFALL: 400}}}
 	if a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " "); !strings.Contains(a, "-svtav1-params content-light=1000,400") {
