@@ -544,7 +544,11 @@ type ffprobeOutput struct {
 
 func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, error) {
 	ffprobe := t.ffprobe
-	r := runTool(ctx, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-show_chapters", "-of", "json"}, t.input(path)...)...)
+	r := runToolMax(ctx, probeOutputMax, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams",
+		"-show_entries", "chapter=start_time,end_time:chapter_tags=title", "-of", "json"}, t.input(path)...)...)
+	if r.over {
+		return nil, fmt.Errorf("probe %q: ffprobe describes it in more than %d MiB (its streams, chapters and tags): not a file vsr reads", path, probeOutputMax>>20)
+	}
 	if r.err != nil {
 		return nil, notMedia(path, "ffprobe", r)
 	}
@@ -634,7 +638,7 @@ func frameHDR(ctx context.Context, path string, t tools, info *Info, showinfo []
 		info.HDR = h.orNil()
 		return
 	}
-	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
+	r := runToolMax(ctx, probeOutputMax, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
 		"-show_frames", "-read_intervals", "%+#1", "-show_entries", "frame=side_data_list", "-of", "json"}, t.input(path)...)...)
 	var out struct {
 		Frames []struct {
