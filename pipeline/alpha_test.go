@@ -23,19 +23,23 @@ func alphaMean(t *testing.T, path string, n int) float64 {
 }
 
 // TestAlphaSegments: the alpha of an animated input follows its frames
-// when the output would be cut into segments (each took frame 0's on).
+// when the output would be cut into segments (each took frame 0's on),
+// and is not taken for limited-range values when the input is tagged so
+// (ffv1 tags yuva444p tv; 20 became 5).
 func TestAlphaSegments(t *testing.T) {
 	needTools(t)
-	dir := t.TempDir()
-	in := filepath.Join(dir, "in.mkv")
-	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10:d=0.4,format=rgba,geq=r='r(X,Y)':g='g(X,Y)':b='b(X,Y)':a='50*N+20'",
-		"-c:v", "ffv1", "-pix_fmt", "yuva444p", "-color_range", "pc", in)
-	info := probeWith(t, in)
-	out := filepath.Join(dir, "out.mkv")
-	restoreCPU(t, info, out, video.EncodeOptions{Codec: "ffv1", CRF: -1, PixFmt: "yuva444p", AlphaFrom: info}, 2)
-	for n := range 4 {
-		if got, want := alphaMean(t, out, n), float64(50*n+20); got < want-2 || got > want+2 {
-			t.Errorf("frame %d: alpha %.1f, want %.0f", n, got, want)
+	for _, rng := range []string{"pc", "tv"} {
+		dir := t.TempDir()
+		in := filepath.Join(dir, "in.mkv")
+		ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10:d=0.4,format=rgba,geq=r='r(X,Y)':g='g(X,Y)':b='b(X,Y)':a='50*N+20'",
+			"-c:v", "ffv1", "-pix_fmt", "yuva444p", "-color_range", rng, in)
+		info := probeWith(t, in)
+		out := filepath.Join(dir, "out.mkv")
+		restoreCPU(t, info, out, video.EncodeOptions{Codec: "ffv1", CRF: -1, PixFmt: "yuva444p", AlphaFrom: info}, 2)
+		for n := range 4 {
+			if got, want := alphaMean(t, out, n), float64(50*n+20); got < want-2 || got > want+2 {
+				t.Errorf("%s input, frame %d: alpha %.1f, want %.0f", rng, n, got, want)
+			}
 		}
 	}
 }

@@ -922,7 +922,8 @@ func alphaGraph(o EncodeOptions, in int) string {
 	if o.ExpectFrames > 0 { // after alphaextract: before it, ffmpeg 5.1 cannot negotiate rgba64be or ya16be
 		a += fmt.Sprintf(",trim=end_frame=%d", o.ExpectFrames)
 	}
-	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
+	// Alpha is full range, whatever range the input's colour is tagged with.
+	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic:in_range=pc:out_range=pc[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
 	if _, _, _, alpha := PixFmtInfo(o.PixFmt); !alpha {
 		// On white: 255 - (255-c)*alpha, as a negation around a
 		// premultiplication.
