@@ -318,3 +318,52 @@ func TestRunImagesAlpha(t *testing.T) {
 		t.Errorf("the opaque image came out %s", pf)
 	}
 }
+
+// alpha16 writes a 16-bit RGBA PNG (rgba64be) of alphaSrc to dir/name.
+func alpha16(t *testing.T, dir, name string) string {
+	t.Helper()
+	in := filepath.Join(dir, name)
+	ffmpegT(t, "-f", "lavfi", "-i", alphaSrc+",format=rgba64be", "-frames:v", "1", in)
+	if pf := pixFmt(t, in); pf != "rgba64be" {
+		t.Fatalf("the 16-bit input is %s", pf)
+	}
+	return in
+}
+
+// TestImageAlpha16: a transparent 16-bit PNG restores to a 16-bit RGBA
+// PNG with its alpha (ffmpeg 5.1 could not negotiate the formats when the
+// alpha graph trimmed before alphaextract).
+func TestImageAlpha16(t *testing.T) {
+	ld, params := imageModel(t)
+	dir := t.TempDir()
+	in, out := alpha16(t, dir, "in.png"), filepath.Join(dir, "out.png")
+	restoreImage(t, ld, params, in, out)
+	if pf := pixFmt(t, out); pf != "rgba64be" {
+		t.Fatalf("pixel format %s, want rgba64be", pf)
+	}
+	near(t, "alpha", raw(t, out, "gray", "alphaextract"), raw(t, in, "gray", "alphaextract,scale=48:32:flags=bicubic"), 1)
+}
+
+// TestRunImagesAlpha16: in a folder, a transparent 16-bit PNG comes out
+// 16-bit with its alpha, as it does alone.
+func TestRunImagesAlpha16(t *testing.T) {
+	ld, params := imageModel(t)
+	dir := t.TempDir()
+	enc, err := app.ImageEncode(".png", video.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := alpha16(t, dir, "in.png")
+	info, err := video.Probe(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs := []app.Image{{Info: info, Output: filepath.Join(dir, "out.png"), Encode: enc}}
+	if _, errs := ld.RunImages(context.Background(), imgs, params, 2, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if pf := pixFmt(t, imgs[0].Output); pf != "rgba64be" {
+		t.Fatalf("pixel format %s, want rgba64be", pf)
+	}
+	near(t, "alpha", raw(t, imgs[0].Output, "gray", "alphaextract"), raw(t, in, "gray", "alphaextract,scale=48:32:flags=bicubic"), 1)
+}

@@ -41,7 +41,8 @@ func (l *Loaded) RunImages(ctx context.Context, imgs []Image, params model.Value
 	var sizes [][3]int
 	imgs = slices.Clone(imgs)
 	for i, im := range imgs {
-		info, enc, notes, err := PrepareImage(ctx, im.Info, filepath.Ext(im.Output), im.Encode)
+		ext := filepath.Ext(im.Output)
+		info, enc, notes, err := PrepareImage(ctx, im.Info, ext, deepImage(ext, im.Encode, im.Info))
 		if err != nil {
 			errs[i] = err
 			continue
@@ -103,7 +104,7 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 		// One by one: a causal model reads frames as a video; a deep image
 		// goes through the model at 16 bits (the batches here are 8-bit).
 		for _, i := range group {
-			res[i], errs[i] = l.Run(ctx, Job{Input: imgs[i].Info.Path, Output: imgs[i].Output, Info: imgs[i].Info, Params: params, MaxFrames: 1, Encode: imgs[i].Encode})
+			res[i], errs[i] = l.Run(ctx, Job{Input: imgs[i].Info.Path, Output: imgs[i].Output, Info: imgs[i].Info, Params: params, MaxFrames: 1, Encode: imgs[i].Encode, prepared: true})
 			report()
 		}
 		return nil

@@ -197,6 +197,9 @@ type Job struct {
 	// video.Info.Deinterlaced), telling Warn what was done; "" leaves
 	// Info as it is (a caller that deinterlaced it already).
 	Deinterlace video.Deinterlace
+	// prepared is set when Info and Encode are already an image's
+	// PrepareImage (RunImages): Run does not prepare them again.
+	prepared bool
 }
 
 // Run restores job on l: a session of the model for the video, then the
@@ -229,16 +232,20 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		}
 		if image {
 			segments = 1
-			enc = deepImage(filepath.Ext(job.Output), enc, info)
 		}
-		var notes []string
-		var err error
-		if info, enc, notes, err = PrepareImage(ctx, info, filepath.Ext(job.Output), enc); err != nil {
-			return nil, err
-		}
-		for _, n := range notes {
-			if job.Warn != nil {
-				job.Warn(n)
+		if !job.prepared {
+			if image {
+				enc = deepImage(filepath.Ext(job.Output), enc, info)
+			}
+			var notes []string
+			var err error
+			if info, enc, notes, err = PrepareImage(ctx, info, filepath.Ext(job.Output), enc); err != nil {
+				return nil, err
+			}
+			for _, n := range notes {
+				if job.Warn != nil {
+					job.Warn(n)
+				}
 			}
 		}
 	}

@@ -212,8 +212,8 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	fps, times := timing(info, total, req.CFR)
 	nseg := min(max(req.Segments, 1), total) // encoders
-	if times != nil {
-		nseg = 1 // one encoder keeps the frames' times, as they are
+	if times != nil || req.Encode.AlphaFrom != nil {
+		nseg = 1 // one encoder keeps the frames' times, as they are, and reads the alpha from the first frame on
 	}
 	nstream := nseg // decoders and batch queues
 	var plan []int

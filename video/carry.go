@@ -1,9 +1,11 @@
 package video
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -87,8 +89,8 @@ type srcStream struct {
 	kind     string // video, audio, subtitle, data, attachment
 	codec    string
 	cover    bool
-	language string // validated (letters only)
-	title    string
+	language string // ffmpegName's, "und" dropped
+	title    string // cleanText's
 	disp     []string
 	timecode string // validated
 }
@@ -98,111 +100,60 @@ type source struct {
 	streams  []srcStream
 	title    bool // the file has a title
 	tags     int  // global tags besides the title (and the muxer's own)
-	chapters int
+	chapters []Chapter
 	timecode string // validated
 }
 
-// ffprobeStreams is the part of ffprobe's JSON the streams plan reads.
-type ffprobeStreams struct {
-	Streams []struct {
-		Index       int               `json:"index"`
-		CodecType   string            `json:"codec_type"`
-		CodecName   string            `json:"codec_name"`
-		Disposition map[string]int    `json:"disposition"`
-		Tags        map[string]string `json:"tags"`
-	} `json:"streams"`
-	Chapters []json.RawMessage `json:"chapters"`
-	Format   struct {
-		Tags map[string]string `json:"tags"`
-	} `json:"format"`
-}
-
-var (
-	reLanguage = regexp.MustCompile(`^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{1,8})*$`)
-	reTimecode = regexp.MustCompile(`^\d{1,2}:\d{2}:\d{2}[:;.]\d{1,3}$`)
-)
+var reTimecode = regexp.MustCompile(`^\d{1,2}:\d{2}:\d{2}[:;.]\d{1,3}$`)
 
 // muxerTags are global tags a muxer writes of its own; they are not
 // reported as the source's metadata.
 var muxerTags = []string{"encoder", "major_brand", "minor_version", "compatible_brands", "creation_time", "duration", "title", "timecode"}
 
-// probeSource reads the streams, tags, dispositions and chapters of src:
-// with ffprobe when there is one, else the streams' kinds and codecs from
-// ffmpeg's description (ffmpeg 4.1's static builds have no ffprobe).
+// probeSource reads the streams, tags, dispositions and chapters of src
+// as Probe does (probeMeta: ffprobe when there is one, else ffmpeg's
+// description of it).
 func probeSource(ctx context.Context, t tools, src string) (*source, error) {
 	if err := checkInput(src); err != nil {
 		return nil, err
 	}
-	if t.ffprobe == "" {
-		m, err := probeMeta(ctx, src, t)
-		if err != nil {
-			return nil, err
-		}
-		s := &source{}
-		for _, st := range m.streams {
-			s.streams = append(s.streams, srcStream{index: st.index, kind: st.kind, codec: st.codec, cover: st.attachedPic})
-		}
-		return s, nil
+	m, err := probeMeta(ctx, src, t)
+	if err != nil {
+		return nil, err
 	}
-	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-show_chapters", "-of", "json"}, t.input(src)...)...)
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("probe %q: %w", src, ctx.Err())
-	}
-	if r.err != nil {
-		return nil, notMedia(src, "ffprobe", r)
-	}
-	var out ffprobeStreams
-	if err := json.Unmarshal(r.stdout, &out); err != nil {
-		return nil, fmt.Errorf("probe %q: cannot parse ffprobe output (%v)", src, err)
-	}
-	s := &source{chapters: len(out.Chapters), title: tag(out.Format.Tags, "title") != ""}
-	for k := range out.Format.Tags {
+	return sourceOf(m), nil
+}
+
+// sourceOf is what the streams plan knows of a file whose metadata is m.
+func sourceOf(m *fileMeta) *source {
+	s := &source{chapters: m.chapters, title: tag(m.tags, "title") != ""}
+	for k := range m.tags {
 		if !slices.Contains(muxerTags, strings.ToLower(k)) {
 			s.tags++
 		}
 	}
-	if tc := tag(out.Format.Tags, "timecode"); reTimecode.MatchString(tc) {
+	if tc := tag(m.tags, "timecode"); reTimecode.MatchString(tc) {
 		s.timecode = tc
 	}
-	for _, st := range out.Streams {
-		ss := srcStream{index: st.Index, kind: st.CodecType, codec: st.CodecName, cover: st.Disposition["attached_pic"] != 0}
-		if l := tag(st.Tags, "language"); reLanguage.MatchString(l) && l != "und" {
+	for _, st := range m.streams {
+		ss := srcStream{index: st.index, kind: st.kind, codec: st.codec, cover: st.attachedPic, title: st.title}
+		if l := ffmpegName(st.language); l != "und" {
 			ss.language = l
 		}
-		ss.title = printable(tag(st.Tags, "title"))
-		if tc := tag(st.Tags, "timecode"); reTimecode.MatchString(tc) {
-			ss.timecode = tc
-			if s.timecode == "" && (st.CodecType == "video" || st.CodecType == "data") {
-				s.timecode = tc
+		if reTimecode.MatchString(st.timecode) {
+			ss.timecode = st.timecode
+			if s.timecode == "" && (st.kind == "video" || st.kind == "data") {
+				s.timecode = st.timecode
 			}
 		}
-		for d, v := range st.Disposition {
-			if v != 0 && d != "attached_pic" {
+		for _, d := range st.dispositions {
+			if d != "attached_pic" {
 				ss.disp = append(ss.disp, d)
 			}
 		}
-		slices.Sort(ss.disp)
-		if st.CodecType == "attachment" && ss.codec == "" {
-			ss.codec = printable(tag(st.Tags, "mimetype"))
-		}
 		s.streams = append(s.streams, ss)
 	}
-	return s, nil
-}
-
-// printable keeps s to one line of at most 60 printable characters (for
-// reports, never for command lines).
-func printable(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if r := []rune(s); len(r) > 60 {
-		s = string(r[:57]) + "..."
-	}
-	return strings.TrimSpace(s)
+	return s
 }
 
 // describe names a stream in a report: "subtitle #2 subrip (fra, default)".
@@ -213,7 +164,7 @@ func (s srcStream) describe(codec string) string {
 		notes = append(notes, s.language)
 	}
 	if s.title != "" {
-		notes = append(notes, strconv.Quote(s.title))
+		notes = append(notes, strconv.Quote(cleanText(s.title, 60)))
 	}
 	notes = append(notes, s.disp...)
 	if len(notes) > 0 {
@@ -274,6 +225,68 @@ type streamsPlan struct {
 	input  []string // nil when nothing is read from the source
 	output []string
 	report Carried
+	// chapters, if set, is an ffmetadata file of the chapters an excerpt
+	// keeps, read as the input after the source (see inputs).
+	chapters []byte
+}
+
+// inputs returns the plan's input options: the source's, then, for an
+// excerpt that keeps chapters, its chapters' file, written into wd.
+func (p *streamsPlan) inputs(wd *Workdir) ([]string, error) {
+	if p.chapters == nil {
+		return p.input, nil
+	}
+	path := wd.Path(".vsr-chapters.ffmeta")
+	if err := os.WriteFile(path, p.chapters, 0o600); err != nil {
+		return nil, err
+	}
+	return append(slices.Clone(p.input), "-f", "ffmetadata", "-i", fileArg(path)), nil
+}
+
+// count is the number of inputs the plan's options open.
+func (p *streamsPlan) count() int {
+	switch {
+	case p.input == nil:
+		return 0
+	case p.chapters != nil:
+		return 2
+	}
+	return 1
+}
+
+// excerptChapters returns the chapters of an excerpt of d seconds: those
+// starting before d, ending by d at the latest.
+func excerptChapters(chapters []Chapter, d float64) []Chapter {
+	var kept []Chapter
+	for _, c := range chapters {
+		if c.Start < d {
+			c.End = max(c.Start, min(c.End, d))
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// ffmetadata writes chapters as an ffmetadata file: numbers in
+// microseconds, titles (cleanText's) escaped as the format wants.
+func ffmetadata(chapters []Chapter) []byte {
+	var b bytes.Buffer
+	b.WriteString(";FFMETADATA1\n")
+	us := func(s float64) int64 { return int64(math.Round(s * 1e6)) }
+	for _, c := range chapters {
+		fmt.Fprintf(&b, "[CHAPTER]\nTIMEBASE=1/1000000\nSTART=%d\nEND=%d\n", us(c.Start), us(c.End))
+		if c.Title != "" {
+			b.WriteString("title=")
+			for _, r := range cleanText(c.Title, maxText) {
+				if strings.ContainsRune("=;#\\", r) {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
 }
 
 // planStreams probes o.StreamsFrom and plans what a file of extension ext
@@ -355,29 +368,41 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 	}
 	if o.NoMetadata {
 		out = append(out, "-map_metadata", "-1", "-map_metadata:s", "-1", "-map_chapters", "-1")
-		if src.title || src.tags > 0 || src.chapters > 0 {
+		if src.title || src.tags > 0 || len(src.chapters) > 0 {
 			p.report.drop("metadata", "--no-metadata")
 		}
 	} else {
-		out = append(out, "-map_metadata", strconv.Itoa(in), "-map_chapters", strconv.Itoa(in))
+		chapters, from := src.chapters, strconv.Itoa(in)
+		if o.StreamsDuration > 0 && len(chapters) > 0 {
+			// An excerpt: its chapters are written anew (ffmpeg keeps
+			// one starting where the excerpt ends, as an empty chapter).
+			if chapters = excerptChapters(chapters, o.StreamsDuration); len(chapters) > 0 {
+				p.chapters, from = ffmetadata(chapters), strconv.Itoa(in+1)
+			} else {
+				from = "-1"
+			}
+		}
+		out = append(out, "-map_metadata", strconv.Itoa(in), "-map_chapters", from)
 		if src.title {
 			p.report.carry("title")
 		}
 		if src.tags > 0 {
 			p.report.carry("metadata (%d tags)", src.tags)
 		}
-		if src.chapters > 0 {
-			p.report.carry("chapters (%d)", src.chapters)
+		if len(chapters) > 0 {
+			p.report.carry("chapters (%d)", len(chapters))
 		}
 		if src.timecode != "" {
 			out = append(out, "-timecode", src.timecode)
 			p.report.carry("timecode %s", src.timecode)
 		}
 	}
-	p.output = out
-	if o.StreamsDuration > 0 {
-		p.input = append(p.input, "-t", strconv.FormatFloat(o.StreamsDuration, 'f', 6, 64))
+	if o.StreamsDuration > 0 { // on the output too: a subtitle after it is read all the same
+		d := strconv.FormatFloat(o.StreamsDuration, 'f', 6, 64)
+		p.input = append(p.input, "-t", d)
+		out = append(out, "-t", d)
 	}
+	p.output = out
 	p.input = append(p.input, inputArgs(o.StreamsFrom, o.StreamsAllowPlaylists)...)
 	return p, nil
 }

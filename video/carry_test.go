@@ -356,7 +356,59 @@ func TestPlanStreamsFFmpegOnly(t *testing.T) {
 			t.Errorf("args %q lack %q", args, want)
 		}
 	}
-	if line := p.report.String(); !strings.Contains(line, "drops: subtitle #3 hdmv_pgs_subtitle (a bitmap subtitle cannot go into .mp4: use .mkv)") {
-		t.Errorf("report %q", line)
+	line := p.report.String()
+	for _, want := range []string{"drops: subtitle #3 hdmv_pgs_subtitle (ger) (a bitmap subtitle cannot go into .mp4: use .mkv)",
+		"title", "metadata (1 tags)", "chapters (2)", "audio #1 opus as aac (eng)", "(fra, \"French\", default, forced)"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("report %q lacks %q", line, want)
+		}
+	}
+}
+
+// TestCarryLongTitle: the video stream's title is carried whole (it was
+// cut to 60 characters).
+func TestCarryLongTitle(t *testing.T) {
+	needFFprobe(t)
+	title := strings.Repeat("A long title, ", 10) + "end"
+	src := fixture(t, "long_title.mkv", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=1", "-c:v", "libx264", "-metadata:s:v:0", "title="+title)
+	out := filepath.Join(t.TempDir(), "out.mkv")
+	encodeCarry(t, out, CarryOptions{StreamsFrom: src})
+	if got := tag(ffprobeJSON(t, out).Streams[0].Tags, "title"); got != title {
+		t.Errorf("video title %q, want %q", got, title)
+	}
+}
+
+// TestCarryExcerpt: an excerpt of 1 s of a 5 s source keeps only the
+// chapter that begins within it (not the one beginning where it ends, nor
+// the third), says so, and carries no subtitle that begins after it; the
+// subtitle crossing its end is kept.
+func TestCarryExcerpt(t *testing.T) {
+	needFFprobe(t)
+	dir := fixtureDir
+	srt := filepath.Join(dir, "excerpt.srt")
+	meta := filepath.Join(dir, "excerpt.ffmeta")
+	for name, data := range map[string]string{
+		srt:  "1\n00:00:00,500 --> 00:00:03,000\nCrossing\n\n2\n00:00:03,500 --> 00:00:04,000\nLate\n\n",
+		meta: ";FFMETADATA1\ntitle=Film\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=1000\ntitle=One \\= first\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=1000\nEND=3000\ntitle=Two\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=3000\nEND=5000\ntitle=Three\n",
+	} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := fixture(t, "excerpt_src.mkv", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=10:d=5", "-i", srt, "-i", meta,
+		"-map", "0:v", "-map", "1:s", "-map_metadata", "2", "-map_chapters", "2", "-c:v", "libx264", "-c:s", "srt")
+	for _, ext := range []string{".mkv", ".mp4"} {
+		out := filepath.Join(t.TempDir(), "out"+ext)
+		c := encodeCarry(t, out, CarryOptions{StreamsFrom: src, StreamsDuration: 1})
+		p := ffprobeJSON(t, out)
+		if len(p.Chapters) != 1 || tag(p.Chapters[0].Tags, "title") != "One = first" {
+			t.Errorf("%s: chapters %+v, want One = first only", ext, p.Chapters)
+		}
+		if line := c.String(); !strings.Contains(line, "chapters (1)") {
+			t.Errorf("%s: report %q, want chapters (1)", ext, line)
+		}
+		if got := subtitleText(t, out); !strings.Contains(got, "Crossing") || strings.Contains(got, "Late") {
+			t.Errorf("%s: subtitles %q, want Crossing only", ext, got)
+		}
 	}
 }

@@ -80,10 +80,12 @@ func planVideoTags(ctx context.Context, ffmpeg string, o EncodeOptions) videoTag
 	}
 	_, _, inRGB, _ := PixFmtInfo(o.InputPixFmt)
 	_, outChroma, outRGB, _ := PixFmtInfo(o.PixFmt)
-	outRGB = outRGB || strings.HasPrefix(o.PixFmt, "yuvj")
 	c := o.Colour
 	if outRGB { // RGB has no matrix, and is full range
 		c.Matrix, c.Range, c.ChromaLocation = "", "", ""
+	}
+	if strings.HasPrefix(o.PixFmt, "yuvj") { // YCbCr, full range by its name
+		c.Range = "pc"
 	}
 	if c.Matrix == "gbr" || !slices.Contains(colourMatrices, c.Matrix) {
 		c.Matrix = ""
@@ -135,7 +137,7 @@ func (v *videoTags) planHDR(o EncodeOptions) {
 		return
 	}
 	for _, d := range h.Dynamic {
-		v.report.drop(printable(d)+" dynamic metadata", "it cannot follow a change of resolution")
+		v.report.drop(cleanText(d, 60)+" dynamic metadata", "it cannot follow a change of resolution")
 	}
 	md, cl := h.Mastering, h.Light
 	if md == nil && cl == nil {
@@ -154,7 +156,7 @@ func (v *videoTags) planHDR(o EncodeOptions) {
 		}
 	case "libsvtav1":
 		if md != nil {
-			v.svtav1 = append(v.svtav1, "mastering-display="+masterDisplay(md, 1, 1, "%.4f"))
+			v.svtav1 = append(v.svtav1, "mastering-display="+masterDisplay(md, 1, 1, "%.6f"))
 		}
 		if cl != nil {
 			v.svtav1 = append(v.svtav1, fmt.Sprintf("content-light=%d,%d", max(cl.MaxCLL, 0), max(cl.MaxFALL, 0)))

@@ -79,6 +79,14 @@ func TestVideoTagsArgs(t *testing.T) {
 	if a := videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)); slices.Contains(a, "-colorspace") || slices.Contains(a, "-color_primaries") || slices.Contains(a, "-vf") {
 		t.Errorf("gbrp output: %q", a)
 	}
+	// A yuvj output is YCbCr in full range: it keeps the matrix.
+	o = EncodeOptions{Codec: "libx264", PixFmt: "yuvj420p", InputPixFmt: "rgb24", CRF: -1, Colour: Colour{Primaries: "bt709", Transfer: "bt709", Matrix: "bt709", Range: "tv"}}
+	a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " ")
+	for _, want := range []string{"-vf scale=out_color_matrix=bt709:out_range=pc,format=yuvj420p", "-colorspace bt709 -color_range pc"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("yuvj420p output: args %q lack %q", a, want)
+		}
+	}
 	o = EncodeOptions{Codec: "png", PixFmt: "rgb24", Colour: Colour{Primaries: "bt709", Matrix: "bt709"}, SAR: Rational{2, 1}}
 	if v := planVideoTags(ctx, ff, o); len(v.args)+len(v.filters) != 0 {
 		t.Errorf("png output: %+v", v)
@@ -87,6 +95,15 @@ func TestVideoTagsArgs(t *testing.T) {
 	o = EncodeOptions{Codec: "libaom-av1", PixFmt: "yuv420p10le", HDR: &HDR{Light: &ContentLight{MaxCLL: 1}}}
 	if v := planVideoTags(ctx, ff, o); len(v.report.Dropped) != 1 || !strings.Contains(v.report.Dropped[0].Why, "libaom-av1") {
 		t.Errorf("libaom-av1: %+v", v.report)
+	}
+	// libsvtav1 takes it in -svtav1-params, in cd/m² and CIE units to
+	// their last digit.
+	o = EncodeOptions{Codec: "libsvtav1", PixFmt: "yuv420p10le", HDR: &HDR{Mastering: &MasteringDisplay{
+		Green: [2]Rational{{13251, 50000}, {34500, 50000}}, Blue: [2]Rational{{7500, 50000}, {3000, 50000}},
+		Red: [2]Rational{{34000, 50000}, {16000, 50000}}, White: [2]Rational{{15635, 50000}, {16450, 50000}},
+		MinLuminance: Rational{1, 20000}, MaxLuminance: Rational{10000000, 10000}}}}
+	if a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " "); !strings.Contains(a, "mastering-display=G(0.265020,0.690000)") || !strings.Contains(a, "L(1000.000000,0.000050)") {
+		t.Errorf("libsvtav1 mastering display: %q", a)
 	}
 	// libsvtav1 takes it in -svtav1-params.
 	o = EncodeOptions{Codec: "libsvtav1", PixFmt: "yuv420p10le", HDR: &HDR{Light: &ContentLight{MaxCLL: 1000, MaxFALL: 400}}}

@@ -72,7 +72,11 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	}
 	args := append([]string{}, baseArgs...)
 	args = append(args, "-f", "concat", "-safe", "0", "-i", list.Name())
-	args = append(args, streams.input...)
+	sin, err := streams.inputs(wd)
+	if err != nil {
+		return none, fmt.Errorf("concat %q: %v", outPath, err)
+	}
+	args = append(args, sin...)
 	args = append(args, "-map", "0:v")
 	args = append(args, streams.output...)
 	args = append(args, "-c:v", "copy", "-y", fileArg(tmp))

@@ -190,12 +190,14 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		args = append(args, "-f", "rawvideo", "-pix_fmt", o.InputPixFmt, "-s", fmt.Sprintf("%dx%d", o.Width, o.Height),
 			"-framerate", o.FPS.String(), "-i", "pipe:0")
 	}
-	args = append(args, streams.input...)
+	sin, err := streams.inputs(wd)
+	if err != nil {
+		wd.Remove()
+		return nil, fmt.Errorf("encode %q: %v", outPath, err)
+	}
+	args = append(args, sin...)
 	if o.AlphaFrom != nil {
-		in := 1 // the alpha's input: after the frames and the streams' source
-		if len(streams.input) > 0 {
-			in = 2
-		}
+		in := 1 + streams.count() // the alpha's input: after the frames and the streams' source
 		args = append(args, orientArgs(o.AlphaFrom.Orientation)...)
 		args = append(args, inputArgs(o.AlphaFrom.Path, o.AlphaFrom.AllowPlaylists)...)
 		g := alphaGraph(o, in)
@@ -917,10 +919,11 @@ func alphaGraph(o EncodeOptions, in int) string {
 	if f := OrientFilter(o.AlphaFrom.Orientation); f != "" {
 		a = f + "," + a
 	}
-	if o.ExpectFrames > 0 {
-		a = fmt.Sprintf("trim=end_frame=%d,%s", o.ExpectFrames, a)
+	if o.ExpectFrames > 0 { // after alphaextract: before it, ffmpeg 5.1 cannot negotiate rgba64be or ya16be
+		a += fmt.Sprintf(",trim=end_frame=%d", o.ExpectFrames)
 	}
-	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
+	// Alpha is full range, whatever range the input's colour is tagged with.
+	g := fmt.Sprintf("[%d:%d]%s,scale=%d:%d:flags=bicubic:in_range=pc:out_range=pc[a];[0:0][a]alphamerge", in, o.AlphaFrom.VideoStream, a, o.Width, o.Height)
 	if _, _, _, alpha := PixFmtInfo(o.PixFmt); !alpha {
 		// On white: 255 - (255-c)*alpha, as a negation around a
 		// premultiplication.

@@ -526,3 +526,22 @@ func TestEditList(t *testing.T) {
 		}
 	})
 }
+
+// TestToolOutputLimit: a child's stdout is read up to its limit only;
+// past it the child is stopped and the result says so.
+func TestToolOutputLimit(t *testing.T) {
+	l := &limitBuffer{max: 10}
+	if n, err := l.Write([]byte("0123456789")); n != 10 || err != nil {
+		t.Fatalf("write within the limit: %d, %v", n, err)
+	}
+	if _, err := l.Write([]byte("x")); err != errOutputLimit || !l.over || l.buf.Len() != 10 {
+		t.Fatalf("write past the limit: %v, over %v, %d bytes kept", err, l.over, l.buf.Len())
+	}
+	r := runToolMax(testCtx(t), 100, needFFmpeg(t), "-hide_banner", "-version") // about 1 KiB
+	if !r.over || len(r.stdout) > 100 {
+		t.Fatalf("ffmpeg -version with 100 bytes: over %v, %d bytes", r.over, len(r.stdout))
+	}
+	if r := runToolMax(testCtx(t), 1<<20, needFFmpeg(t), "-hide_banner", "-version"); r.over || r.err != nil || len(r.stdout) < 100 {
+		t.Fatalf("ffmpeg -version with 1 MiB: over %v, %v, %d bytes", r.over, r.err, len(r.stdout))
+	}
+}

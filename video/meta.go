@@ -179,12 +179,16 @@ func cleanTags(tags map[string]string) map[string]string {
 	return out
 }
 
-// tag returns the value of the tag named key in any case (Matroska's are
-// upper case), cleaned.
+// tag returns the value of the tag named key, cleaned: key itself if
+// there is one, else the first in the order of their names of those that
+// differ only in case (Matroska's are upper case).
 func tag(tags map[string]string, key string) string {
-	for k, v := range tags {
+	if v, ok := tags[key]; ok {
+		return cleanText(v, maxText)
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		if strings.EqualFold(k, key) {
-			return cleanText(v, maxText)
+			return cleanText(tags[k], maxText)
 		}
 	}
 	return ""

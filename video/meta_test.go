@@ -21,3 +21,17 @@ func TestPixFmtInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestTagExactFirst: tag prefers the key as written, else the first name
+// that differs only in case, every time.
+func TestTagExactFirst(t *testing.T) {
+	tags := map[string]string{"TITLE": "upper", "title": "exact", "Title": "mixed"}
+	for range 20 { // map order varies from one range to the next
+		if got := tag(tags, "title"); got != "exact" {
+			t.Fatalf("tag title = %q, want exact", got)
+		}
+		if got := tag(map[string]string{"Title": "mixed", "TITLE": "upper"}, "title"); got != "upper" {
+			t.Fatalf("tag title = %q, want upper (TITLE sorts first)", got)
+		}
+	}
+}

@@ -169,6 +169,7 @@ type streamMeta struct {
 	fieldOrder   string
 	language     string
 	title        string
+	timecode     string // its tag, uncleaned
 	dispositions []string
 }
 
@@ -543,7 +544,11 @@ type ffprobeOutput struct {
 
 func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, error) {
 	ffprobe := t.ffprobe
-	r := runTool(ctx, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams", "-show_chapters", "-of", "json"}, t.input(path)...)...)
+	r := runToolMax(ctx, probeOutputMax, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams",
+		"-show_entries", "chapter=start_time,end_time:chapter_tags=title", "-of", "json"}, t.input(path)...)...)
+	if r.over {
+		return nil, fmt.Errorf("probe %q: ffprobe describes it in more than %d MiB (its streams, chapters and tags): not a file vsr reads", path, probeOutputMax>>20)
+	}
 	if r.err != nil {
 		return nil, notMedia(path, "ffprobe", r)
 	}
@@ -576,7 +581,11 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 			fieldOrder:   fieldOrders[s.FieldOrder],
 			language:     ffmpegName(tag(s.Tags, "language")),
 			title:        tag(s.Tags, "title"),
+			timecode:     tag(s.Tags, "timecode"),
 			dispositions: dispositionsOf(s.Disposition),
+		}
+		if sm.kind == "attachment" && sm.codec == "" {
+			sm.codec = tag(s.Tags, "mimetype")
 		}
 		if sar, ok := parseFraction(strings.Replace(s.SAR, ":", "/", 1)); ok && sar.Num > 0 {
 			sm.sar = sar.Reduced()
@@ -629,7 +638,7 @@ func frameHDR(ctx context.Context, path string, t tools, info *Info, showinfo []
 		info.HDR = h.orNil()
 		return
 	}
-	r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
+	r := runToolMax(ctx, probeOutputMax, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(info.VideoStream),
 		"-show_frames", "-read_intervals", "%+#1", "-show_entries", "frame=side_data_list", "-of", "json"}, t.input(path)...)...)
 	var out struct {
 		Frames []struct {
@@ -765,6 +774,8 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 					chapter.Title = cleanText(chapter.Title+value, maxText)
 				case owner == "stream" && cur != nil && strings.EqualFold(key, "title"):
 					cur.title = cleanText(cur.title+value, maxText)
+				case owner == "stream" && cur != nil && strings.EqualFold(key, "timecode"):
+					cur.timecode = cleanText(value, 32)
 				}
 			}
 		} else {

@@ -170,25 +170,59 @@ type result struct {
 	stderr []byte // the first stderrMax bytes
 	tail   *logTail
 	err    error // from Wait: exit status, or failure to start
+	// over is set when stdout passed the limit of runToolMax (the child
+	// was stopped; stdout holds what came before).
+	over bool
 }
 
 const stderrMax = 1 << 20
 
+// probeOutputMax bounds what is read of ffprobe's description of one
+// file: a crafted file (thousands of chapters or tags) cannot make it
+// take more memory than that.
+const probeOutputMax = 16 << 20
+
 // runTool runs bin to completion, collecting stdout (for the small outputs
 // this package asks for), the start of stderr and the tail of stderr.
 func runTool(ctx context.Context, bin string, args ...string) result {
+	return runToolMax(ctx, 0, bin, args...)
+}
+
+// runToolMax is runTool with stdout limited to max bytes (0: no limit):
+// past them the child is stopped and the result's over is set.
+func runToolMax(ctx context.Context, max int, bin string, args ...string) result {
 	cmd := command(ctx, bin, args...)
-	var out bytes.Buffer
+	out := &limitBuffer{max: max}
 	head := &capBuffer{max: stderrMax}
 	tail := newLogTail()
-	cmd.Stdout = &out
+	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(head, tail)
 	err := cmd.Run()
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil {
+	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil && !out.over {
 		err = fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, bin, err)
 	}
-	return result{stdout: out.Bytes(), stderr: head.buf.Bytes(), tail: tail, err: err}
+	return result{stdout: out.buf.Bytes(), stderr: head.buf.Bytes(), tail: tail, err: err, over: out.over}
+}
+
+// errOutputLimit is a child's stdout past its limit.
+var errOutputLimit = errors.New("output past its limit")
+
+// limitBuffer keeps what is written to it up to max bytes (0: no limit);
+// a write that would pass them fails (errOutputLimit), which stops the
+// child writing, and sets over.
+type limitBuffer struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (l *limitBuffer) Write(p []byte) (int, error) {
+	if l.max > 0 && l.buf.Len()+len(p) > l.max {
+		l.over = true
+		return 0, errOutputLimit
+	}
+	return l.buf.Write(p)
 }
 
 // capBuffer keeps the first max bytes written to it and drops the rest.
