@@ -246,7 +246,7 @@ func TestStreamsAndNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, mkv+" carries: video, audio #1 vorbis, subtitle #2 subrip, title") || !strings.Contains(stderr, ".old.vsr-123.mp4") {
+	if !strings.Contains(stderr, mkv+" carries: video, colour chroma left, audio #1 vorbis, subtitle #2 subrip, title") || !strings.Contains(stderr, ".old.vsr-123.mp4") {
 		t.Errorf("restore notes:\n%s", stderr)
 	}
 	mp4 := filepath.Join(dir, "out.mp4")
@@ -254,7 +254,7 @@ func TestStreamsAndNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := mp4 + " carries: video, audio #1 vorbis as aac, subtitle #2 subrip as mov_text; drops: metadata (--no-metadata)\n"
+	line := mp4 + " carries: video, colour chroma left, audio #1 vorbis as aac, subtitle #2 subrip as mov_text; drops: metadata (--no-metadata)\n"
 	if stderr != line {
 		t.Errorf("--progress none: stderr %q, want %q", stderr, line)
 	}
@@ -265,7 +265,7 @@ func TestStreamsAndNotes(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(res.Carried, ",") != "audio #1 vorbis as aac,subtitle #2 subrip as mov_text" || len(res.Dropped) != 1 || res.Dropped[0].Why != "--no-metadata" {
+	if strings.Join(res.Carried, ",") != "colour chroma left,audio #1 vorbis as aac,subtitle #2 subrip as mov_text" || len(res.Dropped) != 1 || res.Dropped[0].Why != "--no-metadata" {
 		t.Errorf("--json: %s", stdout)
 	}
 	if _, stderr, err := vsrOutputs("restore", in, "-o", filepath.Join(dir, "nosubs.mkv"), "--device", "cpu", "-s", "2", "--progress", "none", "--no-subtitles"); err != nil || !strings.Contains(stderr, "drops: subtitle #2 subrip (--no-subtitles)") {

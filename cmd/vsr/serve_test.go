@@ -609,7 +609,7 @@ func TestServeRealPaths(t *testing.T) {
 	if !probe(t, out).HasAudio {
 		t.Errorf("%s lost its audio", out)
 	}
-	if c, ok := m["carried"].([]any); !ok || len(c) != 1 || c[0] != "audio #1 aac (default)" {
+	if c, ok := m["carried"].([]any); !ok || len(c) != 2 || c[0] != "colour chroma left" || c[1] != "audio #1 aac (default)" {
 		t.Errorf("the task status says the output carries %v", m["carried"])
 	}
 	noTemporaries(t, svc.OutputRoot())
