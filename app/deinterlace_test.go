@@ -3,8 +3,10 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -74,9 +76,17 @@ func TestDeinterlaceJob(t *testing.T) {
 	defer svc.Close()
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
+	// A subtitled copy, for a task that leaves the subtitles out.
+	srt := filepath.Join(dir, "subs.srt")
+	os.WriteFile(srt, []byte("1\n00:00:00,000 --> 00:00:00,200\nhello\n"), 0o644)
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-i", in, "-i", srt, "-map", "0:v", "-map", "1", "-c:v", "mpeg2video", "-flags", "+ildct+ilme", "-top", "1", "-c:s", "srt",
+		filepath.Join(dir, "subs.mkv")).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, out)
+	}
 	for body, want := range map[string]int{
 		`{"video_path": "in.mpg", "save_result_path": "served-double.mkv", "deinterlace": "double"}`: 12,
 		`{"video_path": "in.mpg", "save_result_path": "served-auto.mkv"}`:                            6,
+		`{"video_path": "subs.mkv", "save_result_path": "nosubs.mkv", "no_subtitles": true}`:         6,
 	} {
 		resp, err := http.Post(srv.URL+"/v1/tasks/video/", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -105,6 +115,11 @@ func TestDeinterlaceJob(t *testing.T) {
 		info, err := video.Probe(context.Background(), m["save_result_path"].(string))
 		if err != nil || info.Frames != want || info.FieldOrder != "progressive" {
 			t.Errorf("%s: output %+v, %v; want %d progressive frames", body, info, err, want)
+		}
+		if strings.Contains(body, "no_subtitles") {
+			if dropped := fmt.Sprint(m["dropped"]); !strings.Contains(dropped, "--no-subtitles") || len(info.Streams) != 1 {
+				t.Errorf("%s: dropped %s, %d streams out; want the subtitles left out", body, dropped, len(info.Streams))
+			}
 		}
 	}
 }

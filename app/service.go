@@ -250,7 +250,7 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 // requestFields are the request's fields that are not model parameters.
 var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_result_path": true, "overwrite": true,
 	"model": true, "codec": true, "crf": true, "preset": true, "pix_fmt": true, "max_frames": true, "batch": true,
-	"segments": true, "target_shape": true, "params": true, "deinterlace": true}
+	"segments": true, "target_shape": true, "params": true, "deinterlace": true, "no_subtitles": true, "no_metadata": true}
 
 // values turns a request's model parameters (its fields, and its params
 // object) into l's parameter values, refusing those of other families.
@@ -484,6 +484,8 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 		job.Deinterlace = video.DeinterlaceAuto
 	}
 	job.Encode.NoReplace = !t.Replace
+	job.Encode.NoSubtitles = job.Encode.NoSubtitles || q.NoSubtitles
+	job.Encode.NoMetadata = job.Encode.NoMetadata || q.NoMetadata
 	// The task runs on a free group: the same model there.
 	var g int
 	select {

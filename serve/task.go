@@ -65,6 +65,11 @@ type Request struct {
 	// Deinterlace is vsr restore's --deinterlace: auto (the default),
 	// bwdif, yadif, double or off.
 	Deinterlace string `json:"deinterlace,omitempty"`
+	// NoSubtitles and NoMetadata are vsr restore's --no-subtitles and
+	// --no-metadata: leave the input's subtitles and attachments, or its
+	// tags, chapters and timecode, out of the output.
+	NoSubtitles bool `json:"no_subtitles,omitempty"`
+	NoMetadata  bool `json:"no_metadata,omitempty"`
 	// Params sets model parameters by request field name, for those
 	// without a field of their own here (a family's newer parameters):
 	// {"reae_frame_batch": 0}.
