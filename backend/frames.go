@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -49,6 +50,11 @@ type PixelFormat struct {
 	// Siting is where the chroma samples of a subsampled input sit; zero
 	// (SitingLeft) for the others.
 	Siting Siting
+	// Source is the depth of the samples of an input widened to Depth
+	// (shifted left by Depth - Source, as a 10-bit input decoded as
+	// yuv444p16le), which sets full range's scale (see Inverse); 0 is
+	// Depth.
+	Source int
 }
 
 // Layout is how a frame's samples are arranged.
@@ -324,7 +330,9 @@ type Inverse struct {
 	KY, OY, KC, OC, RV, GU, GV, BU float32
 }
 
-// Inverse returns the conversion of YCbCr frames of f (of f's depth) to RGB.
+// Inverse returns the conversion of YCbCr frames of f (of f's depth) to
+// RGB. Full range's white is (2^S - 1) 2^(D-S) for f's Source depth S and
+// Depth D (2^D - 1 when S is D).
 func (f PixelFormat) Inverse() Inverse {
 	kr, kb := 0.299, 0.114
 	switch f.YCbCr.Matrix {
@@ -337,7 +345,9 @@ func (f PixelFormat) Inverse() Inverse {
 	d := f.depth()
 	ky, oy, kc, oc := 1/(219*math.Ldexp(1, d-8)), 16*math.Ldexp(1, d-8), 1/(224*math.Ldexp(1, d-8)), 128*math.Ldexp(1, d-8)
 	if f.YCbCr.Full {
-		top := math.Ldexp(1, d) - 1
+		// White is 2^S - 1 at the source depth S, shifted to depth d.
+		s := cmp.Or(f.Source, d)
+		top := (math.Ldexp(1, s) - 1) * math.Ldexp(1, d-s)
 		ky, oy, kc, oc = 1/top, 0, 1/top, math.Ldexp(1, d-1)
 	}
 	return Inverse{KY: float32(ky), OY: float32(oy), KC: float32(kc), OC: float32(oc),

@@ -265,3 +265,17 @@ func TestYUVAgainstFFmpeg(t *testing.T) {
 		}
 	}
 }
+
+// TestInverseSource: full-range white of a 10-bit input widened to 16 bits
+// (1023 << 6 = 65472) converts to 1, not 65472/65535, and the 16-bit
+// format's own white (65535) to 1 as before.
+func TestInverseSource(t *testing.T) {
+	f := YUV16(YCbCr{Matrix: BT709, Full: true})
+	if c := f.Inverse(); (65535-c.OY)*c.KY != 1 {
+		t.Errorf("16-bit white gives %v", (65535-c.OY)*c.KY)
+	}
+	f.Source = 10
+	if c := f.Inverse(); (65472-c.OY)*c.KY != 1 || c.OC != 32768 {
+		t.Errorf("10-bit white widened to 16 bits gives %v, chroma offset %v", (65472-c.OY)*c.KY, c.OC)
+	}
+}

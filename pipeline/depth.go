@@ -80,6 +80,9 @@ func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 		} else {
 			c := backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range)
 			f.decode, f.in = "yuv444p16le", backend.YUV16(c)
+			if d := InputDepth(info); d < 16 {
+				f.in.Source = d // shifted, its range kept (video.NewDecoder)
+			}
 			if in, ok := backend.ParseInput(info.PixFmt, c, backend.ParseSiting(info.Colour.ChromaLocation)); ok {
 				f.decode, f.in = info.PixFmt, in
 			}
