@@ -160,19 +160,26 @@ var (
 )
 
 // ParseYCbCr maps ffmpeg's colour names (colorspace and color_range, as
-// ffprobe reports them) to a YCbCr: bt709, bt2020nc (and bt2020c, which is
-// converted as bt2020nc), anything else (bt470bg, smpte170m, unspecified)
-// BT.601; range "pc" or "jpeg" full, anything else limited.
-func ParseYCbCr(matrix, rng string) YCbCr {
+// ffprobe reports them) to a YCbCr, and reports whether the backends
+// convert that matrix: bt709, bt2020nc (and bt2020c, which is converted as
+// bt2020nc, as swscale does), BT.601 for bt470bg, smpte170m and an
+// unspecified one ("", "unknown"); any other (smpte240m, fcc, ycgco, ...)
+// gives BT.601 and false. Range "pc" or "jpeg" is full, anything else
+// limited.
+func ParseYCbCr(matrix, rng string) (YCbCr, bool) {
 	var c YCbCr
+	known := true
 	switch matrix {
 	case "bt709":
 		c.Matrix = BT709
 	case "bt2020nc", "bt2020c", "bt2020_ncl", "bt2020_cl":
 		c.Matrix = BT2020NC
+	case "", "unknown", "bt470bg", "smpte170m":
+	default:
+		known = false
 	}
 	c.Full = rng == "pc" || rng == "jpeg"
-	return c
+	return c, known
 }
 
 // ParsePixelFormat returns the format of ffmpeg pixel format name with

@@ -65,10 +65,16 @@ func TestYUV420PUnchanged(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("yuv420p of untagged input differs from the fixed BT.601 conversion")
 	}
-	if f, ok := ParsePixelFormat("yuv420p", ParseYCbCr("", "")); !ok || f != YUV420P {
+	if f, ok := ParsePixelFormat("yuv420p", YCbCr{}); !ok || f != YUV420P {
 		t.Fatalf("yuv420p of an untagged input parses as %v", f)
 	}
-	if f, _ := ParsePixelFormat("yuv420p", ParseYCbCr("smpte170m", "tv")); f != YUV420P {
+	if c, known := ParseYCbCr("smpte170m", "tv"); !known || c != (YCbCr{}) {
+		t.Errorf("smpte170m tv: %v %v", c, known)
+	}
+	if _, known := ParseYCbCr("smpte240m", "tv"); known {
+		t.Error("smpte240m is not converted by the backends, but ParseYCbCr knows it")
+	}
+	if f, _ := ParsePixelFormat("yuv420p", YCbCr{}); f != YUV420P {
 		t.Fatalf("smpte170m tv is not the default conversion: %v", f)
 	}
 }

@@ -20,7 +20,9 @@ import (
 // a backend writes it (backend.ParsePixelFormat: yuv420p, and 10, 12 and
 // 16-bit yuv420p/yuv444p), converted with the input's YCbCr matrix and
 // range, else as rgb24 or rgb48le (by the encoder's depth), which ffmpeg
-// converts.
+// converts. A YCbCr matrix the backends do not convert (smpte240m, fcc,
+// ycgco: backend.ParseYCbCr) is left to ffmpeg both ways: the input is
+// decoded as rgb24 or rgb48le, and the output leaves as RGB.
 
 // InputDepth is the bits a sample of info's video: Info.Depth, or when
 // that is unset, the depth its pixel format names.
@@ -74,11 +76,11 @@ type formats struct {
 // frames and encoded in pixFmt ("" is DefaultPixFmt).
 func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 	f := formats{decode: "rgb24", in: backend.RGB24, out: backend.RGB24}
+	c, known := backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range)
 	if InputDepth(info) > 8 {
-		if rgbInput(info) {
+		if rgbInput(info) || !known {
 			f.decode, f.in = "rgb48le", backend.RGB48
 		} else {
-			c := backend.ParseYCbCr(info.Colour.Matrix, info.Colour.Range)
 			f.decode, f.in = "yuv444p16le", backend.YUV16(c)
 			if d := InputDepth(info); d < 16 {
 				f.in.Source = d // shifted, its range kept (video.NewDecoder)
@@ -92,7 +94,8 @@ func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 		pixFmt = DefaultPixFmt(info)
 	}
 	oc := outputColour(info)
-	if out, ok := backend.ParsePixelFormat(pixFmt, backend.ParseYCbCr(oc.Matrix, oc.Range)); ok && out.CheckSize(ow, oh) == nil {
+	oy, known := backend.ParseYCbCr(oc.Matrix, oc.Range)
+	if out, ok := backend.ParsePixelFormat(pixFmt, oy); ok && known && out.CheckSize(ow, oh) == nil {
 		f.out = out
 	} else if d, _, _, _ := video.PixFmtInfo(pixFmt); d > 8 {
 		f.out = backend.RGB48

@@ -320,6 +320,47 @@ func TestColourRoundTrip(t *testing.T) {
 	}
 }
 
+// TestUnknownMatrix restores an 8-bit clip in a matrix the backends do not
+// convert (smpte240m) through an engine that returns its input: ffmpeg
+// converts it both ways, and each sample comes back within 2 levels. The
+// backends had written BT.601 into an output tagged smpte240m.
+func TestUnknownMatrix(t *testing.T) {
+	ffmpegOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mkv")
+	runFFmpeg(t, "-f", "lavfi", "-i", "color=c=0xC83C28:s=16x8:r=1:d=1,format=yuv420p", "-f", "lavfi", "-i", "color=c=0x2896D2:s=16x8:r=1:d=1,format=yuv420p",
+		"-filter_complex", "[0][1]concat=n=2", "-c:v", "ffv1", "-colorspace", "smpte240m", "-color_range", "tv", in)
+	info, err := video.Probe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Colour = video.Colour{Matrix: "smpte240m", Range: "tv"} // as the probe reports it
+	eng := &identityEngine{b: cpu.New(1)}
+	if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: eng, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := runFFmpeg(t, "-i", in, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+	got := runFFmpeg(t, "-i", out, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+	if len(got) != len(want) {
+		t.Fatalf("%d bytes out, %d in", len(got), len(want))
+	}
+	worst := 0
+	for i := range want {
+		worst = max(worst, int(want[i])-int(got[i]), int(got[i])-int(want[i]))
+	}
+	if worst > 2 {
+		t.Errorf("a sample is %d levels off after a restore that changes nothing", worst)
+	}
+	if f := frameFormats(info, "yuv420p10le", 16, 8); f.out != backend.RGB48 {
+		t.Errorf("smpte240m to yuv420p10le leaves the backend as %v, want rgb48le", f.out)
+	}
+	if f := frameFormats(&video.Info{PixFmt: "yuv420p10le", Colour: info.Colour}, "", 16, 8); f.decode != "rgb48le" || f.in != backend.RGB48 {
+		t.Errorf("a 10-bit smpte240m input is decoded as %s (%v), want rgb48le", f.decode, f.in)
+	}
+}
+
 // TestLiveDeep: a live stream encoded to a 10-bit format is decoded and
 // restored at 16 bits (a live source is not probed: the output format
 // asked for decides), and an 8-bit one as before.
