@@ -1,7 +1,13 @@
 package pipeline
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/video"
@@ -64,6 +70,85 @@ func DefaultPixFmt(info *video.Info) string {
 	}
 	return fmt.Sprintf("yuv%sp%dle", sub, bits)
 }
+
+// EncodablePixFmt is the output pixel format when none is asked for, for
+// an output of extension ext encoded with enc (its PixFmt ignored):
+// DefaultPixFmt(info) when the encoder takes it (its pixel format list
+// and video.CheckEncode), else
+// the deepest format at or below it that the encoder takes, its chroma
+// subsampling first, then coarser (4:4:4, 4:2:2, 4:2:0) and shallower (16,
+// 12, 10 bits), finally yuv420p; with a drop saying the depth was reduced
+// and why (nil when it was not). The error is CheckEncode's on the
+// default when the encoder takes none of them.
+func EncodablePixFmt(ctx context.Context, ext string, enc video.EncodeOptions, info *video.Info) (string, *video.Drop, error) {
+	def := DefaultPixFmt(info)
+	enc.PixFmt = def
+	if def == "yuv420p" {
+		return def, nil, nil
+	}
+	takes := encoderPixFmts(ctx, cmp.Or(enc.Codec, video.DefaultCodec(ctx, ext)))
+	err := video.CheckEncode(ctx, ext, enc)
+	if err == nil && takes(def) {
+		return def, nil, nil
+	}
+	d, chroma, _, _ := video.PixFmtInfo(def)
+	subs := []string{"444", "422", "420"}
+	switch chroma {
+	case "4:2:2":
+		subs = subs[1:]
+	case "4:2:0":
+		subs = subs[2:]
+	}
+	var tries []string
+	for _, bits := range []int{16, 12, 10} {
+		for _, sub := range subs {
+			if bits <= d && fmt.Sprintf("yuv%sp%dle", sub, bits) != def {
+				tries = append(tries, fmt.Sprintf("yuv%sp%dle", sub, bits))
+			}
+		}
+	}
+	for _, pf := range append(tries, "yuv420p") {
+		enc.PixFmt = pf
+		if takes(pf) && video.CheckEncode(ctx, ext, enc) == nil {
+			return pf, &video.Drop{What: def, Why: fmt.Sprintf("encoder %s does not take it: reduced to %s; choose another --codec to keep it", cmp.Or(enc.Codec, "default"), pf)}, nil
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("encoder %s takes none of %s and the shallower formats", enc.Codec, def)
+	}
+	return "", nil, err
+}
+
+// encoderPixFmts reports whether encoder codec takes a pixel format, by
+// the list of `ffmpeg -h encoder=codec` (ffmpeg picks another format
+// itself, with a warning only, for one it does not take); any format when
+// the list cannot be read. Lists are kept per codec.
+func encoderPixFmts(ctx context.Context, codec string) func(string) bool {
+	all := func(string) bool { return true }
+	if v, ok := pixFmtLists.Load(codec); ok {
+		return v.(func(string) bool)
+	}
+	ffmpeg, err := video.FFmpeg()
+	if err != nil || codec == "" || strings.HasPrefix(codec, "-") {
+		return all
+	}
+	out, err := exec.CommandContext(ctx, ffmpeg, "-hide_banner", "-h", "encoder="+codec).Output()
+	if err != nil {
+		return all
+	}
+	takes := all
+	for _, line := range strings.Split(string(out), "\n") {
+		if list, ok := strings.CutPrefix(strings.TrimSpace(line), "Supported pixel formats:"); ok {
+			names := strings.Fields(list)
+			takes = func(pf string) bool { return slices.Contains(names, pf) }
+		}
+	}
+	pixFmtLists.Store(codec, takes)
+	return takes
+}
+
+// pixFmtLists holds encoderPixFmts' answers.
+var pixFmtLists sync.Map
 
 // formats is how frames travel for one video: the decoder's pixel format,
 // the model's input and the backend's output (the encoder's input).

@@ -361,6 +361,33 @@ func TestUnknownMatrix(t *testing.T) {
 	}
 }
 
+// TestDefaultPixFmtReduced restores a 12-bit 4:4:4 input to .mp4 with
+// libx264, which takes at most 10 bits: the default output format is the
+// deepest libx264 takes, yuv444p10le, and the report says the depth was
+// reduced. ffmpeg had reduced the default (yuv444p12le) without a word.
+func TestDefaultPixFmtReduced(t *testing.T) {
+	ffmpegOrSkip(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mp4")
+	runFFmpeg(t, "-f", "lavfi", "-i", "testsrc2=s=32x16:r=5:d=0.4,format=yuv444p12le", "-c:v", "ffv1", in)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := video.Probe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Restore(ctx, Request{Input: in, Output: out, Engine: &identityEngine{b: cpu.New(1)}, Info: info, Encode: video.EncodeOptions{Codec: "libx264"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf := pixFmtOf(t, out); pf != "yuv444p10le" {
+		t.Errorf("a 12-bit 4:4:4 input to libx264 gave %s, want yuv444p10le", pf)
+	}
+	if d := res.Carried.Dropped; len(d) == 0 || d[len(d)-1].What != "yuv444p12le" || !strings.Contains(d[len(d)-1].Why, "yuv444p10le") {
+		t.Errorf("the report does not say the depth was reduced: %+v", d)
+	}
+}
+
 // TestLiveDeep: a live stream encoded to a 10-bit format is decoded and
 // restored at 16 bits (a live source is not probed: the output format
 // asked for decides), and an 8-bit one as before.
