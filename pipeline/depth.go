@@ -188,6 +188,13 @@ func frameFormats(info *video.Info, pixFmt string, ow, oh int) formats {
 	return f
 }
 
+// OutputFormat is the format the backends write w x h frames in for an
+// encoder taking pixFmt ("" is yuv420p) from an 8-bit input of unspecified
+// colour: what a service warms up.
+func OutputFormat(pixFmt string, w, h int) backend.PixelFormat {
+	return frameFormats(&video.Info{PixFmt: "yuv420p"}, cmp.Or(pixFmt, "yuv420p"), w, h).out
+}
+
 // rgbInput reports whether info's samples are RGB (or gray), not YCbCr.
 func rgbInput(info *video.Info) bool {
 	_, _, rgb, _ := video.PixFmtInfo(info.PixFmt)

@@ -388,6 +388,19 @@ func TestDefaultPixFmtReduced(t *testing.T) {
 	}
 }
 
+// TestOutputFormat: a service warms up the format the backends write for
+// the encoder's pixel format (a 10-bit yuv420p10le, not rgb24 as the old
+// rule had it).
+func TestOutputFormat(t *testing.T) {
+	yuv10, _ := backend.ParsePixelFormat("yuv420p10le", backend.YCbCr{})
+	for pf, want := range map[string]backend.PixelFormat{"": backend.YUV420P, "yuv420p": backend.YUV420P, "yuv420p10le": yuv10,
+		"yuv422p10le": backend.RGB48, "yuv444p": backend.RGB24, "rgb24": backend.RGB24} {
+		if got := OutputFormat(pf, 64, 32); got != want {
+			t.Errorf("--pix-fmt %q: warms up %v, want %v", pf, got, want)
+		}
+	}
+}
+
 // TestLiveDeep: a live stream encoded to a 10-bit format is decoded and
 // restored at 16 bits (a live source is not probed: the output format
 // asked for decides), and an 8-bit one as before.
