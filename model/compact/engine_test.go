@@ -52,3 +52,19 @@ func TestEngineDeepOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestUpscaleFormatPackedRGB: UpscaleFormat, which tiles packed RGB, takes
+// rgb24 and rgb48le only, not the YUV that may enter an engine (it had
+// taken yuv444p16le as if it were 6-byte pixels).
+func TestUpscaleFormatPackedRGB(t *testing.T) {
+	m, err := LoadBundled(cpu.New(1), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	f := backend.YUV16(backend.YCbCr{})
+	in, out := make([]byte, f.FrameBytes(8, 8)), make([]byte, f.FrameBytes(16, 16))
+	if err := m.UpscaleFormat(context.Background(), f, in, 1, 8, 8, out, 0); err == nil {
+		t.Error("yuv444p16le frames went through UpscaleFormat as packed RGB")
+	}
+}
