@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -283,5 +284,24 @@ func TestInverseSource(t *testing.T) {
 	f.Source = 10
 	if c := f.Inverse(); (65472-c.OY)*c.KY != 1 || c.OC != 32768 {
 		t.Errorf("10-bit white widened to 16 bits gives %v, chroma offset %v", (65472-c.OY)*c.KY, c.OC)
+	}
+}
+
+// TestCheckInput: one check says which frames can enter a model; the zero
+// PixelFormat is no format (it had been named rgb24 without being RGB24),
+// and a widened input's Source must be a depth of 9 to Depth bits.
+func TestCheckInput(t *testing.T) {
+	if (PixelFormat{}).Name() == "rgb24" || (PixelFormat{}).CheckInput() == nil {
+		t.Errorf("the zero PixelFormat is named %s and enters a model", PixelFormat{}.Name())
+	}
+	if err := RGBToYUV(make([]byte, 64), make([]byte, 64), PixelFormat{Layout: YUV420}, 1, 4, 2); err == nil {
+		t.Error("RGBToYUV took a YUV format without a depth")
+	}
+	bad := YUV16(YCbCr{})
+	bad.Source = 8
+	for _, f := range []PixelFormat{RGB24, RGB48, YUV16(YCbCr{}), {Layout: YUV420, Depth: 10}, YUV420P, bad} {
+		if err := f.CheckInput(); (err == nil) != (f != YUV420P && f != bad) || err != nil && !strings.Contains(err.Error(), "cannot enter a model: use rgb24") {
+			t.Errorf("%v: %v", f, err)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
 func (r Engine) Device() string { return r.M.b.Name() }
 
 // NewBatch allocates staging for up to n frames of w x h that come in
-// format in (see backend.PixelFormat.IsInput) and whose results go out in
+// format in (see backend.PixelFormat.CheckInput) and whose results go out in
 // format f.
 func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
 	ow, oh := r.OutputSize(w, h)
@@ -60,8 +60,8 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 	if err := f.CheckSize(ow, oh); err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	if !in.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", in.Name())
+	if err := in.CheckInput(); err != nil {
+		return nil, err
 	}
 	if s, ok := r.M.b.(backend.Streaming); ok {
 		slot, err := s.NewSlot(n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
