@@ -212,14 +212,37 @@ func outputColour(info *video.Info) video.Colour {
 	return c
 }
 
-// liveFormats are the formats of a live stream encoded in pixFmt: a
-// source is not probed, so its frames come decoded as rgb24, or as rgb48le
-// when pixFmt is deeper than 8 bits; their colour is unknown (BT.601
-// limited range).
-func liveFormats(pixFmt string, ow, oh int) formats {
+// liveFormats are the formats of a live stream encoded in pixFmt, with
+// the output's colour c (liveColour): a source is not probed, so its
+// frames come decoded as rgb24, or as rgb48le when pixFmt is deeper than
+// 8 bits, and a YCbCr output is converted with c's matrix and range.
+func liveFormats(pixFmt string, c video.Colour, ow, oh int) formats {
 	src := "rgb24"
 	if d, _, _, _ := video.PixFmtInfo(pixFmt); d > 8 {
 		src = "rgb48le"
 	}
-	return frameFormats(&video.Info{PixFmt: src}, pixFmt, ow, oh)
+	f := frameFormats(&video.Info{PixFmt: src}, pixFmt, ow, oh)
+	if f.out.Layout != backend.PackedRGB {
+		f.out.YCbCr, _ = backend.ParseYCbCr(c.Matrix, c.Range)
+	}
+	return f
+}
+
+// liveColour is the colour of a live output whose source has colour c
+// (primaries and transfer: its frames are RGB): with primaries, c with the
+// matrix they imply (bt709 for bt709, bt2020nc for bt2020, else smpte170m,
+// BT.601) and limited range, tagged so that players need not guess; an
+// untagged source gives an untagged output (BT.601), as a file does.
+func liveColour(c video.Colour) video.Colour {
+	if c.Primaries == "" || c.Primaries == "unknown" {
+		return c
+	}
+	c.Matrix, c.Range = "smpte170m", "tv"
+	switch c.Primaries {
+	case "bt709":
+		c.Matrix = "bt709"
+	case "bt2020":
+		c.Matrix = "bt2020nc"
+	}
+	return c
 }
