@@ -78,8 +78,10 @@ func DefaultPixFmt(info *video.Info) string {
 // the deepest format at or below it that the encoder takes, its chroma
 // subsampling first, then coarser (4:4:4, 4:2:2, 4:2:0) and shallower (16,
 // 12, 10 bits), finally yuv420p; with a drop saying the depth was reduced
-// and why (nil when it was not). The error is CheckEncode's on the
-// default when the encoder takes none of them.
+// and why (nil when it was not). When the list has none of them but
+// CheckEncode passes the default, it is the default (ffmpeg converts it to
+// a format of the encoder's); the error is CheckEncode's on the default
+// when it fails and the encoder takes none of them.
 func EncodablePixFmt(ctx context.Context, ext string, enc video.EncodeOptions, info *video.Info) (string, *video.Drop, error) {
 	def := DefaultPixFmt(info)
 	enc.PixFmt = def
@@ -113,8 +115,8 @@ func EncodablePixFmt(ctx context.Context, ext string, enc video.EncodeOptions, i
 			return pf, &video.Drop{What: def, Why: fmt.Sprintf("encoder %s does not take it: reduced to %s; choose another --codec to keep it", cmp.Or(enc.Codec, "default"), pf)}, nil
 		}
 	}
-	if err == nil {
-		err = fmt.Errorf("encoder %s takes none of %s and the shallower formats", enc.Codec, def)
+	if err == nil { // none of these YCbCr formats is in the list (an RGB or image encoder): ffmpeg chooses
+		return def, nil, nil
 	}
 	return "", nil, err
 }
