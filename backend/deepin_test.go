@@ -127,7 +127,7 @@ func TestDeepInputLayouts(t *testing.T) {
 				if l == YUV444 && s != SitingLeft {
 					continue
 				}
-				if !f.IsInput() {
+				if f.CheckInput() != nil {
 					t.Fatalf("%v is not an input", f)
 				}
 				src := make([]byte, f.FrameBytes(w, h))
@@ -154,7 +154,7 @@ func TestDeepInputLayouts(t *testing.T) {
 	}
 	for name, ok := range map[string]bool{"yuv420p10le": true, "yuv422p12le": true, "yuv444p16le": true, "yuv420p": false, "p010le": false, "yuv420p10be": false, "yuv420p9le": false} {
 		f, got := ParseInput(name, YCbCr{}, SitingCenter)
-		if got != ok || ok && (f.Name() != name || !f.IsInput() || (f.Layout == YUV444) != (f.Siting == SitingLeft)) {
+		if got != ok || ok && (f.Name() != name || f.CheckInput() != nil || (f.Layout == YUV444) != (f.Siting == SitingLeft)) {
 			t.Errorf("ParseInput(%q) = %v, %v", name, f, got)
 		}
 	}

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -49,6 +50,11 @@ type PixelFormat struct {
 	// Siting is where the chroma samples of a subsampled input sit; zero
 	// (SitingLeft) for the others.
 	Siting Siting
+	// Source is the depth of the samples of an input widened to Depth
+	// (shifted left by Depth - Source, as a 10-bit input decoded as
+	// yuv444p16le), which sets full range's scale (see Inverse); 0 is
+	// Depth.
+	Source int
 }
 
 // Layout is how a frame's samples are arranged.
@@ -154,19 +160,26 @@ var (
 )
 
 // ParseYCbCr maps ffmpeg's colour names (colorspace and color_range, as
-// ffprobe reports them) to a YCbCr: bt709, bt2020nc (and bt2020c, which is
-// converted as bt2020nc), anything else (bt470bg, smpte170m, unspecified)
-// BT.601; range "pc" or "jpeg" full, anything else limited.
-func ParseYCbCr(matrix, rng string) YCbCr {
+// ffprobe reports them) to a YCbCr, and reports whether the backends
+// convert that matrix: bt709, bt2020nc (and bt2020c, which is converted as
+// bt2020nc, as swscale does), BT.601 for bt470bg, smpte170m and an
+// unspecified one ("", "unknown"); any other (smpte240m, fcc, ycgco, ...)
+// gives BT.601 and false. Range "pc" or "jpeg" is full, anything else
+// limited.
+func ParseYCbCr(matrix, rng string) (YCbCr, bool) {
 	var c YCbCr
+	known := true
 	switch matrix {
 	case "bt709":
 		c.Matrix = BT709
 	case "bt2020nc", "bt2020c", "bt2020_ncl", "bt2020_cl":
 		c.Matrix = BT2020NC
+	case "", "unknown", "bt470bg", "smpte170m":
+	default:
+		known = false
 	}
 	c.Full = rng == "pc" || rng == "jpeg"
-	return c
+	return c, known
 }
 
 // ParsePixelFormat returns the format of ffmpeg pixel format name with
@@ -188,13 +201,9 @@ func ParsePixelFormat(name string, c YCbCr) (PixelFormat, bool) {
 	return PixelFormat{}, false
 }
 
-// depth is f's bits per sample.
-func (f PixelFormat) depth() int {
-	if f.Depth == 0 {
-		return 8
-	}
-	return f.Depth
-}
+// depth is f's bits per sample (0 for the zero PixelFormat, which is no
+// format: it is named "PixelFormat(0,0)" and no backend takes it).
+func (f PixelFormat) depth() int { return f.Depth }
 
 // Wide reports whether samples take two bytes (little-endian).
 func (f PixelFormat) Wide() bool { return f.depth() > 8 }
@@ -202,13 +211,14 @@ func (f PixelFormat) Wide() bool { return f.depth() > 8 }
 // Name is f's ffmpeg pixel format name.
 func (f PixelFormat) Name() string {
 	d := f.depth()
-	switch f.Layout {
-	case PackedRGB:
+	switch {
+	case d == 0:
+	case f.Layout == PackedRGB:
 		if d == 8 {
 			return "rgb24"
 		}
 		return fmt.Sprintf("rgb%dle", 3*d)
-	case YUV420, YUV422, YUV444:
+	case f.Layout == YUV420, f.Layout == YUV422, f.Layout == YUV444:
 		name := [...]string{YUV420: "yuv420p", YUV422: "yuv422p", YUV444: "yuv444p"}[f.Layout]
 		if d == 8 {
 			return name
@@ -289,14 +299,14 @@ func ParseInput(name string, c YCbCr, s Siting) (PixelFormat, bool) {
 	return PixelFormat{}, false
 }
 
-// IsInput reports whether frames of f can enter a model: RGB24, RGB48 or
-// YCbCr of 10, 12 or 16 bits (YUV16, ParseInput's).
-func (f PixelFormat) IsInput() bool {
-	if f == RGB24 || f == RGB48 {
-		return true
-	}
+// CheckInput says why frames of f cannot enter a model, or nil: they can
+// in RGB24, RGB48 or YCbCr of 10, 12 or 16 bits (YUV16, ParseInput's).
+func (f PixelFormat) CheckInput() error {
 	d := f.Depth
-	return f.Layout != PackedRGB && (d == 10 || d == 12 || d == 16) && (f.Layout != YUV444 || f.Siting == SitingLeft)
+	if f == RGB24 || f == RGB48 || f.Layout != PackedRGB && (d == 10 || d == 12 || d == 16) && (f.Layout != YUV444 || f.Siting == SitingLeft) && (f.Source == 0 || f.Source > 8 && f.Source <= d) {
+		return nil
+	}
+	return fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
 }
 
 // Model is the RGB format a model's frames have for input f: RGB24 for
@@ -324,7 +334,9 @@ type Inverse struct {
 	KY, OY, KC, OC, RV, GU, GV, BU float32
 }
 
-// Inverse returns the conversion of YCbCr frames of f (of f's depth) to RGB.
+// Inverse returns the conversion of YCbCr frames of f (of f's depth) to
+// RGB. Full range's white is (2^S - 1) 2^(D-S) for f's Source depth S and
+// Depth D (2^D - 1 when S is D).
 func (f PixelFormat) Inverse() Inverse {
 	kr, kb := 0.299, 0.114
 	switch f.YCbCr.Matrix {
@@ -337,7 +349,9 @@ func (f PixelFormat) Inverse() Inverse {
 	d := f.depth()
 	ky, oy, kc, oc := 1/(219*math.Ldexp(1, d-8)), 16*math.Ldexp(1, d-8), 1/(224*math.Ldexp(1, d-8)), 128*math.Ldexp(1, d-8)
 	if f.YCbCr.Full {
-		top := math.Ldexp(1, d) - 1
+		// White is 2^S - 1 at the source depth S, shifted to depth d.
+		s := cmp.Or(f.Source, d)
+		top := (math.Ldexp(1, s) - 1) * math.Ldexp(1, d-s)
 		ky, oy, kc, oc = 1/top, 0, 1/top, math.Ldexp(1, d-1)
 	}
 	return Inverse{KY: float32(ky), OY: float32(oy), KC: float32(kc), OC: float32(oc),
@@ -480,43 +494,54 @@ func (c *Conversion) sample(i int, r, g, b float32) int {
 // f.FrameBytes(w, h) bytes): rgb holds them as RGB24 when f is 8-bit, else
 // as RGB48. See PixelFormat for the arithmetic.
 func RGBToYUV(dst, rgb []byte, f PixelFormat, n, w, h int) error {
-	if f.Layout == PackedRGB {
+	if f.Layout == PackedRGB || f.Depth < 8 {
 		return fmt.Errorf("rgb to yuv: %s is not YUV", f.Name())
 	}
 	if err := f.CheckSize(w, h); err != nil {
 		return err
 	}
-	in := RGB24
-	if f.Wide() {
-		in = RGB48
-	}
+	in := f.Model()
 	if len(rgb) < n*in.FrameBytes(w, h) || len(dst) < n*f.FrameBytes(w, h) {
 		return fmt.Errorf("rgb to yuv: %d frames of %dx%d in buffers of %d and %d bytes", n, w, h, len(rgb), len(dst))
 	}
-	c := f.Conversion()
-	wide := f.Wide()
-	get := func(src []byte, i int) float32 {
-		if wide {
-			return float32(binary.LittleEndian.Uint16(src[2*i:]))
+	if f.Wide() {
+		rgbToYUV[word](dst, rgb, f, n, w, h)
+	} else {
+		rgbToYUV[byte](dst, rgb, f, n, w, h)
+	}
+	return nil
+}
+
+// word is a 16-bit little-endian sample; byte an 8-bit one.
+type word uint16
+
+// rgbToYUV is RGBToYUV's loop for samples of type T: one body per depth,
+// without a test per sample.
+func rgbToYUV[T byte | word](dst, rgb []byte, f PixelFormat, n, w, h int) {
+	sb := 1
+	if f.Wide() {
+		sb = 2
+	}
+	get := func(p []byte, i int) float32 {
+		if ^T(0) == 0xff { // byte: known per instantiation
+			return float32(p[i])
 		}
-		return float32(src[i])
+		return float32(binary.LittleEndian.Uint16(p[2*i:]))
 	}
 	put := func(p []byte, i, v int) {
-		if wide {
-			binary.LittleEndian.PutUint16(p[2*i:], uint16(v))
-		} else {
+		if ^T(0) == 0xff {
 			p[i] = byte(v)
+		} else {
+			binary.LittleEndian.PutUint16(p[2*i:], uint16(v))
 		}
 	}
+	c := f.Conversion()
+	in := f.Model()
 	sub := 1
 	if f.Layout == YUV420 {
 		sub = 2
 	}
 	cw, ch := w/sub, h/sub
-	sb := 1
-	if wide {
-		sb = 2
-	}
 	for fr := 0; fr < n; fr++ {
 		src := rgb[fr*in.FrameBytes(w, h):]
 		Y := dst[fr*f.FrameBytes(w, h):]
@@ -544,7 +569,6 @@ func RGBToYUV(dst, rgb []byte, f PixelFormat, n, w, h int) error {
 			}
 		}
 	}
-	return nil
 }
 
 // Streaming is implemented by backends with their own memory and
@@ -601,7 +625,7 @@ func Output(s Slot, t Tensor, f PixelFormat) (int, error) {
 	return s.Send(sh.N, sh.W, sh.H, f)
 }
 
-// FromFrames converts n frames of h x w in input format f (see IsInput)
+// FromFrames converts n frames of h x w in input format f (see CheckInput)
 // to an (n h w 3) tensor in [0,1] on b.
 func FromFrames(b Backend, data []byte, f PixelFormat, n, h, w int) (Tensor, error) {
 	switch {
@@ -609,8 +633,8 @@ func FromFrames(b Backend, data []byte, f PixelFormat, n, h, w int) (Tensor, err
 		return b.FromRGB8(data, n, h, w)
 	case f == RGB48:
 		return b.FromRGB16(data, n, h, w)
-	case !f.IsInput():
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
+	case f.CheckInput() != nil:
+		return nil, f.CheckInput()
 	case len(data) != n*f.FrameBytes(w, h):
 		return nil, fmt.Errorf("%s frames %dx%dx%d: got %d bytes", f.Name(), n, w, h, len(data))
 	}
@@ -633,10 +657,7 @@ func ToFrames(b Backend, t Tensor, f PixelFormat, dst []byte) error {
 	if err := f.CheckSize(sh.W, sh.H); err != nil {
 		return err
 	}
-	in := RGB24
-	if f.Wide() {
-		in = RGB48
-	}
+	in := f.Model()
 	rgb := make([]byte, sh.N*in.FrameBytes(sh.W, sh.H))
 	if err := ToFrames(b, t, in, rgb); err != nil {
 		return err

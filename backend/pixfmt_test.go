@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -65,10 +66,16 @@ func TestYUV420PUnchanged(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("yuv420p of untagged input differs from the fixed BT.601 conversion")
 	}
-	if f, ok := ParsePixelFormat("yuv420p", ParseYCbCr("", "")); !ok || f != YUV420P {
+	if f, ok := ParsePixelFormat("yuv420p", YCbCr{}); !ok || f != YUV420P {
 		t.Fatalf("yuv420p of an untagged input parses as %v", f)
 	}
-	if f, _ := ParsePixelFormat("yuv420p", ParseYCbCr("smpte170m", "tv")); f != YUV420P {
+	if c, known := ParseYCbCr("smpte170m", "tv"); !known || c != (YCbCr{}) {
+		t.Errorf("smpte170m tv: %v %v", c, known)
+	}
+	if _, known := ParseYCbCr("smpte240m", "tv"); known {
+		t.Error("smpte240m is not converted by the backends, but ParseYCbCr knows it")
+	}
+	if f, _ := ParsePixelFormat("yuv420p", YCbCr{}); f != YUV420P {
 		t.Fatalf("smpte170m tv is not the default conversion: %v", f)
 	}
 }
@@ -262,6 +269,39 @@ func TestYUVAgainstFFmpeg(t *testing.T) {
 					t.Errorf("%v: %d levels from ffmpeg's conversion, more than %d", f, worst, limit)
 				}
 			}
+		}
+	}
+}
+
+// TestInverseSource: full-range white of a 10-bit input widened to 16 bits
+// (1023 << 6 = 65472) converts to 1, not 65472/65535, and the 16-bit
+// format's own white (65535) to 1 as before.
+func TestInverseSource(t *testing.T) {
+	f := YUV16(YCbCr{Matrix: BT709, Full: true})
+	if c := f.Inverse(); (65535-c.OY)*c.KY != 1 {
+		t.Errorf("16-bit white gives %v", (65535-c.OY)*c.KY)
+	}
+	f.Source = 10
+	if c := f.Inverse(); (65472-c.OY)*c.KY != 1 || c.OC != 32768 {
+		t.Errorf("10-bit white widened to 16 bits gives %v, chroma offset %v", (65472-c.OY)*c.KY, c.OC)
+	}
+}
+
+// TestCheckInput: one check says which frames can enter a model; the zero
+// PixelFormat is no format (it had been named rgb24 without being RGB24),
+// and a widened input's Source must be a depth of 9 to Depth bits.
+func TestCheckInput(t *testing.T) {
+	if (PixelFormat{}).Name() == "rgb24" || (PixelFormat{}).CheckInput() == nil {
+		t.Errorf("the zero PixelFormat is named %s and enters a model", PixelFormat{}.Name())
+	}
+	if err := RGBToYUV(make([]byte, 64), make([]byte, 64), PixelFormat{Layout: YUV420}, 1, 4, 2); err == nil {
+		t.Error("RGBToYUV took a YUV format without a depth")
+	}
+	bad := YUV16(YCbCr{})
+	bad.Source = 8
+	for _, f := range []PixelFormat{RGB24, RGB48, YUV16(YCbCr{}), {Layout: YUV420, Depth: 10}, YUV420P, bad} {
+		if err := f.CheckInput(); (err == nil) != (f != YUV420P && f != bad) || err != nil && !strings.Contains(err.Error(), "cannot enter a model: use rgb24") {
+			t.Errorf("%v: %v", f, err)
 		}
 	}
 }

@@ -73,9 +73,10 @@ func runFFmpeg(t *testing.T, args ...string) []byte {
 	return out
 }
 
-// luma10 decodes the luma planes of a video as 10-bit samples.
-func luma10(t *testing.T, path string, w, h int) []int {
-	raw := runFFmpeg(t, "-i", path, "-f", "rawvideo", "-pix_fmt", "yuv420p10le", "-")
+// luma10 decodes the luma planes of a video as 10-bit samples, through
+// ffmpeg's options opts (e.g. a filter keeping the range).
+func luma10(t *testing.T, path string, w, h int, opts ...string) []int {
+	raw := runFFmpeg(t, append(append([]string{"-i", path}, opts...), "-f", "rawvideo", "-pix_fmt", "yuv420p10le", "-")...)
 	fs := 2 * (w*h + 2*(w/2)*(h/2))
 	var y []int
 	for f := 0; f+fs <= len(raw); f += fs {
@@ -134,6 +135,56 @@ func TestDeepRestorePrecision(t *testing.T) {
 		t.Errorf("a 10-bit 4:2:0 input gave %s by default, want yuv420p10le", pf)
 	}
 	want, got := luma10(t, in, w, h), luma10(t, out, w, h)
+	worst := 0
+	for i := range want {
+		worst = max(worst, want[i]-got[i], got[i]-want[i])
+	}
+	if worst > 1 {
+		t.Errorf("luma is up to %d levels (10-bit) off after a restore that changes nothing", worst)
+	}
+}
+
+// TestDeepFullRange restores a full-range ("pc") 10-bit BT.709 luma ramp
+// (every level from 0 to 1023) stored as yuv440p10le, which is decoded as
+// yuv444p16le, through an engine that returns its input: each luma sample
+// comes back within 1 level, as a limited-range one does. ffmpeg's
+// automatic conversion to yuv444p16le made the samples limited range
+// while the backend took them as full (1023 arrived as 60314, not 65472).
+func TestDeepFullRange(t *testing.T) {
+	ffmpegOrSkip(t)
+	dir := t.TempDir()
+	w, h := 1024, 2
+	raw := make([]byte, 2*(w*h+2*(w/2)*(h/2)))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			binary.LittleEndian.PutUint16(raw[2*(y*w+x):], uint16(x))
+		}
+	}
+	for i := 2 * w * h; i < len(raw); i += 2 {
+		binary.LittleEndian.PutUint16(raw[i:], 512)
+	}
+	rawPath, in, out := filepath.Join(dir, "in.yuv"), filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mkv")
+	if err := writeFile(rawPath, raw); err != nil {
+		t.Fatal(err)
+	}
+	full := []string{"-color_range", "pc", "-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709"}
+	runFFmpeg(t, append(append([]string{"-f", "rawvideo", "-pix_fmt", "yuv420p10le", "-s", "1024x2", "-r", "1"}, full...),
+		append([]string{"-i", rawPath, "-vf", "scale=in_range=pc:out_range=pc", "-pix_fmt", "yuv440p10le", "-c:v", "ffv1"}, append(full, in)...)...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := video.Probe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Colour = video.Colour{Matrix: "bt709", Range: "pc", Primaries: "bt709", Transfer: "bt709"} // as the probe reports it
+	if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: &identityEngine{b: cpu.New(1)}, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{"-vf", "scale=in_range=pc:out_range=pc"}
+	want, got := luma10(t, in, w, h, keep...), luma10(t, out, w, h, keep...)
+	if len(want) != len(got) || len(want) == 0 {
+		t.Fatalf("%d luma samples out, %d in", len(got), len(want))
+	}
 	worst := 0
 	for i := range want {
 		worst = max(worst, want[i]-got[i], got[i]-want[i])
@@ -206,8 +257,8 @@ func TestDefaultPixFmt(t *testing.T) {
 	if f.decode != "yuv422p12le" || f.in != (backend.PixelFormat{Layout: backend.YUV422, Depth: 12, Siting: backend.SitingCenter}) {
 		t.Errorf("12-bit 4:2:2 input, chroma centred: %+v", f)
 	}
-	for _, pf := range []string{"p010le", "yuv420p10be", "yuv420p9le"} {
-		if f := frameFormats(&video.Info{PixFmt: pf}, "", 64, 64); f.decode != "yuv444p16le" || f.in != backend.YUV16(backend.YCbCr{}) {
+	for pf, d := range map[string]int{"p010le": 10, "yuv420p10be": 10, "yuv420p9le": 9} {
+		if f := frameFormats(&video.Info{PixFmt: pf}, "", 64, 64); f.decode != "yuv444p16le" || f.in.Source != d || f.in.Name() != "yuv444p16le" {
 			t.Errorf("%s input: %+v", pf, f)
 		}
 	}
@@ -265,6 +316,87 @@ func TestColourRoundTrip(t *testing.T) {
 		}
 		if worst > 1 {
 			t.Errorf("%+v: a sample is %d levels off after a restore that changes nothing", c, worst)
+		}
+	}
+}
+
+// TestUnknownMatrix restores an 8-bit clip in a matrix the backends do not
+// convert (smpte240m) through an engine that returns its input: ffmpeg
+// converts it both ways, and each sample comes back within 2 levels. The
+// backends had written BT.601 into an output tagged smpte240m.
+func TestUnknownMatrix(t *testing.T) {
+	ffmpegOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mkv")
+	runFFmpeg(t, "-f", "lavfi", "-i", "color=c=0xC83C28:s=16x8:r=1:d=1,format=yuv420p", "-f", "lavfi", "-i", "color=c=0x2896D2:s=16x8:r=1:d=1,format=yuv420p",
+		"-filter_complex", "[0][1]concat=n=2", "-c:v", "ffv1", "-colorspace", "smpte240m", "-color_range", "tv", in)
+	info, err := video.Probe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.Colour = video.Colour{Matrix: "smpte240m", Range: "tv"} // as the probe reports it
+	eng := &identityEngine{b: cpu.New(1)}
+	if _, err := Restore(ctx, Request{Input: in, Output: out, Engine: eng, Info: info, Encode: video.EncodeOptions{Codec: "ffv1"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := runFFmpeg(t, "-i", in, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+	got := runFFmpeg(t, "-i", out, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-")
+	if len(got) != len(want) {
+		t.Fatalf("%d bytes out, %d in", len(got), len(want))
+	}
+	worst := 0
+	for i := range want {
+		worst = max(worst, int(want[i])-int(got[i]), int(got[i])-int(want[i]))
+	}
+	if worst > 2 {
+		t.Errorf("a sample is %d levels off after a restore that changes nothing", worst)
+	}
+	if f := frameFormats(info, "yuv420p10le", 16, 8); f.out != backend.RGB48 {
+		t.Errorf("smpte240m to yuv420p10le leaves the backend as %v, want rgb48le", f.out)
+	}
+	if f := frameFormats(&video.Info{PixFmt: "yuv420p10le", Colour: info.Colour}, "", 16, 8); f.decode != "rgb48le" || f.in != backend.RGB48 {
+		t.Errorf("a 10-bit smpte240m input is decoded as %s (%v), want rgb48le", f.decode, f.in)
+	}
+}
+
+// TestDefaultPixFmtReduced restores a 12-bit 4:4:4 input to .mp4 with
+// libx264, which takes at most 10 bits: the default output format is the
+// deepest libx264 takes, yuv444p10le, and the report says the depth was
+// reduced. ffmpeg had reduced the default (yuv444p12le) without a word.
+func TestDefaultPixFmtReduced(t *testing.T) {
+	ffmpegOrSkip(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.mkv"), filepath.Join(dir, "out.mp4")
+	runFFmpeg(t, "-f", "lavfi", "-i", "testsrc2=s=32x16:r=5:d=0.4,format=yuv444p12le", "-c:v", "ffv1", in)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := video.Probe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Restore(ctx, Request{Input: in, Output: out, Engine: &identityEngine{b: cpu.New(1)}, Info: info, Encode: video.EncodeOptions{Codec: "libx264"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf := pixFmtOf(t, out); pf != "yuv444p10le" {
+		t.Errorf("a 12-bit 4:4:4 input to libx264 gave %s, want yuv444p10le", pf)
+	}
+	if d := res.Carried.Dropped; len(d) == 0 || d[len(d)-1].What != "yuv444p12le" || !strings.Contains(d[len(d)-1].Why, "yuv444p10le") {
+		t.Errorf("the report does not say the depth was reduced: %+v", d)
+	}
+}
+
+// TestOutputFormat: a service warms up the format the backends write for
+// the encoder's pixel format (a 10-bit yuv420p10le, not rgb24 as the old
+// rule had it).
+func TestOutputFormat(t *testing.T) {
+	yuv10, _ := backend.ParsePixelFormat("yuv420p10le", backend.YCbCr{})
+	for pf, want := range map[string]backend.PixelFormat{"": backend.YUV420P, "yuv420p": backend.YUV420P, "yuv420p10le": yuv10,
+		"yuv422p10le": backend.RGB48, "yuv444p": backend.RGB24, "rgb24": backend.RGB24} {
+		if got := OutputFormat(pf, 64, 32); got != want {
+			t.Errorf("--pix-fmt %q: warms up %v, want %v", pf, got, want)
 		}
 	}
 }

@@ -179,7 +179,7 @@ func (a *audioQueue) flush(enc *video.LiveEncoder, ns int64) error {
 // is ctx's.
 func Live(ctx context.Context, req LiveRequest) (*LiveStats, error) {
 	now := time.Now()
-	f := liveFormats(req.Output.Encode.PixFmt, 2, 2)
+	f := liveFormats(req.Output.Encode.PixFmt, video.Colour{}, 2, 2)
 	req.Input.PixFmt = f.decode
 	r := &liveRun{req: req, m: &liveMeter{start: now, last: now}, lastNS: -1, in: f.in}
 	defer func() {
@@ -325,8 +325,8 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 	}
 	o := r.req.Output
 	o.Encode.Width, o.Encode.Height, o.Audio = ow, oh, dec.AudioTrack()
-	o.Encode.Colour, o.Encode.SAR = dec.Colour(), outputSAR(dec.SAR(), w, h, ow, oh)
-	r.format = liveFormats(o.Encode.PixFmt, ow, oh).out
+	o.Encode.Colour, o.Encode.SAR = liveColour(dec.Colour()), outputSAR(dec.SAR(), w, h, ow, oh)
+	r.format = liveFormats(o.Encode.PixFmt, o.Encode.Colour, ow, oh).out
 	o.Encode.InputPixFmt = r.format.Name()
 	// The sink outlives a cancelled stream, to be finished.
 	enc, err := video.NewLiveEncoder(context.Background(), o)
@@ -361,7 +361,7 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	if ow <= 0 || oh <= 0 {
 		return nil // refused with its message later
 	}
-	f := liveFormats(req.Output.Encode.PixFmt, ow, oh)
+	f := liveFormats(req.Output.Encode.PixFmt, video.Colour{}, ow, oh)
 	b, err := eng.NewBatch(slices.Max(sizes), w, h, f.in, f.out)
 	if err != nil {
 		return err

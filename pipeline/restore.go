@@ -236,12 +236,15 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	// Frames travel in the encoder's pixel format when a backend writes it
 	// (yuv420p: half the bytes of RGB), converted where the model runs; an
 	// input deeper than 8 bits is decoded and restored at 16 bits.
+	var reduced *video.Drop
 	if enc.PixFmt == "" {
 		enc.PixFmt = DefaultPixFmt(info)
-		if enc.PixFmt != "yuv420p" && !req.Discard {
-			// The default follows the input: refuse what the encoder
-			// cannot take before any work, as for a pixel format asked for.
-			if err := video.CheckEncode(ctx, filepath.Ext(req.Output), enc); err != nil {
+		if !req.Discard {
+			// The default follows the input, as deep as the encoder
+			// takes; what it cannot take at all is refused before any
+			// work, as for a pixel format asked for.
+			var err error
+			if enc.PixFmt, reduced, err = EncodablePixFmt(ctx, filepath.Ext(req.Output), enc, info); err != nil {
 				return nil, err
 			}
 		}
@@ -396,6 +399,9 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		carried.Carried = append(carried.Carried, "progressive (deinterlaced with "+string(info.Deinterlace)+")")
 	case info.Interlaced() != "":
 		carried.Dropped = append(carried.Dropped, video.Drop{What: "interlacing", Why: "deinterlacing is off: the frames went to the model as they are, and the output is flagged progressive"})
+	}
+	if reduced != nil {
+		carried.Dropped = append(carried.Dropped, *reduced)
 	}
 	ok = true
 	if !req.Discard { // lists, never null, in JSON

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 )
 
@@ -48,7 +49,8 @@ type Decoder struct {
 // conversion (passthrough mode: -vsync or -fps_mode, whichever this ffmpeg
 // has), so the Decoder yields exactly info.Frames frames. YCbCr is
 // converted to an RGB PixFmt with info.Colour's matrix and range (ffmpeg's
-// default, BT.601, when it has none). The child is
+// default, BT.601, when it has none); YCbCr converted to another YCbCr
+// PixFmt keeps info.Colour's range. The child is
 // killed when ctx is done or Close is called. When info.Frames is 0 (an
 // Info not made by Probe) the Decoder reads until ffmpeg ends instead of
 // checking the count. ffmpeg opens the file as Probe did: unless
@@ -121,14 +123,21 @@ func NewDecoder(ctx context.Context, info *Info, opt DecodeOptions) (*Decoder, e
 		filter = o + "," + filter
 	}
 	args = append(args, orientArgs(info.Orientation)...)
-	if _, _, rgb, _ := PixFmtInfo(pix); rgb && pix != "gray" {
+	_, _, rgb, _ := PixFmtInfo(pix)
+	_, _, inRGB, _ := PixFmtInfo(info.PixFmt)
+	switch {
+	case inRGB || pix == "gray":
+	case rgb:
 		// YCbCr to RGB with the input's matrix and range, whatever
 		// this ffmpeg's default.
-		if _, _, inRGB, _ := PixFmtInfo(info.PixFmt); !inRGB {
-			if f := colourConvert(info.Colour, "in"); f != "" {
-				filter += "," + f + ",format=" + pix
-			}
+		if f := colourConvert(info.Colour, "in"); f != "" {
+			filter += "," + f + ",format=" + pix
 		}
+	case pix != info.PixFmt && slices.Contains(colourRanges, info.Colour.Range):
+		// YCbCr to YCbCr of another layout or depth keeps the range
+		// (ffmpeg's automatic conversion makes full range limited):
+		// the samples are only shifted.
+		filter += ",scale=in_range=" + info.Colour.Range + ":out_range=" + info.Colour.Range + ",format=" + pix
 	}
 	args = append(args, inputArgs(info.Path, info.AllowPlaylists)...)
 	args = append(args, "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", filter)

@@ -1038,8 +1038,8 @@ func (b *Backend) fromFrames(data []byte, f backend.PixelFormat, n, h, w int) (b
 // fromFramesDevice converts frames of input format f at src to a tensor
 // of type dt, on the compute stream.
 func (b *Backend) fromFramesDevice(src cu.DevicePtr, f backend.PixelFormat, s backend.Shape, dt DType) (*Tensor, error) {
-	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
+	if err := f.CheckInput(); err != nil {
+		return nil, err
 	}
 	t, err := b.allocAs(s, dt)
 	if err != nil {

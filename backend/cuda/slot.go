@@ -93,8 +93,8 @@ func (s *Slot) Input(n, h, w int, f backend.PixelFormat) (backend.Tensor, error)
 
 // input is Input into values of type dt.
 func (s *Slot) input(n, h, w int, f backend.PixelFormat, dt DType) (backend.Tensor, error) {
-	if !f.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", f.Name())
+	if err := f.CheckInput(); err != nil {
+		return nil, err
 	}
 	size := n * f.FrameBytes(w, h)
 	if size > s.hin.Size() {

@@ -235,17 +235,23 @@ func outputEncode(f restoreFlags, output string) (video.EncodeOptions, error) {
 }
 
 // inputPixFmt settles the output pixel format when none was asked for: it
-// follows the input (pipeline.DefaultPixFmt), and a format deeper than
-// outputEncode checked is checked the same way, before any work.
+// follows the input (pipeline.DefaultPixFmt), checked before any work;
+// when the encoder takes a shallower one only (pipeline.EncodablePixFmt),
+// it is left to the restore, which reports the reduction.
 func inputPixFmt(enc video.EncodeOptions, info *video.Info, output string) (video.EncodeOptions, error) {
 	if enc.PixFmt != "" {
 		return enc, nil
 	}
-	enc.PixFmt = pipeline.DefaultPixFmt(info)
-	if ext := filepath.Ext(output); ext != "" && enc.PixFmt != "yuv420p" {
-		return enc, video.CheckEncode(context.Background(), ext, enc)
+	ext := filepath.Ext(output)
+	if ext == "" {
+		enc.PixFmt = pipeline.DefaultPixFmt(info)
+		return enc, nil
 	}
-	return enc, nil
+	pf, reduced, err := pipeline.EncodablePixFmt(context.Background(), ext, enc, info)
+	if reduced == nil {
+		enc.PixFmt = pf
+	}
+	return enc, err
 }
 
 // restoreOne restores the probed input into output with ld.

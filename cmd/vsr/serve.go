@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vsr-dev/vsr/app"
-	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/serve"
 )
 
@@ -365,11 +365,7 @@ func newServeRunner(cmd *cobra.Command, f serveFlags, headersOnly bool) (*app.Se
 		if _, serr := fmt.Sscanf(f.warmupSize, "%dx%d", &w, &h); serr != nil || w < 8 || h < 8 || fmt.Sprintf("%dx%d", w, h) != f.warmupSize {
 			err = fmt.Errorf("--warmup-size %q: want WxH, e.g. 2560x1440", f.warmupSize)
 		} else {
-			format := backend.RGB24
-			if cmp.Or(f.base.pixFmt, "yuv420p") == "yuv420p" {
-				format = backend.YUV420P
-			}
-			err = run.Warmup(context.Background(), w, h, format)
+			err = run.Warmup(context.Background(), w, h, pipeline.OutputFormat(f.base.pixFmt, w, h))
 		}
 	}
 	if err != nil {

@@ -50,7 +50,7 @@ func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
 func (r Engine) Device() string { return r.M.b.Name() }
 
 // NewBatch allocates staging for up to n frames of w x h that come in
-// format in (see backend.PixelFormat.IsInput) and whose results go out in
+// format in (see backend.PixelFormat.CheckInput) and whose results go out in
 // format f.
 func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
 	ow, oh := r.OutputSize(w, h)
@@ -60,8 +60,8 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 	if err := f.CheckSize(ow, oh); err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	if !in.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24, rgb48le, or yuv420p, yuv422p or yuv444p of 10, 12 or 16 bits", in.Name())
+	if err := in.CheckInput(); err != nil {
+		return nil, err
 	}
 	if s, ok := r.M.b.(backend.Streaming); ok {
 		slot, err := s.NewSlot(n*in.FrameBytes(w, h), n*f.FrameBytes(ow, oh))
@@ -70,11 +70,16 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 		}
 		return &deviceBatch{Slot: slot, in: in, f: f, w: w, h: h}, nil
 	}
-	// On the host, the model takes and gives RGB of in's depth (mf): the
-	// input converted to it when it is YUV, the result (rgb) resized (rs)
-	// when the engine's size differs, then converted to f.
+	// On the host, the model takes and gives RGB (mf) of 16 bits when in
+	// or f is wider than 8 bits, else 8: the input converted to it when it
+	// differs, the result (rgb) resized (rs) when the engine's size
+	// differs, then converted to f (through tmp, RGB of f's depth, for
+	// YUV of another depth).
 	mw, mh := r.M.OutputSize(w, h)
 	mf := in.Model()
+	if f.Wide() {
+		mf = backend.RGB48
+	}
 	hb := &hostBatch{in: make([]byte, n*in.FrameBytes(w, h)), out: make([]byte, n*f.FrameBytes(ow, oh)), inf: in, mf: mf, f: f, w: w, h: h, ow: ow, oh: oh, mw: mw, mh: mh}
 	if f != mf || mw != ow || mh != oh {
 		hb.rgb = make([]byte, n*mf.FrameBytes(mw, mh))
@@ -84,6 +89,9 @@ func (r Engine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch,
 	}
 	if in != mf {
 		hb.min = make([]byte, n*mf.FrameBytes(w, h))
+	}
+	if f.Layout != backend.PackedRGB && f.Wide() != mf.Wide() {
+		hb.tmp = make([]byte, n*f.Model().FrameBytes(ow, oh))
 	}
 	return hb, nil
 }
@@ -149,13 +157,10 @@ func (r Engine) Start(ctx context.Context, b backend.Batch, k int) error {
 		if b.f.Layout == backend.PackedRGB { // rgb24 <-> rgb48
 			return r.convertHost(b.mf, b.f, rgb, k, b.ow, b.oh, b.out[:k*b.f.FrameBytes(b.ow, b.oh)])
 		}
-		if b.f.Wide() != b.mf.Wide() { // YUV of another depth than the input
-			wide := backend.RGB24
-			if b.f.Wide() {
-				wide = backend.RGB48
-			}
-			tmp := make([]byte, k*wide.FrameBytes(b.ow, b.oh))
-			if err := r.convertHost(b.mf, wide, rgb, k, b.ow, b.oh, tmp); err != nil {
+		if b.tmp != nil { // YUV of another depth than the model's RGB
+			tf := b.f.Model()
+			tmp := b.tmp[:k*tf.FrameBytes(b.ow, b.oh)]
+			if err := r.convertHost(b.mf, tf, rgb, k, b.ow, b.oh, tmp); err != nil {
 				return err
 			}
 			rgb = tmp
@@ -178,6 +183,7 @@ type hostBatch struct {
 	w, h, ow, oh int
 	mw, mh       int    // the model's output size, before any resize
 	rs           []byte // the resized RGB frames, when out holds another format
+	tmp          []byte // the RGB frames at f's depth, when f is YUV of another
 }
 
 // resizeHost resizes n frames of w x h in format f (RGB24 or RGB48) to

@@ -200,7 +200,7 @@ func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte,
 // UpscaleFormat is Upscale for frames in and out in format f, RGB24 or
 // RGB48.
 func (m *Model) UpscaleFormat(ctx context.Context, f backend.PixelFormat, in []byte, n, w, h int, out []byte, tile int) error {
-	if !f.IsInput() {
+	if f != backend.RGB24 && f != backend.RGB48 { // the tiling copies packed RGB
 		return fmt.Errorf("upscale: frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
 	}
 	fh, fw, err := m.fullSizes(h, w)

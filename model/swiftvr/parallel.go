@@ -226,8 +226,8 @@ func (e *Parallel) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Bat
 	if err := f.CheckSize(e.opt.Width, e.opt.Height); err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	if !in.IsInput() {
-		return nil, fmt.Errorf("frames in %s cannot enter a model: use rgb24 or rgb48le", in.Name())
+	if err := in.CheckInput(); err != nil {
+		return nil, err
 	}
 	return &wave{e: e, in: make([]byte, n*in.FrameBytes(w, h)), inf: in, f: f, slots: map[[2]int]backend.Slot{}, waited: true}, nil
 }
