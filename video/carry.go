@@ -327,11 +327,7 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 			}
 			out = append(out, "-map", from(s.index), "-c:a:"+strconv.Itoa(na), codec)
 			na++
-			if codec == "copy" {
-				p.report.carry("%s", s.describe(s.codec))
-			} else {
-				p.report.carry("%s", s.describe(s.codec+" as "+codec))
-			}
+			p.report.carry("%s", s.describe(converted(s.codec, codec)))
 		case s.kind == "subtitle" && o.NoSubtitles:
 			p.report.drop(s.describe(s.codec), "--no-subtitles")
 		case s.kind == "subtitle":
@@ -342,11 +338,7 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 			}
 			out = append(out, "-map", from(s.index), "-c:s:"+strconv.Itoa(ns), codec)
 			ns++
-			if codec == "copy" {
-				p.report.carry("%s", s.describe(s.codec))
-			} else {
-				p.report.carry("%s", s.describe(s.codec+" as "+codec))
-			}
+			p.report.carry("%s", s.describe(converted(s.codec, codec)))
 		case s.kind == "attachment" && o.NoSubtitles:
 			p.report.drop(s.describe(s.codec), "--no-subtitles")
 		case s.kind == "attachment" && (ext == ".mkv" || ext == ".mka" || ext == ".mks"):
@@ -405,4 +397,13 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 	p.output = out
 	p.input = append(p.input, inputArgs(o.StreamsFrom, o.StreamsAllowPlaylists)...)
 	return p, nil
+}
+
+// converted names a stream's codec as carried: itself when copied, else
+// "FROM as TO".
+func converted(from, to string) string {
+	if to == "copy" {
+		return from
+	}
+	return from + " as " + to
 }
