@@ -4,10 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os/exec"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/video"
@@ -88,7 +84,7 @@ func EncodablePixFmt(ctx context.Context, ext string, enc video.EncodeOptions, i
 	if def == "yuv420p" {
 		return def, nil, nil
 	}
-	takes := encoderPixFmts(ctx, cmp.Or(enc.Codec, video.DefaultCodec(ctx, ext)))
+	takes := video.EncoderPixFmts(ctx, cmp.Or(enc.Codec, video.DefaultCodec(ctx, ext)))
 	err := video.CheckEncode(ctx, ext, enc)
 	if err == nil && takes(def) {
 		return def, nil, nil
@@ -120,37 +116,6 @@ func EncodablePixFmt(ctx context.Context, ext string, enc video.EncodeOptions, i
 	}
 	return "", nil, err
 }
-
-// encoderPixFmts reports whether encoder codec takes a pixel format, by
-// the list of `ffmpeg -h encoder=codec` (ffmpeg picks another format
-// itself, with a warning only, for one it does not take); any format when
-// the list cannot be read. Lists are kept per codec.
-func encoderPixFmts(ctx context.Context, codec string) func(string) bool {
-	all := func(string) bool { return true }
-	if v, ok := pixFmtLists.Load(codec); ok {
-		return v.(func(string) bool)
-	}
-	ffmpeg, err := video.FFmpeg()
-	if err != nil || codec == "" || strings.HasPrefix(codec, "-") {
-		return all
-	}
-	out, err := exec.CommandContext(ctx, ffmpeg, "-hide_banner", "-h", "encoder="+codec).Output()
-	if err != nil {
-		return all
-	}
-	takes := all
-	for _, line := range strings.Split(string(out), "\n") {
-		if list, ok := strings.CutPrefix(strings.TrimSpace(line), "Supported pixel formats:"); ok {
-			names := strings.Fields(list)
-			takes = func(pf string) bool { return slices.Contains(names, pf) }
-		}
-	}
-	pixFmtLists.Store(codec, takes)
-	return takes
-}
-
-// pixFmtLists holds encoderPixFmts' answers.
-var pixFmtLists sync.Map
 
 // formats is how frames travel for one video: the decoder's pixel format,
 // the model's input and the backend's output (the encoder's input).

@@ -612,6 +612,39 @@ func encoders(ctx context.Context, ffmpeg string) map[string]bool {
 	return set
 }
 
+// pixFmtLists caches, per ffmpeg executable and encoder, EncoderPixFmts'
+// answers.
+var pixFmtLists sync.Map // "ffmpeg|codec" -> func(string) bool
+
+// EncoderPixFmts reports whether encoder codec takes a pixel format, by
+// the list of `ffmpeg -h encoder=codec` (for a format it does not take,
+// ffmpeg picks another itself, with a warning only); any format when the
+// list cannot be read.
+func EncoderPixFmts(ctx context.Context, codec string) func(string) bool {
+	all := func(string) bool { return true }
+	t, err := resolveTools()
+	if err != nil || codec == "" || strings.HasPrefix(codec, "-") {
+		return all
+	}
+	key := t.ffmpeg + "|" + codec
+	if v, ok := pixFmtLists.Load(key); ok {
+		return v.(func(string) bool)
+	}
+	r := runTool(ctx, t.ffmpeg, "-hide_banner", "-nostdin", "-h", "encoder="+codec)
+	if r.err != nil {
+		return all
+	}
+	takes := all
+	for _, line := range strings.Split(string(r.stdout), "\n") {
+		if list, ok := strings.CutPrefix(strings.TrimSpace(line), "Supported pixel formats:"); ok {
+			names := strings.Fields(list)
+			takes = func(pf string) bool { return slices.Contains(names, pf) }
+		}
+	}
+	pixFmtLists.Store(key, takes)
+	return takes
+}
+
 // checkEncoder rejects an encoder name this ffmpeg does not have.
 func checkEncoder(ctx context.Context, ffmpeg, codec string) error {
 	set := encoders(ctx, ffmpeg)
