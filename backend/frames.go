@@ -43,7 +43,8 @@ import (
 type PixelFormat struct {
 	Layout Layout
 	// Depth is the bits per sample: 8 or 16 for RGB, 8 (yuv420p only),
-	// 10, 12 or 16 for YUV.
+	// 10, 12 or 16 for YUV; 0 in the zero PixelFormat, which is no format
+	// (named "PixelFormat(0,0)"; no backend takes it).
 	Depth int
 	// YCbCr is the conversion of the YUV layouts; zero for RGB.
 	YCbCr YCbCr
@@ -201,16 +202,12 @@ func ParsePixelFormat(name string, c YCbCr) (PixelFormat, bool) {
 	return PixelFormat{}, false
 }
 
-// depth is f's bits per sample (0 for the zero PixelFormat, which is no
-// format: it is named "PixelFormat(0,0)" and no backend takes it).
-func (f PixelFormat) depth() int { return f.Depth }
-
 // Wide reports whether samples take two bytes (little-endian).
-func (f PixelFormat) Wide() bool { return f.depth() > 8 }
+func (f PixelFormat) Wide() bool { return f.Depth > 8 }
 
 // Name is f's ffmpeg pixel format name.
 func (f PixelFormat) Name() string {
-	d := f.depth()
+	d := f.Depth
 	switch {
 	case d == 0:
 	case f.Layout == PackedRGB:
@@ -346,7 +343,7 @@ func (f PixelFormat) Inverse() Inverse {
 		kr, kb = 0.2627, 0.0593
 	}
 	kg := 1 - kr - kb
-	d := f.depth()
+	d := f.Depth
 	ky, oy, kc, oc := 1/(219*math.Ldexp(1, d-8)), 16*math.Ldexp(1, d-8), 1/(224*math.Ldexp(1, d-8)), 128*math.Ldexp(1, d-8)
 	if f.YCbCr.Full {
 		// White is 2^S - 1 at the source depth S, shifted to depth d.
@@ -449,7 +446,7 @@ func (f PixelFormat) Conversion() Conversion {
 		cb, cr := 2*(1-kb), 2*(1-kr)
 		k = [9]float64{219 * kr, 219 * kg, 219 * kb, -224 * kr / cb, -224 * kg / cb, 112, 112, -224 * kg / cr, -224 * kb / cr}
 	}
-	d := f.depth()
+	d := f.Depth
 	top := float64(int(1)<<d - 1)
 	ys, cs := float64(int(1)<<(d-8)), float64(int(1)<<(d-8))
 	off := [3]float64{16 * ys, 128 * cs, 128 * cs}

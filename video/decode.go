@@ -44,14 +44,14 @@ type Decoder struct {
 
 // NewDecoder starts ffmpeg decoding the video stream of info.Path (info as
 // returned by Probe, or by its Deinterlaced method: the Decoder then
-// deinterlaces, and yields that Info's frames) to raw frames of info.Width x info.Height in the pixel
-// format of opt.PixFmt. Frames are passed through without frame rate
-// conversion (passthrough mode: -vsync or -fps_mode, whichever this ffmpeg
-// has), so the Decoder yields exactly info.Frames frames. YCbCr is
-// converted to an RGB PixFmt with info.Colour's matrix and range (ffmpeg's
-// default, BT.601, when it has none); YCbCr converted to another YCbCr
-// PixFmt keeps info.Colour's range. The child is
-// killed when ctx is done or Close is called. When info.Frames is 0 (an
+// deinterlaces, and yields that Info's frames) to raw frames of
+// info.Width x info.Height in the pixel format of opt.PixFmt. Frames are
+// passed through without frame rate conversion (passthrough mode: -vsync
+// or -fps_mode, whichever this ffmpeg has), so the Decoder yields exactly
+// info.Frames frames. YCbCr is converted to an RGB PixFmt with
+// info.Colour's matrix and range (ffmpeg's default, BT.601, when it has
+// none); YCbCr converted to another YCbCr PixFmt keeps info.Colour's
+// range. The child is killed when ctx is done or Close is called. When info.Frames is 0 (an
 // Info not made by Probe) the Decoder reads until ffmpeg ends instead of
 // checking the count. ffmpeg opens the file as Probe did: unless
 // info.AllowPlaylists, the file alone, read by a video container's or
