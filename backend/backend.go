@@ -104,17 +104,18 @@ func (m ResizeMode) String() string {
 	return fmt.Sprintf("resize(%d)", int(m))
 }
 
-// Window places a tensor inside a larger image so that ops whose result
+// Tile places a tensor inside a larger image so that ops whose result
 // depends on absolute position (resampling, edge clamping) compute exactly
-// what they would on the whole image. The zero Window means "the tensor is
-// the whole image".
-type Window struct {
+// what they would on the whole image. The zero Tile means "the tensor is
+// the whole image". (Windows, the transformer's attention windows, are
+// another thing.)
+type Tile struct {
 	FullH, FullW int // size of the whole image
 	Y, X         int // position of the tensor's first row and column in it
 }
 
 // Whole reports whether w describes an untiled tensor.
-func (w Window) Whole() bool { return w.FullH == 0 && w.FullW == 0 }
+func (w Tile) Whole() bool { return w.FullH == 0 && w.FullW == 0 }
 
 // BinaryOp is an elementwise operation of two tensors.
 type BinaryOp int
@@ -160,8 +161,8 @@ type Backend interface {
 	// PixelShuffle rearranges (N H W C*r*r) to (N H*r W*r C).
 	PixelShuffle(x Tensor, r int, order ShuffleOrder) (Tensor, error)
 	// Resize resamples x to oh x ow. src and dst place x and the result in
-	// their whole images (see Window); both zero for whole images.
-	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Window) (Tensor, error)
+	// their whole images (see Tile); both zero for whole images.
+	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Tile) (Tensor, error)
 	// Binary combines two tensors of the same shape elementwise.
 	Binary(op BinaryOp, a, b Tensor) (Tensor, error)
 	// AddScaled computes ca*a + cb*b elementwise for tensors of the same

@@ -7,13 +7,13 @@ import (
 
 // Resize resamples x to oh x ow, separably: each output row is the weighted
 // sum of up to four horizontally resampled input rows.
-func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Tensor, error) {
+func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Tile) (backend.Tensor, error) {
 	x, err := b.tensor(xt)
 	if err != nil {
 		return nil, err
 	}
 	s := x.shape
-	src, dst, err = check.ResizeWindows(s, mode, oh, ow, src, dst)
+	src, dst, err = check.ResizeTiles(s, mode, oh, ow, src, dst)
 	if err != nil {
 		return nil, err
 	}

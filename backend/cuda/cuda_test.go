@@ -311,10 +311,10 @@ func TestOpsAgainstCPU(t *testing.T) {
 		})
 		for _, mode := range []backend.ResizeMode{backend.Nearest, backend.Bilinear, backend.Bicubic} {
 			both(t, dt, "resize "+mode.String()+" x4", func(b backend.Backend) (backend.Tensor, error) {
-				return b.Resize(up(b, in3, x3), mode, 19*4, 23*4, backend.Window{}, backend.Window{})
+				return b.Resize(up(b, in3, x3), mode, 19*4, 23*4, backend.Tile{}, backend.Tile{})
 			})
 			both(t, dt, "resize "+mode.String()+" x0.75 tile", func(b backend.Backend) (backend.Tensor, error) {
-				return b.Resize(up(b, in3, x3), mode, 12, 15, backend.Window{FullH: 40, FullW: 44, Y: 8, X: 4}, backend.Window{FullH: 30, FullW: 33, Y: 6, X: 3})
+				return b.Resize(up(b, in3, x3), mode, 12, 15, backend.Tile{FullH: 40, FullW: 44, Y: 8, X: 4}, backend.Tile{FullH: 30, FullW: 33, Y: 6, X: 3})
 			})
 		}
 	}

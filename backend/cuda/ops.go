@@ -893,13 +893,13 @@ func (b *Backend) axis(mode backend.ResizeMode, out, dstOff, dstFull, srcLen, sr
 }
 
 // Resize resamples x with the taps every backend shares.
-func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Tensor, error) {
+func (b *Backend) Resize(xt backend.Tensor, mode backend.ResizeMode, oh, ow int, src, dst backend.Tile) (backend.Tensor, error) {
 	x, err := b.anyTensor(xt)
 	if err != nil {
 		return nil, err
 	}
 	s := x.shape
-	src, dst, err = check.ResizeWindows(s, mode, oh, ow, src, dst)
+	src, dst, err = check.ResizeTiles(s, mode, oh, ow, src, dst)
 	if err != nil {
 		return nil, err
 	}

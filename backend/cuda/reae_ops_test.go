@@ -119,16 +119,16 @@ func TestMovesVectorEqualsScalar(t *testing.T) {
 		{"fold 4", func() (backend.Tensor, error) { return b.FoldFrames(x, 4) }},
 		{"unfold 3", func() (backend.Tensor, error) { return b.UnfoldFrames(x, 3) }},
 		{"nearest x2", func() (backend.Tensor, error) {
-			return b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Window{}, backend.Window{})
+			return b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Tile{}, backend.Tile{})
 		}},
 		{"nearest tile", func() (backend.Tensor, error) {
-			return b.Resize(x, backend.Nearest, 7, 20, backend.Window{FullH: 20, FullW: 30, Y: 4, X: 6}, backend.Window{FullH: 30, FullW: 45, Y: 5, X: 8})
+			return b.Resize(x, backend.Nearest, 7, 20, backend.Tile{FullH: 20, FullW: 30, Y: 4, X: 6}, backend.Tile{FullH: 30, FullW: 45, Y: 5, X: 8})
 		}},
 		{"bilinear x4, 3 channels", func() (backend.Tensor, error) {
-			return b.Resize(x3, backend.Bilinear, 40, 56, backend.Window{}, backend.Window{})
+			return b.Resize(x3, backend.Bilinear, 40, 56, backend.Tile{}, backend.Tile{})
 		}},
 		{"bicubic tile, 3 channels", func() (backend.Tensor, error) {
-			return b.Resize(x3, backend.Bicubic, 7, 9, backend.Window{FullH: 20, FullW: 28, Y: 2, X: 4}, backend.Window{FullH: 14, FullW: 19, Y: 3, X: 5})
+			return b.Resize(x3, backend.Bicubic, 7, 9, backend.Tile{FullH: 20, FullW: 28, Y: 2, X: 4}, backend.Tile{FullH: 14, FullW: 19, Y: 3, X: 5})
 		}},
 		{"pixel unshuffle, 3 channels", func() (backend.Tensor, error) { return b.PixelUnshuffle(x3, 2) }},
 		{"pixel shuffle CRD, 12 channels", func() (backend.Tensor, error) { return b.PixelShuffle(x12, 2, backend.ShuffleCRD) }},
@@ -188,13 +188,13 @@ func BenchmarkReAEOps(bb *testing.B) {
 		run  func() (backend.Tensor, error)
 	}{
 		{"nearest-x2-128ch", 5 * float64(half.Elems()) * 2 / 1e9, func() (backend.Tensor, error) {
-			return b.Resize(x128, backend.Nearest, 720, 1280, backend.Window{}, backend.Window{})
+			return b.Resize(x128, backend.Nearest, 720, 1280, backend.Tile{}, backend.Tile{})
 		}},
 		{"concat-prev-128ch-2f", 6 * float64(half.Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.ConcatPrev(x2, x128) }},
 		{"fold-2-64ch-4f", 2 * float64(x4.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.FoldFrames(x4, 2) }},
 		{"unfold-2-128ch-2f", 4 * float64(x2.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.UnfoldFrames(x2, 2) }},
 		{"bilinear-x4-3ch-4f", 17 * float64(in3.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) {
-			return b.Resize(in3, backend.Bilinear, 1440, 2560, backend.Window{}, backend.Window{})
+			return b.Resize(in3, backend.Bilinear, 1440, 2560, backend.Tile{}, backend.Tile{})
 		}},
 		{"unshuffle-2-3ch-4f", 2 * float64(big3.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.PixelUnshuffle(big3, 2) }},
 		{"shuffle-2-12ch-4f", 2 * float64(x12.Shape().Elems()) * 2 / 1e9, func() (backend.Tensor, error) { return b.PixelShuffle(x12, 2, backend.ShuffleCRD) }},

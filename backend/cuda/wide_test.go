@@ -75,10 +75,10 @@ func TestWideGPU(t *testing.T) {
 			type op func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error)
 			ops := map[string]op{
 				"resize bilinear": func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) {
-					return b.Resize(x, backend.Bilinear, 36, 56, backend.Window{}, backend.Window{})
+					return b.Resize(x, backend.Bilinear, 36, 56, backend.Tile{}, backend.Tile{})
 				},
 				"resize nearest": func(b backend.Backend, x, _ backend.Tensor) (backend.Tensor, error) {
-					return b.Resize(x, backend.Nearest, 18, 28, backend.Window{}, backend.Window{})
+					return b.Resize(x, backend.Nearest, 18, 28, backend.Tile{}, backend.Tile{})
 				},
 				"binary": func(b backend.Backend, x, y backend.Tensor) (backend.Tensor, error) {
 					return b.Binary(backend.OpAdd, x, y)

@@ -388,7 +388,7 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 		}
 	}
 	s := x.Shape()
-	base, err := keep(b.Resize(x, backend.Bilinear, s.H*n.Scale, s.W*n.Scale, backend.Window{}, backend.Window{}))
+	base, err := keep(b.Resize(x, backend.Bilinear, s.H*n.Scale, s.W*n.Scale, backend.Tile{}, backend.Tile{}))
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (r Engine) resized(y backend.Tensor) (backend.Tensor, error) {
 	if r.Width <= 0 || r.Height <= 0 || (s.W == r.Width && s.H == r.Height) {
 		return y, nil
 	}
-	z, err := r.M.b.Resize(y, backend.Bicubic, r.Height, r.Width, backend.Window{}, backend.Window{})
+	z, err := r.M.b.Resize(y, backend.Bicubic, r.Height, r.Width, backend.Tile{}, backend.Tile{})
 	y.Free()
 	return z, err
 }

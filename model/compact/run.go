@@ -68,8 +68,8 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			sx0, _ := span(m.scaleW[i], rg.x0, rg.x1, rg.w, fw[i])
 			dy0, dy1 := span(m.scaleH[out], rg.y0, rg.y1, rg.h, fh[out])
 			dx0, dx1 := span(m.scaleW[out], rg.x0, rg.x1, rg.w, fw[out])
-			src := backend.Window{FullH: fh[i], FullW: fw[i], Y: sy0, X: sx0}
-			dst := backend.Window{FullH: fh[out], FullW: fw[out], Y: dy0, X: dx0}
+			src := backend.Tile{FullH: fh[i], FullW: fw[i], Y: sy0, X: sx0}
+			dst := backend.Tile{FullH: fh[out], FullW: fw[out], Y: dy0, X: dx0}
 			y, err = m.b.Resize(in, o.mode, dy1-dy0, dx1-dx0, src, dst)
 		}
 		if err != nil {

@@ -294,7 +294,7 @@ func prepare(b backend.Backend, x backend.Tensor, inW, inH int, opt Options) (ba
 	if err != nil {
 		return nil, err
 	}
-	r, err := b.Resize(c, backend.Bilinear, opt.Height, opt.Width, backend.Window{}, backend.Window{})
+	r, err := b.Resize(c, backend.Bilinear, opt.Height, opt.Width, backend.Tile{}, backend.Tile{})
 	c.Free()
 	if err != nil {
 		return nil, err
@@ -435,7 +435,7 @@ func (e *Session) putProxy(j int, put func(backend.Tensor) error) error {
 		return err
 	}
 	defer c.Free()
-	r, err := b.Resize(c, backend.Bicubic, e.opt.Height, e.opt.Width, backend.Window{}, backend.Window{})
+	r, err := b.Resize(c, backend.Bicubic, e.opt.Height, e.opt.Width, backend.Tile{}, backend.Tile{})
 	if err != nil {
 		return err
 	}

@@ -378,7 +378,7 @@ func TestEncodeProxy(t *testing.T) {
 		e.Close()
 		x, _ := be.FromRGB8(v, f, h, w)
 		c, _ := be.CropPad(x, h&^7, w&^7)
-		y, _ := be.Resize(c, backend.Bicubic, oh, ow, backend.Window{}, backend.Window{})
+		y, _ := be.Resize(c, backend.Bicubic, oh, ow, backend.Tile{}, backend.Tile{})
 		want := make([]byte, f*ow*oh*3)
 		if err := be.ToRGB8(y, want); err != nil {
 			t.Fatal(err)

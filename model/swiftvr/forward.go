@@ -329,7 +329,7 @@ func (r *ReAE) apply(ls []layer, x backend.Tensor, states []backend.Tensor) (bac
 			err = step(b.Activate(x, backend.Activation{Kind: backend.ActSoftClamp, Alpha: 3}))
 		case lUp:
 			s := x.Shape()
-			err = step(b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Window{}, backend.Window{}))
+			err = step(b.Resize(x, backend.Nearest, 2*s.H, 2*s.W, backend.Tile{}, backend.Tile{}))
 		case lTPool:
 			if l.stride > 1 {
 				if err = step(b.FoldFrames(x, l.stride)); err != nil {

@@ -73,9 +73,9 @@ func Band(s backend.Shape, y int, band backend.Shape, outside bool) error {
 	return nil
 }
 
-// ResizeWindows checks a Resize of an s-shaped tensor to oh x ow and
-// returns its windows with zero ones filled in as whole images.
-func ResizeWindows(s backend.Shape, mode backend.ResizeMode, oh, ow int, src, dst backend.Window) (backend.Window, backend.Window, error) {
+// ResizeTiles checks a Resize of an s-shaped tensor to oh x ow and
+// returns its tiles with zero ones filled in as whole images.
+func ResizeTiles(s backend.Shape, mode backend.ResizeMode, oh, ow int, src, dst backend.Tile) (backend.Tile, backend.Tile, error) {
 	if mode < backend.Nearest || mode > backend.Bicubic {
 		return src, dst, fmt.Errorf("resize: unsupported mode %v", mode)
 	}
@@ -83,10 +83,10 @@ func ResizeWindows(s backend.Shape, mode backend.ResizeMode, oh, ow int, src, ds
 		return src, dst, fmt.Errorf("resize %dx%d to %dx%d: empty output", s.W, s.H, ow, oh)
 	}
 	if src.Whole() {
-		src = backend.Window{FullH: s.H, FullW: s.W}
+		src = backend.Tile{FullH: s.H, FullW: s.W}
 	}
 	if dst.Whole() {
-		dst = backend.Window{FullH: oh, FullW: ow}
+		dst = backend.Tile{FullH: oh, FullW: ow}
 	}
 	return src, dst, nil
 }
