@@ -1,0 +1,74 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
+	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+)
+
+// lazyShuffle is PixelShuffle(x, r) + NearestUpsample(base, r), kept
+// uncomputed until its consumer is known.
+type lazyShuffle struct {
+	x, base *Tensor
+	r       int
+	order   backend.ShuffleOrder
+}
+
+// ShuffleAddNearest returns PixelShuffle(x, r) + Resize(base, Nearest, x r),
+// the tail of SRVGGNetCompact, as one fused kernel. The result is computed
+// when first used; when it goes straight to ToRGB8 or a Slot's Put, the
+// same kernel writes the 8-bit frames directly. The inputs stay owned by
+// the caller; the result holds its own references to them.
+func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	base, err := b.tensor(baset)
+	if err != nil {
+		return nil, err
+	}
+	xs, bs := x.shape, base.shape
+	os, err := check.ShuffleAddShape(xs, bs, r)
+	if err != nil {
+		return nil, err
+	}
+	if bs.C != 3 {
+		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
+	}
+	// Hold our own references, so the caller may free its tensors.
+	lx, lb := b.share(x), b.share(base)
+	return &Tensor{shape: os, b: b, lazy: &lazyShuffle{x: lx, base: lb, r: r, order: order}}, nil
+}
+
+// shuffleAddInto runs the fused kernel writing at dst the storage type
+// (storage set) or frames of format f.
+func (b *Backend) shuffleAddInto(l *lazyShuffle, dst cu.DevicePtr, storage bool, f backend.PixelFormat) error {
+	s := l.x.shape
+	H, W := s.H*l.r, s.W*l.r
+	n := int64(s.N) * int64(H) * int64(W)
+	mode, sub, wide, conv := frameArgs(f)
+	if storage {
+		mode = 0
+	} else if mode == 2 {
+		n /= int64(sub * sub)
+	}
+	return b.launch("shuffle_add_nearest", true, n, l.x.ptr(), l.base.ptr(), dst, int32(s.N), int32(s.H), int32(s.W), int32(l.r), int32(l.order), mode, sub, wide, conv)
+}
+
+func (b *Backend) materialize(t *Tensor) error {
+	blk, err := b.pool.get(int64(t.shape.Elems() * b.esize()))
+	if err != nil {
+		return err
+	}
+	if err := b.shuffleAddInto(t.lazy, blk.ptr, true, backend.RGB24); err != nil {
+		b.pool.put(blk)
+		return err
+	}
+	t.lazy.x.Free()
+	t.lazy.base.Free()
+	t.lazy, t.buf = nil, blk
+	return nil
+}
