@@ -45,11 +45,7 @@
 // of reloading them every tile, AT_MINB = blocks per multiprocessor for
 // __launch_bounds__. The defaults, 8 warps, Q reloaded, 2 blocks per
 // multiprocessor (128 registers, 24 bytes spilled by NVRTC 13), were the
-// fastest on the H200: 291 TFLOP/s on the DiT's shifted windows (6 x 45 x
-// 80 tokens, 24 heads of 128, bf16; 1536 keys a window) and 256 TFLOP/s
-// on its cross-attention (21600 x 512), counting 4*Lq*Lk*D*heads. 4 warps
-// with Q in registers (1 to 2 blocks per multiprocessor): 264 and 225;
-// 8 warps with Q in registers (213 registers, 1 block): 281 and 229.
+// fastest measured (docs/BENCHMARKS.md, "Notes moved from code comments").
 
 typedef unsigned short u16;
 typedef unsigned int u32;

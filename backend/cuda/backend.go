@@ -177,8 +177,8 @@ type Backend struct {
 	NoFusedConv bool
 	// FP8ExactAccum makes fp8 GEMMs promote their partial sums to float32
 	// periodically, as bf16 GEMMs do, instead of accumulating in the
-	// tensor cores' own precision (fast accumulation, the default: about a
-	// quarter faster; device option fp8_accum=exact|fast).
+	// tensor cores' own precision (fast accumulation, the default; device
+	// option fp8_accum=exact|fast).
 	FP8ExactAccum bool
 	// noChannelPad, scalarMoves, noConvFusion and scalarRows turn off the
 	// padded convolutions, the vectorised and per-pixel data-movement

@@ -119,12 +119,9 @@ func (c *convRunner) close() {
 }
 
 // minFusedPixels is the fewest output pixels a bf16 or f32 convolution
-// needs for cuDNN's fused epilogue: on the H200 its fixed algorithm runs
-// small bf16 shapes (the ReAE encoder's 160x90 layers, one frame at a
-// time) through float32 NCHW kernels with layout conversions (seen in a
-// kernel profile). fp16 has no such limit: CDA-VSR's P step at 320x180
-// (57,600 pixels) took 0.79-0.81 ms with the epilogue fused against
-// 1.03-1.09 ms without, three rounds in one call.
+// needs for cuDNN's fused epilogue; smaller outputs take the unfused
+// convolution and a pass of their own. fp16 has no such limit. (Why:
+// docs/BENCHMARKS.md, "Notes moved from code comments".)
 const minFusedPixels = 1 << 16
 
 // convCuDNN computes y = act(conv(x, w) + bias + res) through cuDNN, res
@@ -152,8 +149,7 @@ func (b *Backend) convCuDNN(x *Tensor, w *convWeights, p backend.ConvParams, act
 	}
 	// cuDNN's epilogue: bias, residual and ReLU; or bias and a residual
 	// without activation (a residual block's second convolution); in fp16
-	// also the bias alone (a pass of 21 us saved per 640x360 frame of 64
-	// channels; not measured for the other types).
+	// also the bias alone.
 	if out == y && b.conv.fuse && !b.noConvFusion && w.biasT != nil &&
 		(act.Kind == backend.ActReLU || act.Kind == backend.ActNone && (res != nil || b.dtype == F16)) &&
 		(b.dtype == F16 || y.shape.N*y.shape.H*y.shape.W >= minFusedPixels) {

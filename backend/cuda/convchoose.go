@@ -61,9 +61,8 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 
 // canGemm reports whether a convolution is a plain matrix product that
 // conv1x1 computes: 1x1, stride 1, no padding or dilation, fp16 storage.
-// (cuDNN picked a generic kernel 20 times slower than the GEMM for
-// CDA-VSR's 128 -> 128 deformable convolution. bf16, SwiftVR's ReAE,
-// keeps cuDNN's choices, whose speed and error were measured.)
+// bf16 and f32 keep cuDNN's choices. (Why: docs/BENCHMARKS.md, "Notes
+// moved from code comments".)
 func (b *Backend) canGemm(p backend.ConvParams) bool {
 	return b.dtype == F16 && unitConv(p, 1, 0)
 }
@@ -72,8 +71,6 @@ func (b *Backend) canGemm(p backend.ConvParams) bool {
 // 1, stride 1, fp16 storage (as canGemm), channel counts multiples of 8
 // (16-byte rows for the GEMM) and at least 9 inputs per output (the GEMM's
 // output, 9 values per output channel, is then no larger than its input).
-// cuDNN ran CDA-VSR's 194 -> 16 offset convolution at half the rate of
-// GEMM and tap_sum.
 func (b *Backend) canTaps(w *convWeights, p backend.ConvParams) bool {
 	return b.dtype == F16 && unitConv(p, 3, 1) && w.padded == nil && 9*w.out <= w.in
 }

@@ -43,12 +43,8 @@
 // times them): CF_PRODUCER = loader warps (0: every warp loads its share at
 // the top of each tile; block 32 * (4 * CF_NG + CF_PRODUCER) threads),
 // CF_NG = 1 for 4 compute warps of 64 pixels x 64 channels, CF_TM = 64 for
-// tiles of 4 rows x 64 pixels. The defaults were the fastest measured.
-//
-// Measured on the H200 at 8 x 360 x 640 x 64 -> 64 (135.9 GFLOP): 338 us,
-// 401 TFLOP/s, against 464 us for cuDNN (IMPLICIT_PRECOMP_GEMM) plus the
-// bias_act8 pass; 64 -> 48 with bias only: 309 us. With the loads left out
-// (CF_PROBE_NOLOAD) it takes 306-312 us, without loads and stores 292 us.
+// tiles of 4 rows x 64 pixels. The defaults were the fastest measured
+// (docs/BENCHMARKS.md, "Notes moved from code comments").
 
 typedef unsigned short u16;
 typedef unsigned int u32;

@@ -8,10 +8,9 @@ import (
 // minFusedWaves is the fewest tiles per multiprocessor for which the
 // fused kernel is used: one CTA per multiprocessor loads the whole filter
 // and then loops over its tiles, so a small problem (one 640x360 frame is
-// 6.8 tiles per multiprocessor) is faster through cuDNN: 60 against 71 us
-// per 64 -> 64 convolution in a kernel profile, CDA-VSR at 254-263
-// against 241-243 frames/s (the compact model's batches of 8 frames are
-// 55 tiles per multiprocessor).
+// 6.8 tiles per multiprocessor; the compact model's batches of 8 frames
+// are 55) runs through cuDNN instead. (Measurements: docs/BENCHMARKS.md,
+// "Notes moved from code comments".)
 const minFusedWaves = 8
 
 // canFuse reports whether the fused tensor-core kernel computes this

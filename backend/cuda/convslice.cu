@@ -2,13 +2,12 @@
 // input and output pixels and any number of input channels (in groups of
 // 64), for dense blocks whose concatenations are views of one buffer
 // (realesrgan-x4plus; the CUDA backend's SliceConv). Its one-group shapes
-// compute what convfused.cu computes, with the same layout, but on the H200
-// its 64 -> 64 took 379-383 us against 337-342 us for convfused.cu in the
-// same calls (2026-12-02; the cause was not found: a per-tile loop for one
-// group did not help), so the compact model keeps convfused.cu. Extra
-// arguments: xs and ys, the pixel strides of x and y. Header-free like
-// kernels.cu: fp16 values are unsigned short, tensor-core math is inline
-// PTX (ldmatrix + mma.sync m16n8k16, fp32 accumulation), loads are cp.async.
+// compute what convfused.cu computes, with the same layout, but slower
+// (docs/BENCHMARKS.md, "Notes moved from code comments"), so the compact
+// model keeps convfused.cu. Extra arguments: xs and ys, the pixel strides
+// of x and y. Header-free like kernels.cu: fp16 values are unsigned
+// short, tensor-core math is inline PTX (ldmatrix + mma.sync m16n8k16,
+// fp32 accumulation), loads are cp.async.
 //
 //   y[n,h,w,k] = fp16(prelu_k(bias[k] + sum_{ky,kx,c} x[n,h+ky-1,w+kx-1,c] * wt[k,ky,kx,c]))
 //   prelu_k(v) = v >= 0 ? v : slope[nslope == 1 ? 0 : k] * v
@@ -62,12 +61,8 @@
 // times them): CF_PRODUCER = loader warps (0: every warp loads its share at
 // the top of each tile; block 32 * (4 * CF_NG + CF_PRODUCER) threads),
 // CF_NG = 1 for 4 compute warps of 64 pixels x 64 channels, CF_TM = 64 for
-// tiles of 4 rows x 64 pixels. The defaults were the fastest measured.
-//
-// Measured on the H200 at 8 x 360 x 640 x 64 -> 64 (135.9 GFLOP): 338 us,
-// 401 TFLOP/s, against 464 us for cuDNN (IMPLICIT_PRECOMP_GEMM) plus the
-// bias_act8 pass; 64 -> 48 with bias only: 309 us. With the loads left out
-// (CF_PROBE_NOLOAD) it takes 306-312 us, without loads and stores 292 us.
+// tiles of 4 rows x 64 pixels. The defaults were the fastest measured
+// (docs/BENCHMARKS.md, "Notes moved from code comments").
 
 typedef unsigned short u16;
 typedef unsigned int u32;

@@ -10,9 +10,9 @@ import (
 
 // sliceSource is convslice.cu's dense-block build: tiles of 4 rows x 64 pixels, room
 // for 96 filter rows, so that a 32-output convolution reads up to 192
-// channels, and 4 compute warps of 64 pixels x 32 channels (on the H200,
-// 64 -> 32 of a 192-channel buffer took 155 us for 4 frames of 640x360 with
-// them, 191 us with 8 warps of 16 channels).
+// channels, and 4 compute warps of 64 pixels x 32 channels (the faster of
+// the two builds measured: docs/BENCHMARKS.md, "Notes moved from code
+// comments").
 var sliceSource = &Source{Name: "convslice.cu", Code: sliceConvCode, Options: []string{"-DCF_TM=64", "-DCF_FROWS=96", "-DCF_NG=1"}}
 
 // Launch shape of sliceSource's kernel.

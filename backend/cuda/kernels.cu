@@ -388,7 +388,7 @@ extern "C" __global__ void unfold_frames_##W(const S* __restrict__ in, S* __rest
 }                                                                                                   \
 /* pad_channels: (p pixels, c) -> (p, cp), channels [c, cp) zero: the input of a convolution whose  \
    channel count was padded for cuDNN's tensor-core kernels. One thread per output value (one per   \
-   pixel was 90 times slower at 194 -> 200 channels: its accesses were a pixel apart). */          \
+   pixel, whose accesses are a pixel apart, was slower: docs/BENCHMARKS.md's notes). */            \
 extern "C" __global__ void pad_channels_##W(const S* __restrict__ in, S* __restrict__ out, long long p, int c, int cp) { \
     GRID_STRIDE(i, p * cp) {                                                                        \
         int q = i % cp;                                                                             \

@@ -8,11 +8,8 @@ import (
 )
 
 // Pacing: how far the host may queue work ahead of the GPU, in op outputs
-// allocated (one a kernel launch or GEMM, roughly). Measured with SwiftVR
-// and 8 x265 encoders on 16 cores (docs/BENCHMARKS.md): a bound of 512 ops
-// or more spins as much as none; 128 slows the GPU side by 0.15-0.5 s when
-// the encoders hold every core (the woken thread waits for a core); 256
-// halves vsr's CPU time at the same GPU speed.
+// allocated (one a kernel launch or GEMM, roughly): 256, chosen by the
+// measurements in docs/BENCHMARKS.md ("Notes moved from code comments").
 const (
 	paceOps   = 64 // ops between two pacing events
 	paceDepth = 4  // pacing events in flight
@@ -20,8 +17,8 @@ const (
 
 // pacer keeps the host from queueing more than paceOps x paceDepth ops
 // ahead of the compute stream. A host that runs further ahead fills the
-// driver's queue and then waits inside the driver's calls, spinning (a
-// whole core, measured); waiting on a blocking-sync event instead sleeps.
+// driver's queue and then waits inside the driver's calls, spinning;
+// waiting on a blocking-sync event instead sleeps.
 // The GPU still has 3/4 of the bound queued when the host wakes.
 // VSR_CUDA_PACE=0 turns it off and VSR_CUDA_PACE=N sets the bound to N
 // ops (rounded down to a multiple of paceDepth, at least paceDepth), for

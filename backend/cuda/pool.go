@@ -93,8 +93,9 @@ func sizeClass(n int64) int64 {
 // size-class cache may leave in place; beyond it the cache is emptied (a
 // synchronization) before allocating anew. Steady streams of equal batches
 // never miss; SwiftVR's phases (encoder, DiT, decoder) use different sizes,
-// so a smaller limit trims many times a chunk (measured: 512 MiB cost 7%
-// of the time). VSR_CUDA_POOL_IDLE_MIB overrides it.
+// so a smaller limit trims many times a chunk (what that cost:
+// docs/BENCHMARKS.md, "Notes moved from code comments").
+// VSR_CUDA_POOL_IDLE_MIB overrides it.
 const defaultMaxIdle = 2 << 30
 
 func (p *pool) get(n int64) (*block, error) {
