@@ -1,18 +1,3 @@
-// Package backend defines the small interface that model code computes
-// through, and the registry that picks an implementation by device name.
-//
-// Tensors are dense NHWC arrays (batch, height, width, channels) owned by one
-// backend. Model packages never see how a backend stores them: they build
-// weights once with Upload and PrepareConv and then call the ops below. The
-// CPU implementation lives in backend/cpu; GPU implementations add packages
-// beside it without touching model code. Implementations share their
-// argument checks, output shapes and resize taps through
-// backend/internal/check, which model code cannot import.
-//
-// Backends register under a device kind (Register) and are opened from a
-// configuration string such as "cuda:0?dtype=bf16" (Open); capabilities
-// beyond the ops (Streaming, Transformer, Recorder, GPU) are interfaces a
-// backend may implement, tested at run time.
 package backend
 
 import (
@@ -138,6 +123,11 @@ const (
 
 // Backend computes tensors on one device. Implementations are safe for use
 // by one goroutine at a time per Backend value unless they say otherwise.
+// Ops return new tensors unless they say otherwise.
+//
+// On a Wide backend (see WideOf), the ops take tensors of the storage type
+// only, except those whose doc has a "Wide:" note, which says what they do
+// with float32 tensors.
 type Backend interface {
 	// Name is the device name, e.g. "cpu" or "cuda:0".
 	Name() string
@@ -145,6 +135,7 @@ type Backend interface {
 	// Upload makes a float32 tensor of shape s from host data (len s.Elems()).
 	Upload(s Shape, data []float32) (Tensor, error)
 	// Download copies a tensor to the host as float32.
+	// Wide: t may be float32.
 	Download(t Tensor) ([]float32, error)
 	// PrepareConv repacks OIHW float32 weights (out x in x kh x kw) and an
 	// optional bias (len out, or nil) for Conv2D.
@@ -154,7 +145,14 @@ type Backend interface {
 	Conv2D(x Tensor, w Weights, p ConvParams, act Activation) (Tensor, error)
 	// Conv2DAdd is Conv2D with res, a tensor of the output's shape, added
 	// before the activation: act(conv(x, w) + bias + res), a residual
-	// connection in the convolution's own pass where the backend can.
+	// connection in the convolution's own pass where the backend can. It
+	// stands for
+	//
+	//	y, _ := b.Conv2D(x, w, p, Activation{})
+	//	z, _ := b.Binary(OpAdd, y, res)
+	//	out, _ := b.Activate(z, act)
+	//
+	// which a backend without a fused pass may run.
 	Conv2DAdd(x Tensor, w Weights, p ConvParams, act Activation, res Tensor) (Tensor, error)
 	// Activate applies an activation elementwise.
 	Activate(x Tensor, act Activation) (Tensor, error)
@@ -162,18 +160,24 @@ type Backend interface {
 	PixelShuffle(x Tensor, r int, order ShuffleOrder) (Tensor, error)
 	// Resize resamples x to oh x ow. src and dst place x and the result in
 	// their whole images (see Tile); both zero for whole images.
+	// Wide: x may be float32; the result is of x's type.
 	Resize(x Tensor, mode ResizeMode, oh, ow int, src, dst Tile) (Tensor, error)
 	// Binary combines two tensors of the same shape elementwise.
+	// Wide: a and b may both be float32; the result is of their type.
 	Binary(op BinaryOp, a, b Tensor) (Tensor, error)
 	// AddScaled computes ca*a + cb*b elementwise for tensors of the same
 	// shape (ncnn's Eltwise sum with coefficients).
+	// Wide: a and b may both be float32; the result is of their type.
 	AddScaled(a Tensor, ca float32, b Tensor, cb float32) (Tensor, error)
 	// CopyChannels copies src into channels [at, at+C) of dst, a tensor of
 	// the same N, H and W with at least at+C channels: concatenation along
 	// channels is Empty and a CopyChannels per part.
+	// Wide: dst and src may be of different types; the values are
+	// converted to dst's.
 	CopyChannels(dst Tensor, at int, src Tensor) error
 	// Channels returns channels [at, at+n) of x: the inverse of
 	// CopyChannels (the heads of a sequence-parallel DiT's exchange).
+	// Wide: x may be float32; the result is of x's type.
 	Channels(x Tensor, at, n int) (Tensor, error)
 	// Band returns rows [y, y+h) of every frame of x (a height band of a
 	// frame, or its halo rows), zeros where they fall outside x.
@@ -194,6 +198,7 @@ type Backend interface {
 	// between frames.
 
 	// Frames copies n frames of x starting at frame start.
+	// Wide: x may be float32; the result is of x's type.
 	Frames(x Tensor, start, n int) (Tensor, error)
 	// ConcatFrames stacks tensors of equal frame shape along time.
 	ConcatFrames(ts ...Tensor) (Tensor, error)
@@ -202,6 +207,7 @@ type Backend interface {
 	// it, without holding every piece for a ConcatFrames.
 	Empty(s Shape) (Tensor, error)
 	// CopyFrames copies all frames of src into dst from frame at on.
+	// Wide: dst and src may both be float32 (not one of each).
 	CopyFrames(dst Tensor, at int, src Tensor) error
 	// ConcatPrev returns (N H W 2C): each frame t of x followed, along
 	// channels, by frame t-1 of x; frame 0 is followed by prev (a 1-frame
@@ -242,6 +248,15 @@ type Owner interface {
 // one tensor into a channel slice of another, so that the concatenations
 // of a dense block (realesrgan-x4plus's) are views of one buffer that each
 // convolution reads a prefix of and writes its part into, not copies.
+// SliceConv(x, w, p, act, y, at) stands for
+//
+//	in, _ := b.Channels(x, 0, w.In()) // x itself when it has w.In() channels
+//	out, _ := b.Conv2D(in, w, p, act)
+//	b.CopyChannels(y, at, out)
+//
+// Without it (or where CanSliceConv says no), model/compact keeps the
+// block's concatenations: each part is computed by Conv2D and copied into
+// every later concatenation (Empty and a CopyChannels per part).
 type SliceConver interface {
 	// CanSliceConv reports whether SliceConv runs w with p and act from a
 	// tensor of inC channels into one of outC channels as fast as Conv2D:
@@ -275,6 +290,14 @@ type GPU interface {
 	// Spans returns the intervals the compute stream spent on the batches
 	// waited for since the last call, and forgets them.
 	Spans() []Span
+}
+
+// Trimmer is implemented by backends that keep buffers for reuse (the CPU
+// backend's tensor pool and im2col scratch): Trim drops them, so that
+// memory can return to the system between jobs. The service trims after
+// each task where the backend has it; without it nothing is dropped.
+type Trimmer interface {
+	Trim()
 }
 
 // Span is an interval of a device's compute stream, from the backend's

@@ -605,7 +605,7 @@ type Slot interface {
 	// Put converts t, an (n h w 3) tensor in [0,1], to frames of
 	// format f at output frames [at, at+n), without copying them out:
 	// results computed piece by piece go there without being held
-	// together first.
+	// together first. Wide: t may be float32.
 	Put(t Tensor, f PixelFormat, at int) error
 	// Send starts copying the first n output frames (w x h, format f) to
 	// Out and returns the byte count.
@@ -662,9 +662,16 @@ func ToFrames(b Backend, t Tensor, f PixelFormat, dst []byte) error {
 	return RGBToYUV(dst, rgb, f, sh.N, sh.W, sh.H)
 }
 
-// ShuffleAdder is implemented by backends with a fused kernel for
-// PixelShuffle(x, r) + Resize(base, Nearest, x r), the tail of
-// SRVGGNetCompact. Results must equal the unfused ops exactly.
+// ShuffleAdder is implemented by backends with a fused kernel for the tail
+// of SRVGGNetCompact. ShuffleAddNearest(x, base, r, order), for x of
+// N H W C*r*r and base of N H W C, stands for
+//
+//	up, _ := b.PixelShuffle(x, r, order)
+//	near, _ := b.Resize(base, Nearest, H*r, W*r, Tile{}, Tile{})
+//	y, _ := b.Binary(OpAdd, up, near)
+//
+// and its results must equal those exactly. Without it (or with the
+// compact model's SeparateTail option) model/compact runs the three ops.
 type ShuffleAdder interface {
 	ShuffleAddNearest(x, base Tensor, r int, order ShuffleOrder) (Tensor, error)
 }

@@ -10,6 +10,7 @@ type Motion interface {
 	// coordinates clamped to the image: PyTorch's grid_sample(nearest,
 	// padding_mode=border, align_corners=True) of the grid normalised as
 	// g = 2*c/(size-1) - 1 in float32, ties rounding to even.
+	// Wide: mv may be float32.
 	WarpNearest(x, mv Tensor) (Tensor, error)
 	// DeformSample is the sampling of a 1x1 modulated deformable
 	// convolution (mmcv's DCNv2) whose raw offsets o (N H W 3G) are bounded
@@ -18,7 +19,7 @@ type Motion interface {
 	// mask sigmoid(o[2G+g]); x is sampled bilinearly at p + (dy, dx), a
 	// corner outside the image counting as zero (nothing at or beyond -1
 	// and H or W), and multiplied by the mask. The 1x1 convolution itself
-	// is a Conv2D of the result.
+	// is a Conv2D of the result. Wide: mv may be float32.
 	DeformSample(x, o, mv Tensor, groups int, limit float32) (Tensor, error)
 	// Gate scales x (N H W C) by a one-channel map w (N H W 1): x*(1+w), or
 	// x*sigmoid(w) when sigmoid is set.
@@ -32,9 +33,11 @@ type Motion interface {
 	// quarter pixels among the 8 neighbours, on prev sampled bilinearly with
 	// clamped coordinates. mv (N H W 2) gives every pixel its block's vector
 	// (p came from p + mv), res (N H W 1) is (cur(p) - prev(p + mv)) * scale.
+	// Wide: cur and prev may both be float32; mv and res are then float32.
 	MatchBlocks(cur, prev Tensor, block, rng int, scale float32) (mv, res Tensor, err error)
 	// MeanAbs returns the mean absolute value of each tensor (summed in
 	// float64, in a fixed order): the scene-cut statistic of residuals,
 	// for a batch of frames with one wait for the device.
+	// Wide: any of ts may be float32.
 	MeanAbs(ts ...Tensor) ([]float64, error)
 }

@@ -6,12 +6,20 @@ package backend
 // them in float32 while its layers run in half precision (CDA-VSR, as its
 // TensorRT runtime does).
 //
-// Only these ops take float32 tensors; the others refuse them: Download,
-// Frames, Channels, CopyFrames (both tensors of one type), CopyChannels
-// (converting when the types differ), Resize, Binary and AddScaled (all
-// operands of one type, the result of that type), the motion fields of
-// Motion's WarpNearest and DeformSample, MeanAbs, MatchBlocks (whose
-// results take the type of its planes), and a Slot's Put.
+// A Wide backend's tensors are of two types, so Wide changes the type
+// rules of the ops: only these ops take float32 tensors, and the others
+// refuse them: Download, Frames, Channels, CopyFrames (both tensors of one
+// type), CopyChannels (converting when the types differ), Resize, Binary
+// and AddScaled (all operands of one type, the result of that type), the
+// motion fields of Motion's WarpNearest and DeformSample, MeanAbs,
+// MatchBlocks (whose results take the type of its planes), and a Slot's
+// Put. Each of these ops says so in a "Wide:" note of its doc. A model
+// moves a tensor from one type to the other with Convert (or CopyChannels
+// into a tensor of the other type).
+//
+// Callers find the float32 tensors of a backend with WideOf, not with a
+// type assertion: a backend may implement Wide and still store float32
+// (CUDA in f32), and then it has no second type.
 type Wide interface {
 	// EmptyF32 is Empty for a float32 tensor.
 	EmptyF32(s Shape) (Tensor, error)
