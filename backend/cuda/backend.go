@@ -9,6 +9,20 @@
 // a size-class cache of cuMemAlloc buffers where the driver lacks it), so
 // ops never synchronize with the host except to hand results back.
 //
+// A convolution takes the first of these paths that applies, chosen per
+// call by Conv2DAdd (convchoose.go): the fused tensor-core 3x3 kernel
+// (convfused.go, convfused.cu), a 1x1 convolution as one cuBLASLt GEMM or
+// a 3x3 one with few outputs as a GEMM and tap_sum (convgemm.go), else
+// cuDNN (conv.go), with its fused bias, residual and ReLU where it
+// applies and a bias/activation pass where not. SliceConv is the fused
+// kernel's dense-block build (convslice.go, convslice.cu). PrepareConv
+// packs the weights for all of them (convweights.go). The other ops sit
+// by concern: elementwise.go, layout.go and frames.go (copies between
+// channels, rows and frames), resize.go, shuffleadd.go, colour.go (pixel
+// formats), upload.go and slot.go (transfers), motion.go, attention.go,
+// transformer.go, fp8.go, wide.go, peer.go, record.go (CUDA graphs), with
+// memory in pool.go and pacing in pace.go.
+//
 // Environment variables for diagnosis and comparison: VSR_CUDA_MEMTRACE=1
 // prints each new high-water mark of device memory in use with the calls
 // that reached it; VSR_CUDA_POOL=cache selects the size-class cache, and
