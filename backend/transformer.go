@@ -76,8 +76,8 @@ type Transformer interface {
 	// Linear returns act(x Wᵀ + b) for x of rows x in; act is ActNone or
 	// ActGELUTanh. With acc non-nil (rows x out) it adds x Wᵀ + b to acc in
 	// place and returns acc; act must then be ActNone: the residual add
-	// Binary(OpAdd, acc, Linear(x, w, ActNone, nil)), written into acc in
-	// the GEMM's own pass.
+	// Binary(OpAdd, acc, Linear(x, w, ActNone, nil)), written into acc, in
+	// the product's own pass where the backend can.
 	Linear(x Tensor, w Weights, act ActKind, acc Tensor) (Tensor, error)
 	// Rows returns rows [start, start+n) of the matrix x as a view that
 	// shares x's storage: writes through either show in both. Use it only
