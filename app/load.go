@@ -148,7 +148,7 @@ func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set 
 			o.Close()
 		}
 	}
-	if _, causal := s.(pipeline.Planner); !causal {
+	if _, causal := s.(model.Planner); !causal {
 		for _, r := range l.Ranks {
 			rs, err := r.Session(ctx, info, total, set)
 			if err != nil {

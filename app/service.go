@@ -177,7 +177,7 @@ func (s *Service) Workers() int { return len(s.groups) }
 // model's other scales).
 func (s *Service) Preload() error {
 	for _, l := range s.loaded() {
-		if p, ok := l.Model.(interface{ Preload() error }); ok {
+		if p, ok := l.Model.(model.Preloader); ok {
 			if err := p.Preload(); err != nil {
 				return err
 			}
@@ -197,13 +197,6 @@ func (s *Service) loaded() []*Loaded {
 	return all
 }
 
-// Warmer is implemented by models that can run a synthetic request at an
-// output size, so that the first real one does not compile kernels or
-// choose algorithms (SwiftVR).
-type Warmer interface {
-	Warmup(ctx context.Context, w, h int, f backend.PixelFormat, p model.Params) error
-}
-
 // Warmup runs a synthetic request at output size w x h through each model
 // that can, on every device, on a locked thread as the pipeline drives a
 // device.
@@ -211,7 +204,7 @@ func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) e
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for _, l := range s.loaded() {
-		if wm, ok := l.Model.(Warmer); ok {
+		if wm, ok := l.Model.(model.Warmer); ok {
 			if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(l.Family.Params())}); err != nil {
 				return fmt.Errorf("device %s: %w", l.Dev.Name(), err)
 			}
@@ -232,9 +225,7 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 		}
 	}
 	for _, l := range s.models {
-		if r, ok := l.Model.(interface {
-			Resolve(string) (model.Values, bool)
-		}); ok {
+		if r, ok := l.Model.(model.Resolver); ok {
 			if v, ok := r.Resolve(name); ok {
 				return l, v, nil
 			}
@@ -376,7 +367,7 @@ func (s *Service) checked(q *serve.Request) (*Loaded, model.Values, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
+	if c, ok := l.Model.(model.Checker); ok {
 		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
 			return nil, nil, err
 		}
@@ -497,7 +488,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	l = s.groups[g][slices.Index(s.models, l)]
 	t.Devices = l.Devices()
 	for _, d := range l.All() {
-		if tr, ok := d.Dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
+		if tr, ok := d.Dev.(model.Trimmer); ok { // CPU buffers sized for this task
 			defer tr.Trim()
 		}
 	}

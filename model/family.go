@@ -1,13 +1,3 @@
-// Package model is the contract between vsr's application layer and its
-// model families, in the style of database/sql/driver: a Family is
-// configured once (Load makes a resident Model on a device), and each video
-// gets a Session of its own, which holds all per-video state (causal,
-// recurrent) and is the pipeline's engine. A resident Model is never
-// changed by a request.
-//
-// Families register themselves from their package's init function
-// (Register); the application imports each family package once, blank, so
-// adding a family means adding a package and that one import.
 package model
 
 import (
@@ -192,57 +182,6 @@ type Model interface {
 	Close()
 }
 
-// Session runs one video: the pipeline's engine (it may also implement
-// the pipeline's Planner), used by one goroutine at a time. Close frees
-// its state.
-type Session interface {
-	OutputSize(w, h int) (int, int)
-	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
-	Start(ctx context.Context, b backend.Batch, k int) error
-	Close()
-}
-
-// Sizer is implemented by models that can tell, without making a
-// session, the size of the largest frames a session for v with p would
-// hold: its output, or the model's own output where that is then resized
-// down to a requested size. Only v's Width and Height are read. The error
-// is the one NewSession would give for p on v. A service checks requests
-// against its pixel budget with it before any memory is allocated for
-// them; for a model without it, only a requested size is checked.
-type Sizer interface {
-	FrameSize(v Video, p Params) (w, h int, err error)
-}
-
-// HeaderLoader is implemented by families whose models can be opened
-// without their weights (read from the checkpoint's headers): a model so
-// opened names and describes itself and checks requests' parameters, but
-// makes no session. A server that only queues tasks for workers on other
-// machines (vsr serve --workers 0) opens them so.
-type HeaderLoader interface {
-	LoadHeaders(spec string, p Params) (Model, error)
-}
-
-// Grouped is implemented by models that run one video on several devices
-// at once (SwiftVR's chunk parallelism), where other models only spread
-// independent segments over devices: others are the same model loaded on
-// the group's other devices, and the session drives them all.
-type Grouped interface {
-	NewGroupSession(ctx context.Context, v Video, p Params, others []Model) (Session, error)
-}
-
-// IsGrouped reports whether f's models run one video on several devices
-// at once (they implement Grouped): f says so with a Grouped method.
-func IsGrouped(f Family) bool {
-	g, ok := f.(interface{ Grouped() bool })
-	return ok && g.Grouped()
-}
-
-// Warner is implemented by sessions that have something to say about the
-// settings they were given (the run goes on).
-type Warner interface {
-	Warnings() []string
-}
-
 var (
 	mu       sync.Mutex
 	families []Family
@@ -288,7 +227,7 @@ func Find(spec string) (Family, error) {
 		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled or fetchable model name (see `vsr models`)", spec)
 	}
 	for _, f := range fams {
-		if e, ok := f.(interface{ Explain(string) error }); ok {
+		if e, ok := f.(Explainer); ok {
 			if err := e.Explain(spec); err != nil {
 				return nil, fmt.Errorf("--model: %w", err)
 			}

@@ -176,7 +176,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	}
 	ow, oh := probe.OutputSize(info.Width, info.Height)
 	rep.Segments = max(app.SegmentCount(f.segments, dev, probe), len(more)+1)
-	if _, causal := probe.(pipeline.Planner); causal {
+	if _, causal := probe.(model.Planner); causal {
 		rep.Batch = 0 // a batch per chunk
 	}
 	done()
@@ -268,7 +268,7 @@ func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.
 		return run, nil
 	}
 	var ex []parallel.Stats
-	if x, ok := eng.(interface{ Exchanged() []parallel.Stats }); ok {
+	if x, ok := eng.(model.Exchanger); ok {
 		ex = x.Exchanged()
 	}
 	for i, d := range ld.All() {

@@ -438,3 +438,12 @@ func (s *session) Close() {
 		s.prev = nil
 	}
 }
+
+// The contract's optional capabilities that CDA-VSR implements (see
+// package model).
+var (
+	_ model.Family   = family{}
+	_ model.Sizer    = (*resident)(nil)
+	_ model.Planner  = (*session)(nil)
+	_ model.Streamer = (*session)(nil)
+)

@@ -356,3 +356,16 @@ func withSize(s session, def, p model.Params, w, h int) session {
 	}
 	return s
 }
+
+// The contract's optional capabilities that compact implements (see
+// package model).
+var (
+	_ model.Family    = family{}
+	_ model.Sizer     = (*bundledModel)(nil)
+	_ model.Checker   = (*bundledModel)(nil)
+	_ model.Resolver  = (*bundledModel)(nil)
+	_ model.Preloader = (*bundledModel)(nil)
+	_ model.Sizer     = (*graphModel)(nil)
+	_ model.Checker   = (*graphModel)(nil)
+	_ model.Warner    = session{}
+)

@@ -376,3 +376,23 @@ func (m *resident) Close() {
 	}
 	m.ck.Close()
 }
+
+// The contract's optional capabilities that SwiftVR implements (see
+// package model).
+var (
+	_ model.Family       = family{}
+	_ model.Explainer    = family{}
+	_ model.Grouper      = family{}
+	_ model.HeaderLoader = family{}
+	_ model.Sizer        = (*resident)(nil)
+	_ model.Checker      = (*resident)(nil)
+	_ model.Warmer       = (*resident)(nil)
+	_ model.Grouped      = (*resident)(nil)
+	_ model.Planner      = (*Session)(nil)
+	_ model.Streamer     = (*Session)(nil)
+	_ model.OutCounter   = (*batch)(nil)
+	_ model.Planner      = (*Parallel)(nil)
+	_ model.Exchanger    = (*Parallel)(nil)
+	_ model.OutCounter   = (*wave)(nil)
+	_ model.FrameOuter   = (*wave)(nil)
+)
