@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,11 +160,31 @@ type Family interface {
 	// for any.
 	StorageType() string
 	// Params are the per-request parameters, in the order help shows them.
+	// A parameter another family has too (the same Name) has the same
+	// Kind and Default; its Help is this family's own (see AllParams).
 	Params() []Param
+	// About is what help and messages say of the family.
+	About() About
 	// Load reads the model at spec onto dev, to stay resident. p are the
 	// parameters of the command or server that loads it: they may shape
 	// what is loaded (SwiftVR's "dit") and are its sessions' defaults.
 	Load(dev backend.Backend, spec string, p Params) (Model, error)
+}
+
+// About is what help and messages that list the families say of one.
+type About struct {
+	// Title is the family's name in prose ("SwiftVR", "CDA-VSR").
+	Title string
+	// Spec says what a --model value of the family is ("a SwiftVR
+	// checkpoint directory"), for the --model help and Find's message.
+	Spec string
+	// Default names the model that spec "" stands for, where the family
+	// detects "" ("bundled realesr-animevideov3"); "" for the others.
+	Default string
+	// Latency says what bounds a live stream's latency on the family's
+	// models ("one chunk (28 frames, then 24) and 3 frames of lag"); ""
+	// for models whose latency is the caller's batch.
+	Latency string
 }
 
 // Model is a family's model resident on a device. Its methods may be
@@ -200,22 +219,34 @@ func Register(f Family) {
 	families = append(families, f)
 }
 
-// Families returns the registered families in registration order.
+// Families returns the registered families, ordered by name (the order
+// of registration, which is the order of package initialisation, decides
+// nothing).
 func Families() []Family {
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Clone(families)
+	out := slices.Clone(families)
+	slices.SortFunc(out, func(a, b Family) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
 }
 
-// Find returns the family of spec: the last registered family that
-// detects it, so that a family registered later (more specific) wins
-// over the default one.
+// Find returns the family of spec: the one family that detects it. Two
+// families that both detect it are an error naming both (registration
+// order decides nothing).
 func Find(spec string) (Family, error) {
 	fams := Families()
-	for i := len(fams) - 1; i >= 0; i-- {
-		if fams[i].Detect(spec) {
-			return fams[i], nil
+	var found Family
+	for _, f := range fams {
+		if !f.Detect(spec) {
+			continue
 		}
+		if found != nil {
+			return nil, fmt.Errorf("--model %q: both the %s and the %s family take it", spec, found.Name(), f.Name())
+		}
+		found = f
+	}
+	if found != nil {
+		return found, nil
 	}
 	// Say what spec is instead: a pickle, a directory a family can
 	// explain, or nothing at all.
@@ -237,13 +268,109 @@ func Find(spec string) (Family, error) {
 	for _, f := range fams {
 		names = append(names, f.Name())
 	}
-	sort.Strings(names)
-	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled or fetchable name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))
+	return nil, fmt.Errorf("--model %q is not a model vsr knows: give %s (families: %s)", spec, Specs(), strings.Join(names, ", "))
 }
 
-// Owner returns the families other than f that have a parameter name,
-// for messages that say where a parameter belongs.
-func Owner(name string, except Family) []string {
+// Specs says what a --model value may be, from each registered family's
+// About.Spec, the default model's family first: "a; b; or c".
+func Specs() string {
+	var out []string
+	for _, f := range Families() {
+		switch s := f.About().Spec; {
+		case s == "":
+		case f.Detect(""):
+			out = slices.Insert(out, 0, s)
+		default:
+			out = append(out, s)
+		}
+	}
+	if len(out) > 1 {
+		out[len(out)-1] = "or " + out[len(out)-1]
+	}
+	return strings.Join(out, "; ")
+}
+
+// DefaultModel names the model that --model "" stands for (the About's
+// Default of the family that detects ""), or "" when none does.
+func DefaultModel() string {
+	f, err := Find("")
+	if err != nil {
+		return ""
+	}
+	return f.About().Default
+}
+
+// Titles returns the Titles of the registered families that keep, in
+// Families' order.
+func Titles(keep func(Family) bool) []string {
+	var out []string
+	for _, f := range Families() {
+		if keep(f) {
+			out = append(out, f.About().Title)
+		}
+	}
+	return out
+}
+
+// List joins items as prose with conj ("and", "or"): "a", "a or b",
+// "a, b or c".
+func List(items []string, conj string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " " + conj + " " + items[len(items)-1]
+}
+
+// AllParams lists the parameters of every registered family, each name
+// once, in Families' order: the command line's flags. A parameter that
+// several families share has the first one's Kind and Default, and a Help
+// made of each family's own: the part before ": " that they all begin
+// with, once, then the rest of each, joined by "; " ("output size WxH:
+// compact, ...; SwiftVR, ..."); helps that begin differently are joined
+// whole.
+func AllParams() []Param {
+	var out []Param
+	helps := map[string][]string{}
+	for _, f := range Families() {
+		for _, p := range f.Params() {
+			if _, seen := helps[p.Name]; !seen {
+				out = append(out, p)
+			}
+			helps[p.Name] = append(helps[p.Name], p.Help)
+		}
+	}
+	for i, p := range out {
+		out[i].Help = joinHelp(helps[p.Name])
+	}
+	return out
+}
+
+// joinHelp is the Help of a parameter that families share (see
+// AllParams).
+func joinHelp(helps []string) string {
+	if len(helps) == 1 {
+		return helps[0]
+	}
+	head, _, ok := strings.Cut(helps[0], ": ")
+	var rests []string
+	for _, h := range helps {
+		h2, rest, ok2 := strings.Cut(h, ": ")
+		if !ok2 || h2 != head {
+			ok = false
+			break
+		}
+		rests = append(rests, rest)
+	}
+	if !ok {
+		return strings.Join(helps, "; ")
+	}
+	return head + ": " + strings.Join(rests, "; ")
+}
+
+// ParamOwners returns the names of the families other than except that
+// have a parameter named name, for messages that say where a parameter
+// belongs.
+func ParamOwners(name string, except Family) []string {
 	var out []string
 	for _, f := range Families() {
 		if f == except {

@@ -104,7 +104,7 @@ request warms up; the mean is over the others.`,
 	fl.IntVar(&f.frames, "frames", 0, "loop the input to exactly N frames (0 = as it is)")
 	fl.IntVar(&f.requests, "requests", 3, "requests to run in one process; the mean is over all but the first")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all, cpu,cpu)")
-	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
+	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.StringVar(&f.model, "model", "", "model (see restore)")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
 	fl.StringVar(&f.preset, "preset", "ultrafast", "encoder preset")

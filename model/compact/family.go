@@ -30,12 +30,17 @@ func (family) Detect(spec string) bool {
 	return IsBundledName(spec) || known || strings.HasSuffix(spec, ".param")
 }
 
+func (family) About() model.About {
+	return model.About{Title: "compact", Spec: "a bundled or fetchable name (see vsr models) or an ncnn PATH.param",
+		Default: "bundled " + DefaultModel}
+}
+
 func (family) Params() []model.Param {
 	return []model.Param{
 		{Name: "scale", Field: "sr_ratio", Short: "s", Kind: model.Int, Default: 4,
 			Help: "compact: upscaling factor; 2, 3 or 4 picks the bundled model's graph, an ncnn model takes only its own"},
 		{Name: "size", Kind: model.Shape,
-			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"},
+			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it"},
 		{Name: "tile", Short: "t", Kind: model.Int, Default: 0,
 			Help: "compact: process frames in tiles of N input pixels, at least 32 (0 = automatic, bounded memory)"},
 	}
