@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -238,11 +237,6 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 	return nil, nil, fmt.Errorf("field \"model\": %q is not served (served: %s)", name, strings.Join(names, ", "))
 }
 
-// requestFields are the request's fields that are not model parameters.
-var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_result_path": true, "overwrite": true,
-	"model": true, "codec": true, "crf": true, "preset": true, "pix_fmt": true, "max_frames": true, "batch": true,
-	"segments": true, "target_shape": true, "params": true, "deinterlace": true, "no_subtitles": true, "no_metadata": true}
-
 // values turns a request's model parameters (its fields, and its params
 // object) into l's parameter values, refusing those of other families.
 // The request is checked first as the HTTP layer checks it
@@ -259,19 +253,13 @@ func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	raw, _ := json.Marshal(q)
-	fields := map[string]any{}
-	json.Unmarshal(raw, &fields)
-	maps.Copy(fields, q.Params) // CheckRequest left no request field there
+	fields := q.ModelFields()
 	byField := map[string]model.Param{}
 	for _, p := range l.Family.Params() {
 		byField[p.FieldName()] = p
 	}
 	set := model.Values{}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if requestFields[k] {
-			continue
-		}
 		p, ok := byField[k]
 		if !ok {
 			return nil, nil, foreignField(l.Family, k)
