@@ -50,7 +50,7 @@ func (family) Params() []model.Param {
 // one of the scale given or defaulted at once) or an ncnn graph.
 func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Model, error) {
 	if IsBundledName(spec) {
-		m := &bundledModel{dev: dev, name: DefaultModel, graphs: map[int]*Model{}, def: p}
+		m := &bundledModel{dev: dev, name: DefaultModel, graphs: map[int]*Graph{}, def: p}
 		if spec != "" && spec != DefaultModel {
 			var s int
 			if _, err := fmt.Sscanf(strings.TrimPrefix(spec, DefaultModel), "-x%d", &s); err != nil || spec != fmt.Sprintf("%s-x%d", DefaultModel, s) {
@@ -113,7 +113,7 @@ func (session) Close() {}
 func (s session) Warnings() []string { return s.warn }
 
 // newSession is a session of g for frames of w x h with the tile asked for.
-func newSession(g *Model, w, h int, p model.Params) session {
+func newSession(g *Graph, w, h int, p model.Params) session {
 	s := session{Engine: Engine{M: g, Tile: p.Int("tile")}}
 	if c := g.TileCost(w, h, s.Tile); c > 2 {
 		s.warn = append(s.warn, fmt.Sprintf("--tile %d: with model %s's halo of %d pixels, tiles compute %.1f times the frame's pixels; use --tile 0 (automatic) or a tile of at least %d", s.Tile, g.Name, g.Halo(), c, 4*g.Halo()))
@@ -130,7 +130,7 @@ type bundledModel struct {
 	def   model.Params // the loader's parameters: the sessions' defaults
 
 	mu     sync.Mutex
-	graphs map[int]*Model
+	graphs map[int]*Graph
 }
 
 func (m *bundledModel) Name() string {
@@ -219,7 +219,7 @@ func (m *bundledModel) Check(p model.Params) error {
 }
 
 // graph returns the graph of scale, loading it at first use.
-func (m *bundledModel) graph(scale int) (*Model, error) {
+func (m *bundledModel) graph(scale int) (*Graph, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g := m.graphs[scale]; g != nil {
@@ -265,7 +265,7 @@ func (m *bundledModel) Close() {
 }
 
 // graphModel is an ncnn graph loaded from disk.
-type graphModel struct{ g *Model }
+type graphModel struct{ g *Graph }
 
 func (m *graphModel) Name() string { return m.g.Name }
 
