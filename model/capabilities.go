@@ -7,10 +7,64 @@ import (
 	"github.com/vsr-dev/vsr/parallel"
 )
 
-// This file is the contract's one list: the Engine and Session every
-// family's sessions implement, and every optional capability, grouped by
-// what implements it (see the package doc for what a caller does without
+// This file is the contract, in one place: the Family, Model and Session
+// every family implements, and every optional capability, grouped by what
+// implements it (see the package doc for what a caller does without
 // each).
+
+// Family is one kind of model: how to recognise it, what it needs and what
+// a request may set.
+type Family interface {
+	// Name is the family's name ("compact", "swiftvr").
+	Name() string
+	// Detect reports whether spec (a --model value: a name, a file or a
+	// directory) is a model of this family. "" is the default model's
+	// spec. No two families may detect the same spec: Find refuses it.
+	Detect(spec string) bool
+	// StorageType is the GPU storage type the family needs ("bf16"), or ""
+	// for any.
+	StorageType() string
+	// Params are the per-request parameters, in the order help shows them.
+	// A parameter another family has too (the same Name) has the same
+	// Kind and Default; its Help is this family's own (see AllParams).
+	Params() []Param
+	// About is what help and messages say of the family.
+	About() About
+	// Load reads the model at spec onto dev, to stay resident. p are the
+	// parameters of the command or server that loads it: they may shape
+	// what is loaded (SwiftVR's "dit") and are its sessions' defaults.
+	Load(dev backend.Backend, spec string, p Params) (Model, error)
+}
+
+// About is what help and messages that list the families say of one.
+type About struct {
+	// Title is the family's name in prose ("SwiftVR", "CDA-VSR").
+	Title string
+	// Spec says what a --model value of the family is ("a SwiftVR
+	// checkpoint directory"), for the --model help and Find's message.
+	Spec string
+	// Default names the model that spec "" stands for, where the family
+	// detects "" ("bundled realesr-animevideov3"); "" for the others.
+	Default string
+	// Latency says what bounds a live stream's latency on the family's
+	// models ("one chunk (28 frames, then 24) and 3 frames of lag"); ""
+	// for models whose latency is the caller's batch.
+	Latency string
+}
+
+// Model is a family's model resident on a device. Its methods may be
+// called from several goroutines; requests never change it.
+type Model interface {
+	// Name names the model in messages and metadata.
+	Name() string
+	// Describe is the model's entry in the service's metadata.
+	Describe() map[string]any
+	// NewSession makes the state for one video with the request's
+	// parameters. It refuses parameters that contradict the model.
+	NewSession(ctx context.Context, v Video, p Params) (Session, error)
+	// Close frees the model.
+	Close()
+}
 
 // Engine is what the pipeline needs of a model to run one video: a
 // Session is one.

@@ -16,9 +16,10 @@
 //
 // Every family implements Family, every resident model Model, every
 // session Session (an Engine that can be closed). All else is optional:
-// an interface of capabilities.go that a family, model, session, batch or
-// device implements where it can, found with a type assertion. Each says
-// what the caller does without it:
+// an interface that a family, model, session, batch or device implements
+// where it can, found with a type assertion. capabilities.go defines them
+// all; each family asserts those it implements. Each says what the caller
+// does without it:
 //
 // Families:
 //   - HeaderLoader: open a model without its weights. Without it, a server

@@ -473,7 +473,7 @@ type liveFrame struct {
 }
 
 // liveJob is a batch in flight; end >= 0 on the batch after which the
-// stream ends (a Streamer's End).
+// stream ends (a model.Streamer's End).
 type liveJob struct {
 	b   backend.Batch
 	n   int
