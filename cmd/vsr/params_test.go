@@ -27,7 +27,7 @@ func TestHelpFromRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := cmd.Flags().Lookup("model").Usage
-		if !strings.Contains(h, model.Specs()) || !strings.Contains(h, "realesr-animevideov3") {
+		if !strings.Contains(h, model.Specs()) || !strings.Contains(h, "realesr-animevideov3") || strings.Contains(h, "`") {
 			t.Errorf("vsr %s --model's help: %q", c, h)
 		}
 	}
