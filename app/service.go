@@ -237,8 +237,9 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 	return nil, nil, fmt.Errorf("field \"model\": %q is not served (served: %s)", name, strings.Join(names, ", "))
 }
 
-// values turns a request's model parameters (its fields, and its params
-// object) into l's parameter values, refusing those of other families.
+// values turns a request's model parameters (serve.Request's
+// ModelFields: its model-parameter fields and its params object) into l's
+// parameter values, refusing those of other families.
 // The request is checked first as the HTTP layer checks it
 // (serve.CheckRequest), whichever way it came (a stored task, a live
 // session's params).
