@@ -30,6 +30,9 @@ func init() { model.Register(level{}) }
 func (level) Name() string            { return "level" }
 func (level) Detect(spec string) bool { return strings.HasPrefix(spec, "level:") }
 func (level) StorageType() string     { return "" }
+func (level) About() model.About {
+	return model.About{Title: "level", Spec: "level:NAME (a test model)"}
+}
 func (level) Params() []model.Param {
 	return []model.Param{{Name: "level", Kind: model.Int, Default: 255, Help: "level: the value inputs are subtracted from"},
 		{Name: "level-dump", Kind: model.String, Local: true, Help: "level: a path on the host (the command line's only)"}}

@@ -168,7 +168,7 @@ func BatchSize(n int, b backend.Backend) int {
 // the encoders one segment after the other, so that shorter segments leave
 // less work for the last encoder (docs/BENCHMARKS.md).
 func SegmentCount(n int, b backend.Backend, eng pipeline.Engine) int {
-	_, causal := eng.(pipeline.Planner)
+	_, causal := eng.(model.Planner)
 	switch {
 	case n > 0:
 		return n

@@ -100,7 +100,7 @@ func (l *Loaded) runSize(ctx context.Context, imgs []Image, group []int, params 
 		return err
 	}
 	defer s.Close()
-	if _, causal := s.(pipeline.Planner); causal || pipeline.InputDepth(first) > 8 {
+	if _, causal := s.(model.Planner); causal || pipeline.InputDepth(first) > 8 {
 		// One by one: a causal model reads frames as a video; a deep image
 		// goes through the model at 16 bits (the batches here are 8-bit).
 		for _, i := range group {

@@ -105,7 +105,7 @@ func foreign(f model.Family, set model.Values) error {
 		if own[k] {
 			continue
 		}
-		if o := model.Owner(k, f); len(o) > 0 {
+		if o := model.ParamOwners(k, f); len(o) > 0 {
 			return fmt.Errorf("--%s applies to %s models, not to this %s model (its parameters: %s)", k, strings.Join(o, ", "), f.Name(), strings.Join(names, ", "))
 		}
 		return fmt.Errorf("--%s is not a parameter of %s models (its parameters: %s)", k, f.Name(), strings.Join(names, ", "))
@@ -148,7 +148,7 @@ func (l *Loaded) Sessions(ctx context.Context, info *video.Info, total int, set 
 			o.Close()
 		}
 	}
-	if _, causal := s.(pipeline.Planner); !causal {
+	if _, causal := s.(model.Planner); !causal {
 		for _, r := range l.Ranks {
 			rs, err := r.Session(ctx, info, total, set)
 			if err != nil {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -177,7 +176,7 @@ func (s *Service) Workers() int { return len(s.groups) }
 // model's other scales).
 func (s *Service) Preload() error {
 	for _, l := range s.loaded() {
-		if p, ok := l.Model.(interface{ Preload() error }); ok {
+		if p, ok := l.Model.(model.Preloader); ok {
 			if err := p.Preload(); err != nil {
 				return err
 			}
@@ -197,13 +196,6 @@ func (s *Service) loaded() []*Loaded {
 	return all
 }
 
-// Warmer is implemented by models that can run a synthetic request at an
-// output size, so that the first real one does not compile kernels or
-// choose algorithms (SwiftVR).
-type Warmer interface {
-	Warmup(ctx context.Context, w, h int, f backend.PixelFormat, p model.Params) error
-}
-
 // Warmup runs a synthetic request at output size w x h through each model
 // that can, on every device, on a locked thread as the pipeline drives a
 // device.
@@ -211,7 +203,7 @@ func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) e
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for _, l := range s.loaded() {
-		if wm, ok := l.Model.(Warmer); ok {
+		if wm, ok := l.Model.(model.Warmer); ok {
 			if err := wm.Warmup(ctx, w, h, f, model.Params{Default: model.Defaults(l.Family.Params())}); err != nil {
 				return fmt.Errorf("device %s: %w", l.Dev.Name(), err)
 			}
@@ -232,9 +224,7 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 		}
 	}
 	for _, l := range s.models {
-		if r, ok := l.Model.(interface {
-			Resolve(string) (model.Values, bool)
-		}); ok {
+		if r, ok := l.Model.(model.Resolver); ok {
 			if v, ok := r.Resolve(name); ok {
 				return l, v, nil
 			}
@@ -247,13 +237,9 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 	return nil, nil, fmt.Errorf("field \"model\": %q is not served (served: %s)", name, strings.Join(names, ", "))
 }
 
-// requestFields are the request's fields that are not model parameters.
-var requestFields = map[string]bool{"task_id": true, "video_path": true, "save_result_path": true, "overwrite": true,
-	"model": true, "codec": true, "crf": true, "preset": true, "pix_fmt": true, "max_frames": true, "batch": true,
-	"segments": true, "target_shape": true, "params": true, "deinterlace": true, "no_subtitles": true, "no_metadata": true}
-
-// values turns a request's model parameters (its fields, and its params
-// object) into l's parameter values, refusing those of other families.
+// values turns a request's model parameters (serve.Request's
+// ModelFields: its model-parameter fields and its params object) into l's
+// parameter values, refusing those of other families.
 // The request is checked first as the HTTP layer checks it
 // (serve.CheckRequest), whichever way it came (a stored task, a live
 // session's params).
@@ -268,19 +254,13 @@ func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	raw, _ := json.Marshal(q)
-	fields := map[string]any{}
-	json.Unmarshal(raw, &fields)
-	maps.Copy(fields, q.Params) // CheckRequest left no request field there
+	fields := q.ModelFields()
 	byField := map[string]model.Param{}
 	for _, p := range l.Family.Params() {
 		byField[p.FieldName()] = p
 	}
 	set := model.Values{}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if requestFields[k] {
-			continue
-		}
 		p, ok := byField[k]
 		if !ok {
 			return nil, nil, foreignField(l.Family, k)
@@ -376,7 +356,7 @@ func (s *Service) checked(q *serve.Request) (*Loaded, model.Values, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if c, ok := l.Model.(interface{ Check(model.Params) error }); ok {
+	if c, ok := l.Model.(model.Checker); ok {
 		if err := c.Check(model.Params{Set: set, Default: model.Defaults(l.Family.Params())}); err != nil {
 			return nil, nil, err
 		}
@@ -497,7 +477,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	l = s.groups[g][slices.Index(s.models, l)]
 	t.Devices = l.Devices()
 	for _, d := range l.All() {
-		if tr, ok := d.Dev.(interface{ Trim() }); ok { // CPU buffers sized for this task
+		if tr, ok := d.Dev.(model.Trimmer); ok { // CPU buffers sized for this task
 			defer tr.Trim()
 		}
 	}

@@ -1,28 +1,15 @@
-// Package model is the contract between vsr's application layer and its
-// model families, in the style of database/sql/driver: a Family is
-// configured once (Load makes a resident Model on a device), and each video
-// gets a Session of its own, which holds all per-video state (causal,
-// recurrent) and is the pipeline's engine. A resident Model is never
-// changed by a request.
-//
-// Families register themselves from their package's init function
-// (Register); the application imports each family package once, blank, so
-// adding a family means adding a package and that one import.
 package model
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 )
 
@@ -158,91 +145,6 @@ type Video struct {
 	Keys []bool
 }
 
-// Family is one kind of model: how to recognise it, what it needs and what
-// a request may set.
-type Family interface {
-	// Name is the family's name ("compact", "swiftvr").
-	Name() string
-	// Detect reports whether spec (a --model value: a name, a file or a
-	// directory) is a model of this family. "" is the default model's
-	// spec.
-	Detect(spec string) bool
-	// StorageType is the GPU storage type the family needs ("bf16"), or ""
-	// for any.
-	StorageType() string
-	// Params are the per-request parameters, in the order help shows them.
-	Params() []Param
-	// Load reads the model at spec onto dev, to stay resident. p are the
-	// parameters of the command or server that loads it: they may shape
-	// what is loaded (SwiftVR's "dit") and are its sessions' defaults.
-	Load(dev backend.Backend, spec string, p Params) (Model, error)
-}
-
-// Model is a family's model resident on a device. Its methods may be
-// called from several goroutines; requests never change it.
-type Model interface {
-	// Name names the model in messages and metadata.
-	Name() string
-	// Describe is the model's entry in the service's metadata.
-	Describe() map[string]any
-	// NewSession makes the state for one video with the request's
-	// parameters. It refuses parameters that contradict the model.
-	NewSession(ctx context.Context, v Video, p Params) (Session, error)
-	// Close frees the model.
-	Close()
-}
-
-// Session runs one video: the pipeline's engine (it may also implement
-// the pipeline's Planner), used by one goroutine at a time. Close frees
-// its state.
-type Session interface {
-	OutputSize(w, h int) (int, int)
-	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
-	Start(ctx context.Context, b backend.Batch, k int) error
-	Close()
-}
-
-// Sizer is implemented by models that can tell, without making a
-// session, the size of the largest frames a session for v with p would
-// hold: its output, or the model's own output where that is then resized
-// down to a requested size. Only v's Width and Height are read. The error
-// is the one NewSession would give for p on v. A service checks requests
-// against its pixel budget with it before any memory is allocated for
-// them; for a model without it, only a requested size is checked.
-type Sizer interface {
-	FrameSize(v Video, p Params) (w, h int, err error)
-}
-
-// HeaderLoader is implemented by families whose models can be opened
-// without their weights (read from the checkpoint's headers): a model so
-// opened names and describes itself and checks requests' parameters, but
-// makes no session. A server that only queues tasks for workers on other
-// machines (vsr serve --workers 0) opens them so.
-type HeaderLoader interface {
-	LoadHeaders(spec string, p Params) (Model, error)
-}
-
-// Grouped is implemented by models that run one video on several devices
-// at once (SwiftVR's chunk parallelism), where other models only spread
-// independent segments over devices: others are the same model loaded on
-// the group's other devices, and the session drives them all.
-type Grouped interface {
-	NewGroupSession(ctx context.Context, v Video, p Params, others []Model) (Session, error)
-}
-
-// IsGrouped reports whether f's models run one video on several devices
-// at once (they implement Grouped): f says so with a Grouped method.
-func IsGrouped(f Family) bool {
-	g, ok := f.(interface{ Grouped() bool })
-	return ok && g.Grouped()
-}
-
-// Warner is implemented by sessions that have something to say about the
-// settings they were given (the run goes on).
-type Warner interface {
-	Warnings() []string
-}
-
 var (
 	mu       sync.Mutex
 	families []Family
@@ -261,22 +163,34 @@ func Register(f Family) {
 	families = append(families, f)
 }
 
-// Families returns the registered families in registration order.
+// Families returns the registered families, ordered by name (the order
+// of registration, which is the order of package initialisation, decides
+// nothing).
 func Families() []Family {
 	mu.Lock()
 	defer mu.Unlock()
-	return slices.Clone(families)
+	out := slices.Clone(families)
+	slices.SortFunc(out, func(a, b Family) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
 }
 
-// Find returns the family of spec: the last registered family that
-// detects it, so that a family registered later (more specific) wins
-// over the default one.
+// Find returns the family of spec: the one family that detects it. Two
+// families that both detect it are an error naming both (registration
+// order decides nothing).
 func Find(spec string) (Family, error) {
 	fams := Families()
-	for i := len(fams) - 1; i >= 0; i-- {
-		if fams[i].Detect(spec) {
-			return fams[i], nil
+	var found Family
+	for _, f := range fams {
+		if !f.Detect(spec) {
+			continue
 		}
+		if found != nil {
+			return nil, fmt.Errorf("--model %q: both the %s and the %s family take it", spec, found.Name(), f.Name())
+		}
+		found = f
+	}
+	if found != nil {
+		return found, nil
 	}
 	// Say what spec is instead: a pickle, a directory a family can
 	// explain, or nothing at all.
@@ -288,7 +202,7 @@ func Find(spec string) (Family, error) {
 		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled or fetchable model name (see `vsr models`)", spec)
 	}
 	for _, f := range fams {
-		if e, ok := f.(interface{ Explain(string) error }); ok {
+		if e, ok := f.(Explainer); ok {
 			if err := e.Explain(spec); err != nil {
 				return nil, fmt.Errorf("--model: %w", err)
 			}
@@ -298,13 +212,109 @@ func Find(spec string) (Family, error) {
 	for _, f := range fams {
 		names = append(names, f.Name())
 	}
-	sort.Strings(names)
-	return nil, fmt.Errorf("--model %q is not a model vsr knows: give a bundled or fetchable name (see `vsr models`), an ncnn .param file or a SwiftVR checkpoint directory (families: %s)", spec, strings.Join(names, ", "))
+	return nil, fmt.Errorf("--model %q is not a model vsr knows: give %s (families: %s)", spec, Specs(), strings.Join(names, ", "))
 }
 
-// Owner returns the families other than f that have a parameter name,
-// for messages that say where a parameter belongs.
-func Owner(name string, except Family) []string {
+// Specs says what a --model value may be, from each registered family's
+// About.Spec, the default model's family first: "a; b; or c".
+func Specs() string {
+	var out []string
+	for _, f := range Families() {
+		switch s := f.About().Spec; {
+		case s == "":
+		case f.Detect(""):
+			out = slices.Insert(out, 0, s)
+		default:
+			out = append(out, s)
+		}
+	}
+	if len(out) > 1 {
+		out[len(out)-1] = "or " + out[len(out)-1]
+	}
+	return strings.Join(out, "; ")
+}
+
+// DefaultModel names the model that --model "" stands for (the About's
+// Default of the family that detects ""), or "" when none does.
+func DefaultModel() string {
+	f, err := Find("")
+	if err != nil {
+		return ""
+	}
+	return f.About().Default
+}
+
+// Titles returns the Titles of the registered families that keep, in
+// Families' order.
+func Titles(keep func(Family) bool) []string {
+	var out []string
+	for _, f := range Families() {
+		if keep(f) {
+			out = append(out, f.About().Title)
+		}
+	}
+	return out
+}
+
+// List joins items as prose with conj ("and", "or"): "a", "a or b",
+// "a, b or c".
+func List(items []string, conj string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " " + conj + " " + items[len(items)-1]
+}
+
+// AllParams lists the parameters of every registered family, each name
+// once, in Families' order: the command line's flags. A parameter that
+// several families share has the first one's Kind and Default, and a Help
+// made of each family's own: the part before ": " that they all begin
+// with, once, then the rest of each, joined by "; " ("output size WxH:
+// compact, ...; SwiftVR, ..."); helps that begin differently are joined
+// whole.
+func AllParams() []Param {
+	var out []Param
+	helps := map[string][]string{}
+	for _, f := range Families() {
+		for _, p := range f.Params() {
+			if _, seen := helps[p.Name]; !seen {
+				out = append(out, p)
+			}
+			helps[p.Name] = append(helps[p.Name], p.Help)
+		}
+	}
+	for i, p := range out {
+		out[i].Help = joinHelp(helps[p.Name])
+	}
+	return out
+}
+
+// joinHelp is the Help of a parameter that families share (see
+// AllParams).
+func joinHelp(helps []string) string {
+	if len(helps) == 1 {
+		return helps[0]
+	}
+	head, _, ok := strings.Cut(helps[0], ": ")
+	var rests []string
+	for _, h := range helps {
+		h2, rest, ok2 := strings.Cut(h, ": ")
+		if !ok2 || h2 != head {
+			ok = false
+			break
+		}
+		rests = append(rests, rest)
+	}
+	if !ok {
+		return strings.Join(helps, "; ")
+	}
+	return head + ": " + strings.Join(rests, "; ")
+}
+
+// ParamOwners returns the names of the families other than except that
+// have a parameter named name, for messages that say where a parameter
+// belongs.
+func ParamOwners(name string, except Family) []string {
 	var out []string
 	for _, f := range Families() {
 		if f == except {

@@ -61,7 +61,7 @@ func TestFind(t *testing.T) {
 	}
 	notes := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notes, []byte("notes"), 0o644)
-	if _, err := model.Find(notes); err == nil || !strings.Contains(err.Error(), "compact, swiftvr") {
+	if _, err := model.Find(notes); err == nil || !strings.Contains(err.Error(), "compact, swiftvr") || !strings.Contains(err.Error(), model.Specs()) {
 		t.Errorf("Find of a file of no family: %v", err)
 	}
 }
@@ -72,6 +72,7 @@ func (dup) Name() string                                                    { re
 func (dup) Detect(string) bool                                              { return false }
 func (dup) StorageType() string                                             { return "" }
 func (dup) Params() []model.Param                                           { return nil }
+func (dup) About() model.About                                              { return model.About{} }
 func (dup) Load(backend.Backend, string, model.Params) (model.Model, error) { return nil, nil }
 
 func TestRegisterTwicePanics(t *testing.T) {
@@ -81,4 +82,48 @@ func TestRegisterTwicePanics(t *testing.T) {
 		}
 	}()
 	model.Register(dup{})
+}
+
+// TestListsFromRegistry checks that what lists the families is built
+// from the registry: each family's About in Specs, the default model,
+// and the help of a shared parameter made of each family's own.
+func TestListsFromRegistry(t *testing.T) {
+	specs := model.Specs()
+	for _, f := range model.Families() {
+		if a := f.About(); a.Title == "" || a.Spec == "" || !strings.Contains(specs, a.Spec) {
+			t.Errorf("family %s: About %+v, Specs %q", f.Name(), a, specs)
+		}
+	}
+	if !strings.HasPrefix(specs, "a bundled or fetchable name") || !strings.HasSuffix(specs, "; or a SwiftVR checkpoint directory") {
+		t.Errorf("Specs: %q, want the default model's family first", specs)
+	}
+	if d := model.DefaultModel(); d != "bundled realesr-animevideov3" {
+		t.Errorf("DefaultModel: %q", d)
+	}
+	var size *model.Param
+	all := model.AllParams()
+	seen := map[string]bool{}
+	for i, p := range all {
+		if seen[p.Name] {
+			t.Errorf("AllParams: %s twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Name == "size" {
+			size = &all[i]
+		}
+	}
+	want := "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"
+	if size == nil || size.Help != want {
+		t.Errorf("AllParams' size: %+v, want the help %q", size, want)
+	}
+	for _, f := range model.Families() {
+		for _, p := range f.Params() {
+			if p.Name == "size" && strings.Contains(p.Help, ";") {
+				t.Errorf("family %s's help of size speaks for another family: %q", f.Name(), p.Help)
+			}
+		}
+	}
+	if got := model.List([]string{"a", "b", "c"}, "and"); got != "a, b and c" {
+		t.Errorf("List: %q", got)
+	}
 }

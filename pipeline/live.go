@@ -13,20 +13,9 @@ import (
 	"time"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/video"
 )
-
-// Streamer is implemented by engines that plan their own batches (a
-// Planner) and can also run a stream whose length is not known:
-// LiveBatch(i) is the input frames of batch i while the stream goes on;
-// End(total) says the stream ended after total frames, before the Start of
-// the batch that holds its last frames. That batch may hold none: flush
-// says whether it must run all the same (an engine that still owes
-// frames, as SwiftVR its decoder's lag).
-type Streamer interface {
-	LiveBatch(i int) int
-	End(total int) (flush bool, err error)
-}
 
 // LiveRequest is one live stream: frames in from a source as they arrive,
 // restored frames out to a sink, until the source ends, stalls or the
@@ -339,7 +328,7 @@ func (r *liveRun) openSink(dec *video.LiveDecoder, w, h, ow, oh int) error {
 }
 
 // warmup runs a batch of black frames (a first and a middle chunk for a
-// Streamer) through a session of its own,
+// model.Streamer) through a session of its own,
 // so that the stream's first frames do not wait for kernels to compile
 // and convolution algorithms to be chosen (a queue's worth of frames
 // would be dropped or back up meanwhile). The session is then closed: the
@@ -351,7 +340,7 @@ func warmup(ctx context.Context, req LiveRequest, w, h int) error {
 	}
 	defer done()
 	sizes := []int{max(req.Batch, 1)}
-	if st, ok := eng.(Streamer); ok {
+	if st, ok := eng.(model.Streamer); ok {
 		sizes = []int{st.LiveBatch(0), st.LiveBatch(1)} // a first and a middle chunk
 	}
 	ow, oh := eng.OutputSize(w, h)
@@ -484,7 +473,7 @@ type liveFrame struct {
 }
 
 // liveJob is a batch in flight; end >= 0 on the batch after which the
-// stream ends (a Streamer's End).
+// stream ends (a model.Streamer's End).
 type liveJob struct {
 	b   backend.Batch
 	n   int
@@ -495,8 +484,8 @@ type liveJob struct {
 // into the sink, clock turning the source's times into the output's.
 func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idleWatch, eng Engine, w, h int, clock func(int64) int64) error {
 	req, m, enc, audio := r.req, r.m, r.enc, &r.audio
-	_, planner := eng.(Planner)
-	st, streamer := eng.(Streamer)
+	_, planner := eng.(model.Planner)
+	st, streamer := eng.(model.Streamer)
 	if planner && !streamer {
 		return errors.New("this model cannot restore a live stream (it needs the video's length)")
 	}
@@ -622,11 +611,11 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 				return
 			}
 			nout := j.n
-			if oc, ok := j.b.(OutCounter); ok {
+			if oc, ok := j.b.(model.OutCounter); ok {
 				nout = oc.OutFrames()
 			}
 			frame := func(k int) []byte { return j.b.Out()[k*outFS : (k+1)*outFS] }
-			if fo, ok := j.b.(FrameOuter); ok {
+			if fo, ok := j.b.(model.FrameOuter); ok {
 				frame = fo.OutFrame
 			}
 			for k := range nout {

@@ -7,7 +7,7 @@
 // With Segments > 1 the output is cut into that many contiguous segments,
 // each with its own decoder and encoder running in parallel, and joined
 // losslessly at the end with the input's audio: CPU encoding then keeps up
-// with a fast GPU. A causal engine (a Planner) reads the video as one
+// with a fast GPU. A causal engine (a model.Planner) reads the video as one
 // stream; its output frames still go to several encoders (see fanout).
 //
 // The output file appears only when everything succeeded: encoders write
@@ -29,43 +29,9 @@ import (
 	"time"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/video"
 )
-
-// Engine is what the pipeline needs of a model to run one video (a model
-// family's Session is one; compact.Engine and swiftvr.Session are).
-type Engine interface {
-	// OutputSize returns the output frame size for an input of w x h
-	// (0, 0 if the input is too small for the model).
-	OutputSize(w, h int) (int, int)
-	// NewBatch allocates staging for up to n frames of w x h that come in
-	// format in (RGB24 or RGB48) and whose results come out in format out.
-	NewBatch(n, w, h int, in, out backend.PixelFormat) (backend.Batch, error)
-	// Start begins processing the first k frames of b's input; it may
-	// return before the work is done, and b.Wait blocks until it is.
-	Start(ctx context.Context, b backend.Batch, k int) error
-}
-
-// Planner is implemented by engines that take frames in batches of their
-// own sizes (a model that streams causally in chunks). Such an engine runs
-// as one segment, and its batches may hold a different number of output
-// frames than input frames (see OutCounter).
-type Planner interface {
-	Plan(total int) ([]int, error)
-}
-
-// OutCounter is implemented by batches whose output frame count is not
-// their input frame count.
-type OutCounter interface {
-	OutFrames() int
-}
-
-// FrameOuter is implemented by batches whose output frames are not one
-// buffer (a wave of chunks on several devices): OutFrame returns output
-// frame k, valid after Wait.
-type FrameOuter interface {
-	OutFrame(k int) []byte
-}
 
 // Source yields frames in order; Read returns io.EOF after the last.
 type Source interface {
@@ -109,7 +75,7 @@ type Request struct {
 	OnBatch func(b backend.Batch, frames int)
 	// More are engines of the same model on other devices: the segments
 	// spread over Engine and these (segment i on engine i mod 1+len(More)).
-	// A causal engine (a Planner) reads the video as one stream and ignores
+	// A causal engine (a model.Planner) reads the video as one stream and ignores
 	// them.
 	More []Engine
 	// CFR, for a variable-frame-rate input (video.Info.VFR), spaces the
@@ -217,7 +183,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	nstream := nseg // decoders and batch queues
 	var plan []int
-	if p, ok := req.Engine.(Planner); ok {
+	if p, ok := req.Engine.(model.Planner); ok {
 		var err error
 		if plan, err = p.Plan(total); err != nil {
 			return nil, err
@@ -567,8 +533,8 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		writers.Add(1)
 		go func() { // writer: wait for results, encode, recycle
 			defer writers.Done()
-			var model, encoder time.Duration
-			defer func() { waits.add(model, encoder) }()
+			var modelWait, encoder time.Duration
+			defer func() { waits.add(modelWait, encoder) }()
 			for left := s.frames; left > 0; {
 				var j job
 				t := time.Now()
@@ -578,7 +544,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					return
 				}
 				err := j.b.Wait()
-				model += time.Since(t)
+				modelWait += time.Since(t)
 				if err != nil {
 					fail(err)
 					return
@@ -587,11 +553,11 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					c.onBatch(j.b, j.n)
 				}
 				nout := j.n
-				if oc, ok := j.b.(OutCounter); ok {
+				if oc, ok := j.b.(model.OutCounter); ok {
 					nout = oc.OutFrames()
 				}
 				frame := func(k int) []byte { return j.b.Out()[k*outFS : (k+1)*outFS] }
-				if fo, ok := j.b.(FrameOuter); ok {
+				if fo, ok := j.b.(model.FrameOuter); ok {
 					frame = fo.OutFrame
 				}
 				if nout > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,25 +16,61 @@ import (
 )
 
 // paramFields are the model parameters that have a field of their own in
-// a Request: given in "params", they are moved into their field, so that
-// one set of rules checks them wherever they were given.
-var paramFields = map[string]bool{"sr_ratio": true, "size": true, "target_shape": true, "tile": true, "clip_len": true, "dit": true}
+// a Request (tagged `vsr:"param"`), by JSON name: given in "params", they
+// are moved into their field, so that one set of rules checks them
+// wherever they were given.
+var paramFields = fieldNames(func(f reflect.StructField) bool { return f.Tag.Get("vsr") == "param" })
 
 // MaxClipLen bounds clip_len: SwiftVR holds clip_len+4 frames of a chunk
 // at once, on the device, at the output's size.
 const MaxClipLen = 256
 
 // requestFields are the JSON names of a Request's fields.
-var requestFields = func() map[string]bool {
+var requestFields = fieldNames(func(reflect.StructField) bool { return true })
+
+// fieldNames returns the JSON names of the fields of Request that keep.
+func fieldNames(keep func(reflect.StructField) bool) map[string]bool {
 	m := map[string]bool{}
 	rt := reflect.TypeFor[Request]()
 	for i := range rt.NumField() {
-		if name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+		if name := jsonName(rt.Field(i)); name != "" && keep(rt.Field(i)) {
 			m[name] = true
 		}
 	}
 	return m
-}()
+}
+
+// jsonName is f's name in JSON ("" for a field JSON leaves out).
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+// ModelFields returns the model parameters r sets, by request field: its
+// fields tagged `vsr:"param"` that are set (as JSON would give them: not
+// zero, not empty), and its Params, each value as JSON decodes it (a
+// number a float64, an array a []any). A runner takes them after
+// CheckRequest, which leaves no field of a Request in Params and merges
+// target_shape into size.
+func (r *Request) ModelFields() map[string]any {
+	out := map[string]any{}
+	rv := reflect.ValueOf(r).Elem()
+	for i := range rv.NumField() {
+		f, v := rv.Type().Field(i), rv.Field(i)
+		if f.Tag.Get("vsr") != "param" || v.IsZero() || v.Kind() == reflect.Slice && v.Len() == 0 {
+			continue
+		}
+		raw, _ := json.Marshal(v.Interface())
+		var x any
+		json.Unmarshal(raw, &x)
+		out[jsonName(f)] = x
+	}
+	maps.Copy(out, r.Params)
+	return out
+}
 
 // CheckRequest validates a task request's values, whatever the runner: it
 // moves the model parameters that have a field of their own (sr_ratio,

@@ -38,15 +38,21 @@ func (s Status) Final() bool { return s == Completed || s == Failed || s == Canc
 // video super-resolution (video_path, sr_ratio, target_shape,
 // save_result_path, task_id) and vsr's own optional ones. Zero values mean
 // "the default".
+//
+// The fields tagged `vsr:"param"` are model parameters (a family's
+// parameter of that field name: model.Param's FieldName): given in Params
+// they are moved into their field (CheckRequest), and the runner takes
+// them with Params as the model's (ModelFields). The others are the
+// request's own.
 type Request struct {
 	TaskID    string  `json:"task_id,omitempty"`
 	VideoPath string  `json:"video_path"`
-	SRRatio   float64 `json:"sr_ratio,omitempty"`
+	SRRatio   float64 `json:"sr_ratio,omitempty" vsr:"param"`
 	// TargetShape is LightX2V's output size, [height, width]; Size is the
 	// same field as the SwiftVR fork of LightX2V names it. The service
 	// merges them into Size.
-	TargetShape    []int  `json:"target_shape,omitempty"`
-	Size           []int  `json:"size,omitempty"` // [height, width]
+	TargetShape    []int  `json:"target_shape,omitempty" vsr:"param"`
+	Size           []int  `json:"size,omitempty" vsr:"param"` // [height, width]
 	SaveResultPath string `json:"save_result_path,omitempty"`
 	// Overwrite lets the task replace an existing file at its
 	// save_result_path.
@@ -56,10 +62,10 @@ type Request struct {
 	CRF       *int   `json:"crf,omitempty"`
 	Preset    string `json:"preset,omitempty"`
 	PixFmt    string `json:"pix_fmt,omitempty"`
-	ClipLen   int    `json:"clip_len,omitempty"`
-	DiT       string `json:"dit,omitempty"` // SwiftVR: "on" (default) or "off" (autoencoder only)
+	ClipLen   int    `json:"clip_len,omitempty" vsr:"param"`
+	DiT       string `json:"dit,omitempty" vsr:"param"` // SwiftVR: "on" (default) or "off" (autoencoder only)
 	MaxFrames int    `json:"max_frames,omitempty"`
-	Tile      int    `json:"tile,omitempty"`
+	Tile      int    `json:"tile,omitempty" vsr:"param"`
 	Batch     int    `json:"batch,omitempty"`
 	Segments  int    `json:"segments,omitempty"`
 	// Deinterlace is vsr restore's --deinterlace: auto (the default),

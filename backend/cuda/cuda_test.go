@@ -370,7 +370,7 @@ func TestYUVKernel(t *testing.T) {
 	}
 }
 
-func loadPair(t *testing.T, b backend.Backend, scale int, opt compact.Options) *compact.Model {
+func loadPair(t *testing.T, b backend.Backend, scale int, opt compact.Options) *compact.Graph {
 	t.Helper()
 	param, err := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x" + string(rune('0'+scale)) + ".param")
 	if err != nil {
@@ -404,7 +404,7 @@ func TestModelAgainstCPU(t *testing.T) {
 			mg := loadPair(t, g, scale, compact.Options{})
 			mu := loadPair(t, g, scale, compact.Options{SeparateTail: true})
 			mc := loadPair(t, c, scale, compact.Options{})
-			run := func(b backend.Backend, m *compact.Model) []float32 {
+			run := func(b backend.Backend, m *compact.Graph) []float32 {
 				x, err := b.FromRGB8(rgb, 1, 32, 48)
 				if err != nil {
 					t.Fatal(err)
@@ -437,7 +437,7 @@ func TestModelAgainstCPU(t *testing.T) {
 }
 
 // frames runs the model through a Slot to yuv420p.
-func frames(t *testing.T, b *Backend, m *compact.Model, rgb []byte) []byte {
+func frames(t *testing.T, b *Backend, m *compact.Graph, rgb []byte) []byte {
 	r := compact.Engine{M: m}
 	bt, err := r.NewBatch(1, 48, 32, backend.RGB24, backend.YUV420P)
 	if err != nil {

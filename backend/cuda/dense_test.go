@@ -14,12 +14,12 @@ import (
 )
 
 // loadGraph loads an ncnn graph from files onto b.
-func loadGraph(t testing.TB, b backend.Backend, param, bin string) *compact.Model {
+func loadGraph(t testing.TB, b backend.Backend, param, bin string) *compact.Graph {
 	return loadGraphWith(t, b, param, bin, compact.Options{})
 }
 
 // loadGraphWith is loadGraph with options.
-func loadGraphWith(t testing.TB, b backend.Backend, param, bin string, opt compact.Options) *compact.Model {
+func loadGraphWith(t testing.TB, b backend.Backend, param, bin string, opt compact.Options) *compact.Graph {
 	t.Helper()
 	p, err := os.ReadFile(param)
 	if err != nil {
@@ -37,7 +37,7 @@ func loadGraphWith(t testing.TB, b backend.Backend, param, bin string, opt compa
 	return m
 }
 
-func forward(t testing.TB, b backend.Backend, m *compact.Model, rgb []byte, n, h, w int) []float32 {
+func forward(t testing.TB, b backend.Backend, m *compact.Graph, rgb []byte, n, h, w int) []float32 {
 	t.Helper()
 	x, err := b.FromRGB8(rgb, n, h, w)
 	if err != nil {

@@ -182,7 +182,7 @@ func TestDeepFusedFrames(t *testing.T) {
 }
 
 // framesAs runs m on one 48x32 frame in format in through a Slot to format f.
-func framesAs(t *testing.T, m *compact.Model, frame []byte, in, f backend.PixelFormat) []byte {
+func framesAs(t *testing.T, m *compact.Graph, frame []byte, in, f backend.PixelFormat) []byte {
 	r := compact.Engine{M: m}
 	bt, err := r.NewBatch(1, 48, 32, in, f)
 	if err != nil {

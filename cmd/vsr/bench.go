@@ -104,7 +104,7 @@ request warms up; the mean is over the others.`,
 	fl.IntVar(&f.frames, "frames", 0, "loop the input to exactly N frames (0 = as it is)")
 	fl.IntVar(&f.requests, "requests", 3, "requests to run in one process; the mean is over all but the first")
 	fl.StringVar(&f.device, "device", "auto", "compute device: auto, cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all, cpu,cpu)")
-	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp)
+	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.StringVar(&f.model, "model", "", "model (see restore)")
 	fl.StringVar(&f.codec, "codec", "libx264", "ffmpeg video encoder")
 	fl.StringVar(&f.preset, "preset", "ultrafast", "encoder preset")
@@ -176,7 +176,7 @@ func runBench(cmd *cobra.Command, input string, f benchFlags) error {
 	}
 	ow, oh := probe.OutputSize(info.Width, info.Height)
 	rep.Segments = max(app.SegmentCount(f.segments, dev, probe), len(more)+1)
-	if _, causal := probe.(pipeline.Planner); causal {
+	if _, causal := probe.(model.Planner); causal {
 		rep.Batch = 0 // a batch per chunk
 	}
 	done()
@@ -268,7 +268,7 @@ func benchOnce(ctx context.Context, f benchFlags, set model.Values, info *video.
 		return run, nil
 	}
 	var ex []parallel.Stats
-	if x, ok := eng.(interface{ Exchanged() []parallel.Stats }); ok {
+	if x, ok := eng.(model.Exchanger); ok {
 		ex = x.Exchanged()
 	}
 	for i, d := range ld.All() {

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/model/cdavsr"
 	"github.com/vsr-dev/vsr/model/swiftvr"
 )
@@ -99,13 +101,39 @@ func inspectCDAVSR(cmd *cobra.Command, path, size string, asJSON bool) error {
 	return nil
 }
 
+// synthOptions are checkpoint synth's flags.
+type synthOptions struct {
+	preset, out, gate, prefix string
+	seed                      uint64
+	scale                     int
+	outliers                  float32
+}
+
+// synths write a synthetic checkpoint of a family, by the family's name
+// (model.Family's Name).
+var synths = map[string]func(cmd *cobra.Command, o synthOptions) error{
+	swiftvr.Family: synthSwiftVR,
+	"cdavsr":       synthCDAVSR,
+}
+
+// synthFamilies lists the registered families that synth writes: the
+// values of --family.
+func synthFamilies() []string {
+	var out []string
+	for _, f := range model.Families() {
+		if synths[f.Name()] != nil {
+			out = append(out, f.Name())
+		}
+	}
+	return out
+}
+
 func newCheckpointSynth() *cobra.Command {
-	var family, preset, out, gate, prefix string
-	var seed uint64
-	var scale int
-	var outliers float32
+	var family string
+	var o synthOptions
+	known := synthFamilies()
 	cmd := &cobra.Command{
-		Use:   "synth --family swiftvr|cdavsr ... -o PATH",
+		Use:   "synth --family " + strings.Join(known, "|") + " ... -o PATH",
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
 		Long: "Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and\n" +
 			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n" +
@@ -119,46 +147,48 @@ func newCheckpointSynth() *cobra.Command {
   vsr checkpoint synth --family cdavsr --scale 4 -o /tmp/cdavsr.safetensors --seed 1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if family == "cdavsr" {
-				return synthCDAVSR(cmd, out, scale, gate, prefix, seed)
+			if !slices.Contains(known, family) {
+				return fmt.Errorf("unknown family %q (known: %s)", family, strings.Join(known, ", "))
 			}
-			if family != swiftvr.Family {
-				return fmt.Errorf("unknown family %q (known: %s, cdavsr)", family, swiftvr.Family)
-			}
-			if out == "" {
-				return fmt.Errorf("no output directory: pass -o DIR")
-			}
-			specs, _ := swiftvr.Layout(preset)
-			if specs == nil {
-				return fmt.Errorf("unknown preset %q (known: %s)", preset, strings.Join(swiftvr.Presets(), ", "))
-			}
-			var params, size int64
-			for i := range specs {
-				params += specs[i].Elems()
-				size += specs[i].Bytes()
-			}
-			start := time.Now()
-			if outliers != 0 && outliers <= 1 {
-				return fmt.Errorf("--outliers %g: want a factor above 1 (or 0 for none)", outliers)
-			}
-			if err := swiftvr.SynthOutliers(out, preset, seed, outliers); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s %s checkpoint to %s: %d tensors, %d parameters, %.2f GB, seed %d, in %.1f s\n",
-				family, preset, out, len(specs), params, float64(size)/1e9, seed, time.Since(start).Seconds())
-			return nil
+			return synths[family](cmd, o)
 		},
 	}
-	cmd.Flags().StringVar(&family, "family", swiftvr.Family, "model family (swiftvr or cdavsr)")
-	cmd.Flags().StringVar(&preset, "preset", "tiny", "SwiftVR size preset: "+strings.Join(swiftvr.Presets(), " or "))
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (SwiftVR; created, its parent must exist) or file (CDA-VSR)")
-	cmd.Flags().IntVar(&scale, "scale", 4, "CDA-VSR: upscaling factor, 2, 3 or 4")
-	cmd.Flags().StringVar(&gate, "gate", "", "CDA-VSR: sigmoid for aligned*sigmoid(w); empty for aligned*(1+w)")
-	cmd.Flags().StringVar(&prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
-	cmd.Flags().Float32Var(&outliers, "outliers", 0, fmt.Sprintf("SwiftVR: make every %dth output channel of the DiT blocks' linear layers this many times larger (the outlier channels of trained transformers, for fp8 checks); 0 for none", swiftvr.OutlierEvery))
+	cmd.Flags().StringVar(&family, "family", swiftvr.Family, "model family ("+model.List(known, "or")+")")
+	cmd.Flags().StringVar(&o.preset, "preset", "tiny", "SwiftVR size preset: "+strings.Join(swiftvr.Presets(), " or "))
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output directory (SwiftVR; created, its parent must exist) or file (CDA-VSR)")
+	cmd.Flags().IntVar(&o.scale, "scale", 4, "CDA-VSR: upscaling factor, 2, 3 or 4")
+	cmd.Flags().StringVar(&o.gate, "gate", "", "CDA-VSR: sigmoid for aligned*sigmoid(w); empty for aligned*(1+w)")
+	cmd.Flags().StringVar(&o.prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "random seed for the weights")
+	cmd.Flags().Float32Var(&o.outliers, "outliers", 0, fmt.Sprintf("SwiftVR: make every %dth output channel of the DiT blocks' linear layers this many times larger (the outlier channels of trained transformers, for fp8 checks); 0 for none", swiftvr.OutlierEvery))
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// synthSwiftVR writes a synthetic SwiftVR checkpoint.
+func synthSwiftVR(cmd *cobra.Command, o synthOptions) error {
+	if o.out == "" {
+		return fmt.Errorf("no output directory: pass -o DIR")
+	}
+	specs, _ := swiftvr.Layout(o.preset)
+	if specs == nil {
+		return fmt.Errorf("unknown preset %q (known: %s)", o.preset, strings.Join(swiftvr.Presets(), ", "))
+	}
+	var params, size int64
+	for i := range specs {
+		params += specs[i].Elems()
+		size += specs[i].Bytes()
+	}
+	start := time.Now()
+	if o.outliers != 0 && o.outliers <= 1 {
+		return fmt.Errorf("--outliers %g: want a factor above 1 (or 0 for none)", o.outliers)
+	}
+	if err := swiftvr.SynthOutliers(o.out, o.preset, o.seed, o.outliers); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s %s checkpoint to %s: %d tensors, %d parameters, %.2f GB, seed %d, in %.1f s\n",
+		swiftvr.Family, o.preset, o.out, len(specs), params, float64(size)/1e9, o.seed, time.Since(start).Seconds())
+	return nil
 }
 
 func newCheckpointQuantize() *cobra.Command {
@@ -192,7 +222,8 @@ func newCheckpointQuantize() *cobra.Command {
 }
 
 // synthCDAVSR writes a synthetic CDA-VSR checkpoint.
-func synthCDAVSR(cmd *cobra.Command, out string, scale int, gate, prefix string, seed uint64) error {
+func synthCDAVSR(cmd *cobra.Command, o synthOptions) error {
+	out, scale, gate, prefix, seed := o.out, o.scale, o.gate, o.prefix, o.seed
 	if scale < 2 || scale > 4 {
 		return fmt.Errorf("--scale %d: want 2, 3 or 4", scale)
 	}

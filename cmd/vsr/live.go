@@ -87,7 +87,7 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 		}
 	}
 	if f.progress != "none" && !f.asJSON {
-		fmt.Fprintf(stderr, "restoring the live stream %s into %s on %s with %s (%s; stop with Ctrl-C)\n", input, out, ld.Devices(), ld.Model.Name(), latencyNote(ld.Family.Name(), f))
+		fmt.Fprintf(stderr, "restoring the live stream %s into %s on %s with %s (%s; stop with Ctrl-C)\n", input, out, ld.Devices(), ld.Model.Name(), latencyNote(ld.Family, f))
 	}
 	_, err = ld.Live(cmd.Context(), pipeline.LiveRequest{
 		Input:  video.LiveInput{URL: input, Format: f.inputFormat, Options: f.inputOpt, Stdin: cmd.InOrStdin()},
@@ -102,10 +102,11 @@ func restoreLive(cmd *cobra.Command, input string, f restoreFlags, set model.Val
 	return err
 }
 
-// latencyNote says what bounds a model's latency.
-func latencyNote(family string, f restoreFlags) string {
-	if family == "swiftvr" {
-		return "latency: one chunk (28 frames, then 24) and 3 frames of lag, plus the queues"
+// latencyNote says what bounds a model's latency: what its family says
+// (model.About's Latency), else the batch.
+func latencyNote(fam model.Family, f restoreFlags) string {
+	if l := fam.About().Latency; l != "" {
+		return "latency: " + l + ", plus the queues"
 	}
 	return fmt.Sprintf("latency: %d frame(s) a batch, plus the queues", max(f.batch, 1))
 }

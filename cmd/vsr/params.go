@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -12,7 +14,7 @@ import (
 // family (a name that families share is one flag), with the family's
 // default and help.
 func addFamilyFlags(fl *pflag.FlagSet) {
-	for _, p := range familyParams() {
+	for _, p := range model.AllParams() {
 		short := p.Short
 		if fl.ShorthandLookup(short) != nil {
 			short = "" // taken by a flag of the command
@@ -31,24 +33,23 @@ func addFamilyFlags(fl *pflag.FlagSet) {
 	}
 }
 
-// familyParams lists the parameters of every family, each name once.
-func familyParams() []model.Param {
-	var out []model.Param
-	seen := map[string]bool{}
+// dtypeHelp is the help of --dtype, naming the families by what they
+// need (model.Family's StorageType) and the owners of --dit-dtype (which
+// --dtype fp8 sets).
+func dtypeHelp() string {
+	free := model.Titles(func(f model.Family) bool { return f.StorageType() == "" })
+	var needs []string
 	for _, f := range model.Families() {
-		for _, p := range f.Params() {
-			if !seen[p.Name] {
-				seen[p.Name] = true
-				out = append(out, p)
-			}
+		if t := f.StorageType(); t != "" {
+			needs = append(needs, t+" for "+f.About().Title)
 		}
 	}
-	return out
+	fp8 := model.Titles(func(f model.Family) bool {
+		return slices.ContainsFunc(f.Params(), func(p model.Param) bool { return p.Name == "dit-dtype" })
+	})
+	return "GPU storage type: f16, bf16, f32 (float32 without TF32; " + model.List(free, "and") + " models), auto (" + strings.Join(append(needs, "else f16"), ", ") + "), " +
+		"or fp8 (" + model.List(fp8, "and") + ": bf16 with the DiT's linear layers in fp8, as --dit-dtype fp8)"
 }
-
-// dtypeHelp is the help of --dtype.
-const dtypeHelp = "GPU storage type: f16, bf16, f32 (float32 without TF32; compact and CDA-VSR models), auto (bf16 for SwiftVR, else f16), " +
-	"or fp8 (SwiftVR: bf16 with the DiT's linear layers in fp8, as --dit-dtype fp8)"
 
 // familyValues returns the model parameters set on the command line.
 // --dtype fp8 sets --dit-dtype fp8 (and app.StorageType makes it bf16
@@ -63,7 +64,7 @@ func familyValues(fl *pflag.FlagSet) (model.Values, error) {
 			return nil, err
 		}
 	}
-	for _, p := range familyParams() {
+	for _, p := range model.AllParams() {
 		if !fl.Changed(p.Name) {
 			continue
 		}

@@ -102,7 +102,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (instead of --token)")
 	fl.StringVar(&f.readTokenFile, "read-token-file", "", "file holding a read-only bearer token, for dashboards: GET requests only (default $VSR_READ_TOKEN; needs --token)")
 	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "largest output frame a task may ask for, width x height in pixels (8192x8192 by default); larger requests get 400 at submit")
-	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: a bundled name, an ncnn PATH.param or a SwiftVR checkpoint directory; the first is the default (default: bundled realesr-animevideov3)")
+	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable: "+model.Specs()+"; the first is the default (default: "+model.DefaultModel()+")")
 	fl.BoolVar(&f.warmup, "warmup", false, "load every graph at start (x2, x3 and x4 of the bundled model) instead of at first use")
 	fl.StringVar(&f.warmupSize, "warmup-size", "", "SwiftVR: run a synthetic request at this output size (WxH, e.g. 2560x1440) at start, so that the first task does not compile kernels, choose algorithms or record CUDA graphs")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list: tasks run on groups of this many devices, one task per group at once (0 = all devices in one group when a SwiftVR model is served, else one device per task)")
@@ -123,7 +123,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 // serve and vsr worker: the encoder's settings and the models' parameters.
 func addTaskFlags(fl *pflag.FlagSet, b *restoreFlags) {
 	fl.StringVar(&b.device, "device", "auto", "compute device: auto (the first GPU if any, else cpu), cpu, cuda, cuda:N, or a list (cuda:0,cuda:1, cuda:all; see --ranks-per-task)")
-	fl.StringVar(&b.dtype, "dtype", "auto", dtypeHelp)
+	fl.StringVar(&b.dtype, "dtype", "auto", dtypeHelp())
 	fl.StringVar(&b.codec, "codec", "", "default ffmpeg video encoder (a request's codec wins; default: the output container's, as restore's --codec)")
 	fl.IntVar(&b.crf, "crf", 18, "default encoder quality (a request's crf wins)")
 	fl.StringVar(&b.preset, "preset", "medium", "default libx264/libx265 preset (a request's preset wins)")

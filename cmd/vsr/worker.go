@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/serve"
 )
 
@@ -52,7 +53,7 @@ it as an attempt.`,
 	fl.StringVar(&f.outputRoot, "output-root", "", "this machine's mount of the service's output root (required)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "deliveries of a task before it fails (a worker that dies while it runs one costs a delivery)")
 	fl.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a task of a worker that stopped answering goes to another worker")
-	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable, as vsr serve's (default: bundled realesr-animevideov3)")
+	fl.StringSliceVar(&f.models, "model", nil, "model to serve, repeatable, as vsr serve's (default: "+model.DefaultModel()+")")
 	fl.IntVar(&f.ranksPerTask, "ranks-per-task", 0, "devices per task with a device list, as vsr serve's")
 	fl.Int64Var(&f.maxOutputPixels, "max-output-pixels", serve.DefaultMaxOutputPixels, "largest output frame a task may make, width x height, checked again before each task runs: give the API's vsr serve --max-output-pixels")
 	addTaskFlags(fl, &f.base)

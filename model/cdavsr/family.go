@@ -33,6 +33,10 @@ func (family) Detect(spec string) bool {
 // frame starts a new scene and the recurrence restarts.
 const SceneCut = 0.12
 
+func (family) About() model.About {
+	return model.About{Title: "CDA-VSR", Spec: "a CDA-VSR .safetensors file"}
+}
+
 func (family) Params() []model.Param {
 	return []model.Param{
 		{Name: "reset-every", Kind: model.Int, Default: 25,
@@ -40,7 +44,7 @@ func (family) Params() []model.Param {
 		{Name: "mv-range", Kind: model.Int, Default: 16,
 			Help: "CDA-VSR: motion search range in input pixels (8x8 blocks, then half- and quarter-pel refinement)"},
 		{Name: "graphs", Kind: model.String, Default: "on",
-			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
+			Help: "CUDA graphs, on or off to queue every op each time: CDA-VSR, its I and P steps"},
 		{Name: "side-data", Kind: model.String, Local: true,
 			Help: "CDA-VSR: read the side data from DIR instead of computing it: per frame, numbered from 0 in display order, NumPy float32 files mv_00000.npy (2,H,W: x then y, in input pixels, the previous frame's pixel each came from) and res_00000.npy (1,H,W: the luma residual already divided by the luma range), the values exactly as the network takes them; the recurrence then restarts on frame 0, every --reset-every frames and on the frames listed in DIR/resets.txt (no key-frame or scene-cut detection)"},
 		{Name: "dump-side-data", Kind: model.String, Local: true,
@@ -438,3 +442,12 @@ func (s *session) Close() {
 		s.prev = nil
 	}
 }
+
+// The contract's optional capabilities that CDA-VSR implements (see
+// package model).
+var (
+	_ model.Family   = family{}
+	_ model.Sizer    = (*resident)(nil)
+	_ model.Planner  = (*session)(nil)
+	_ model.Streamer = (*session)(nil)
+)

@@ -37,7 +37,7 @@ const DefaultModel = bundledDir
 
 // LoadBundled loads the embedded realesr-animevideov3 graph for scale 2, 3
 // or 4 onto b.
-func LoadBundled(b backend.Backend, scale int) (*Model, error) {
+func LoadBundled(b backend.Backend, scale int) (*Graph, error) {
 	if scale < 2 || scale > 4 {
 		return nil, fmt.Errorf("scale %d: the bundled model supports --scale 2, 3 or 4", scale)
 	}

@@ -3,7 +3,7 @@
 // a stack of 3x3 conv + PReLU, a pixel shuffle, and a nearest-upsampled copy
 // of the input added on top).
 //
-// A Model binds an ncnn graph to a backend once; Upscale then runs frames
+// A Graph binds an ncnn graph to a backend once; Upscale then runs frames
 // through it, whole or in tiles with enough overlap that the tiled result is
 // bitwise the same as the whole one. The package registers itself as the
 // model family "compact" (family.go): the bundled model, whose x2, x3 and
@@ -91,8 +91,8 @@ type op struct {
 	into  *sliceOut // a convolution writing into a dense block's buffer
 }
 
-// Model is an ncnn graph bound to a backend.
-type Model struct {
+// Graph is an ncnn graph bound to a backend.
+type Graph struct {
 	Name string
 
 	b      backend.Backend
@@ -124,17 +124,17 @@ type Options struct {
 }
 
 // Load parses an ncnn graph and its weights and uploads them to b.
-func Load(b backend.Backend, name string, param io.Reader, bin []byte) (*Model, error) {
+func Load(b backend.Backend, name string, param io.Reader, bin []byte) (*Graph, error) {
 	return LoadWith(b, name, param, bin, Options{})
 }
 
 // LoadWith is Load with options.
-func LoadWith(b backend.Backend, name string, param io.Reader, bin []byte, opt Options) (*Model, error) {
+func LoadWith(b backend.Backend, name string, param io.Reader, bin []byte, opt Options) (*Graph, error) {
 	net, err := ncnn.ParseParam(param)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m := &Model{Name: name, b: b, input: -1, tileOK: true, align: 1, opt: opt}
+	m := &Graph{Name: name, b: b, input: -1, tileOK: true, align: 1, opt: opt}
 	if err := m.build(net, ncnn.NewWeightReader(bin)); err != nil {
 		m.Close()
 		return nil, fmt.Errorf("model %s: %w", name, err)
@@ -143,11 +143,11 @@ func LoadWith(b backend.Backend, name string, param io.Reader, bin []byte, opt O
 }
 
 // LoadFiles is Load on the bytes of a .param and a .bin file.
-func LoadFiles(b backend.Backend, name string, param, bin []byte) (*Model, error) {
+func LoadFiles(b backend.Backend, name string, param, bin []byte) (*Graph, error) {
 	return Load(b, name, bytes.NewReader(param), bin)
 }
 
-func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
+func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 	blob := map[string]int{}
 	produced := map[int]bool{}
 	ref := func(l *ncnn.Layer, name string) (int, error) {
@@ -284,7 +284,7 @@ func (m *Model) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 
 // propagateScale records the output blob's scale and checks what the op
 // needs of its inputs.
-func (m *Model) propagateScale(o *op) error {
+func (m *Graph) propagateScale(o *op) error {
 	in := o.in[0]
 	sh, sw := m.scaleH[in], m.scaleW[in]
 	c := m.chans[in]
@@ -332,7 +332,7 @@ func lcm(a, b int) int { return a / gcd(a, b) * b }
 // It then prepares the weights, and, on backends that have the kernel,
 // fuses a pixel shuffle plus nearest-upsampled skip connection into one
 // op.
-func (m *Model) fuse() error {
+func (m *Graph) fuse() error {
 	var out []*op
 	producer := map[int]*op{}
 	pos := map[int]int{m.input: -1} // where each blob is computed in out
@@ -378,7 +378,7 @@ func (m *Model) fuse() error {
 // rewritten it: a*conv(x) + 1*y becomes conv'(x) + y with conv' = a*conv,
 // when conv has no activation, o is its only reader, and y is computed
 // before it.
-func (m *Model) foldSum(o *op, producer map[int]*op, pos map[int]int) *op {
+func (m *Graph) foldSum(o *op, producer map[int]*op, pos map[int]int) *op {
 	if o.kind != opEltwise || o.binop != backend.OpAdd || len(o.in) != 2 {
 		return nil
 	}
@@ -408,7 +408,7 @@ func (m *Model) foldSum(o *op, producer map[int]*op, pos map[int]int) *op {
 
 // fuseShuffleAdd rewrites add(shuffle(x, r), nearest(base, r)) into one
 // opShuffleAdd when the two inner ops have no other readers.
-func (m *Model) fuseShuffleAdd(ops []*op, producer map[int]*op) []*op {
+func (m *Graph) fuseShuffleAdd(ops []*op, producer map[int]*op) []*op {
 	drop := map[*op]bool{}
 	for _, o := range ops {
 		if o.kind != opBinary || o.binop != backend.OpAdd {
@@ -438,7 +438,7 @@ func (m *Model) fuseShuffleAdd(ops []*op, producer map[int]*op) []*op {
 
 // planTiles computes the context (halo) a tile needs: each layer that looks
 // at neighbours widens it by its reach, measured in input pixels.
-func (m *Model) planTiles() {
+func (m *Graph) planTiles() {
 	halo := 0
 	for _, o := range m.ops {
 		reach := 0
@@ -464,13 +464,13 @@ func (m *Model) planTiles() {
 }
 
 // Scale returns the output size factor as a float (4 for an x4 model).
-func (m *Model) Scale() float64 {
+func (m *Graph) Scale() float64 {
 	s := m.scaleW[m.output]
 	return float64(s.num) / float64(s.den)
 }
 
 // OutputSize returns the output frame size for an input of w x h.
-func (m *Model) OutputSize(w, h int) (int, int) {
+func (m *Graph) OutputSize(w, h int) (int, int) {
 	fh, fw, err := m.fullSizes(h, w)
 	if err != nil {
 		return 0, 0
@@ -480,7 +480,7 @@ func (m *Model) OutputSize(w, h int) (int, int) {
 
 // FLOPs returns the floating-point operations (2 per multiply-add) of the
 // model's convolutions for one frame of w x h.
-func (m *Model) FLOPs(w, h int) float64 {
+func (m *Graph) FLOPs(w, h int) float64 {
 	fh, fw, err := m.fullSizes(h, w)
 	if err != nil {
 		return 0
@@ -497,7 +497,7 @@ func (m *Model) FLOPs(w, h int) float64 {
 
 // fullSizes computes every blob's size for a whole input of h x w, with
 // ncnn's own size rules.
-func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
+func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 	fh, fw := make([]int, m.nblobs), make([]int, m.nblobs)
 	fh[m.input], fw[m.input] = h, w
 	for _, o := range m.ops {
@@ -528,7 +528,7 @@ func (m *Model) fullSizes(h, w int) ([]int, []int, error) {
 }
 
 // Close frees the model's weights.
-func (m *Model) Close() {
+func (m *Graph) Close() {
 	for _, o := range m.ops {
 		if o.w != nil {
 			o.w.Free()

@@ -21,7 +21,7 @@ type sliceOut struct{ buf, at int }
 // Concat) and writes straight into its own channels. The copies of every
 // part into every later Concat go away. Blocks whose convolutions the
 // backend cannot run so keep their Concats.
-func (m *Model) denseBuffers() {
+func (m *Graph) denseBuffers() {
 	sc, ok := m.b.(backend.SliceConver)
 	if !ok {
 		return
@@ -92,7 +92,7 @@ type denseBlock struct {
 // when that is a shorter member) into its slice, the shorter members are
 // read by those convolutions only and are not the model's output, and
 // the first part is computed before the buffer is needed.
-func (m *Model) denseBlock(sc backend.SliceConver, top *op, members []int) (denseBlock, bool) {
+func (m *Graph) denseBlock(sc backend.SliceConver, top *op, members []int) (denseBlock, bool) {
 	d := denseBlock{top: top, parts: map[int]int{}, start: len(m.ops)}
 	if len(top.in) < 2 || len(members) < 2 {
 		return d, false
@@ -162,7 +162,7 @@ func isPrefix(a, b []int) bool {
 
 // countUses counts how many ops read each blob, a buffer written into
 // counting as read.
-func (m *Model) countUses() {
+func (m *Graph) countUses() {
 	m.uses = make([]int, m.nblobs)
 	for _, o := range m.ops {
 		for _, i := range o.reads() {

@@ -178,7 +178,7 @@ func TestDenseGraph(t *testing.T) {
 }
 
 // countOps counts m's ops of kind k.
-func countOps(m *Model, k opKind) int {
+func countOps(m *Graph, k opKind) int {
 	n := 0
 	for _, o := range m.ops {
 		if o.kind == k {
@@ -194,7 +194,7 @@ func countOps(m *Model, k opKind) int {
 func TestDenseBuffers(t *testing.T) {
 	b := cpu.New(0)
 	param, bin := denseGraph(8, 8, 8) // parts as wide as the features (see odd below)
-	load := func(param string, opt Options) *Model {
+	load := func(param string, opt Options) *Graph {
 		m, err := LoadWith(b, "dense", strings.NewReader(param), bin, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +203,7 @@ func TestDenseBuffers(t *testing.T) {
 		return m
 	}
 	rgb := randFrames(2, 19, 13, 5)
-	run := func(m *Model) []float32 {
+	run := func(m *Graph) []float32 {
 		x, err := b.FromRGB8(rgb, 2, 13, 19)
 		if err != nil {
 			t.Fatal(err)

@@ -7,13 +7,13 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 )
 
-// Engine drives a Model for a streaming pipeline. On a Streaming backend
+// Engine drives a Graph for a streaming pipeline. On a Streaming backend
 // (a GPU) each batch is staged in a backend Slot: upload, model, format
 // conversion and download are queued and overlap with other batches. On
 // other backends (the CPU) a batch runs synchronously on host memory, in
 // tiles when a frame is large.
 type Engine struct {
-	M *Model
+	M *Graph
 	// Tile is the tile size in input pixels for host backends; 0 picks
 	// one from Budget.
 	Tile int

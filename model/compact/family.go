@@ -30,12 +30,17 @@ func (family) Detect(spec string) bool {
 	return IsBundledName(spec) || known || strings.HasSuffix(spec, ".param")
 }
 
+func (family) About() model.About {
+	return model.About{Title: "compact", Spec: "a bundled or fetchable name (see vsr models) or an ncnn PATH.param",
+		Default: "bundled " + DefaultModel}
+}
+
 func (family) Params() []model.Param {
 	return []model.Param{
 		{Name: "scale", Field: "sr_ratio", Short: "s", Kind: model.Int, Default: 4,
 			Help: "compact: upscaling factor; 2, 3 or 4 picks the bundled model's graph, an ncnn model takes only its own"},
 		{Name: "size", Kind: model.Shape,
-			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"},
+			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it"},
 		{Name: "tile", Short: "t", Kind: model.Int, Default: 0,
 			Help: "compact: process frames in tiles of N input pixels, at least 32 (0 = automatic, bounded memory)"},
 	}
@@ -45,7 +50,7 @@ func (family) Params() []model.Param {
 // one of the scale given or defaulted at once) or an ncnn graph.
 func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Model, error) {
 	if IsBundledName(spec) {
-		m := &bundledModel{dev: dev, name: DefaultModel, graphs: map[int]*Model{}, def: p}
+		m := &bundledModel{dev: dev, name: DefaultModel, graphs: map[int]*Graph{}, def: p}
 		if spec != "" && spec != DefaultModel {
 			var s int
 			if _, err := fmt.Sscanf(strings.TrimPrefix(spec, DefaultModel), "-x%d", &s); err != nil || spec != fmt.Sprintf("%s-x%d", DefaultModel, s) {
@@ -108,7 +113,7 @@ func (session) Close() {}
 func (s session) Warnings() []string { return s.warn }
 
 // newSession is a session of g for frames of w x h with the tile asked for.
-func newSession(g *Model, w, h int, p model.Params) session {
+func newSession(g *Graph, w, h int, p model.Params) session {
 	s := session{Engine: Engine{M: g, Tile: p.Int("tile")}}
 	if c := g.TileCost(w, h, s.Tile); c > 2 {
 		s.warn = append(s.warn, fmt.Sprintf("--tile %d: with model %s's halo of %d pixels, tiles compute %.1f times the frame's pixels; use --tile 0 (automatic) or a tile of at least %d", s.Tile, g.Name, g.Halo(), c, 4*g.Halo()))
@@ -125,7 +130,7 @@ type bundledModel struct {
 	def   model.Params // the loader's parameters: the sessions' defaults
 
 	mu     sync.Mutex
-	graphs map[int]*Model
+	graphs map[int]*Graph
 }
 
 func (m *bundledModel) Name() string {
@@ -214,7 +219,7 @@ func (m *bundledModel) Check(p model.Params) error {
 }
 
 // graph returns the graph of scale, loading it at first use.
-func (m *bundledModel) graph(scale int) (*Model, error) {
+func (m *bundledModel) graph(scale int) (*Graph, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g := m.graphs[scale]; g != nil {
@@ -260,7 +265,7 @@ func (m *bundledModel) Close() {
 }
 
 // graphModel is an ncnn graph loaded from disk.
-type graphModel struct{ g *Model }
+type graphModel struct{ g *Graph }
 
 func (m *graphModel) Name() string { return m.g.Name }
 
@@ -356,3 +361,16 @@ func withSize(s session, def, p model.Params, w, h int) session {
 	}
 	return s
 }
+
+// The contract's optional capabilities that compact implements (see
+// package model).
+var (
+	_ model.Family    = family{}
+	_ model.Sizer     = (*bundledModel)(nil)
+	_ model.Checker   = (*bundledModel)(nil)
+	_ model.Resolver  = (*bundledModel)(nil)
+	_ model.Preloader = (*bundledModel)(nil)
+	_ model.Sizer     = (*graphModel)(nil)
+	_ model.Checker   = (*graphModel)(nil)
+	_ model.Warner    = session{}
+)

@@ -24,7 +24,7 @@ func samePadded(p backend.ConvParams) bool {
 // convOp reads a Convolution layer: 0=num_output 1=kernel_w 11=kernel_h
 // 2/12=dilation 3/13=stride 4/14/15/16=pad left/top/right/bottom
 // 5=bias_term 6=weight_data_size 8=int8 9=activation 10=activation params.
-func (m *Model) convOp(o *op, wr *ncnn.WeightReader) error {
+func (m *Graph) convOp(o *op, wr *ncnn.WeightReader) error {
 	l := o.layer
 	out := l.Int(0, 0)
 	kw := l.Int(1, 0)
@@ -117,7 +117,7 @@ func (r *rawConv) scale(c float32) {
 }
 
 // preluOp reads a PReLU layer: 0=num_slope, then the slopes as raw floats.
-func (m *Model) preluOp(o *op, wr *ncnn.WeightReader) error {
+func (m *Graph) preluOp(o *op, wr *ncnn.WeightReader) error {
 	n := o.layer.Int(0, 0)
 	if n <= 0 || n > 1<<16 {
 		return fmt.Errorf("bad num_slope %d", n)

@@ -69,7 +69,7 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
-func loadUnfused(t *testing.T, b backend.Backend, scale int) *Model {
+func loadUnfused(t *testing.T, b backend.Backend, scale int) *Graph {
 	t.Helper()
 	p, err := os.ReadFile(fmt.Sprintf("../../assets/realesr-animevideov3/realesr-animevideov3-x%d.param", scale))
 	if err != nil {

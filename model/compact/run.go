@@ -25,7 +25,7 @@ func span(s rat, a, b, n, full int) (int, int) {
 
 // forward runs the graph on x, which holds region rg of the input.
 // It frees every intermediate tensor and returns the output blob.
-func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tensor, error) {
+func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tensor, error) {
 	vals := make([]backend.Tensor, m.nblobs)
 	left := append([]int(nil), m.uses...)
 	vals[m.input] = x
@@ -91,7 +91,7 @@ func (m *Model) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 // concat stacks o's inputs along channels into a tensor of o's output
 // channels: as many as the inputs' for a Concat, more for a dense block's
 // buffer (opBuffer), whose other channels its convolutions write.
-func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
+func (m *Graph) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 	s := vals[o.in[0]].Shape()
 	s.C = m.chans[o.out]
 	y, err := m.b.Empty(s)
@@ -111,7 +111,7 @@ func (m *Model) concat(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 
 // eltwise computes the sum with coefficients, or the product, of o's
 // inputs.
-func (m *Model) eltwise(o *op, vals []backend.Tensor) (backend.Tensor, error) {
+func (m *Graph) eltwise(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 	coef := func(k int) float32 {
 		if o.coef == nil {
 			return 1
@@ -144,7 +144,7 @@ func (m *Model) eltwise(o *op, vals []backend.Tensor) (backend.Tensor, error) {
 // AutoTile picks a tile size (in input pixels) that keeps the working set
 // of a frame of w x h under about budget bytes, or 0 when the whole frame
 // fits or the model cannot be tiled.
-func (m *Model) AutoTile(w, h int, budget int64) int {
+func (m *Graph) AutoTile(w, h int, budget int64) int {
 	if !m.tileOK {
 		return 0
 	}
@@ -169,11 +169,11 @@ func (m *Model) AutoTile(w, h int, budget int64) int {
 }
 
 // Halo is the context in input pixels a tile reads beyond its edges.
-func (m *Model) Halo() int { return m.halo }
+func (m *Graph) Halo() int { return m.halo }
 
 // TileCost is how many times the pixels of a w x h frame the model
 // computes in tiles of tile pixels, halos included (1 without tiles).
-func (m *Model) TileCost(w, h, tile int) float64 {
+func (m *Graph) TileCost(w, h, tile int) float64 {
 	if tile <= 0 || !m.tileOK || (tile >= w && tile >= h) {
 		return 1
 	}
@@ -193,13 +193,13 @@ func (m *Model) TileCost(w, h, tile int) float64 {
 // the RGB24 result to out (n frames of OutputSize). With tile > 0 and a
 // tileable model, frames are processed in tiles of about tile x tile input
 // pixels; the result is bitwise the same as with tile = 0.
-func (m *Model) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte, tile int) error {
+func (m *Graph) Upscale(ctx context.Context, in []byte, n, w, h int, out []byte, tile int) error {
 	return m.UpscaleFormat(ctx, backend.RGB24, in, n, w, h, out, tile)
 }
 
 // UpscaleFormat is Upscale for frames in and out in format f, RGB24 or
 // RGB48.
-func (m *Model) UpscaleFormat(ctx context.Context, f backend.PixelFormat, in []byte, n, w, h int, out []byte, tile int) error {
+func (m *Graph) UpscaleFormat(ctx context.Context, f backend.PixelFormat, in []byte, n, w, h int, out []byte, tile int) error {
 	if f != backend.RGB24 && f != backend.RGB48 { // the tiling copies packed RGB
 		return fmt.Errorf("upscale: frames in %s cannot enter a model: use rgb24 or rgb48le", f.Name())
 	}
@@ -258,7 +258,7 @@ func (m *Model) UpscaleFormat(ctx context.Context, f backend.PixelFormat, in []b
 	return nil
 }
 
-func (m *Model) run(f backend.PixelFormat, in []byte, n int, rg region, fh, fw []int, out []byte) error {
+func (m *Graph) run(f backend.PixelFormat, in []byte, n int, rg region, fh, fw []int, out []byte) error {
 	x, err := backend.FromFrames(m.b, in, f, n, rg.y1-rg.y0, rg.x1-rg.x0)
 	if err != nil {
 		return err
@@ -274,7 +274,7 @@ func (m *Model) run(f backend.PixelFormat, in []byte, n int, rg region, fh, fw [
 
 // Forward runs whole frames already on the backend (n h w 3 in [0,1]) and
 // returns the output tensor, which the caller frees.
-func (m *Model) Forward(x backend.Tensor) (backend.Tensor, error) {
+func (m *Graph) Forward(x backend.Tensor) (backend.Tensor, error) {
 	s := x.Shape()
 	fh, fw, err := m.fullSizes(s.H, s.W)
 	if err != nil {

@@ -34,12 +34,17 @@ func (family) Grouped() bool { return true }
 // StorageType is bf16: the DiT overflows fp16.
 func (family) StorageType() string { return "bf16" }
 
+func (family) About() model.About {
+	return model.About{Title: "SwiftVR", Spec: "a SwiftVR checkpoint directory",
+		Latency: "one chunk (28 frames, then 24) and 3 frames of lag"}
+}
+
 func (family) Params() []model.Param {
 	return []model.Param{
 		{Name: "sr-ratio", Kind: model.Float, Default: 2.0,
 			Help: "SwiftVR: output size = input size (cropped to a multiple of 8) times this, rounded down to even"},
 		{Name: "size", Kind: model.Shape,
-			Help: "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"},
+			Help: "output size WxH: SwiftVR, any even size (wins over --sr-ratio)"},
 		{Name: "clip-len", Kind: model.Int, Default: 24,
 			Help: "SwiftVR: frames per streaming chunk (a multiple of 4)"},
 		{Name: "reae-frame-batch", Kind: model.Int, Default: 1,
@@ -57,7 +62,7 @@ func (family) Params() []model.Param {
 		{Name: "dit-dtype", Kind: model.String, Default: "bf16",
 			Help: "SwiftVR: number format of the DiT's linear layers, set when the model loads: bf16, or fp8 (e4m3 weights with a scale per output channel and activations with one per token; GPUs of compute capability 8.9 and newer; --dtype fp8 says the same)"},
 		{Name: "graphs", Kind: model.String, Default: "on",
-			Help: "CUDA graphs: on, or off to queue every op each time (SwiftVR: the DiT, set when the model loads; CDA-VSR: its I and P steps)"},
+			Help: "CUDA graphs, on or off to queue every op each time: SwiftVR, the DiT's, set when the model loads"},
 		{Name: "encode-proxy", Kind: model.String, Default: "off", Local: true,
 			Help: "SwiftVR benchmarks: bicubic hands the encoders the input resized (bicubic, on the device) to the output size instead of the model's output, after all of the model's work, so that encoder time is measured on natural content rather than the noise of synthetic weights; off"},
 	}
@@ -376,3 +381,23 @@ func (m *resident) Close() {
 	}
 	m.ck.Close()
 }
+
+// The contract's optional capabilities that SwiftVR implements (see
+// package model).
+var (
+	_ model.Family       = family{}
+	_ model.Explainer    = family{}
+	_ model.Grouper      = family{}
+	_ model.HeaderLoader = family{}
+	_ model.Sizer        = (*resident)(nil)
+	_ model.Checker      = (*resident)(nil)
+	_ model.Warmer       = (*resident)(nil)
+	_ model.Grouped      = (*resident)(nil)
+	_ model.Planner      = (*Session)(nil)
+	_ model.Streamer     = (*Session)(nil)
+	_ model.OutCounter   = (*batch)(nil)
+	_ model.Planner      = (*Parallel)(nil)
+	_ model.Exchanger    = (*Parallel)(nil)
+	_ model.OutCounter   = (*wave)(nil)
+	_ model.FrameOuter   = (*wave)(nil)
+)
