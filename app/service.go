@@ -477,7 +477,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 	l = s.groups[g][slices.Index(s.models, l)]
 	t.Devices = l.Devices()
 	for _, d := range l.All() {
-		if tr, ok := d.Dev.(model.Trimmer); ok { // CPU buffers sized for this task
+		if tr, ok := d.Dev.(backend.Trimmer); ok { // CPU buffers sized for this task
 			defer tr.Trim()
 		}
 	}

@@ -233,13 +233,3 @@ type OutCounter interface {
 type FrameOuter interface {
 	OutFrame(k int) []byte
 }
-
-// Devices' capabilities (of the backend.Backend a model is loaded on).
-
-// Trimmer is implemented by devices that keep host buffers sized for the
-// largest work they did (the CPU backend): Trim frees them. A service
-// trims a task's devices after the task; a device without it keeps what
-// it holds.
-type Trimmer interface {
-	Trim()
-}

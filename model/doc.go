@@ -64,7 +64,6 @@
 //   - FrameOuter: the batch's output frames are not one buffer. Without
 //     it, output frame k is the k-th frame of the batch's Out.
 //
-// Devices:
-//   - Trimmer: free buffers sized for the last task. Without it, the
-//     device keeps them.
+// Devices' capabilities (backend.Trimmer and the rest) are listed in
+// package backend's doc.
 package model
