@@ -3,6 +3,7 @@
 // thread), and writer goroutines wait for each batch's results and encode
 // them. Bounded queues sit between the stages, so memory stays flat however
 // long the video is, and no stage waits on another except for real work.
+// Files and live streams (Live) run in the same stage graph (stages.go).
 //
 // With Segments > 1 the output is cut into that many contiguous segments,
 // each with its own decoder and encoder running in parallel, and joined
