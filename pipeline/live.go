@@ -472,16 +472,9 @@ type liveFrame struct {
 	read time.Time
 }
 
-// liveJob is a batch in flight; end >= 0 on the batch after which the
-// stream ends (a model.Streamer's End).
-type liveJob struct {
-	b   backend.Batch
-	n   int
-	end int
-}
-
 // stream moves the frames of one connection of the source through eng
-// into the sink, clock turning the source's times into the output's.
+// into the sink, in the stage graph (stages.go) of one stream, clock
+// turning the source's times into the output's.
 func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idleWatch, eng Engine, w, h int, clock func(int64) int64) error {
 	req, m, enc, audio := r.req, r.m, r.enc, &r.audio
 	_, planner := eng.(model.Planner)
@@ -508,38 +501,22 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	free := make(chan backend.Batch, depth)
-	var batches []backend.Batch
-	defer func() {
-		for _, b := range batches {
-			b.Wait()
-			b.Free()
-		}
-	}()
-	for range depth {
-		b, err := eng.NewBatch(most, w, h, r.in, r.format)
-		if err != nil {
-			return err
-		}
-		batches = append(batches, b)
-		free <- b
+	g := newStages([]Engine{eng}, 1, depth, depth)
+	defer g.release(true)
+	if err := g.alloc(depth, most, w, h, r.in, r.format); err != nil {
+		return err
 	}
+	free, work, done := g.free[0], g.work[0], g.done[0]
 	inFS := r.in.FrameBytes(w, h)
 	outFS := enc.FrameSize()
 	var mu sync.Mutex
 	var fifo []liveFrame // frames given to the engine, not yet written
-	work := make(chan liveJob, depth)
-	done := make(chan liveJob, depth)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { // reader
-		defer wg.Done()
-		defer close(work)
+	reader := func() {
 		var b backend.Batch
 		n, total, nb := 0, 0, 0
 		send := func(end int) bool {
 			select {
-			case work <- liveJob{b, n, end}:
+			case work <- job{b: b, n: n, end: end}:
 				b, n = nil, 0
 				nb++
 				return true
@@ -585,7 +562,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 			mu.Unlock()
 			n++
 			total++
-			if n == size(nb) && !send(-1) {
+			if n == size(nb) && !send(0) {
 				return
 			}
 		}
@@ -600,11 +577,10 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 			}
 			send(total)
 		case n > 0:
-			send(-1)
+			send(0)
 		}
-	}()
-	go func() { // writer
-		defer wg.Done()
+	}
+	writer := func() {
 		for j := range done {
 			if err := j.b.Wait(); err != nil {
 				cancel(err)
@@ -641,38 +617,24 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 			}
 			free <- j.b
 		}
-	}()
-	// The engine is driven from this goroutine only, on one OS thread.
-	func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(done)
-		for j := range work {
-			if ctx.Err() != nil {
-				continue
-			}
-			if j.end >= 0 {
-				flush, err := st.End(j.end)
-				if err != nil {
-					cancel(err)
-					continue
-				}
-				if j.n == 0 && !flush {
-					free <- j.b
-					continue
-				}
-			}
-			if err := eng.Start(ctx, j.b, j.n); err != nil {
+	}
+	// The engine is driven from this goroutine only, on one OS thread;
+	// the batch after which the stream ends first tells the Streamer its
+	// length.
+	g.run(ctx, cancel, []func(){reader}, []func(){writer}, func(j job) bool {
+		if j.end > 0 {
+			flush, err := st.End(j.end)
+			if err != nil {
 				cancel(err)
-				continue
+				return false
 			}
-			select {
-			case done <- j:
-			case <-ctx.Done():
+			if j.n == 0 && !flush {
+				free <- j.b
+				return false
 			}
 		}
-	}()
-	wg.Wait()
+		return true
+	})
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 // thread), and writer goroutines wait for each batch's results and encode
 // them. Bounded queues sit between the stages, so memory stays flat however
 // long the video is, and no stage waits on another except for real work.
+// Files and live streams (Live) run in the same stage graph (stages.go).
 //
 // With Segments > 1 the output is cut into that many contiguous segments,
 // each with its own decoder and encoder running in parallel, and joined
@@ -22,7 +23,6 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -426,14 +426,6 @@ type config struct {
 	onBatch      func(b backend.Batch, frames int)
 }
 
-// job is a batch of one segment in flight.
-type job struct {
-	seg  int
-	b    backend.Batch
-	n    int
-	read time.Time // when its first frame came from the decoder
-}
-
 // depth is the number of batches per segment: one filling, one computing,
 // one writing.
 const depth = 3
@@ -452,25 +444,17 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 	w.encoder += encoder
 }
 
-// run moves all frames of all streams through eng. It returns the first
-// error of any stage; every goroutine has ended when it returns.
+// run moves all frames of all streams through eng, in the stage graph
+// (stages.go). It returns the first error of any stage; every goroutine
+// has ended when it returns.
 func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
 	inFS := c.in.FrameBytes(c.w, c.h)
 	outFS := c.format.FrameBytes(c.ow, c.oh)
 	// Stream i runs on engine i mod len(engs), each engine (a device) driven
 	// by a goroutine of its own.
-	work := make([]chan job, len(engs))
-	for e := range work {
-		work[e] = make(chan job, len(streams))
-	}
-	done := make([]chan job, len(streams))
-	free := make([]chan backend.Batch, len(streams))
-	var batches []backend.Batch
-	defer func() {
-		for _, b := range batches {
-			b.Free()
-		}
-	}()
+	g := newStages(engs, len(streams), depth, len(streams))
+	defer g.release(false)
+	work, done, free := g.work, g.done, g.free
 	size := func(i int) int { return c.batch }
 	if c.plan != nil {
 		size = func(i int) int { return c.plan[i] }
@@ -479,26 +463,16 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			c.batch = max(c.batch, n)
 		}
 	}
-	for i := range streams {
-		done[i] = make(chan job, depth)
-		free[i] = make(chan backend.Batch, depth)
-		for range depth {
-			b, err := engs[i%len(engs)].NewBatch(c.batch, c.w, c.h, c.in, c.format)
-			if err != nil {
-				return nil, err
-			}
-			batches = append(batches, b)
-			free[i] <- b
-		}
+	if err := g.alloc(depth, c.batch, c.w, c.h, c.in, c.format); err != nil {
+		return nil, err
 	}
 	fail := func(err error) { cancel(err) }
 	waits := &writerWaits{}
 	var written atomic.Int64
-	var readers, writers sync.WaitGroup
+	readers := make([]func(), len(streams))
+	writers := make([]func(), len(streams))
 	for i, s := range streams {
-		readers.Add(1)
-		go func() { // reader: decode into free batches
-			defer readers.Done()
+		readers[i] = func() { // reader: decode into free batches
 			for read, nb := 0, 0; read < s.frames; nb++ {
 				var b backend.Batch
 				select {
@@ -524,22 +498,24 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					read++
 				}
 				select {
-				case work[i%len(engs)] <- job{i, b, n, first}:
+				case work[i%len(engs)] <- job{seg: i, b: b, n: n, read: first}:
 				case <-ctx.Done():
 					return
 				}
 			}
-		}()
-		writers.Add(1)
-		go func() { // writer: wait for results, encode, recycle
-			defer writers.Done()
+		}
+		writers[i] = func() { // writer: wait for results, encode, recycle
 			var modelWait, encoder time.Duration
 			defer func() { waits.add(modelWait, encoder) }()
 			for left := s.frames; left > 0; {
 				var j job
 				t := time.Now()
 				select {
-				case j = <-done[i]:
+				case jj, ok := <-done[i]:
+					if !ok {
+						return
+					}
+					j = jj
 				case <-ctx.Done():
 					return
 				}
@@ -579,48 +555,15 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				}
 				free[i] <- j.b
 			}
-		}()
-	}
-	go func() {
-		readers.Wait()
-		for _, w := range work {
-			close(w)
 		}
-	}()
+	}
 	// An engine is driven from one goroutine only, on one OS thread (a GPU
 	// context is current per thread): the first from this one, the others
 	// from goroutines of their own.
-	drive := func(eng Engine, work chan job) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for j := range work {
-			if ctx.Err() != nil {
-				continue // drain so the readers can finish
-			}
-			if err := eng.Start(ctx, j.b, j.n); err != nil {
-				fail(err)
-				continue
-			}
-			select {
-			case done[j.seg] <- j:
-			case <-ctx.Done():
-			}
-		}
-	}
-	var drivers sync.WaitGroup
-	for e := 1; e < len(engs); e++ {
-		drivers.Add(1)
-		go func() {
-			defer drivers.Done()
-			drive(engs[e], work[e])
-		}()
-	}
-	drive(engs[0], work[0])
-	drivers.Wait()
-	writers.Wait()
+	g.run(ctx, cancel, readers, writers, nil)
 	if err := context.Cause(ctx); err != nil {
 		// Batches may still be in use by the engine; wait before freeing.
-		for _, b := range batches {
+		for _, b := range g.batches {
 			b.Wait()
 		}
 		return nil, err

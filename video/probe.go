@@ -1,8 +1,6 @@
 package video
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +10,6 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -134,8 +131,6 @@ func (i *Info) Span(n int) float64 {
 	return float64(n) * float64(i.FPS.Den) / float64(i.FPS.Num)
 }
 
-// streamMeta and fileMeta are what the metadata pass learns, before frames
-// are counted.
 // Stream is one stream of a file.
 type Stream struct {
 	Index int    `json:"index"`
@@ -152,6 +147,8 @@ type Stream struct {
 	Dispositions []string `json:"dispositions,omitempty"`
 }
 
+// streamMeta and fileMeta are what the metadata pass learns, before frames
+// are counted.
 type streamMeta struct {
 	index        int
 	kind         string // "video", "audio", ...
@@ -341,88 +338,6 @@ func probe(ctx context.Context, path string, t tools) (*Info, error) {
 	return info, nil
 }
 
-// frameTimes reads the video packets' timestamps and key flags (ffmpeg's
-// framecrc muxer, no decoding) and returns the frames' times from the
-// first, then the end of the last, and which frames are key frames, in
-// display order; nil when the packets are not the Frames frames one to
-// one or a timestamp is missing.
-func frameTimes(ctx context.Context, path string, t tools, info *Info) ([]float64, []bool) {
-	args := append(append(append([]string{}, baseArgs...), t.input(path)...),
-		"-map", "0:"+strconv.Itoa(info.VideoStream), "-c", "copy", "-f", "framecrc", "-")
-	r := runTool(ctx, t.ffmpeg, args...)
-	if r.err != nil {
-		return nil, nil
-	}
-	var tb Rational
-	var pts []int64
-	key := map[int64]bool{}
-	last, top := int64(0), int64(math.MinInt64) // the duration of the packet shown last, its time
-	for _, line := range strings.Split(string(r.stdout), "\n") {
-		if v, ok := strings.CutPrefix(line, "#tb 0: "); ok {
-			if _, err := fmt.Sscanf(v, "%d/%d", &tb.Num, &tb.Den); err != nil {
-				return nil, nil
-			}
-			continue
-		}
-		f := strings.Split(line, ",") // stream, dts, pts, duration, size, crc[, flags...]
-		if len(f) < 6 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		p, err1 := strconv.ParseInt(strings.TrimSpace(f[2]), 10, 64)
-		d, err2 := strconv.ParseInt(strings.TrimSpace(f[3]), 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, nil
-		}
-		if p > top {
-			last, top = d, p
-		}
-		// framecrc writes the flags only when they are not just "key".
-		flags := int64(1)
-		if len(f) > 6 {
-			fmt.Sscanf(strings.TrimSpace(f[6]), "F=0x%x", &flags)
-		}
-		key[p] = flags&1 != 0
-		pts = append(pts, p)
-	}
-	if len(pts) != info.Frames || !tb.Valid() {
-		return nil, nil
-	}
-	slices.Sort(pts)
-	sec := func(v int64) float64 { return float64(v-pts[0]) * float64(tb.Num) / float64(tb.Den) }
-	times := make([]float64, len(pts)+1)
-	for i, p := range pts {
-		if i > 0 && p == pts[i-1] {
-			return nil, nil // two frames at one time: not timestamps to keep
-		}
-		times[i] = sec(p)
-	}
-	end := pts[len(pts)-1] + last
-	if last <= 0 { // no duration stated: the mean spacing
-		end = pts[len(pts)-1] + (pts[len(pts)-1]-pts[0])/int64(len(pts)-1)
-	}
-	times[len(pts)] = sec(end)
-	keys := make([]bool, len(pts))
-	for i, p := range pts {
-		keys[i] = key[p]
-	}
-	return times, keys
-}
-
-// variable reports whether times stray from an even spacing at fps by more
-// than half a frame.
-func variable(times []float64, fps Rational) bool {
-	if len(times) < 2 || !fps.Valid() {
-		return false
-	}
-	step := float64(fps.Den) / float64(fps.Num)
-	for i, t := range times[:len(times)-1] {
-		if math.Abs(t-float64(i)*step) > step/2 {
-			return true
-		}
-	}
-	return false
-}
-
 // checkInput turns the common reasons a path cannot be read into one-line
 // errors before any child is started.
 func checkInput(path string) error {
@@ -508,110 +423,6 @@ func probeMeta(ctx context.Context, path string, t tools) (*fileMeta, error) {
 	return m, err
 }
 
-type ffprobeOutput struct {
-	Streams []struct {
-		Index          int               `json:"index"`
-		CodecType      string            `json:"codec_type"`
-		CodecName      string            `json:"codec_name"`
-		Width          int               `json:"width"`
-		Height         int               `json:"height"`
-		PixFmt         string            `json:"pix_fmt"`
-		RFrameRate     string            `json:"r_frame_rate"`
-		AvgFrameRate   string            `json:"avg_frame_rate"`
-		NbFrames       string            `json:"nb_frames"`
-		SAR            string            `json:"sample_aspect_ratio"`
-		FieldOrder     string            `json:"field_order"`
-		ColorRange     string            `json:"color_range"`
-		ColorSpace     string            `json:"color_space"`
-		ColorTransfer  string            `json:"color_transfer"`
-		ColorPrimaries string            `json:"color_primaries"`
-		ChromaLocation string            `json:"chroma_location"`
-		Disposition    map[string]int    `json:"disposition"`
-		Tags           map[string]string `json:"tags"`
-		SideDataList   []ffprobeSideData `json:"side_data_list"`
-	} `json:"streams"`
-	Chapters []struct {
-		StartTime string            `json:"start_time"`
-		EndTime   string            `json:"end_time"`
-		Tags      map[string]string `json:"tags"`
-	} `json:"chapters"`
-	Format struct {
-		FormatName string            `json:"format_name"`
-		Duration   string            `json:"duration"`
-		Tags       map[string]string `json:"tags"`
-	} `json:"format"`
-}
-
-func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, error) {
-	ffprobe := t.ffprobe
-	r := runToolMax(ctx, probeOutputMax, ffprobe, append([]string{"-v", "error", "-show_format", "-show_streams",
-		"-show_entries", "chapter=start_time,end_time:chapter_tags=title", "-of", "json"}, t.input(path)...)...)
-	if r.over {
-		return nil, fmt.Errorf("probe %q: ffprobe describes it in more than %d MiB (its streams, chapters and tags): not a file vsr reads", path, probeOutputMax>>20)
-	}
-	if r.err != nil {
-		return nil, notMedia(path, "ffprobe", r)
-	}
-	var out ffprobeOutput
-	if err := json.Unmarshal(r.stdout, &out); err != nil {
-		return nil, fmt.Errorf("probe %q: cannot parse ffprobe output (%v): check that %s is a working ffprobe or set VSR_FFPROBE=none", path, err, ffprobe)
-	}
-	m := &fileMeta{format: out.Format.FormatName, tool: "ffprobe", tags: out.Format.Tags}
-	if d, err := strconv.ParseFloat(out.Format.Duration, 64); err == nil && d > 0 && !math.IsInf(d, 0) {
-		m.duration = d
-	}
-	for _, c := range out.Chapters {
-		start, err1 := strconv.ParseFloat(c.StartTime, 64)
-		end, err2 := strconv.ParseFloat(c.EndTime, 64)
-		if err1 == nil && err2 == nil && len(m.chapters) < maxChapters {
-			m.chapters = append(m.chapters, Chapter{Start: start, End: end, Title: tag(c.Tags, "title")})
-		}
-	}
-	for _, s := range out.Streams {
-		sm := streamMeta{
-			index:       s.Index,
-			kind:        s.CodecType,
-			codec:       s.CodecName,
-			width:       s.Width,
-			height:      s.Height,
-			pixFmt:      s.PixFmt,
-			attachedPic: s.Disposition["attached_pic"] != 0,
-			colour: Colour{Primaries: ffmpegName(s.ColorPrimaries), Transfer: ffmpegName(s.ColorTransfer),
-				Matrix: ffmpegName(s.ColorSpace), Range: ffmpegName(s.ColorRange), ChromaLocation: ffmpegName(s.ChromaLocation)},
-			fieldOrder:   fieldOrders[s.FieldOrder],
-			language:     ffmpegName(tag(s.Tags, "language")),
-			title:        tag(s.Tags, "title"),
-			timecode:     tag(s.Tags, "timecode"),
-			dispositions: dispositionsOf(s.Disposition),
-		}
-		if sm.kind == "attachment" && sm.codec == "" {
-			sm.codec = tag(s.Tags, "mimetype")
-		}
-		if sar, ok := parseFraction(strings.Replace(s.SAR, ":", "/", 1)); ok && sar.Num > 0 {
-			sm.sar = sar.Reduced()
-		}
-		if n, err := strconv.Atoi(s.NbFrames); err == nil && n > 0 {
-			sm.nbFrames = n
-		}
-		rfr, _ := ParseRational(s.RFrameRate)
-		afr, _ := ParseRational(s.AvgFrameRate)
-		sm.fps = guessFrameRate(rfr, afr)
-		rot := 0.0
-		if v, ok := s.Tags["rotate"]; ok {
-			rot, _ = strconv.ParseFloat(v, 64)
-		}
-		for _, sd := range s.SideDataList {
-			if r, err := strconv.ParseFloat(string(sd.Rotation), 64); err == nil && sd.Type == "Display Matrix" && r != 0 {
-				rot = r
-			}
-		}
-		sm.rotation = normRotation(rot)
-		sm.hdr.addSideData(s.SideDataList)
-		m.streams = append(m.streams, sm)
-	}
-	return m, nil
-}
-
 // wantsFrameHDR reports whether the HDR metadata of info's first frame is
 // worth reading: its stream states none, and it is more than 8 bits or
 // its transfer is PQ or HLG (static metadata travels in the frames of
@@ -651,18 +462,6 @@ func frameHDR(ctx context.Context, path string, t tools, info *Info, showinfo []
 	info.HDR = h.orNil()
 }
 
-// guessFrameRate picks the rate as ffmpeg's av_guess_frame_rate does for
-// the demuxer's r_frame_rate and avg_frame_rate.
-func guessFrameRate(r, avg Rational) Rational {
-	if !r.Valid() {
-		return avg.Reduced()
-	}
-	if avg.Valid() && avg.Float() < 70 && r.Float() > 210 {
-		return avg.Reduced()
-	}
-	return r.Reduced()
-}
-
 // normRotation maps any rotation in degrees (either sign convention) to
 // 0, 90, 180 or 270; only whether width and height swap matters here.
 func normRotation(deg float64) int {
@@ -673,34 +472,11 @@ func normRotation(deg float64) int {
 	return d
 }
 
+// What the showinfo filter prints about a frame.
 var (
-	reInput     = regexp.MustCompile(`^Input #0, (.*), from '`)
-	reDuration  = regexp.MustCompile(`^Duration: (\d+):(\d+):(\d+(?:\.\d+)?)`)
-	reStream    = regexp.MustCompile(`^Stream #0:(\d+)(?:\[[^\]]*\])?(?:\(([^)]*)\))?: (\w+): (.*)$`)
-	reChapter   = regexp.MustCompile(`^Chapter #0:\d+: start (-?\d+(?:\.\d+)?), end (-?\d+(?:\.\d+)?)`)
-	reSAR       = regexp.MustCompile(`SAR (\d+):(\d+) DAR`)
-	reDispos    = regexp.MustCompile(` \(([a-z -]+)\)$`)
-	reSize      = regexp.MustCompile(`^(\d+)x(\d+)\b`)
-	reRate      = regexp.MustCompile(`^(\d+(?:\.\d+)?)(k?) (fps|tbr)$`)
-	reRotate    = regexp.MustCompile(`^rotate\s*:\s*(-?\d+(?:\.\d+)?)`)
-	reDispMat   = regexp.MustCompile(`displaymatrix: rotation of (-?\d+(?:\.\d+)?) degrees`)
-	rePTSTime   = regexp.MustCompile(`pts_time:\s*(-?[0-9.]+)`)
-	reShowinfo  = regexp.MustCompile(`config in time_base: -?\d+/-?\d+, frame_rate: (\d+)/(\d+)`)
-	reCodecName = regexp.MustCompile(`^([\w-]+)`)
+	rePTSTime  = regexp.MustCompile(`pts_time:\s*(-?[0-9.]+)`)
+	reShowinfo = regexp.MustCompile(`config in time_base: -?\d+/-?\d+, frame_rate: (\d+)/(\d+)`)
 )
-
-// probeMetaFFmpeg parses what "ffmpeg -i FILE" prints about its input. The
-// frame rates in it are rounded; Probe gets the exact one from
-// decodedFrameRate.
-func probeMetaFFmpeg(ctx context.Context, path string, t tools) (*fileMeta, error) {
-	r := runTool(ctx, t.ffmpeg, append([]string{"-nostdin", "-hide_banner"}, t.input(path)...)...)
-	m, ok := parseFFmpegInfo(r.stderr)
-	if !ok {
-		return nil, notMedia(path, "ffmpeg", r)
-	}
-	m.tool = "ffmpeg"
-	return m, nil
-}
 
 // firstFrame is what decodedFrameRate learns from the first frame.
 type firstFrame struct {
@@ -735,339 +511,4 @@ func decodedFrameRate(ctx context.Context, path string, t tools, stream int) fir
 		}
 	}
 	return firstFrame{log: r.stderr}
-}
-
-// parseFFmpegInfo parses ffmpeg's description of input #0. It reports false
-// when there is none (ffmpeg could not open the file). Its blocks
-// ("Metadata:", "Side data:") are told apart by their indentation, as
-// ffmpeg indents their entries.
-func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
-	m := &fileMeta{}
-	found := false
-	var cur *streamMeta
-	var chapter *Chapter
-	owner := "" // what a "Metadata:" block belongs to: "file", "chapter" or "stream"
-	block, blockIndent, lastKey := "", 0, ""
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		raw := sc.Text()
-		line := strings.TrimSpace(raw)
-		indent := len(raw) - len(strings.TrimLeft(raw, " "))
-		if block != "" && indent > blockIndent && found {
-			if block == "side" && cur != nil {
-				parseHDRText(&cur.hdr, line)
-			} else if block == "meta" {
-				key, value, _ := strings.Cut(line, ": ")
-				key = strings.TrimSpace(strings.TrimSuffix(key, ":"))
-				if key == "" { // a value's next line
-					key, value = lastKey, "\n"+value
-				}
-				lastKey = key
-				switch {
-				case owner == "file" && len(m.tags) < 16*maxTags:
-					if m.tags == nil {
-						m.tags = map[string]string{}
-					}
-					m.tags[key] += value
-				case owner == "chapter" && chapter != nil && strings.EqualFold(key, "title"):
-					chapter.Title = cleanText(chapter.Title+value, maxText)
-				case owner == "stream" && cur != nil && strings.EqualFold(key, "title"):
-					cur.title = cleanText(cur.title+value, maxText)
-				case owner == "stream" && cur != nil && strings.EqualFold(key, "timecode"):
-					cur.timecode = cleanText(value, 32)
-				}
-			}
-		} else {
-			block = ""
-		}
-		if mm := reInput.FindStringSubmatch(line); mm != nil {
-			if found {
-				break // a second input: not ours
-			}
-			found, owner = true, "file"
-			m.format = mm[1]
-			continue
-		}
-		if !found {
-			continue
-		}
-		if strings.HasPrefix(line, "Output #") || strings.HasPrefix(line, "Input #") {
-			break
-		}
-		switch line {
-		case "Metadata:":
-			block, blockIndent, lastKey = "meta", indent, ""
-			continue
-		case "Side data:":
-			block, blockIndent = "side", indent
-			continue
-		}
-		if mm := reDuration.FindStringSubmatch(line); mm != nil {
-			h, _ := strconv.Atoi(mm[1])
-			mi, _ := strconv.Atoi(mm[2])
-			s, _ := strconv.ParseFloat(mm[3], 64)
-			m.duration = float64(h*3600+mi*60) + s
-			continue
-		}
-		if mm := reChapter.FindStringSubmatch(line); mm != nil && cur == nil {
-			owner, chapter = "chapter", nil
-			start, _ := strconv.ParseFloat(mm[1], 64)
-			end, _ := strconv.ParseFloat(mm[2], 64)
-			if len(m.chapters) < maxChapters {
-				m.chapters = append(m.chapters, Chapter{Start: start, End: end})
-				chapter = &m.chapters[len(m.chapters)-1]
-			}
-			continue
-		}
-		if mm := reStream.FindStringSubmatch(line); mm != nil {
-			idx, _ := strconv.Atoi(mm[1])
-			s := parseStreamLine(idx, strings.ToLower(mm[3]), mm[4])
-			s.language = cleanText(mm[2], 16)
-			m.streams = append(m.streams, s)
-			cur, owner = &m.streams[len(m.streams)-1], "stream"
-			continue
-		}
-		if cur != nil {
-			if mm := reRotate.FindStringSubmatch(line); mm != nil {
-				f, _ := strconv.ParseFloat(mm[1], 64)
-				cur.rotation = normRotation(f)
-			} else if mm := reDispMat.FindStringSubmatch(line); mm != nil {
-				f, _ := strconv.ParseFloat(mm[1], 64)
-				cur.rotation = normRotation(f)
-			}
-		}
-	}
-	return m, found
-}
-
-// parseStreamLine parses the part after "Video: " or "Audio: ", e.g.
-// "h264 (High) (avc1 / 0x31637661), yuv420p(tv, bt709, progressive), 64x48
-// [SAR 1:1 DAR 4:3], 57 kb/s, 29.97 fps, 29.97 tbr, 30k tbn (default)".
-func parseStreamLine(idx int, kind, desc string) streamMeta {
-	s := streamMeta{index: idx, kind: kind}
-	if strings.Contains(desc, "(attached pic)") {
-		s.attachedPic = true
-	}
-	for { // the dispositions at the end, "(default) (forced)"; those vsr does not know are skipped
-		mm := reDispos.FindStringSubmatchIndex(desc)
-		if mm == nil {
-			break
-		}
-		if d := dispositionNames[desc[mm[2]:mm[3]]]; d != "" {
-			s.dispositions = append(s.dispositions, d)
-		}
-		desc = desc[:mm[0]]
-	}
-	slices.Sort(s.dispositions)
-	fields := splitTopLevel(desc)
-	if len(fields) == 0 {
-		return s
-	}
-	s.codec = reCodecName.FindString(fields[0])
-	if kind != "video" {
-		return s
-	}
-	if all := reSAR.FindAllStringSubmatch(desc, -1); all != nil { // the stream's, after the codec's
-		n, _ := strconv.Atoi(all[len(all)-1][1])
-		d, _ := strconv.Atoi(all[len(all)-1][2])
-		if sar := (Rational{n, d}); sar.Valid() {
-			s.sar = sar.Reduced()
-		}
-	}
-	var fps, tbr float64
-	for i, f := range fields[1:] {
-		f = strings.TrimSpace(f)
-		if mm := reSize.FindStringSubmatch(f); mm != nil && s.width == 0 {
-			s.width, _ = strconv.Atoi(mm[1])
-			s.height, _ = strconv.Atoi(mm[2])
-			continue
-		}
-		if mm := reRate.FindStringSubmatch(f); mm != nil {
-			v, _ := strconv.ParseFloat(mm[1], 64)
-			if mm[2] == "k" {
-				v *= 1000
-			}
-			if mm[3] == "fps" {
-				fps = v
-			} else {
-				tbr = v
-			}
-			continue
-		}
-		if i == 0 {
-			pf := f
-			if j := strings.IndexByte(pf, '('); j >= 0 {
-				s.colour, s.fieldOrder = parsePixFmtParens(strings.TrimSuffix(pf[j+1:], ")"))
-				pf = pf[:j]
-			}
-			s.pixFmt = strings.TrimSpace(pf)
-		}
-	}
-	switch {
-	case tbr > 0 && (fps == 0 || fps < 70 && tbr > 210):
-		if fps > 0 {
-			s.fps = rationalFromDecimal(fps, 0.01)
-		} else {
-			s.fps = rationalFromDecimal(tbr, 0.01)
-		}
-	case tbr > 0:
-		s.fps = rationalFromDecimal(tbr, 0.01)
-	case fps > 0:
-		s.fps = rationalFromDecimal(fps, 0.01)
-	}
-	return s
-}
-
-// splitTopLevel splits on commas outside parentheses and brackets.
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, c := range s {
-		switch c {
-		case '(', '[':
-			depth++
-		case ')', ']':
-			if depth > 0 {
-				depth--
-			}
-		case ',':
-			if depth == 0 {
-				out = append(out, strings.TrimSpace(s[start:i]))
-				start = i + 1
-			}
-		}
-	}
-	return append(out, strings.TrimSpace(s[start:]))
-}
-
-// countFrames decodes the video stream with ffmpeg, discarding the frames,
-// and returns how many there are. It turns decoding errors, missing data
-// and an empty stream into errors, and stops past the limit of frames
-// (ErrLimit).
-func countFrames(ctx context.Context, path string, t tools, info *Info) (int, error) {
-	args := append(append([]string{}, baseArgs...), "-progress", "pipe:1")
-	args = append(append(args, t.input(path)...), "-map", "0:"+strconv.Itoa(info.VideoStream), "-vf", renumberFilter(info.FPS))
-	lim := t.in.Limits.withDefaults()
-	if c := lim.countCap(); c > 0 {
-		args = append(args, "-frames:v", strconv.Itoa(c))
-	}
-	args = append(append(args, passthroughArgs(ctx, t.ffmpeg)...), "-f", "null", "-")
-	r := runTool(ctx, t.ffmpeg, args...)
-	if ctx.Err() != nil {
-		return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
-	}
-	if errors.Is(r.err, ErrNoFFmpeg) {
-		return 0, r.err
-	}
-	n := lastProgressFrame(r.stdout)
-	if c := lim.countCap(); c > 0 && n >= c {
-		return 0, kindErrorf(ErrLimit, "%q: it has over %d frames, the limit: vsr refuses inputs this long", path, lim.MaxFrames)
-	}
-	failed := r.err != nil || r.tail.Count() > 0
-	why := ""
-	if failed {
-		why = " (ffmpeg: " + describe(r.tail, r.err) + ")"
-	}
-	// How demuxers report data that ends early.
-	cut := r.tail.Contains("partial file") || r.tail.Contains("ended prematurely")
-	packets := func() int {
-		p := countPackets(ctx, path, t, info.VideoStream)
-		if ctx.Err() != nil {
-			return -1
-		}
-		return p
-	}
-	if declared := info.DeclaredFrames; declared > 0 && n < declared {
-		p := packets()
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
-		}
-		switch {
-		case cut || (p >= 0 && p < declared):
-			return n, kindErrorf(ErrTruncated, "%q is truncated: the container says %d frames but only %d could be decoded%s; --frames %d restores those", path, declared, n, why, n)
-		case failed:
-			return 0, kindErrorf(ErrCorrupt, "%q is corrupt: the container says %d frames but only %d could be decoded%s", path, declared, n, why)
-		}
-		// Every packet is there and decoding was clean: an edit list hides
-		// some frames, as in MP4 files cut without re-encoding. ffmpeg
-		// decodes (and the Decoder yields) only the n that are shown.
-	}
-	switch {
-	case cut:
-		if n == 0 {
-			return 0, kindErrorf(ErrTruncated, "%q is truncated: its data ends before any frame could be decoded%s", path, why)
-		}
-		return n, kindErrorf(ErrTruncated, "%q is truncated: its data ends early and only %d frames could be decoded%s; --frames %d restores those", path, n, why, n)
-	case n == 0 && !failed:
-		return 0, kindErrorf(ErrNoFrames, "%q has no video frames", path)
-	case n == 0:
-		// Nothing decoded, with errors: an empty stream or an undecodable one?
-		p := packets()
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("probe %q: %w", path, ctx.Err())
-		}
-		if p == 0 {
-			return 0, kindErrorf(ErrNoFrames, "%q has no video frames", path)
-		}
-		return 0, kindErrorf(ErrCorrupt, "%q is corrupt: none of its video frames could be decoded%s", path, why)
-	case failed:
-		return 0, kindErrorf(ErrCorrupt, "%q is corrupt: ffmpeg reported errors decoding its %d video frames%s; repair or re-encode it first", path, n, why)
-	}
-	return n, nil
-}
-
-// countPackets counts the packets of one stream without decoding them, with
-// ffprobe when available, else with ffmpeg's framecrc muxer (one line per
-// packet). It returns -1 when it cannot tell.
-func countPackets(ctx context.Context, path string, t tools, stream int) int {
-	if t.ffprobe != "" {
-		r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(stream), "-count_packets",
-			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1"}, t.input(path)...)...)
-		out := strings.TrimSpace(string(r.stdout))
-		if n, err := strconv.Atoi(out); err == nil {
-			return n
-		}
-		if r.err == nil && out == "N/A" {
-			return 0 // what ffprobe prints for a stream without packets
-		}
-		return -1
-	}
-	args := append(append(append([]string{}, baseArgs...), t.input(path)...),
-		"-map", "0:"+strconv.Itoa(stream), "-c", "copy", "-f", "framecrc", "-")
-	r := runTool(ctx, t.ffmpeg, args...)
-	n := 0
-	for _, line := range strings.Split(string(r.stdout), "\n") {
-		if line != "" && !strings.HasPrefix(line, "#") {
-			n++
-		}
-	}
-	return n
-}
-
-// renumberFilter is the filter chain the frame-counting and decoding
-// passes use. It gives the frames fresh, evenly spaced timestamps N/fps in
-// a fine time base. The source timestamps are irrelevant for raw output, but
-// in passthrough mode ffmpeg rounds them to the encoder's 1/fps time base,
-// and in a millisecond time base (Matroska, WebM) two frames can round to
-// the same value, which the muxer reports as an error ("non monotonically
-// increasing dts").
-func renumberFilter(fps Rational) string {
-	if !fps.Valid() {
-		fps = Rational{25, 1}
-	}
-	return fmt.Sprintf("settb=AVTB,setpts=N*1000000*%d/%d", fps.Den, fps.Num)
-}
-
-// lastProgressFrame returns the last "frame=N" of ffmpeg's -progress output.
-func lastProgressFrame(out []byte) int {
-	n := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "frame="); ok {
-			if k, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				n = k
-			}
-		}
-	}
-	return n
 }

@@ -295,60 +295,11 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	return res, nil
 }
 
-// videoExts are the video files a folder restore takes.
-var videoExts = map[string]bool{".mp4": true, ".mkv": true, ".webm": true, ".mov": true, ".m4v": true, ".avi": true, ".ts": true, ".flv": true, ".mpg": true, ".mpeg": true, ".ogv": true}
-
 // restoreFolder restores every image and video in dir into the folder
-// f.output (created if missing), keeping the names (an image takes the
-// extension of -f when given). Existing outputs follow -y. A file that
-// fails is reported and the others go on; the error at the end counts them.
-// With --json, one document lists each file's result or error.
+// f.output (app.Folder), printing what it does: each file's progress and
+// failure, and with --json one document of each file's result or error.
+// Existing outputs follow -y. The error at the end counts the failures.
 func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Values) error {
-	st, err := os.Stat(f.output)
-	if err == nil && !st.IsDir() {
-		return fmt.Errorf("input %q is a folder, so the output must be a folder too, but %q is a file", dir, f.output)
-	}
-	if ext := strings.ToLower(filepath.Ext(f.output)); err != nil && (app.IsImage(ext) || videoExts[ext]) {
-		return fmt.Errorf("input %q is a folder, so the output must be a folder too, but %q is named as a %s file: give a folder, such as %s", dir, f.output, ext, strings.TrimSuffix(f.output, filepath.Ext(f.output)))
-	}
-	if err := os.MkdirAll(f.output, 0o755); err != nil {
-		return fmt.Errorf("output folder %q: %v", f.output, err)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	type item struct {
-		in, out string
-		e       *fileResult // its entry in the --json document
-	}
-	var items []item
-	for _, e := range ents {
-		name, ext := e.Name(), strings.ToLower(filepath.Ext(e.Name()))
-		if strings.HasPrefix(name, ".") || !e.Type().IsRegular() || !(app.IsImage(ext) || videoExts[ext]) {
-			continue
-		}
-		out := filepath.Join(f.output, name)
-		if app.IsImage(ext) && f.format != "" {
-			out = filepath.Join(f.output, strings.TrimSuffix(name, filepath.Ext(name))+"."+strings.TrimPrefix(strings.ToLower(f.format), "."))
-		}
-		items = append(items, item{in: filepath.Join(dir, name), out: out})
-	}
-	if len(items) == 0 {
-		return fmt.Errorf("folder %q holds no images (.png, .jpg, .webp, .bmp, .tif) or videos (.mp4, .mkv, .webm, .mov, ...)", dir)
-	}
-	from := map[string]string{}
-	for _, it := range items {
-		if o, dup := from[it.out]; dup {
-			return fmt.Errorf("%s and %s would both be written as %s: leave out -f, or rename one", filepath.Base(o), filepath.Base(it.in), it.out)
-		}
-		from[it.out] = it.in
-	}
-	doc := make([]fileResult, len(items))
-	for i := range items {
-		doc[i] = fileResult{Input: items[i].in, Output: items[i].out}
-		items[i].e = &doc[i]
-	}
 	ctx := cmd.Context()
 	var ld *app.Loaded
 	defer func() {
@@ -356,156 +307,72 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 			closeAll(ld)
 		}
 	}()
-	failed := 0
-	fail := func(it item, err error) {
-		failed++
-		it.e.Error = naming(it.in, oneLine(flagNamed(err).Error()))
-		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", it.e.Error)
+	warn := func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) }
+	folder := app.Folder{
+		Dir: dir, Output: f.output, Format: f.format, Params: set, Batch: f.batch,
+		Load: func() (*app.Loaded, error) {
+			var err error
+			ld, err = setup(f, set)
+			return ld, err
+		},
+		// Prepare checks a file's output and probes its input.
+		Prepare: func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+			if _, err := os.Stat(out); err == nil && !f.overwrite {
+				return video.EncodeOptions{}, nil, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", out)
+			}
+			enc, err := outputEncode(f, out)
+			if err != nil {
+				return enc, nil, err
+			}
+			info, err := probeInput(ctx, in, f.playlists)
+			if err != nil {
+				return enc, info, err
+			}
+			enc, err = inputPixFmt(enc, info, out)
+			return enc, info, err
+		},
+		Check: func(ld *app.Loaded, info *video.Info) error {
+			return checkOutputSize(cmd, ld, info, set, f.maxOutputPixels)
+		},
+		Video: func(_ context.Context, ld *app.Loaded, info *video.Info, out string, enc video.EncodeOptions) (*pipeline.Result, error) {
+			return restoreOne(cmd, ld, info, out, enc, f, set)
+		},
+		Progress: func(total int) (func(done, total int), func(ok bool)) {
+			prog := newProgress(f.progress, total, cmd.ErrOrStderr())
+			return prog.update, prog.finish
+		},
+		Warn:    warn,
+		Message: func(err error) string { return oneLine(flagNamed(err).Error()) },
+		Failed:  func(e *app.FolderFile) { fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", e.Error) },
 	}
-	// stopped ends an interrupted run: with --json, one document still,
-	// the files not finished marked so.
-	stopped := func() error {
+	rep, err := folder.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.Stopped {
+		// An interrupted run: with --json, one document still, the
+		// files not finished marked so.
 		if !f.asJSON {
 			return ctx.Err()
 		}
-		for i := range doc {
-			if doc[i].Result == nil && doc[i].Error == "" {
-				doc[i].Error = "interrupted"
-			}
-		}
-		if err := printJSON(cmd, doc); err != nil {
+		if err := printJSON(cmd, rep.Files); err != nil {
 			return err
 		}
 		return &reportedError{ctx.Err()}
 	}
-	load := func() error {
-		if ld == nil {
-			var err error
-			ld, err = setup(f, set)
-			return err
-		}
-		return nil
-	}
-	// prepare checks an item's output and probes its input.
-	prepare := func(it item) (video.EncodeOptions, *video.Info, error) {
-		if _, err := os.Stat(it.out); err == nil && !f.overwrite {
-			return video.EncodeOptions{}, nil, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", it.out)
-		}
-		enc, err := outputEncode(f, it.out)
-		if err != nil {
-			return enc, nil, err
-		}
-		info, err := probeInput(ctx, it.in, f.playlists)
-		if err != nil {
-			return enc, info, err
-		}
-		enc, err = inputPixFmt(enc, info, it.out)
-		return enc, info, err
-	}
-	// Images first, all together: the model takes those of one size in
-	// batches.
-	var imgs []app.Image
-	var imgItems []item
-	for _, it := range items {
-		if !app.IsImage(filepath.Ext(it.in)) {
-			continue
-		}
-		enc, info, err := prepare(it)
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			fail(it, err)
-			continue
-		}
-		imgs = append(imgs, app.Image{Info: info, Output: it.out, Encode: enc, Warn: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) }})
-		imgItems = append(imgItems, it)
-	}
-	if len(imgs) > 0 {
-		if err := load(); err != nil {
-			return err
-		}
-		n := 0
-		for i, im := range imgs {
-			if err := checkOutputSize(cmd, ld, im.Info, set, f.maxOutputPixels); err != nil {
-				fail(imgItems[i], err)
-				continue
-			}
-			imgs[n], imgItems[n] = im, imgItems[i]
-			n++
-		}
-		imgs, imgItems = imgs[:n], imgItems[:n]
-	}
-	if len(imgs) > 0 {
-		prog := newProgress(f.progress, len(imgs), cmd.ErrOrStderr())
-		res, errs := ld.RunImages(ctx, imgs, set, f.batch, prog.update)
-		prog.finish(ctx.Err() == nil)
-		if ctx.Err() != nil {
-			return stopped()
-		}
-		for i, err := range errs {
-			if err != nil {
-				fail(imgItems[i], err)
-				continue
-			}
-			imgItems[i].e.Result = res[i]
-		}
-	}
-	for _, it := range items {
-		if app.IsImage(filepath.Ext(it.in)) {
-			continue
-		}
-		if ctx.Err() != nil {
-			return stopped()
-		}
-		enc, info, err := prepare(it)
-		if err == nil {
-			err = load()
-		}
-		var res *pipeline.Result
-		if err == nil {
-			res, err = restoreOne(cmd, ld, info, it.out, enc, f, set)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return stopped()
-			}
-			fail(it, err)
-			continue
-		}
-		it.e.Result = res
-	}
 	if f.asJSON {
-		if err := printJSON(cmd, doc); err != nil {
+		if err := printJSON(cmd, rep.Files); err != nil {
 			return err
 		}
 	}
-	if failed > 0 {
-		err := fmt.Errorf("%d of the %d files in %s failed (each named above)", failed, len(items), dir)
+	if rep.Failed > 0 {
+		err := fmt.Errorf("%d of the %d files in %s failed (each named above)", rep.Failed, len(rep.Files), dir)
 		if f.asJSON {
 			return &reportedError{err}
 		}
 		return err
 	}
 	return nil
-}
-
-// fileResult is one file of a folder in restore's --json document: its
-// result, or why it failed.
-type fileResult struct {
-	Input  string `json:"input"`
-	Output string `json:"output"`
-	Error  string `json:"error,omitempty"`
-	*pipeline.Result
-}
-
-// naming is msg about the file at path, naming it once: prefixed with the
-// path unless msg names it already.
-func naming(path, msg string) string {
-	if strings.Contains(msg, path) {
-		return msg
-	}
-	return path + ": " + msg
 }
 
 // formatIgnored notes that -f, which applies to a folder's images, is

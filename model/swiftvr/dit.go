@@ -472,9 +472,11 @@ func (m *DiT) crossKV(src Source, a string, text backend.Tensor, blk *ditBlock) 
 }
 
 // mergePrompt enables the merged cross-attention (VSR_SWIFTVR_PROMPT_MERGE=off
-// turns it off, to compare); maxPromptKeys is the most distinct prompt rows
-// it takes: its cost grows with them, and with 32 it was slower than
-// attention over 512 rows (docs/BENCHMARKS.md).
+// turns it off, to compare): a prompt of at most maxPromptKeys distinct rows
+// attends to those rows alone, each weighted by how often it appears, with
+// the values folded into the output projection; a prompt with more distinct
+// rows takes the unmerged path. Both compute the same attention up to
+// rounding. Why the limit is 8: docs/BENCHMARKS.md.
 var mergePrompt = os.Getenv("VSR_SWIFTVR_PROMPT_MERGE") != "off"
 
 const maxPromptKeys = 8

@@ -331,7 +331,7 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 	if err != nil {
 		return nil, err
 	}
-	var ranks []Rank
+	var ranks []Replica
 	for _, o := range append([]model.Model{m}, others...) {
 		r, ok := o.(*resident)
 		if !ok {
@@ -341,7 +341,7 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 		if err != nil {
 			return nil, err
 		}
-		ranks = append(ranks, Rank{R: r.reae, DiT: dit})
+		ranks = append(ranks, Replica{R: r.reae, DiT: dit})
 	}
 	if opt.Sequence, err = sequence(p.String("parallel"), len(ranks)); err != nil {
 		return nil, err

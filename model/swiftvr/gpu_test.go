@@ -241,10 +241,10 @@ func TestRestoreBF16Floor(t *testing.T) {
 // the GPU, with the tiny checkpoint and its DiT.
 func TestParallelGPU(t *testing.T) {
 	const w, h, ow, oh, frames = 40, 24, 64, 32, 53
-	var ranks []Rank
+	var ranks []Replica
 	for range 3 {
 		r, d := tinyModel(t, gpu(t, cuda.BF16))
-		ranks = append(ranks, Rank{R: r, DiT: d})
+		ranks = append(ranks, Replica{R: r, DiT: d})
 	}
 	opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1}
 	v := video(frames, w, h, 7)
@@ -294,7 +294,7 @@ func TestParallelFullGPU(t *testing.T) {
 	}
 	const w, h, ow, oh, frames = 640, 360, 2560, 1440, 361
 	ck := synthCheckpoint(t, "full")
-	var ranks []Rank
+	var ranks []Replica
 	for range 3 {
 		b := gpu(t, cuda.BF16)
 		r, err := NewReAE(b, FileSource{ck.ReAE})
@@ -302,7 +302,7 @@ func TestParallelFullGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
-		ranks = append(ranks, Rank{R: r, DiT: loadDiT(t, b, ck)})
+		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
 	}
 	v := video(frames, w, h, 3)
 	opt := Options{Width: ow, Height: oh}
@@ -389,7 +389,7 @@ func TestSequenceFullGPU(t *testing.T) {
 		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
 	}
 	ck := synthCheckpoint(t, "full")
-	var ranks []Rank
+	var ranks []Replica
 	var gpus []*cuda.Backend
 	for range 4 {
 		b := gpu(t, cuda.BF16)
@@ -398,12 +398,12 @@ func TestSequenceFullGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
-		ranks = append(ranks, Rank{R: r, DiT: loadDiT(t, b, ck)})
+		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
 		gpus = append(gpus, b)
 	}
-	noDiT := make([]Rank, len(ranks))
+	noDiT := make([]Replica, len(ranks))
 	for i, r := range ranks {
-		noDiT[i] = Rank{R: r.R}
+		noDiT[i] = Replica{R: r.R}
 	}
 	run := func(e engine, v []byte, frames, w, h, ow, oh int) ([]byte, time.Duration) {
 		for _, g := range gpus {
@@ -416,7 +416,7 @@ func TestSequenceFullGPU(t *testing.T) {
 		}
 		return out, time.Since(start)
 	}
-	one := func(rk Rank, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration) {
+	one := func(rk Replica, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		s, err := NewSession(rk.R, rk.DiT, w, h, frames, opt)
@@ -426,7 +426,7 @@ func TestSequenceFullGPU(t *testing.T) {
 		defer s.Close()
 		return run(s, v, frames, w, h, opt.Width, opt.Height)
 	}
-	group := func(rs []Rank, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration, []parallel.Stats) {
+	group := func(rs []Replica, v []byte, frames, w, h int, opt Options) ([]byte, time.Duration, []parallel.Stats) {
 		opt.Sequence = len(rs)
 		p, err := NewParallel(rs, w, h, frames, opt)
 		if err != nil {
@@ -492,14 +492,14 @@ func TestSequenceFullGPU(t *testing.T) {
 	// The ReAE in float32 (FMA math, no TF32): bands over ranks and on one
 	// device against whole frames, to separate the scheme from bf16
 	// rounding under other convolution algorithms.
-	var f32 []Rank
+	var f32 []Replica
 	for range 2 {
 		r, err := NewReAE(gpu(t, cuda.F32), FileSource{ck.ReAE})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
-		f32 = append(f32, Rank{R: r})
+		f32 = append(f32, Replica{R: r})
 	}
 	want32, _ := one(f32[0], v, frames, w, h, opt)
 	got32, _, _ := group(f32, v, frames, w, h, opt)
@@ -522,7 +522,7 @@ func TestSequenceMemoryGPU(t *testing.T) {
 		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
 	}
 	ck := synthCheckpoint(t, "full")
-	var ranks []Rank
+	var ranks []Replica
 	var gpus []*cuda.Backend
 	for range 2 {
 		b := gpu(t, cuda.BF16)
@@ -533,7 +533,7 @@ func TestSequenceMemoryGPU(t *testing.T) {
 		t.Cleanup(r.Close)
 		d := loadDiT(t, b, ck)
 		d.Graphs = false
-		ranks = append(ranks, Rank{R: r, DiT: d})
+		ranks = append(ranks, Replica{R: r, DiT: d})
 		gpus = append(gpus, b)
 	}
 	var base []int64
@@ -600,10 +600,10 @@ func TestSequenceMemoryGPU(t *testing.T) {
 // output: the DiT's GEMMs over other row counts may round differently).
 func TestSequenceGPU(t *testing.T) {
 	const w, h, ow, oh, frames = 40, 24, 64, 64, 41
-	var ranks []Rank
+	var ranks []Replica
 	for range 4 {
 		r, d := tinyModel(t, gpu(t, cuda.BF16))
-		ranks = append(ranks, Rank{R: r, DiT: d})
+		ranks = append(ranks, Replica{R: r, DiT: d})
 	}
 	opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1}
 	v := video(frames, w, h, 7)

@@ -11,9 +11,10 @@ import (
 	"github.com/vsr-dev/vsr/parallel"
 )
 
-// Rank is SwiftVR resident on one device of a chunk-parallel group: its
-// ReAE and its DiT (nil: encode -> decode only).
-type Rank struct {
+// Replica is SwiftVR resident on one device of a chunk-parallel group: its
+// ReAE and its DiT (nil: encode -> decode only). NewParallel runs the i-th
+// replica as rank i (a parallel.Rank, the goroutine that drives the device).
+type Replica struct {
 	R   *ReAE
 	DiT *DiT
 }
@@ -51,7 +52,7 @@ type Rank struct {
 // their ranks and returns, and the batch's Wait waits for all of them. A
 // failure on one rank stops every rank.
 type Parallel struct {
-	ranks   []Rank
+	ranks   []Replica
 	workers []*parallel.Rank
 	tr      *parallel.Local
 	seq     int   // ranks per chunk group
@@ -73,9 +74,9 @@ type Parallel struct {
 }
 
 // NewParallel prepares a request for a video of frames frames of inW x
-// inH on ranks (at least two, all of one device kind and storage type),
-// in chunk groups of opt.Sequence ranks.
-func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, error) {
+// inH on ranks, one per replica (at least two, all of one device kind and
+// storage type), in chunk groups of opt.Sequence ranks.
+func NewParallel(ranks []Replica, inW, inH, frames int, opt Options) (*Parallel, error) {
 	seq := max(opt.Sequence, 1)
 	if len(ranks) < 2 {
 		return nil, fmt.Errorf("swiftvr: chunk parallelism needs at least 2 ranks, not %d", len(ranks))
@@ -84,7 +85,7 @@ func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, er
 		return nil, fmt.Errorf("swiftvr: %d ranks do not make chunk groups of %d", len(ranks), seq)
 	}
 	devs := make([]backend.Backend, len(ranks))
-	views := make([]Rank, len(ranks))
+	views := make([]Replica, len(ranks))
 	var cs []Chunk
 	for i, rk := range ranks {
 		if (rk.DiT == nil) != (ranks[0].DiT == nil) {
@@ -100,7 +101,7 @@ func NewParallel(ranks []Rank, inW, inH, frames int, opt Options) (*Parallel, er
 			return nil, err
 		}
 		view := *s.r // this request's own: a band view holds its exchange
-		views[i] = Rank{R: &view, DiT: rk.DiT}
+		views[i] = Replica{R: &view, DiT: rk.DiT}
 		opt, cs = s.opt, s.chunks
 		s.Close()
 		devs[i] = rk.R.b
@@ -543,7 +544,7 @@ func (e *Parallel) recv(to, from int, tag string) (backend.Tensor, error) {
 // z to the next chunk's rank if that chunk's DiT takes history, and takes
 // its own history from the previous chunk's rank. With sequence
 // parallelism the group's ranks run it together, each with the whole z.
-func (e *Parallel) denoise(rk Rank, me int, c Chunk, z backend.Tensor) (backend.Tensor, error) {
+func (e *Parallel) denoise(rk Replica, me int, c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	band := me % e.seq
 	if next := c.Index + 1; next < len(e.chunks) {
 		if p := e.chunks[next].DiTInput(e.opt.ClipLen, e.opt.DiTOverlap); p.Prefix > 0 && !p.ZeroPrefix {

@@ -110,10 +110,10 @@ func TestParallelEqualsOneRank(t *testing.T) {
 		{2, 41, 0, 0, false}, // whole-chunk passes
 		{3, 41, 0, 2, true},  // two frames a pass, TemporalGrow after its upsample
 	}
-	var models []Rank
+	var models []Replica
 	for range 4 {
 		r, d := tinyModel(t, cpu.New(1))
-		models = append(models, Rank{R: r, DiT: d})
+		models = append(models, Replica{R: r, DiT: d})
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%d ranks, %d frames, overlap %d, batch %d, after %v", c.ranks, c.frames, c.overlap, c.fb, c.after), func(t *testing.T) {
@@ -184,14 +184,14 @@ func TestParallelFailure(t *testing.T) {
 	bad := &failing{Backend: cpu.New(1)}
 	bad.left.Store(1 << 40)
 	ck := synthCheckpoint(t, "tiny")
-	var ranks []Rank // encode -> decode only: the wrapper hides the DiT's ops
+	var ranks []Replica // encode -> decode only: the wrapper hides the DiT's ops
 	for _, b := range []backend.Backend{cpu.New(1), bad, cpu.New(1)} {
 		r, err := NewReAE(b, FileSource{ck.ReAE})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
-		ranks = append(ranks, Rank{R: r})
+		ranks = append(ranks, Replica{R: r})
 	}
 	bad.left.Store(40) // in the middle of rank 1's first chunk
 	p, err := NewParallel(ranks, w, h, 41, Options{Width: ow, Height: oh, ClipLen: 8})
@@ -235,16 +235,16 @@ func TestSequenceEqualsOneRank(t *testing.T) {
 		{3, 3, 33, 0, 0, 64, 48, false},
 		{4, 4, 17, 0, 1, 48, 64, false},
 	}
-	var models []Rank
+	var models []Replica
 	for range 4 {
 		r, d := tinyModel(t, cpu.New(1))
-		models = append(models, Rank{R: r, DiT: d})
+		models = append(models, Replica{R: r, DiT: d})
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%d ranks in groups of %d, %d frames to %dx%d, DiT %v", c.ranks, c.seq, c.frames, c.ow, c.oh, c.dit), func(t *testing.T) {
 			fb := c.fb
 			opt := Options{Width: c.ow, Height: c.oh, ClipLen: 8, DiTOverlap: c.overlap, FrameBatch: &fb}
-			ranks := append([]Rank(nil), models[:c.ranks]...)
+			ranks := append([]Replica(nil), models[:c.ranks]...)
 			if !c.dit {
 				for i := range ranks {
 					ranks[i].DiT = nil
@@ -292,10 +292,10 @@ func TestSequenceEqualsOneRank(t *testing.T) {
 // TestSequenceRefusals: groups that do not divide the ranks, the DiT's
 // heads or the latent rows are refused before anything runs.
 func TestSequenceRefusals(t *testing.T) {
-	var ranks []Rank
+	var ranks []Replica
 	for range 3 {
 		r, d := tinyModel(t, cpu.New(1))
-		ranks = append(ranks, Rank{R: r, DiT: d})
+		ranks = append(ranks, Replica{R: r, DiT: d})
 	}
 	for _, c := range []struct {
 		n, seq, oh int
@@ -307,7 +307,7 @@ func TestSequenceRefusals(t *testing.T) {
 	} {
 		rs := ranks[:c.n]
 		if c.oh == 16 { // the ReAE alone: the heads allow any group
-			rs = []Rank{{R: ranks[0].R}, {R: ranks[1].R}, {R: ranks[2].R}}
+			rs = []Replica{{R: ranks[0].R}, {R: ranks[1].R}, {R: ranks[2].R}}
 		}
 		_, err := NewParallel(rs, 40, 24, 17, Options{Width: 64, Height: c.oh, ClipLen: 8, Sequence: c.seq})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -516,3 +516,65 @@ func toF16Bits(v float32) uint16 {
 }
 
 func sqrt32(v float32) float32 { return float32(math.Sqrt(float64(v))) }
+
+// synthFill describes how Synth generates a tensor's values.
+type synthFill struct {
+	kind      synthFillKind
+	mean, std float32
+	prefix    int // fillNormal: when > 0, values from this index on are 0
+	// outlier, when > 1, multiplies every OutlierEvery-th row of cols
+	// values (output channels of a linear layer) by itself.
+	outlier float32
+	cols    int
+}
+
+type synthFillKind uint8
+
+const (
+	fillUniform synthFillKind = iota // uniform with the given mean and standard deviation
+	fillNormal                       // approximately normal with the given mean and standard deviation
+	fillFirst                        // integers: 1 at the first position of each row, 0 elsewhere
+)
+
+func uniformFill(std float32) synthFill { return synthFill{kind: fillUniform, std: std} }
+func aroundFill(mean, std float32) synthFill {
+	return synthFill{kind: fillUniform, mean: mean, std: std}
+}
+
+// Preset sizes. "full" is the published checkpoint; "tiny" keeps every layer
+// and name but shrinks the widths; "block" is one DiT block at full width.
+type presetSpec struct {
+	dims        Dims
+	promptDType safetensors.DType
+	ditDType    safetensors.DType
+	shards      int
+}
+
+func presetFor(name string) (presetSpec, bool) {
+	switch name {
+	case "full":
+		return presetSpec{dims: Dims{
+			ReAEChannels: 12, EncoderWidth: 64, DecoderWidths: [4]int{512, 256, 128, 64}, LatentChannels: 48,
+			Dim: 3072, Heads: 24, HeadDim: 128, FFNDim: 14336, Layers: 30, TextDim: 4096, FreqDim: 256,
+			PatchSize: [3]int{1, 2, 2}, InChannels: 48, OutChannels: 48, PromptTokens: 512,
+		}, promptDType: "BF16", ditDType: "BF16", shards: 2}, true
+	case "tiny":
+		return presetSpec{dims: Dims{
+			ReAEChannels: 12, EncoderWidth: 16, DecoderWidths: [4]int{32, 16, 16, 16}, LatentChannels: 48,
+			Dim: 256, Heads: 2, HeadDim: 128, FFNDim: 512, Layers: 2, TextDim: 64, FreqDim: 256,
+			PatchSize: [3]int{1, 2, 2}, InChannels: 48, OutChannels: 48, PromptTokens: 16,
+		}, promptDType: "BF16", ditDType: "BF16", shards: 1}, true
+	case "block":
+		return presetSpec{dims: Dims{
+			ReAEChannels: 12, EncoderWidth: 16, DecoderWidths: [4]int{32, 16, 16, 16}, LatentChannels: 48,
+			Dim: 3072, Heads: 24, HeadDim: 128, FFNDim: 14336, Layers: 1, TextDim: 4096, FreqDim: 256,
+			PatchSize: [3]int{1, 2, 2}, InChannels: 48, OutChannels: 48, PromptTokens: 32,
+		}, promptDType: "BF16", ditDType: "BF16", shards: 1}, true
+	}
+	return presetSpec{}, false
+}
+
+// Presets lists the names Layout and Synth accept: "tiny" (every layer,
+// small widths), "block" (one DiT block at the full width, a small ReAE and
+// 32 prompt tokens: for tests) and "full" (the published sizes).
+func Presets() []string { return []string{"tiny", "block", "full"} }

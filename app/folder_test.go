@@ -1,0 +1,138 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsr-dev/vsr/app"
+	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/pipeline"
+	"github.com/vsr-dev/vsr/video"
+)
+
+// folderRun is a Folder of src into dst with the stand-in family, whose
+// hooks record the loads and failures.
+func folderRun(t *testing.T, src, dst string) (*app.Folder, *int, *[]string) {
+	t.Helper()
+	devs, err := app.OpenDevices("cpu", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { devs[0].Close() })
+	params := model.Values{"level": 200}
+	loads := new(int)
+	failed := new([]string)
+	f := &app.Folder{
+		Dir: src, Output: dst, Params: params,
+		Load: func() (*app.Loaded, error) {
+			*loads++
+			ld, err := app.Load(devs[0], "level:x", params, nil)
+			if err == nil {
+				t.Cleanup(ld.Close)
+			}
+			return ld, err
+		},
+		Prepare: func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+			enc := video.EncodeOptions{Codec: "ffv1", PixFmt: "gbrp"}
+			if app.IsImage(filepath.Ext(out)) {
+				var err error
+				if enc, err = app.ImageEncode(filepath.Ext(out), video.EncodeOptions{}); err != nil {
+					return enc, nil, err
+				}
+			}
+			info, err := video.Probe(ctx, in)
+			return enc, info, err
+		},
+		Video: func(ctx context.Context, ld *app.Loaded, info *video.Info, out string, enc video.EncodeOptions) (*pipeline.Result, error) {
+			return ld.Run(ctx, app.Job{Input: info.Path, Output: out, Info: info, Params: params, Encode: enc})
+		},
+		Failed: func(e *app.FolderFile) { *failed = append(*failed, e.Error) },
+	}
+	return f, loads, failed
+}
+
+// TestFolder: a folder's images and videos are restored into another
+// folder under their names (an image in the Format asked for), other
+// files left alone; a file that fails is reported, named once, and the
+// others go on; two inputs that would write one output, and a folder
+// into a file, are refused before any work.
+func TestFolder(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed")
+	}
+	src := filepath.Join(t.TempDir(), "in")
+	os.Mkdir(src, 0o755)
+	img := filepath.Join(src, "a.png")
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=24x16", "-frames:v", "1", img).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, out)
+	}
+	clip(t, filepath.Join(src, "v.mkv"))
+	bad := filepath.Join(src, "bad.png")
+	os.WriteFile(bad, []byte("\x89PNG\r\n\x1a\nnot really"), 0o644)
+	os.WriteFile(filepath.Join(src, "notes.txt"), []byte("x"), 0o644)
+	dst := filepath.Join(t.TempDir(), "out") // made by Run
+
+	f, loads, failed := folderRun(t, src, dst)
+	f.Format = "tif"
+	rep, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Stopped || rep.Failed != 1 || len(rep.Files) != 3 || *loads != 1 {
+		t.Fatalf("report %+v, %d loads", rep, *loads)
+	}
+	want := []struct{ in, out string }{{"a.png", "a.tif"}, {"bad.png", "bad.tif"}, {"v.mkv", "v.mkv"}}
+	for i, w := range want {
+		if e := rep.Files[i]; e.Input != filepath.Join(src, w.in) || e.Output != filepath.Join(dst, w.out) {
+			t.Errorf("file %d: %s -> %s, want %s -> %s", i, e.Input, e.Output, w.in, w.out)
+		}
+	}
+	if a := rep.Files[0]; a.Error != "" || a.Result == nil || a.Frames != 1 || a.Width != 24 {
+		t.Errorf("a.png: %+v", a)
+	}
+	if b := rep.Files[1]; b.Result != nil || strings.Count(b.Error, bad) != 1 || len(*failed) != 1 || (*failed)[0] != b.Error {
+		t.Errorf("bad.png: %+v, failures told %q", b, *failed)
+	}
+	if v := rep.Files[2]; v.Error != "" || v.Result == nil || v.Frames != 6 {
+		t.Errorf("v.mkv: %+v", v)
+	}
+	wantLevel(t, frames(t, filepath.Join(src, "v.mkv")), frames(t, filepath.Join(dst, "v.mkv")), 200)
+	if ents, _ := os.ReadDir(dst); len(ents) != 2 {
+		t.Errorf("%d files in the output folder, want a.tif and v.mkv", len(ents))
+	}
+
+	// A cancelled run stops before the videos, marking them.
+	f, _, _ = folderRun(t, src, filepath.Join(t.TempDir(), "out"))
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Prepare = func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+		cancel()
+		return video.EncodeOptions{}, nil, errors.New("no")
+	}
+	f.Dir = filepath.Join(t.TempDir(), "videos")
+	os.Mkdir(f.Dir, 0o755)
+	clip(t, filepath.Join(f.Dir, "v.mkv"))
+	if rep, err := f.Run(ctx); err != nil || !rep.Stopped || rep.Files[0].Error != "interrupted" {
+		t.Errorf("cancelled: %+v, %v", rep, err)
+	}
+
+	// Refusals, before any work.
+	os.WriteFile(filepath.Join(src, "a.jpg"), []byte("x"), 0o644)
+	for _, c := range []struct {
+		out, format, want string
+	}{
+		{filepath.Join(t.TempDir(), "x"), "png", "would both be written"},
+		{img, "", "must be a folder too"},
+		{filepath.Join(t.TempDir(), "x.mp4"), "", "named as a .mp4 file"},
+	} {
+		f, loads, _ := folderRun(t, src, c.out)
+		f.Format = c.format
+		if _, err := f.Run(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) || *loads != 0 {
+			t.Errorf("-> %s (format %q): %v, want %q", c.out, c.format, err, c.want)
+		}
+	}
+}
