@@ -94,7 +94,7 @@ func BenchmarkRedelivery(b *testing.B) {
 		second, f2 := worker()
 		b.StartTimer()
 		start := time.Now()
-		first.js().nc.Close()
+		jsOf(first).nc.Close()
 		<-f2.started
 		total += time.Since(start)
 		b.StopTimer()

@@ -3,7 +3,6 @@ package serve
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"unicode"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Tasks on other machines. With the tasks on NATS JetStream (Config.NATS)
@@ -40,15 +38,6 @@ import (
 //   - every write to the bucket names the revision it replaces, so a
 //     worker and the API never overwrite each other's change (a task the
 //     API cancelled while a worker took it is skipped).
-
-// js returns the JetStream store (nil when the tasks are elsewhere; a
-// store that wraps it, as tests' do, gives it by jetStream).
-func (s *Service) js() *jsStore {
-	if j, ok := s.st.(interface{ jetStream() *jsStore }); ok {
-		return j.jetStream()
-	}
-	return nil
-}
 
 // apply takes in a task's record as the bucket holds it; s.mu is held.
 func (s *Service) apply(t *Task) {
@@ -81,46 +70,36 @@ func (s *Service) requeue() {
 func (s *Service) watch(ctx context.Context) {
 	defer s.workers.Done()
 	for ctx.Err() == nil {
-		w, err := s.js().kv.WatchAll(ctx)
-		if err != nil {
+		if err := s.wq.Watch(ctx, s.seen); err != nil {
 			s.log.Warn("following the tasks on NATS", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
-			continue
 		}
-		for e := range w.Updates() {
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue // the end of the initial values, or a deletion
-			}
-			var t Task
-			if json.Unmarshal(e.Value(), &t) != nil || t.ID != e.Key() {
-				continue
-			}
-			s.js().seen(t.ID, e.Revision())
-			bad := s.verifySeal(&t)
-			s.mu.Lock()
-			old := s.tasks[t.ID]
-			if bad != nil {
-				// Another writer changed what never changes after
-				// submit: keep the state it reports, not those fields.
-				if old == nil {
-					s.mu.Unlock()
-					s.log.Warn("ignoring a task record", "task", t.ID, "err", bad)
-					continue
-				}
-				unseal(&t, old)
-			}
-			if old != nil && !old.Status.Final() && t.Status.Final() {
-				s.removeUpload(old)
-			}
-			s.apply(&t)
-			s.requeue()
-			s.mu.Unlock()
-		}
-		w.Stop()
 	}
+}
+
+// seen takes in a task's record that watch saw written.
+func (s *Service) seen(t *Task) {
+	bad := s.verifySeal(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.tasks[t.ID]
+	if bad != nil {
+		// Another writer changed what never changes after
+		// submit: keep the state it reports, not those fields.
+		if old == nil {
+			s.log.Warn("ignoring a task record", "task", t.ID, "err", bad)
+			return
+		}
+		unseal(t, old)
+	}
+	if old != nil && !old.Status.Final() && t.Status.Final() {
+		s.removeUpload(old)
+	}
+	s.apply(t)
+	s.requeue()
 }
 
 // removeUpload removes the upload of task t, this API's record of a task
@@ -137,19 +116,17 @@ func (s *Service) removeUpload(t *Task) {
 		os.Remove(t.Input)
 		return
 	}
-	j, name := s.js(), uploadObject(t)
-	go j.removeObject(j.uploads, name) // after Close, it fails at once
+	go s.wq.RemoveUpload(uploadObject(t)) // after Close, it fails at once
 }
 
 // cancelRemote asks the worker running task id to stop and waits (up to
 // ctx) for its record to say it stopped.
 func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
-	j := s.js()
-	if err := j.nc.Publish(cancelSubject+id, nil); err != nil {
+	if err := s.wq.Cancel(id); err != nil {
 		s.log.Warn("cancel", "task", id, "err", err)
 	}
 	for {
-		t, err := j.get(id)
+		t, err := s.wq.Get(id)
 		if err == nil && t != nil && t.Status.Final() {
 			if t.Status == Cancelled {
 				return cancelDone, t
@@ -179,16 +156,12 @@ func (s *Service) served() []string {
 // subscribe makes a worker's consumers, one per model its runner serves.
 func (s *Service) subscribe() error {
 	for _, m := range s.served() {
-		c, err := s.js().consumer(m, s.cfg.AckWait)
+		// A task's arrival wakes an idle worker at once.
+		c, err := s.wq.Consume(m, s.cfg.AckWait, s.signal)
 		if err != nil {
 			return err
 		}
 		s.pullFrom = append(s.pullFrom, c)
-		// The work queue's subject also reaches plain subscribers: a
-		// task's arrival wakes an idle worker at once.
-		if _, err := s.js().nc.Subscribe(workSubject(m), func(*nats.Msg) { s.signal() }); err != nil {
-			return err
-		}
 	}
 	if s.cfg.Name == "" {
 		host, _ := os.Hostname()
@@ -208,12 +181,12 @@ func (s *Service) announce(ctx context.Context) {
 		s.mu.Lock()
 		info.Running = runningIDs(s.running)
 		s.mu.Unlock()
-		if err := s.js().announce(info); err != nil {
+		if err := s.wq.Announce(info); err != nil {
 			s.log.Warn("announcing this worker on NATS", "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			s.js().leave(info.Name)
+			s.wq.Leave(info.Name)
 			return
 		case <-tick.C:
 		}
@@ -228,17 +201,13 @@ func (s *Service) pull(parent context.Context) (*Task, context.Context) {
 		return nil, nil
 	}
 	for _, c := range s.pullFrom {
-		batch, err := c.FetchNoWait(1)
-		if err != nil {
-			s.log.Warn("taking a task from NATS", "err", err)
-			continue
-		}
-		for m := range batch.Messages() {
+		m, err := c.Next()
+		if m != nil {
 			if t, ctx := s.take(parent, m); t != nil {
 				return t, ctx
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if err != nil {
 			s.log.Warn("taking a task from NATS", "err", err)
 		}
 	}
@@ -263,9 +232,9 @@ func (s *Service) isClosing() bool {
 // take starts the task of message m, or acknowledges a message whose task
 // is gone, finished or cancelled, or fails a task delivered too often or
 // whose record this worker cannot trust (checkRecord).
-func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.Context) {
-	id := string(m.Data())
-	md, err := m.Metadata()
+func (s *Service) take(parent context.Context, m Work) (*Task, context.Context) {
+	id := m.ID()
+	delivered, err := m.Delivered()
 	if err != nil {
 		m.Nak()
 		return nil, nil
@@ -275,8 +244,8 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		m.Term()
 		return nil, nil
 	}
-	j := s.js()
-	t, err := j.get(id)
+	j := s.wq
+	t, err := j.Get(id)
 	if err != nil {
 		s.log.Warn("reading a task from NATS", "task", id, "err", err)
 		m.Nak()
@@ -288,7 +257,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 	}
 	now := time.Now()
 	// Graceful stops (SIGTERM) hand the task back without costing a run.
-	runs := max(int(md.NumDelivered)-t.HandedBack, 1)
+	runs := max(delivered-t.HandedBack, 1)
 	fail := func(errType, msg string) {
 		t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, msg, errType
 		if err := j.Put(t); err == nil {
@@ -297,7 +266,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 			m.Nak()
 		}
 	}
-	if err := s.checkRecord(t, id, m.Subject()); err != nil {
+	if err := s.checkRecord(t, id, m.Model()); err != nil {
 		s.log.Warn("refusing a task record", "task", id, "err", err)
 		fail("InvalidRecord", fmt.Sprintf("worker %s refused the task's record: %v", s.cfg.Name, err))
 		return nil, nil
@@ -331,7 +300,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		giveBack()
 		return nil, nil
 	}
-	if md.NumDelivered > 1 {
+	if delivered > 1 {
 		t.Rerun = true // its run removes what the last one left (runOne)
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
@@ -347,7 +316,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 	t.done = make(chan struct{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub, err := j.nc.Subscribe(cancelSubject+id, func(*nats.Msg) {
+	unsub, err := j.OnCancel(id, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if t.cancel != nil {
@@ -356,7 +325,7 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 		}
 	})
 	if err == nil {
-		t.unsub = sub
+		t.unsub = unsub
 	}
 	s.tasks[id] = t
 	s.running = append(s.running, t)
@@ -364,14 +333,14 @@ func (s *Service) take(parent context.Context, m jetstream.Msg) (*Task, context.
 }
 
 // checkRecord checks task t's record, read for the work queue message
-// with task id on subject, as the HTTP layer checks a request: whoever
+// with task id from the queue of model, as the HTTP layer checks a request: whoever
 // can write to the bucket must not lead a worker out of its roots or run
 // a model other than the one asked for. The fields set at submit carry
 // the signature of a trusted API (verifySeal); the paths are relative,
 // clean and local; the model is one this worker serves, the one of the
 // queue the message came from, with the weights the API checked the
 // request against (the content hash it recorded).
-func (s *Service) checkRecord(t *Task, id, subject string) error {
+func (s *Service) checkRecord(t *Task, id, model string) error {
 	if t.ID != id {
 		return fmt.Errorf("the record of %s names task %q", id, t.ID)
 	}
@@ -388,7 +357,7 @@ func (s *Service) checkRecord(t *Task, id, subject string) error {
 	if strings.HasPrefix(name, ".") || len(name) > maxName || len(t.OutputRel) > maxPath || outputExt(t.OutputRel) == "" {
 		return fmt.Errorf("output_rel %q: want a visible file name of at most %d bytes with an extension", t.OutputRel, maxName)
 	}
-	if !slices.Contains(s.served(), t.ModelName) || subject != workSubject(t.ModelName) {
+	if !slices.Contains(s.served(), t.ModelName) || model != t.ModelName {
 		return fmt.Errorf("model %q: not the model of the queue the task came from, or not served here", t.ModelName)
 	}
 	if want := s.hashes[t.ModelName]; t.ModelHash != want {
@@ -442,7 +411,7 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 	}
 	defer root.Close()
 	root.Remove(name) // this worker's copy from an earlier attempt
-	if err := getUpload(s.js(), ctx, root, uploadObject(t), name); err != nil {
+	if err := getUpload(s.wq, ctx, root, uploadObject(t), name); err != nil {
 		return "", "", err
 	}
 	return filepath.Join(s.copies.path, name), out, nil
@@ -450,7 +419,7 @@ func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err 
 
 // getUpload takes a worker's upload from the object store (a seam for
 // tests).
-var getUpload = (*jsStore).getUploadIn
+var getUpload = WorkQueue.GetUpload
 
 // uploadObject names the object of task t's upload (NATS.Files): unique
 // to this submission, as the file name of its upload is, so that a
@@ -509,7 +478,7 @@ func leaseOptions(c Config) []nats.Option {
 // renewal has been answered for 2/3 of AckWait, the task may go to
 // another worker at AckWait: this one cancels it then, so that no task
 // runs twice at once.
-func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
+func (s *Service) heartbeat(ctx context.Context, t *Task, m Work) {
 	aw := s.cfg.AckWait
 	last := time.Now() // the last renewal the server answered was sent then
 	for {
@@ -521,7 +490,7 @@ func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
 		}
 		if time.Now().Before(deadline) {
 			sent := time.Now()
-			if err := s.renew(m, min(aw/6, time.Until(deadline))); err == nil {
+			if err := m.Renew(min(aw/6, time.Until(deadline))); err == nil {
 				last = sent
 			} else {
 				s.log.Warn("renewing the lease on a running task", "task", t.ID, "err", err)
@@ -539,25 +508,13 @@ func (s *Service) heartbeat(ctx context.Context, t *Task, m jetstream.Msg) {
 	}
 }
 
-// renew marks message m in progress and waits up to timeout for the
-// server to answer (InProgress alone does not wait).
-func (s *Service) renew(m jetstream.Msg, timeout time.Duration) error {
-	if timeout <= 0 {
-		return context.DeadlineExceeded
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_, err := s.js().nc.RequestWithContext(ctx, m.Reply(), []byte("+WPI"))
-	return err
-}
-
 // release settles the message of a task a worker ran: acknowledged when
 // the task is over and its record says so, handed back at once when the
 // worker stopped before, or when the final record could not be written
 // (the task then runs again rather than stay "processing" for ever).
 func (s *Service) release(t *Task) {
 	if t.unsub != nil {
-		t.unsub.Unsubscribe()
+		t.unsub()
 	}
 	if t.msg == nil {
 		return
@@ -629,7 +586,7 @@ func unserved(models []string, ws []WorkerInfo) []string {
 // removes its file (NATS.Files): the API serves it from there.
 func (s *Service) storeResult(t *Task) (string, error) {
 	name := resultObject(t.ID)
-	if err := s.js().putFile(s.js().files, name, t.Output); err != nil {
+	if err := s.wq.PutResult(name, t.Output); err != nil {
 		return "", err
 	}
 	os.Remove(t.Output) // this worker's own (see localPaths)
@@ -642,20 +599,15 @@ func resultObject(id string) string { return "out/" + id }
 // serveObject streams task t's result from the object store: the object
 // storeResult names, whatever the record says.
 func (s *Service) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
-	obj, err := s.js().files.Get(r.Context(), resultObject(t.ID))
+	obj, size, err := s.wq.OpenResult(r.Context(), resultObject(t.ID))
 	if err != nil {
-		writeError(w, http.StatusNotFound, "task result is not in the NATS object store: "+err.Error())
+		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	defer obj.Close()
-	info, err := obj.Info()
-	if err != nil {
-		writeError(w, http.StatusNotFound, "task result: "+err.Error())
-		return
-	}
 	name := filepath.Base(t.Output)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	w.Header().Set("Content-Type", cmp.Or(mime.TypeByExtension(filepath.Ext(name)), "application/octet-stream"))
-	w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
+	w.Header().Set("Content-Length", strconv.FormatUint(size, 10))
 	io.Copy(w, obj)
 }

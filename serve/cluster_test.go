@@ -132,7 +132,7 @@ func TestRemoteWorkerDies(t *testing.T) {
 				t.Fatal("no worker took the task")
 			}
 			killed := time.Now()
-			ws[dead].js().nc.Close() // no more heartbeats, no ack
+			jsOf(ws[dead]).nc.Close() // no more heartbeats, no ack
 			alive := fs[1-dead]
 			alive.release <- struct{}{}
 			if attempts == 1 {
@@ -295,7 +295,7 @@ func TestRemoteFiles(t *testing.T) {
 		})
 	} // The API removes the upload's object once the task has ended.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ls, err := e.svc.js().uploads.List(context.Background())
+		ls, err := jsOf(e.svc).uploads.List(context.Background())
 		if errors.Is(err, jetstream.ErrNoObjectsFound) {
 			break
 		}
@@ -394,7 +394,7 @@ func TestRemoteReconnect(t *testing.T) {
 		t.Errorf("attempts %v", m["attempts"])
 	}
 	proxy.sever(false) // the network is back: the first worker reconnects
-	for deadline := time.Now().Add(10 * time.Second); !wa.js().nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !jsOf(wa).nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the cut-off worker did not reconnect")
 		}
@@ -428,7 +428,7 @@ func TestRemoteTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	tk, err := other.get(id)
+	tk, err := other.Get(id)
 	if err != nil || tk == nil {
 		t.Fatalf("%v %v", tk, err)
 	}
@@ -476,7 +476,7 @@ func (f *failFinal) Put(t *Task) error {
 // ever when the message was acknowledged anyway).
 func TestRemoteFinalWriteFails(t *testing.T) {
 	e, ws, fs := remote(t, 1, false, Config{})
-	ff := &failFinal{jsStore: ws[0].js()}
+	ff := &failFinal{jsStore: jsOf(ws[0])}
 	ws[0].mu.Lock()
 	ws[0].st = ff
 	ws[0].mu.Unlock()
@@ -506,3 +506,6 @@ func workerNATS(t testing.TB, api *Service) *NATS {
 	}
 	return &NATS{URLs: api.NATSURL(), Token: strings.TrimSpace(string(b))}
 }
+
+// jsOf is the JetStream store of s (an API of remote workers, or a worker).
+func jsOf(s *Service) *jsStore { return s.wq.(*jsStore) }

@@ -253,7 +253,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		// The workers take the upload from the object store, under a
 		// name of this submission's own (uploadObject): one refused as a
 		// duplicate replaces no other task's upload.
-		if err := s.js().putFile(s.js().uploads, uploadObject(t), upload); err != nil {
+		if err := s.wq.PutUpload(uploadObject(t), upload); err != nil {
 			refuse(http.StatusServiceUnavailable, err.Error())
 			return
 		}
@@ -262,7 +262,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	var conflict *conflictError
 	err = s.submit(t, upload)
 	if err != nil && t.Files {
-		s.js().removeObject(s.js().uploads, uploadObject(t))
+		s.wq.RemoveUpload(uploadObject(t))
 	}
 	switch {
 	case errors.As(err, &conflict):
@@ -670,7 +670,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if s.cfg.Remote {
-		ws, err := s.js().connected()
+		ws, err := s.wq.Workers()
 		if err == nil {
 			out["waiting_for_workers"] = unserved(models, ws)
 		}
@@ -702,8 +702,8 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"cancelled_tasks": n[Cancelled],
 	}
 	s.mu.Unlock()
-	if j := s.js(); j != nil && s.cfg.Remote {
-		ws, err := j.connected()
+	if s.cfg.Remote {
+		ws, err := s.wq.Workers()
 		if err != nil {
 			ws = nil
 		}

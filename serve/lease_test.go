@@ -21,13 +21,13 @@ import (
 // would have accepted it: the API's own connection and signing key.
 func plant(t *testing.T, api *Service, tk *Task) {
 	t.Helper()
-	j := api.js()
+	j := jsOf(api)
 	tk.Status, tk.Created = Pending, time.Now()
 	api.seal(tk)
 	if err := j.Put(tk); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.enqueue(tk.ID, tk.ModelName); err != nil {
+	if err := j.Enqueue(tk.ID, tk.ModelName); err != nil {
 		t.Fatal(err)
 	}
 	// The API learns of the record through its watch.
@@ -75,7 +75,7 @@ func TestRemoteRecordTraversal(t *testing.T) {
 	} {
 		tk.ID = fmt.Sprintf("evil-%d", i)
 		if tk.Files {
-			if err := e.svc.js().putFile(e.svc.js().uploads, uploadObject(tk), obj); err != nil {
+			if err := jsOf(e.svc).PutUpload(uploadObject(tk), obj); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -40,7 +40,7 @@ func newMetrics(s *Service) *metrics {
 			defer s.mu.Unlock()
 			return float64(s.queue.Len())
 		}))
-	if s.js() != nil {
+	if s.wq != nil {
 		m.reg.MustRegister(&workerCollector{s: s,
 			count: prometheus.NewDesc("vsr_workers_connected", "Workers taking tasks from NATS JetStream now (vsr worker processes).", nil, nil),
 			running: prometheus.NewDesc("vsr_worker_running_tasks",
@@ -115,7 +115,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
-	ws, _ := c.s.js().connected()
+	ws, _ := c.s.wq.Workers()
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(ws)))
 	for _, w := range ws {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)

@@ -65,7 +65,7 @@ func TestRerunKeepsOthersTemporaries(t *testing.T) {
 	os.WriteFile(filepath.Join(out, ".clip.mp4.vsr-result.mp4"), []byte("stale"), 0o644)
 	// Another output's: clip.mp4.mp4.
 	os.WriteFile(filepath.Join(out, ".clip.mp4.mp4.vsr-result.mp4"), []byte("other"), 0o644)
-	wb.js().nc.Close() // no more heartbeats: the task goes to another worker
+	jsOf(wb).nc.Close() // no more heartbeats: the task goes to another worker
 
 	_, fc := startWorker(t, e, false)
 	started(t, fc, "the redelivered clip.mp4 task")
@@ -165,7 +165,7 @@ func TestPlaceAfterLostLease(t *testing.T) {
 func TestStopDuringUploadDownload(t *testing.T) {
 	taking := make(chan struct{}, 1)
 	get := getUpload
-	getUpload = func(j *jsStore, ctx context.Context, root *os.Root, object, name string) error {
+	getUpload = func(j WorkQueue, ctx context.Context, root *os.Root, object, name string) error {
 		select {
 		case taking <- struct{}{}: // the first download waits for the stop
 			<-ctx.Done()

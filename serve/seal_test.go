@@ -45,7 +45,7 @@ func TestNATSRollupRefused(t *testing.T) {
 		t.Fatalf("upload: %d %v", code, m)
 	}
 	up, _ := e.svc.get(m["task_id"].(string))
-	if err := e.svc.js().announce(WorkerInfo{Name: "w1"}); err != nil {
+	if err := jsOf(e.svc).Announce(WorkerInfo{Name: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	js := workerJS(t, e.svc)
@@ -63,14 +63,14 @@ func TestNATSRollupRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	for _, k := range []string{id, up.ID} {
-		if tk, err := e.svc.js().get(k); err != nil || tk == nil {
+		if tk, err := jsOf(e.svc).Get(k); err != nil || tk == nil {
 			t.Errorf("task %s: %v, %v", k, tk, err)
 		}
 	}
-	if _, err := e.svc.js().workers.Get(ctx, "w1"); err != nil {
+	if _, err := jsOf(e.svc).workers.Get(ctx, "w1"); err != nil {
 		t.Errorf("the worker's entry: %v", err)
 	}
-	if _, err := e.svc.js().uploads.GetInfo(ctx, uploadObject(up)); err != nil {
+	if _, err := jsOf(e.svc).uploads.GetInfo(ctx, uploadObject(up)); err != nil {
 		t.Errorf("the upload: %v", err)
 	}
 }
@@ -97,7 +97,7 @@ func TestNATSRollupOffOnOldBuckets(t *testing.T) {
 	}
 	a.Close()
 	e := newEnv(t, Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
-	a = e.svc.js()
+	a = jsOf(e.svc)
 	for _, b := range []string{taskBucket, workerBucket} {
 		st, err := a.js.Stream(ctx, "KV_"+b)
 		if err != nil {
@@ -214,7 +214,7 @@ func TestRemoteUploadIDReused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
-	if objs, err := e.svc.js().uploads.List(ctx); err != nil || len(objs) != 1 {
+	if objs, err := jsOf(e.svc).uploads.List(ctx); err != nil || len(objs) != 1 {
 		t.Errorf("uploads kept: %d, %v", len(objs), err)
 	}
 	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,

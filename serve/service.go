@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -192,13 +190,14 @@ type Service struct {
 	cfg       Config
 	runner    Runner
 	st        TaskStore
-	pullFrom  []jetstream.Consumer // a worker's work queues, one per model it serves (Config.Pull)
-	announced chan struct{}        // closed when a worker has left the worker bucket
-	hashes    map[string]string    // the served models' content hashes (Remote, Pull; see hashModels)
-	copies    *privateDir          // a worker's copies of uploads (Pull; see localPaths)
-	signKey   ed25519.PrivateKey   // the API's key that signs task records (Remote; see seal.go)
-	signer    string               // its public key in hex
-	trusted   sync.Map             // the signers a worker found in the signers' bucket
+	wq        WorkQueue          // st's, when it has the capability (Remote, Pull)
+	pullFrom  []WorkSource       // a worker's work queues, one per model it serves (Config.Pull)
+	announced chan struct{}      // closed when a worker has left the worker bucket
+	hashes    map[string]string  // the served models' content hashes (Remote, Pull; see hashModels)
+	copies    *privateDir        // a worker's copies of uploads (Pull; see localPaths)
+	signKey   ed25519.PrivateKey // the API's key that signs task records (Remote; see seal.go)
+	signer    string             // its public key in hex
+	trusted   sync.Map           // the signers a worker found in the signers' bucket
 	log       *slog.Logger
 	m         *metrics
 
@@ -276,8 +275,9 @@ func New(cfg Config, r Runner) (*Service, error) {
 		tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 		wake: make(chan struct{}, 1), allow: allow,
 	}
+	s.wq, _ = st.(WorkQueue)
 	s.m = newMetrics(s)
-	if (cfg.Remote || cfg.Pull) && s.js() == nil {
+	if (cfg.Remote || cfg.Pull) && s.wq == nil {
 		st.Close()
 		return nil, errNoJetStream
 	}
@@ -504,7 +504,7 @@ func (s *Service) submit(t *Task, upload string) error {
 		return fmt.Errorf("store task: %w", err)
 	}
 	if s.cfg.Remote {
-		if err := s.js().enqueue(t.ID, t.ModelName); err != nil {
+		if err := s.wq.Enqueue(t.ID, t.ModelName); err != nil {
 			now := time.Now()
 			t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
 			s.persist(t)

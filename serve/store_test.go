@@ -101,7 +101,7 @@ func TestJetStreamStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.get("t1"); err != nil || got == nil {
+	if got, err := b.Get("t1"); err != nil || got == nil {
 		t.Fatalf("the second writer reads %v, %v", got, err)
 	}
 	if err := b.Put(&Task{ID: "t1", Status: Processing}); err != nil {
@@ -236,7 +236,7 @@ func TestJetStreamTLS(t *testing.T) {
 	if err := client.Put(task); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := srv.get("t1"); err != nil || got.Status != Pending {
+	if got, err := srv.Get("t1"); err != nil || got.Status != Pending {
 		t.Errorf("the server's view: %+v, %v", got, err)
 	}
 	client.Close()
