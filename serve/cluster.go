@@ -21,10 +21,10 @@ import (
 )
 
 // Tasks on other machines. With the tasks on NATS JetStream (Config.NATS)
-// a Service can be the API alone (Config.Remote, vsr serve --workers 0):
+// a Service can be the API alone (NewRemote, vsr serve --workers 0):
 // it records each task in the task bucket and puts its id on the work
 // queue of its model, and follows the bucket (a watch), where the workers
-// write the tasks' states. A worker (Config.Pull, vsr worker) is a Service
+// write the tasks' states. A worker (NewWorker, vsr worker) is a Service
 // without HTTP that takes task ids from the work queue instead of its own
 // queue, runs them with its runner and its own roots (a task carries its
 // paths relative to the roots), and writes their states to the bucket:
@@ -441,7 +441,7 @@ func (s *Service) dropUpload(t *Task) {
 func (s *Service) hashModels() error {
 	s.hashes = map[string]string{}
 	mh, ok := s.runner.(ModelHasher)
-	if !ok || !s.cfg.Remote && !s.cfg.Pull {
+	if !ok || s.mode == modeLocal {
 		return nil
 	}
 	for _, m := range s.served() {
@@ -465,8 +465,8 @@ type ModelHasher interface {
 // leaseOptions are the NATS connection options of a worker: pings every
 // AckWait/3, so that a connection that stopped answering is noticed (and
 // redialled) within the ack wait rather than the default minutes.
-func leaseOptions(c Config) []nats.Option {
-	if !c.Pull {
+func leaseOptions(c Config, m mode) []nats.Option {
+	if m != modeWorker {
 		return nil
 	}
 	return []nats.Option{nats.PingInterval(c.AckWait / 3), nats.MaxPingsOutstanding(2)}

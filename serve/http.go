@@ -590,7 +590,7 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
-	if s.cfg.Remote {
+	if s.mode == modeRemote {
 		// A record loaded at a restart may have been rewritten by a
 		// worker since this API accepted it.
 		if err := s.verifySeal(t); err != nil {
@@ -669,7 +669,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 		models = append(models, s.tasks[id].ModelName)
 	}
 	s.mu.Unlock()
-	if s.cfg.Remote {
+	if s.mode == modeRemote {
 		ws, err := s.wq.Workers()
 		if err == nil {
 			out["waiting_for_workers"] = unserved(models, ws)
@@ -702,7 +702,7 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"cancelled_tasks": n[Cancelled],
 	}
 	s.mu.Unlock()
-	if s.cfg.Remote {
+	if s.mode == modeRemote {
 		ws, err := s.wq.Workers()
 		if err != nil {
 			ws = nil

@@ -18,7 +18,7 @@ import (
 func startWorker(t *testing.T, e *env, block bool) (*Service, *fakeRunner) {
 	t.Helper()
 	f := newFake(block)
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +175,9 @@ func TestStopDuringUploadDownload(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { getUpload = get })
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true, MaxAttempts: 1}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, MaxAttempts: 1}, newFake(false))
 	worker := func() *Service {
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: t.TempDir(), OutputRoot: t.TempDir(), MaxAttempts: 1}, newFake(false))
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestStopDuringUploadDownload(t *testing.T) {
 // before taking its copy); it removes the directory when it stops, and a
 // dead worker's when it starts.
 func TestWorkerUploadCopies(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
 	id, _ := m["task_id"].(string)
 	if code != 200 || id == "" {
@@ -223,7 +223,7 @@ func TestWorkerUploadCopies(t *testing.T) {
 	os.MkdirAll(dead, 0o700)
 	os.WriteFile(filepath.Join(dead, "upload-x.mp4"), []byte("left"), 0o644)
 
-	w, err := New(Config{Data: data, NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: data, NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: in, OutputRoot: t.TempDir()}, newFake(false))
 	if err != nil {
 		t.Fatal(err)

@@ -60,12 +60,12 @@ func unseal(t, from *Task) {
 	t.Signer, t.Signature = from.Signer, from.Signature
 }
 
-// openSigner gives the API of remote workers (Config.Remote) its signing
+// openSigner gives the API of remote workers (NewRemote) its signing
 // key, made once in its data directory, and records the public key in the
 // signers' bucket; it also makes the buckets workers write refuse
 // roll-ups (Protect).
 func (s *Service) openSigner() error {
-	if !s.cfg.Remote {
+	if s.mode != modeRemote {
 		return nil
 	}
 	if err := s.wq.Protect(); err != nil {

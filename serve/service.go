@@ -73,13 +73,10 @@ type Config struct {
 	// Store keeps the tasks; nil opens the bbolt database Data/tasks.db,
 	// or with NATS set the JetStream task bucket. The Service closes it.
 	Store TaskStore
-	// NATS, when set, keeps the tasks on NATS JetStream (see NATS).
+	// NATS, when set, keeps the tasks on NATS JetStream (see NATS): a
+	// store with the WorkQueue capability, which NewRemote and NewWorker
+	// need (see cluster.go).
 	NATS *NATS
-	// Remote makes this Service the API of workers on other machines
-	// (vsr serve --workers 0): it queues tasks on JetStream and runs none.
-	// Pull makes it a worker (vsr worker): it takes its tasks from the
-	// JetStream work queue. Both need NATS (see cluster.go).
-	Remote, Pull bool
 	// AckWait is how soon a worker's death hands its task to another
 	// (default 10 s; a running task's worker reports every AckWait/3).
 	AckWait time.Duration
@@ -190,12 +187,13 @@ type Service struct {
 	cfg       Config
 	runner    Runner
 	st        TaskStore
-	wq        WorkQueue          // st's, when it has the capability (Remote, Pull)
-	pullFrom  []WorkSource       // a worker's work queues, one per model it serves (Config.Pull)
+	mode      mode               // which constructor made it
+	wq        WorkQueue          // st's, when it has the capability (remote, worker)
+	pullFrom  []WorkSource       // a worker's work queues, one per model it serves
 	announced chan struct{}      // closed when a worker has left the worker bucket
-	hashes    map[string]string  // the served models' content hashes (Remote, Pull; see hashModels)
-	copies    *privateDir        // a worker's copies of uploads (Pull; see localPaths)
-	signKey   ed25519.PrivateKey // the API's key that signs task records (Remote; see seal.go)
+	hashes    map[string]string  // the served models' content hashes (remote, worker; see hashModels)
+	copies    *privateDir        // a worker's copies of uploads (see localPaths)
+	signKey   ed25519.PrivateKey // the API's key that signs task records (remote; see seal.go)
 	signer    string             // its public key in hex
 	trusted   sync.Map           // the signers a worker found in the signers' bucket
 	log       *slog.Logger
@@ -226,10 +224,34 @@ type Service struct {
 // ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
 var ErrQueueFull = errors.New("task queue is full")
 
+// mode is what a Service does with its tasks.
+type mode int
+
+const (
+	modeLocal  mode = iota // New: it queues its tasks and runs them
+	modeRemote             // NewRemote: it queues them for workers on other machines and runs none
+	modeWorker             // NewWorker: it runs tasks it takes from the work queue, with no HTTP API
+)
+
 // New opens the store in cfg.Data, removes temporaries left by interrupted
-// tasks, requeues the tasks that were pending or processing, and starts the
-// worker.
-func New(cfg Config, r Runner) (*Service, error) {
+// tasks, requeues the tasks that were pending or processing, and starts
+// cfg.Workers workers that run them with r.
+func New(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeLocal) }
+
+// NewRemote opens a Service that is the API of workers on other machines
+// (vsr serve --workers 0): it records each task in its store, which must
+// have the WorkQueue capability (cfg.NATS), queues it there for the
+// workers that serve its model, and runs none itself (see cluster.go).
+func NewRemote(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeRemote) }
+
+// NewWorker opens a worker (vsr worker): a Service without HTTP that
+// takes its tasks from the work queue of a store with the WorkQueue
+// capability (cfg.NATS) and runs cfg.Workers of them at once with r (see
+// cluster.go).
+func NewWorker(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeWorker) }
+
+// newService makes a Service of mode m.
+func newService(cfg Config, r Runner, m mode) (*Service, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("serve: no data directory")
 	}
@@ -262,7 +284,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 	switch {
 	case st != nil:
 	case cfg.NATS != nil:
-		if st, err = openJetStream(cfg.Data, *cfg.NATS, leaseOptions(cfg)...); err != nil {
+		if st, err = openJetStream(cfg.Data, *cfg.NATS, leaseOptions(cfg, m)...); err != nil {
 			return nil, err
 		}
 	default:
@@ -271,13 +293,13 @@ func New(cfg Config, r Runner) (*Service, error) {
 		}
 	}
 	s := &Service{
-		cfg: cfg, runner: r, st: st, log: cfg.Logger,
+		cfg: cfg, runner: r, st: st, mode: m, log: cfg.Logger,
 		tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 		wake: make(chan struct{}, 1), allow: allow,
 	}
 	s.wq, _ = st.(WorkQueue)
 	s.m = newMetrics(s)
-	if (cfg.Remote || cfg.Pull) && s.wq == nil {
+	if m != modeLocal && s.wq == nil {
 		st.Close()
 		return nil, errNoJetStream
 	}
@@ -289,7 +311,7 @@ func New(cfg Config, r Runner) (*Service, error) {
 		st.Close()
 		return nil, err
 	}
-	if cfg.Pull {
+	if m == modeWorker {
 		// A worker shares its roots with other workers: it removes only
 		// the temporaries of the tasks it takes (see runOne).
 		if s.copies, err = openPrivateDir(cfg.Data, s.log); err != nil {
@@ -313,18 +335,18 @@ func New(cfg Config, r Runner) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	workers := cfg.Workers
-	if cfg.Remote {
+	if m == modeRemote {
 		workers = 0
 	}
-	if cfg.Pull {
+	if m == modeWorker {
 		s.announced = make(chan struct{})
 		go s.announce(ctx)
 	}
-	if cfg.Remote {
+	if m == modeRemote {
 		s.workers.Add(1)
 		go s.watch(ctx)
 	}
-	if !cfg.Pull && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
+	if m != modeWorker && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
 		s.workers.Add(1)
 		go s.retain(ctx)
 	}
@@ -408,7 +430,7 @@ func (s *Service) recover() error {
 		}
 		return 0
 	})
-	if s.cfg.Remote { // the workers' work queue holds what is left to run
+	if s.mode == modeRemote { // the workers' work queue holds what is left to run
 		for _, t := range ts {
 			s.apply(t)
 		}
@@ -503,7 +525,7 @@ func (s *Service) submit(t *Task, upload string) error {
 		}
 		return fmt.Errorf("store task: %w", err)
 	}
-	if s.cfg.Remote {
+	if s.mode == modeRemote {
 		if err := s.wq.Enqueue(t.ID, t.ModelName); err != nil {
 			now := time.Now()
 			t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
@@ -652,7 +674,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		s.mu.Unlock()
 		return cancelNotFound, nil
 	}
-	if s.cfg.Remote && t.Status == Pending {
+	if s.mode == modeRemote && t.Status == Pending {
 		// A worker may take it meanwhile: the write names the revision
 		// read, and fails if the worker's came first.
 		c := t.clone()
@@ -668,7 +690,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		s.mu.Unlock()
 		return cancelDone, c.clone()
 	}
-	if s.cfg.Remote && t.Status == Processing {
+	if s.mode == modeRemote && t.Status == Processing {
 		s.mu.Unlock()
 		return s.cancelRemote(ctx, id)
 	}
@@ -725,7 +747,7 @@ func (s *Service) saved(t *Task, err error) {
 	if err == nil {
 		return
 	}
-	if s.cfg.Pull && errors.Is(err, errChanged) && t.cancel != nil && !t.lost {
+	if s.mode == modeWorker && errors.Is(err, errChanged) && t.cancel != nil && !t.lost {
 		// Another worker took the task over (its message was delivered
 		// again): the record is its now, and this run stops.
 		s.log.Warn("another worker took over a running task: stopping it", "task", t.ID)
@@ -743,7 +765,7 @@ func (s *Service) work(ctx context.Context) {
 	for {
 		var t *Task
 		var tctx context.Context
-		if s.cfg.Pull {
+		if s.mode == modeWorker {
 			if t, tctx = s.pull(ctx); t == nil {
 				if ctx.Err() != nil {
 					return
@@ -764,7 +786,7 @@ func (s *Service) work(ctx context.Context) {
 		default:
 		}
 		s.runOne(ctx, tctx, t)
-		if s.cfg.Pull {
+		if s.mode == modeWorker {
 			s.release(t)
 		}
 		if ctx.Err() != nil {
@@ -902,7 +924,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		// again at the next start, or on another worker.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
-		if s.cfg.Pull && !t.lost {
+		if s.mode == modeWorker && !t.lost {
 			t.HandedBack++ // a graceful stop: not a failed delivery
 		}
 	default:
@@ -917,7 +939,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		if t.Devices != "" {
 			s.m.byDevices.WithLabelValues(t.Devices, string(t.Status)).Inc()
 		}
-		if t.Upload && !s.cfg.Pull { // an uploaded input is of no use once the task is over (the API removes a worker's)
+		if t.Upload && s.mode != modeWorker { // an uploaded input is of no use once the task is over (the API removes a worker's)
 			os.Remove(t.Input)
 		}
 	}
