@@ -1,6 +1,3 @@
-// Package serve is vsr's HTTP service: a LightX2V-compatible task API over
-// a durable task store (bbolt), a bounded FIFO queue and one worker that
-// runs tasks one at a time through a Runner.
 package serve
 
 import (
