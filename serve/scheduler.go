@@ -44,6 +44,50 @@ type scheduler struct {
 	stopOnce sync.Once
 }
 
+// queueView is the scheduler's tasks at one moment (snapshot).
+type queueView struct {
+	running []string // the running tasks' ids, oldest first
+	pending []string // the pending tasks' ids in order (Queue.IDs)
+	models  []string // the pending tasks' models, in that order
+	total   int      // the number of tasks
+	// With count: the number of tasks by status, and of runs started
+	// again after an interrupted one (Attempts-1 over the tasks).
+	byStatus map[Status]int
+	reruns   int
+}
+
+// snapshot returns the queue and the running tasks as they are now, and
+// with count the tasks by status (a pass over every task).
+func (s *scheduler) snapshot(count bool) queueView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := queueView{running: runningIDs(s.running), pending: s.queue.IDs(), total: len(s.tasks)}
+	for _, id := range q.pending {
+		q.models = append(q.models, s.tasks[id].ModelName)
+	}
+	if count {
+		q.byStatus = map[Status]int{}
+		for _, t := range s.tasks {
+			q.byStatus[t.Status]++
+			q.reruns += max(t.Attempts-1, 0)
+		}
+	}
+	return q
+}
+
+// queuePos is the position of task id in the queue, from 1 (0: not
+// queued).
+func (s *scheduler) queuePos(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.queue.IDs() {
+		if q == id {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // ErrQueueFull is returned by Submit when MaxQueue tasks are pending.
 var ErrQueueFull = errors.New("task queue is full")
 
@@ -720,4 +764,13 @@ func (s *Service) stopWorker() {
 			<-s.announced
 		}
 	})
+}
+
+// runningIDs are the ids of the running tasks, oldest first.
+func runningIDs(ts []*Task) []string {
+	ids := []string{}
+	for _, t := range ts {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }
