@@ -15,7 +15,7 @@ import (
 )
 
 // apply takes in a task's record as the bucket holds it; s.mu is held.
-func (s *Service) apply(t *Task) {
+func (s *scheduler) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {
 		t.cancelAsked = old.cancelAsked
 	}
@@ -25,7 +25,7 @@ func (s *Service) apply(t *Task) {
 
 // requeue rebuilds the queue (pending tasks in submission order) and the
 // running list from the tasks; s.mu is held.
-func (s *Service) requeue() {
+func (s *scheduler) requeue() {
 	ts := slices.Collect(maps.Values(s.tasks))
 	slices.SortFunc(ts, func(a, b *Task) int { return int(a.Seq) - int(b.Seq) })
 	q, running := &fifo{}, []*Task(nil)

@@ -202,7 +202,7 @@ func (s *Service) recover() error {
 	return nil
 }
 
-func (s *Service) signal() {
+func (s *scheduler) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -278,7 +278,7 @@ var errDuplicate = errors.New("a task with this task_id exists")
 
 // track adds t to the tasks (or replaces its record) and to the index of
 // outputs, which submit reads instead of every task; s.mu is held.
-func (s *Service) track(t *Task) {
+func (s *scheduler) track(t *Task) {
 	if _, ok := s.tasks[t.ID]; !ok {
 		s.outputs[t.Output] = append(s.outputs[t.Output], t.ID)
 	}
@@ -286,7 +286,7 @@ func (s *Service) track(t *Task) {
 }
 
 // forget takes task id out of the tasks and the index; s.mu is held.
-func (s *Service) forget(id string) {
+func (s *scheduler) forget(id string) {
 	t, ok := s.tasks[id]
 	if !ok {
 		return
@@ -368,7 +368,7 @@ type conflictError struct{ msg string }
 func (e *conflictError) Error() string { return e.msg }
 
 // get returns a copy of the task with id.
-func (s *Service) get(id string) (*Task, bool) {
+func (s *scheduler) get(id string) (*Task, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
@@ -379,7 +379,7 @@ func (s *Service) get(id string) (*Task, bool) {
 }
 
 // list returns copies of all tasks in submission order.
-func (s *Service) list() []*Task {
+func (s *scheduler) list() []*Task {
 	s.mu.Lock()
 	out := make([]*Task, 0, len(s.tasks))
 	for _, t := range s.tasks {
@@ -773,4 +773,11 @@ func runningIDs(ts []*Task) []string {
 		ids = append(ids, t.ID)
 	}
 	return ids
+}
+
+// isClosing reports whether the Service is stopping (stopWorker).
+func (s *scheduler) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
 }

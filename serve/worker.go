@@ -81,12 +81,6 @@ func (s *Service) pull(parent context.Context) (*Task, context.Context) {
 // task's arrival woke it (a redelivered task is not published again).
 const pullIdle = 250 * time.Millisecond
 
-func (s *Service) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
-
 // take starts the task of message m, or acknowledges a message whose task
 // is gone, finished or cancelled, or fails a task delivered too often or
 // whose record this worker cannot trust (checkRecord).
