@@ -39,10 +39,12 @@ type TaskStore interface {
 
 // WorkQueue is the optional capability of a TaskStore that spreads tasks
 // over processes on other machines: the API of remote workers (NewRemote)
-// and the workers (NewWorker) need it, and refuse a store without it; a
-// Service that runs its tasks itself (New) never uses it. The JetStream
-// store (NATS) is the implementation. Its methods may be called from
-// several goroutines at once.
+// and the workers (NewWorker) need it, and refuse a store without it
+// (errNoJetStream). A Service that runs its tasks itself (New) on a store
+// that has it uses only its list of workers (the metrics) and, with
+// NATS.Files, its uploads. The JetStream store (NATS) is the
+// implementation. Its methods may be called from several goroutines at
+// once.
 //
 // Records: Put replaces only the record this store last wrote or read of
 // a task (Load, Get, or a record Watch delivered); a record another writer
