@@ -19,17 +19,17 @@ func BenchmarkSubmitToStart(b *testing.B) {
 	for _, store := range []string{"bolt", "jetstream"} {
 		b.Run(store, func(b *testing.B) {
 			run := newFake(false)
-			cfg := Config{Data: b.TempDir()}
+			cfg, open := Config{Data: b.TempDir()}, New
 			if store == "jetstream" {
-				cfg.NATS, cfg.Remote = &NATS{Listen: "127.0.0.1:-1"}, true
+				cfg.NATS, open = &NATS{Listen: "127.0.0.1:-1"}, NewRemote
 			}
-			api, err := New(cfg, run)
+			api, err := open(cfg, run)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer api.Close()
 			if store == "jetstream" {
-				w, err := New(Config{Data: b.TempDir(), NATS: workerNATS(b, api), Pull: true,
+				w, err := NewWorker(Config{Data: b.TempDir(), NATS: workerNATS(b, api),
 					InputRoot: api.InputRoot(), OutputRoot: api.OutputRoot()}, run)
 				if err != nil {
 					b.Fatal(err)
@@ -71,13 +71,13 @@ func BenchmarkRedelivery(b *testing.B) {
 	var total time.Duration
 	for i := range b.N {
 		b.StopTimer()
-		api, err := New(Config{Data: b.TempDir(), NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+		api, err := NewRemote(Config{Data: b.TempDir(), NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
 		if err != nil {
 			b.Fatal(err)
 		}
 		worker := func() (*Service, *fakeRunner) {
 			f := newFake(true)
-			w, err := New(Config{Data: b.TempDir(), NATS: workerNATS(b, api), Pull: true, AckWait: time.Second,
+			w, err := NewWorker(Config{Data: b.TempDir(), NATS: workerNATS(b, api), AckWait: time.Second,
 				InputRoot: api.InputRoot(), OutputRoot: api.OutputRoot()}, f)
 			if err != nil {
 				b.Fatal(err)
@@ -94,7 +94,7 @@ func BenchmarkRedelivery(b *testing.B) {
 		second, f2 := worker()
 		b.StartTimer()
 		start := time.Now()
-		first.js().nc.Close()
+		jsOf(first).nc.Close()
 		<-f2.started
 		total += time.Since(start)
 		b.StopTimer()

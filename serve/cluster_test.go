@@ -24,13 +24,13 @@ import (
 // fake runners.
 func remote(t *testing.T, n int, block bool, cfg Config) (*env, []*Service, []*fakeRunner) {
 	t.Helper()
-	cfg.NATS, cfg.Remote = &NATS{Listen: "127.0.0.1:-1"}, true
-	e := newEnv(t, cfg, newFake(false))
+	cfg.NATS = &NATS{Listen: "127.0.0.1:-1"}
+	e := newRemoteEnv(t, cfg, newFake(false))
 	var ws []*Service
 	var fs []*fakeRunner
 	for range n {
 		f := newFake(block)
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), MaxAttempts: cfg.MaxAttempts}, f)
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestRemoteWorkerDies(t *testing.T) {
 				t.Fatal("no worker took the task")
 			}
 			killed := time.Now()
-			ws[dead].js().nc.Close() // no more heartbeats, no ack
+			jsOf(ws[dead]).nc.Close() // no more heartbeats, no ack
 			alive := fs[1-dead]
 			alive.release <- struct{}{}
 			if attempts == 1 {
@@ -177,10 +177,9 @@ func TestRemoteWorkerDies(t *testing.T) {
 // TestRemoteNeedsJetStream: the API alone or a worker without NATS is
 // refused.
 func TestRemoteNeedsJetStream(t *testing.T) {
-	for _, c := range []Config{{Remote: true}, {Pull: true}} {
-		c.Data = t.TempDir()
-		if _, err := New(c, newFake(false)); err != errNoJetStream {
-			t.Errorf("%+v: %v", c, err)
+	for name, open := range map[string]func(Config, Runner) (*Service, error){"NewRemote": NewRemote, "NewWorker": NewWorker} {
+		if _, err := open(Config{Data: t.TempDir()}, newFake(false)); err != errNoJetStream {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
@@ -221,10 +220,10 @@ func (f namedFake) ModelNames() []string { return f.models }
 // workers; a worker that comes for that model runs it.
 func TestRemoteModels(t *testing.T) {
 	api := namedFake{newFake(false), []string{"a", "b"}}
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, api)
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, api)
 	start := func(models ...string) *fakeRunner {
 		f := newFake(false)
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), Name: "w-" + strings.Join(models, ""), Devices: "fake:0"},
 			namedFake{f, models})
 		if err != nil {
@@ -263,9 +262,9 @@ func TestRemoteModels(t *testing.T) {
 // takes the upload from the store and puts its result there, and GET
 // result streams it from there; neither root keeps a copy.
 func TestRemoteFiles(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	f := newFake(false)
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: t.TempDir(), OutputRoot: t.TempDir()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +294,7 @@ func TestRemoteFiles(t *testing.T) {
 		})
 	} // The API removes the upload's object once the task has ended.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ls, err := e.svc.js().uploads.List(context.Background())
+		ls, err := jsOf(e.svc).uploads.List(context.Background())
 		if errors.Is(err, jetstream.ErrNoObjectsFound) {
 			break
 		}
@@ -365,12 +364,12 @@ func (p *cutProxy) sever(cut bool) {
 // the network is back the first worker reconnects and takes new tasks
 // without running the first one again.
 func TestRemoteReconnect(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
 	u, _ := url.Parse(e.svc.NATSURL())
 	proxy := newCutProxy(t, u.Host)
 	worker := func(addr string) (*Service, *fakeRunner) {
 		f := newFake(true)
-		w, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: addr, Token: workerNATS(t, e.svc).Token}, Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: &NATS{URLs: addr, Token: workerNATS(t, e.svc).Token}, AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 		if err != nil {
 			t.Fatal(err)
@@ -394,7 +393,7 @@ func TestRemoteReconnect(t *testing.T) {
 		t.Errorf("attempts %v", m["attempts"])
 	}
 	proxy.sever(false) // the network is back: the first worker reconnects
-	for deadline := time.Now().Add(10 * time.Second); !wa.js().nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !jsOf(wa).nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the cut-off worker did not reconnect")
 		}
@@ -428,7 +427,7 @@ func TestRemoteTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	tk, err := other.get(id)
+	tk, err := other.Get(id)
 	if err != nil || tk == nil {
 		t.Fatalf("%v %v", tk, err)
 	}
@@ -476,7 +475,7 @@ func (f *failFinal) Put(t *Task) error {
 // ever when the message was acknowledged anyway).
 func TestRemoteFinalWriteFails(t *testing.T) {
 	e, ws, fs := remote(t, 1, false, Config{})
-	ff := &failFinal{jsStore: ws[0].js()}
+	ff := &failFinal{jsStore: jsOf(ws[0])}
 	ws[0].mu.Lock()
 	ws[0].st = ff
 	ws[0].mu.Unlock()
@@ -506,3 +505,6 @@ func workerNATS(t testing.TB, api *Service) *NATS {
 	}
 	return &NATS{URLs: api.NATSURL(), Token: strings.TrimSpace(string(b))}
 }
+
+// jsOf is the JetStream store of s (an API of remote workers, or a worker).
+func jsOf(s *Service) *jsStore { return s.wq.(*jsStore) }

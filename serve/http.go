@@ -253,7 +253,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		// The workers take the upload from the object store, under a
 		// name of this submission's own (uploadObject): one refused as a
 		// duplicate replaces no other task's upload.
-		if err := s.js().putFile(s.js().uploads, uploadObject(t), upload); err != nil {
+		if err := s.wq.PutUpload(uploadObject(t), upload); err != nil {
 			refuse(http.StatusServiceUnavailable, err.Error())
 			return
 		}
@@ -262,7 +262,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	var conflict *conflictError
 	err = s.submit(t, upload)
 	if err != nil && t.Files {
-		s.js().removeObject(s.js().uploads, uploadObject(t))
+		s.wq.RemoveUpload(uploadObject(t))
 	}
 	switch {
 	case errors.As(err, &conflict):
@@ -552,17 +552,6 @@ func view(t *Task, pos int) statusView {
 	return v
 }
 
-func (s *Service) queuePos(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, q := range s.queue.IDs() {
-		if q == id {
-			return i + 1
-		}
-	}
-	return 0
-}
-
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	out := map[string]statusView{}
 	for _, t := range s.list() {
@@ -590,7 +579,7 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
-	if s.cfg.Remote {
+	if s.mode == modeRemote {
 		// A record loaded at a restart may have been rewritten by a
 		// worker since this API accepted it.
 		if err := s.verifySeal(t); err != nil {
@@ -647,63 +636,52 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
+	q := s.snapshot(false)
 	var cur any
-	if len(s.running) > 0 {
-		cur = s.running[0].ID
+	if len(q.running) > 0 {
+		cur = q.running[0]
 	}
-	pending := s.queue.Len()
-	active := pending + len(s.running)
+	pending := len(q.pending)
+	active := pending + len(q.running)
 	out := map[string]any{
-		"is_processing":   len(s.running) > 0,
-		"running_tasks":   runningIDs(s.running),
+		"is_processing":   len(q.running) > 0,
+		"running_tasks":   q.running,
 		"current_task":    cur,
 		"pending_count":   pending,
 		"active_count":    active,
 		"queue_size":      s.cfg.MaxQueue,
 		"queue_available": s.cfg.MaxQueue - pending,
-		"pending_tasks":   s.queue.IDs(),
+		"pending_tasks":   q.pending,
 	}
-	var models []string // of the pending tasks
-	for _, id := range s.queue.IDs() {
-		models = append(models, s.tasks[id].ModelName)
-	}
-	s.mu.Unlock()
-	if s.cfg.Remote {
-		ws, err := s.js().connected()
+	if s.mode == modeRemote {
+		ws, err := s.wq.Workers()
 		if err == nil {
-			out["waiting_for_workers"] = unserved(models, ws)
+			out["waiting_for_workers"] = unserved(q.models, ws)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	n := map[Status]int{}
-	for _, t := range s.tasks {
-		n[t.Status]++
-	}
+	q := s.snapshot(true)
 	var cur any
-	active := runningIDs(s.running)
 	status := "idle"
-	if len(s.running) > 0 {
-		cur, status = s.running[0].ID, "busy"
+	if len(q.running) > 0 {
+		cur, status = q.running[0], "busy"
 	}
 	out := map[string]any{
 		"service_status":  status,
 		"current_task":    cur,
-		"active_tasks":    active,
-		"pending_tasks":   s.queue.Len(),
+		"active_tasks":    q.running,
+		"pending_tasks":   len(q.pending),
 		"queue_size":      s.cfg.MaxQueue,
-		"total_tasks":     len(s.tasks),
-		"completed_tasks": n[Completed],
-		"failed_tasks":    n[Failed],
-		"cancelled_tasks": n[Cancelled],
+		"total_tasks":     q.total,
+		"completed_tasks": q.byStatus[Completed],
+		"failed_tasks":    q.byStatus[Failed],
+		"cancelled_tasks": q.byStatus[Cancelled],
 	}
-	s.mu.Unlock()
-	if j := s.js(); j != nil && s.cfg.Remote {
-		ws, err := j.connected()
+	if s.mode == modeRemote {
+		ws, err := s.wq.Workers()
 		if err != nil {
 			ws = nil
 		}
@@ -736,13 +714,4 @@ func (s *Service) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// runningIDs are the ids of the running tasks, oldest first.
-func runningIDs(ts []*Task) []string {
-	ids := []string{}
-	for _, t := range ts {
-		ids = append(ids, t.ID)
-	}
-	return ids
 }

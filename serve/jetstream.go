@@ -97,7 +97,7 @@ type jsStore struct {
 	rev map[string]uint64 // the revision this store last wrote or read of each task
 }
 
-var _ TaskStore = (*jsStore)(nil)
+var _ WorkQueue = (*jsStore)(nil)
 
 // openJetStream starts or connects to the NATS server of c and opens the
 // task bucket; more are options of the connection (a worker's pings).
@@ -151,7 +151,7 @@ func openJetStream(data string, c NATS, more ...nats.Option) (*jsStore, error) {
 // signers' bucket and the object stores, making those missing with c's
 // replica count. What exists is never changed here: a worker's setup must
 // not alter the service's replication (the API of remote workers makes
-// the key-value buckets refuse roll-ups: forbidRollups).
+// the key-value buckets refuse roll-ups: Protect).
 func (s *jsStore) setup(c NATS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
@@ -197,14 +197,14 @@ func (s *jsStore) setup(c NATS) error {
 	return err
 }
 
-// forbidRollups makes the streams of the task and worker buckets refuse
+// Protect makes the streams of the task and worker buckets refuse
 // messages with a Nats-Rollup header and purge requests, old buckets too:
 // workers may write records there (subject permissions cannot tell their
 // tasks from others'), but one such message would erase every record of
 // the bucket. Nothing in vsr purges a key (Delete leaves a delete marker,
 // which History 1 keeps alone). The signers' bucket and the uploads need
 // no such guard: workers cannot write them.
-func (s *jsStore) forbidRollups() error {
+func (s *jsStore) Protect() error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	for _, b := range []string{taskBucket, workerBucket} {
@@ -234,6 +234,29 @@ const (
 	uploadBucket = "vsr_uploads"
 )
 
+// PutUpload stores the file at path as upload object.
+func (s *jsStore) PutUpload(object, path string) error { return s.putFile(s.uploads, object, path) }
+
+// PutResult stores the file at path as result object.
+func (s *jsStore) PutResult(object, path string) error { return s.putFile(s.files, object, path) }
+
+// RemoveUpload removes upload object, if it can.
+func (s *jsStore) RemoveUpload(object string) { s.removeObject(s.uploads, object) }
+
+// OpenResult opens result object.
+func (s *jsStore) OpenResult(ctx context.Context, object string) (io.ReadCloser, uint64, error) {
+	obj, err := s.files.Get(ctx, object)
+	if err != nil {
+		return nil, 0, errors.New("task result is not in the NATS object store: " + err.Error())
+	}
+	info, err := obj.Info()
+	if err != nil {
+		obj.Close()
+		return nil, 0, errors.New("task result: " + err.Error())
+	}
+	return obj, info.Size, nil
+}
+
 // putFile stores the file at path as object name of o.
 func (s *jsStore) putFile(o jetstream.ObjectStore, name, path string) error {
 	f, err := os.Open(path)
@@ -256,9 +279,9 @@ func (s *jsStore) removeObject(o jetstream.ObjectStore, name string) {
 	o.Delete(ctx, name)
 }
 
-// getUploadIn writes upload object to a new file name in root (refusing
+// GetUpload writes upload object to a new file name in root (refusing
 // to replace one), until ctx ends; a partial file is removed.
-func (s *jsStore) getUploadIn(ctx context.Context, root *os.Root, object, name string) error {
+func (s *jsStore) GetUpload(ctx context.Context, root *os.Root, object, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
 	obj, err := s.uploads.Get(ctx, object)
@@ -304,8 +327,8 @@ func modelToken(model string) string {
 // workSubject is the subject of the tasks of model.
 func workSubject(model string) string { return "vsr.work." + modelToken(model) }
 
-// enqueue hands the task id of model to the workers that serve it.
-func (s *jsStore) enqueue(id, model string) error {
+// Enqueue hands the task id of model to the workers that serve it.
+func (s *jsStore) Enqueue(id, model string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	if _, err := s.js.Publish(ctx, workSubject(model), []byte(id)); err != nil {
@@ -314,9 +337,80 @@ func (s *jsStore) enqueue(id, model string) error {
 	return nil
 }
 
-// consumer returns the durable consumer of model's tasks: a task not
+// Consume returns the durable consumer of model's tasks: a task not
 // acknowledged (done) or marked in progress within ackWait goes to
-// another worker.
+// another worker. The work queue's subject also reaches plain
+// subscribers: a task's arrival calls arrived at once.
+func (s *jsStore) Consume(model string, ackWait time.Duration, arrived func()) (WorkSource, error) {
+	c, err := s.consumer(model, ackWait)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.nc.Subscribe(workSubject(model), func(*nats.Msg) { arrived() }); err != nil {
+		return nil, err
+	}
+	return &jsSource{c: c, model: model, nc: s.nc}, nil
+}
+
+// jsSource takes a model's tasks from its durable consumer.
+type jsSource struct {
+	c     jetstream.Consumer
+	model string
+	nc    *nats.Conn
+}
+
+// Next fetches one message if one waits.
+func (c *jsSource) Next() (Work, error) {
+	batch, err := c.c.FetchNoWait(1)
+	if err != nil {
+		return nil, err
+	}
+	var w Work
+	for m := range batch.Messages() {
+		w = &jsWork{m: m, model: c.model, nc: c.nc}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return w, err
+	}
+	return w, nil
+}
+
+// jsWork is a work queue message: its data is the task id.
+type jsWork struct {
+	m     jetstream.Msg
+	model string
+	nc    *nats.Conn
+}
+
+func (w *jsWork) ID() string    { return string(w.m.Data()) }
+func (w *jsWork) Model() string { return w.model }
+func (w *jsWork) Ack() error    { return w.m.Ack() }
+func (w *jsWork) Nak() error    { return w.m.Nak() }
+func (w *jsWork) Term() error   { return w.m.Term() }
+
+func (w *jsWork) InProgress() error { return w.m.InProgress() }
+
+func (w *jsWork) Delivered() (int, error) {
+	md, err := w.m.Metadata()
+	if err != nil {
+		return 0, err
+	}
+	return int(md.NumDelivered), nil
+}
+
+// Renew marks the message in progress and waits up to timeout for the
+// server to answer (InProgress alone does not wait).
+func (w *jsWork) Renew(timeout time.Duration) error {
+	if timeout <= 0 {
+		return context.DeadlineExceeded
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := w.nc.RequestWithContext(ctx, w.m.Reply(), []byte("+WPI"))
+	return err
+}
+
+// consumer returns the durable consumer of model's tasks.
 func (s *jsStore) consumer(model string, ackWait time.Duration) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
@@ -340,8 +434,8 @@ type WorkerInfo struct {
 	Started time.Time `json:"start_time"`
 }
 
-// announce records w in the worker bucket (it expires after workerTTL).
-func (s *jsStore) announce(w WorkerInfo) error {
+// Announce records w in the worker bucket (it expires after workerTTL).
+func (s *jsStore) Announce(w WorkerInfo) error {
 	b, _ := json.Marshal(w)
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
@@ -349,15 +443,15 @@ func (s *jsStore) announce(w WorkerInfo) error {
 	return err
 }
 
-// leave removes the worker name from the bucket.
-func (s *jsStore) leave(name string) {
+// Leave removes the worker name from the bucket.
+func (s *jsStore) Leave(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	s.workers.Delete(ctx, name)
 }
 
-// connected lists the workers connected now.
-func (s *jsStore) connected() ([]WorkerInfo, error) {
+// Workers lists the workers connected now.
+func (s *jsStore) Workers() ([]WorkerInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	keys, err := s.workers.ListKeys(ctx)
@@ -379,8 +473,8 @@ func (s *jsStore) connected() ([]WorkerInfo, error) {
 	return out, nil
 }
 
-// get returns the task id as recorded now (nil: there is none).
-func (s *jsStore) get(id string) (*Task, error) {
+// Get returns the task id as recorded now (nil: there is none).
+func (s *jsStore) Get(id string) (*Task, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	e, err := s.kv.Get(ctx, id)
@@ -662,7 +756,62 @@ func connect(urls string, c NATS, more ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-func (s *jsStore) jetStream() *jsStore { return s }
+// Watch follows the task bucket until ctx ends or the watch stops,
+// calling seen with each record put there (not deletions), having
+// recorded its revision (seen).
+func (s *jsStore) Watch(ctx context.Context, seen func(*Task)) error {
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for e := range w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue // the end of the initial values, or a deletion
+		}
+		var t Task
+		if json.Unmarshal(e.Value(), &t) != nil || t.ID != e.Key() {
+			continue
+		}
+		s.seen(t.ID, e.Revision())
+		seen(&t)
+	}
+	return nil
+}
+
+// Cancel publishes on task id's cancel subject.
+func (s *jsStore) Cancel(id string) error { return s.nc.Publish(cancelSubject+id, nil) }
+
+// OnCancel subscribes to task id's cancel subject.
+func (s *jsStore) OnCancel(id string, f func()) (func(), error) {
+	sub, err := s.nc.Subscribe(cancelSubject+id, func(*nats.Msg) { f() })
+	if err != nil {
+		return nil, err
+	}
+	return func() { sub.Unsubscribe() }, nil
+}
+
+// Trust puts pub in the signers' bucket.
+func (s *jsStore) Trust(pub string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	if _, err := s.signers.Put(ctx, pub, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+		return fmt.Errorf("NATS signers' bucket %s: %w", signerBucket, err)
+	}
+	return nil
+}
+
+// Trusted looks pub up in the signers' bucket.
+func (s *jsStore) Trusted(pub string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	if _, err := s.signers.Get(ctx, pub); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("NATS signers' bucket %s: %w", signerBucket, err)
+	}
+	return true, nil
+}
 
 // Put records t: it creates the task's key, or updates it from the
 // revision this store last saw.
@@ -738,7 +887,7 @@ func (s *jsStore) Load() ([]*Task, error) {
 
 // Delete deletes task id from the bucket: a delete marker replaces its
 // record (History 1). It does not purge: the bucket refuses purges (see
-// forbidRollups).
+// Protect).
 func (s *jsStore) Delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
@@ -771,4 +920,14 @@ func (s *jsStore) URL() string {
 		return s.srv.ClientURL()
 	}
 	return s.nc.ConnectedUrl()
+}
+
+// leaseOptions are the NATS connection options of a worker: pings every
+// AckWait/3, so that a connection that stopped answering is noticed (and
+// redialled) within the ack wait rather than the default minutes.
+func leaseOptions(c Config, m mode) []nats.Option {
+	if m != modeWorker {
+		return nil
+	}
+	return []nats.Option{nats.PingInterval(c.AckWait / 3), nats.MaxPingsOutstanding(2)}
 }

@@ -21,13 +21,13 @@ import (
 // would have accepted it: the API's own connection and signing key.
 func plant(t *testing.T, api *Service, tk *Task) {
 	t.Helper()
-	j := api.js()
+	j := jsOf(api)
 	tk.Status, tk.Created = Pending, time.Now()
 	api.seal(tk)
 	if err := j.Put(tk); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.enqueue(tk.ID, tk.ModelName); err != nil {
+	if err := j.Enqueue(tk.ID, tk.ModelName); err != nil {
 		t.Fatal(err)
 	}
 	// The API learns of the record through its watch.
@@ -48,9 +48,9 @@ func plant(t *testing.T, api *Service, tk *Task) {
 // overwritten (a worker deleted it, or overwrote it with the object,
 // before it checked the paths).
 func TestRemoteRecordTraversal(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	f := newFake(false)
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestRemoteRecordTraversal(t *testing.T) {
 	} {
 		tk.ID = fmt.Sprintf("evil-%d", i)
 		if tk.Files {
-			if err := e.svc.js().putFile(e.svc.js().uploads, uploadObject(tk), obj); err != nil {
+			if err := jsOf(e.svc).PutUpload(uploadObject(tk), obj); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -111,10 +111,10 @@ func (f hashedFake) ModelHash(name string) (string, error) { return f.hashes[nam
 // and runs none; a worker with the same weights runs them.
 func TestRemoteModelHash(t *testing.T) {
 	api := hashedFake{namedFake{newFake(false), []string{"m"}}, map[string]string{"m": "aaaa"}}
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, api)
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, api)
 	worker := func(hash string) (*Service, *fakeRunner) {
 		f := newFake(false)
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()},
 			hashedFake{namedFake{f, []string{"m"}}, map[string]string{"m": hash}})
 		if err != nil {
@@ -248,12 +248,12 @@ func (r *leaseRunner) Run(ctx context.Context, t *Task, progress func(int, int))
 // answer, and pings came every 2 minutes).
 func TestRemoteFrozenWorker(t *testing.T) {
 	const ackWait = 2 * time.Second
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
 	u, _ := url.Parse(e.svc.NATSURL())
 	proxy := newFreezeProxy(t, u.Host)
 	tok := workerNATS(t, e.svc).Token
 	r := &leaseRunner{started: make(chan string, 10), stopped: make(chan time.Time, 10)}
-	wa, err := New(Config{Data: t.TempDir(), NATS: &NATS{URLs: "nats://" + proxy.ln.Addr().String(), Token: tok}, Pull: true,
+	wa, err := NewWorker(Config{Data: t.TempDir(), NATS: &NATS{URLs: "nats://" + proxy.ln.Addr().String(), Token: tok},
 		AckWait: ackWait, InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, r)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestRemoteFrozenWorker(t *testing.T) {
 	}
 	time.Sleep(ackWait / 2) // a renewal or two go through
 	fb := newFake(false)
-	wb, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: ackWait,
+	wb, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: ackWait,
 		InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, fb)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestRemoteGracefulStops(t *testing.T) {
 	id := e.submit(map[string]any{"video_path": "a.mp4", "save_result_path": "o.mp4"})
 	start := func(block bool) (*Service, *fakeRunner) {
 		f := newFake(block)
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot(), MaxAttempts: 3}, f)
 		if err != nil {
 			t.Fatal(err)

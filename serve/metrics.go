@@ -35,31 +35,19 @@ func newMetrics(s *Service) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vsr_queue_depth", Help: "Tasks waiting in the queue (not counting the running ones)."},
-		func() float64 {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return float64(s.queue.Len())
-		}))
-	if s.js() != nil {
+		func() float64 { return float64(len(s.snapshot(false).pending)) }))
+	if s.wq != nil {
 		m.reg.MustRegister(&workerCollector{s: s,
 			count: prometheus.NewDesc("vsr_workers_connected", "Workers taking tasks from NATS JetStream now (vsr worker processes).", nil, nil),
 			running: prometheus.NewDesc("vsr_worker_running_tasks",
 				"Tasks each connected worker runs now, by worker and devices.", []string{"worker", "devices"}, nil)})
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "vsr_task_redeliveries_total", Help: "Runs of tasks started again after an interrupted one (a worker that died, a restart), over the tasks in the store."},
-			func() float64 {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				n := 0
-				for _, t := range s.tasks {
-					n += max(t.Attempts-1, 0)
-				}
-				return float64(n)
-			}))
+			func() float64 { return float64(s.snapshot(true).reruns) }))
 	}
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})
-	if _, ok := s.runner.(StreamRunner); ok && !s.cfg.Remote {
+	if _, ok := s.runner.(StreamRunner); ok && s.mode != modeRemote {
 		m.reg.MustRegister(&streamCollector{s: s,
 			sessions: prometheus.NewDesc("vsr_live_sessions", "Live sessions of this process by status.", []string{"status"}, nil),
 			frames: prometheus.NewDesc("vsr_live_frames_total",
@@ -86,12 +74,7 @@ type taskCollector struct {
 func (c *taskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
-	n := map[Status]int{}
-	c.s.mu.Lock()
-	for _, t := range c.s.tasks {
-		n[t.Status]++
-	}
-	c.s.mu.Unlock()
+	n := c.s.snapshot(true).byStatus
 	for _, st := range Statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[st]), string(st))
 	}
@@ -115,7 +98,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
-	ws, _ := c.s.js().connected()
+	ws, _ := c.s.wq.Workers()
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(ws)))
 	for _, w := range ws {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(len(w.Running)), w.Name, w.Devices)

@@ -18,7 +18,7 @@ import (
 func startWorker(t *testing.T, e *env, block bool) (*Service, *fakeRunner) {
 	t.Helper()
 	f := newFake(block)
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestRerunKeepsOthersTemporaries(t *testing.T) {
 	os.WriteFile(filepath.Join(out, ".clip.mp4.vsr-result.mp4"), []byte("stale"), 0o644)
 	// Another output's: clip.mp4.mp4.
 	os.WriteFile(filepath.Join(out, ".clip.mp4.mp4.vsr-result.mp4"), []byte("other"), 0o644)
-	wb.js().nc.Close() // no more heartbeats: the task goes to another worker
+	jsOf(wb).nc.Close() // no more heartbeats: the task goes to another worker
 
 	_, fc := startWorker(t, e, false)
 	started(t, fc, "the redelivered clip.mp4 task")
@@ -165,7 +165,7 @@ func TestPlaceAfterLostLease(t *testing.T) {
 func TestStopDuringUploadDownload(t *testing.T) {
 	taking := make(chan struct{}, 1)
 	get := getUpload
-	getUpload = func(j *jsStore, ctx context.Context, root *os.Root, object, name string) error {
+	getUpload = func(j WorkQueue, ctx context.Context, root *os.Root, object, name string) error {
 		select {
 		case taking <- struct{}{}: // the first download waits for the stop
 			<-ctx.Done()
@@ -175,9 +175,9 @@ func TestStopDuringUploadDownload(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { getUpload = get })
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true, MaxAttempts: 1}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, MaxAttempts: 1}, newFake(false))
 	worker := func() *Service {
-		w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+		w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 			InputRoot: t.TempDir(), OutputRoot: t.TempDir(), MaxAttempts: 1}, newFake(false))
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestStopDuringUploadDownload(t *testing.T) {
 // before taking its copy); it removes the directory when it stops, and a
 // dead worker's when it starts.
 func TestWorkerUploadCopies(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
 	id, _ := m["task_id"].(string)
 	if code != 200 || id == "" {
@@ -223,7 +223,7 @@ func TestWorkerUploadCopies(t *testing.T) {
 	os.MkdirAll(dead, 0o700)
 	os.WriteFile(filepath.Join(dead, "upload-x.mp4"), []byte("left"), 0o644)
 
-	w, err := New(Config{Data: data, NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: data, NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: in, OutputRoot: t.TempDir()}, newFake(false))
 	if err != nil {
 		t.Fatal(err)

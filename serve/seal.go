@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Sealed task records. Workers may write the task bucket (they record
@@ -63,15 +60,15 @@ func unseal(t, from *Task) {
 	t.Signer, t.Signature = from.Signer, from.Signature
 }
 
-// openSigner gives the API of remote workers (Config.Remote) its signing
+// openSigner gives the API of remote workers (NewRemote) its signing
 // key, made once in its data directory, and records the public key in the
 // signers' bucket; it also makes the buckets workers write refuse
-// roll-ups (forbidRollups).
+// roll-ups (Protect).
 func (s *Service) openSigner() error {
-	if !s.cfg.Remote {
+	if s.mode != modeRemote {
 		return nil
 	}
-	if err := s.js().forbidRollups(); err != nil {
+	if err := s.wq.Protect(); err != nil {
 		return err
 	}
 	key, err := loadSigningKey(filepath.Join(s.cfg.Data, signingKeyFile))
@@ -79,10 +76,8 @@ func (s *Service) openSigner() error {
 		return err
 	}
 	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
-	defer cancel()
-	if _, err := s.js().signers.Put(ctx, pub, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
-		return fmt.Errorf("NATS signers' bucket %s: %w", signerBucket, err)
+	if err := s.wq.Trust(pub); err != nil {
+		return err
 	}
 	s.signKey, s.signer = key, pub
 	return nil
@@ -135,12 +130,10 @@ func (s *Service) verifySeal(t *Task) error {
 	if _, ok := s.trusted.Load(t.Signer); ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
-	defer cancel()
-	if _, err := s.js().signers.Get(ctx, t.Signer); errors.Is(err, jetstream.ErrKeyNotFound) {
+	if ok, err := s.wq.Trusted(t.Signer); err != nil {
+		return err
+	} else if !ok {
 		return fmt.Errorf("the record is signed by key %.16s, which is not in the NATS signers' bucket %s", t.Signer, signerBucket)
-	} else if err != nil {
-		return fmt.Errorf("NATS signers' bucket %s: %w", signerBucket, err)
 	}
 	s.trusted.Store(t.Signer, true)
 	return nil

@@ -37,7 +37,7 @@ func workerJS(t *testing.T, api *Service) jetstream.JetStream {
 // the uploads' metadata is refused, and every record and upload survives
 // (one such message purged every task record).
 func TestNATSRollupRefused(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	e.input("a.mp4")
 	id := e.submit(map[string]any{"video_path": "a.mp4"})
 	code, m := e.upload(map[string]string{"save_result_path": "up.mp4"}, "clip.mp4", []byte("uploaded bytes"))
@@ -45,7 +45,7 @@ func TestNATSRollupRefused(t *testing.T) {
 		t.Fatalf("upload: %d %v", code, m)
 	}
 	up, _ := e.svc.get(m["task_id"].(string))
-	if err := e.svc.js().announce(WorkerInfo{Name: "w1"}); err != nil {
+	if err := jsOf(e.svc).Announce(WorkerInfo{Name: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	js := workerJS(t, e.svc)
@@ -63,14 +63,14 @@ func TestNATSRollupRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
 	for _, k := range []string{id, up.ID} {
-		if tk, err := e.svc.js().get(k); err != nil || tk == nil {
+		if tk, err := jsOf(e.svc).Get(k); err != nil || tk == nil {
 			t.Errorf("task %s: %v, %v", k, tk, err)
 		}
 	}
-	if _, err := e.svc.js().workers.Get(ctx, "w1"); err != nil {
+	if _, err := jsOf(e.svc).workers.Get(ctx, "w1"); err != nil {
 		t.Errorf("the worker's entry: %v", err)
 	}
-	if _, err := e.svc.js().uploads.GetInfo(ctx, uploadObject(up)); err != nil {
+	if _, err := jsOf(e.svc).uploads.GetInfo(ctx, uploadObject(up)); err != nil {
 		t.Errorf("the upload: %v", err)
 	}
 }
@@ -96,8 +96,8 @@ func TestNATSRollupOffOnOldBuckets(t *testing.T) {
 		}
 	}
 	a.Close()
-	e := newEnv(t, Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
-	a = e.svc.js()
+	e := newRemoteEnv(t, Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
+	a = jsOf(e.svc)
 	for _, b := range []string{taskBucket, workerBucket} {
 		st, err := a.js.Stream(ctx, "KV_"+b)
 		if err != nil {
@@ -116,7 +116,7 @@ func TestNATSRollupOffOnOldBuckets(t *testing.T) {
 // (InvalidRecord) and the API removes no upload for the third; the
 // victim file and the upload are intact, and the legitimate tasks run.
 func TestRemoteRecordTampered(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
 	e.input("a.mp4")
 	victim := filepath.Join(e.svc.OutputRoot(), "victim.mp4")
 	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
@@ -173,7 +173,7 @@ func TestRemoteRecordTampered(t *testing.T) {
 	}
 
 	f := newFake(false)
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: e.svc.InputRoot(), OutputRoot: e.svc.OutputRoot()}, f)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestRemoteRecordTampered(t *testing.T) {
 // whose task_id is that of a pending task is refused (409) and does not
 // replace that task's upload (it was stored before the id was checked).
 func TestRemoteUploadIDReused(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1", Files: true}}, newFake(false))
 	code, m := e.upload(map[string]string{"task_id": "dup", "save_result_path": "a.mp4"}, "a.mp4", []byte("first"))
 	if code != 200 {
 		t.Fatalf("upload: %d %v", code, m)
@@ -214,10 +214,10 @@ func TestRemoteUploadIDReused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
 	defer cancel()
-	if objs, err := e.svc.js().uploads.List(ctx); err != nil || len(objs) != 1 {
+	if objs, err := jsOf(e.svc).uploads.List(ctx); err != nil || len(objs) != 1 {
 		t.Errorf("uploads kept: %d, %v", len(objs), err)
 	}
-	w, err := New(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), Pull: true, AckWait: time.Second,
+	w, err := NewWorker(Config{Data: t.TempDir(), NATS: workerNATS(t, e.svc), AckWait: time.Second,
 		InputRoot: t.TempDir(), OutputRoot: t.TempDir()}, newFake(false))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestRemoteUploadIDReused(t *testing.T) {
 // TestNATSWorkerInbox: a worker-role client may not subscribe to every
 // inbox ("_INBOX.>", where the API's replies go), only to its own.
 func TestNATSWorkerInbox(t *testing.T) {
-	e := newEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}, newFake(false))
+	e := newRemoteEnv(t, Config{NATS: &NATS{Listen: "127.0.0.1:-1"}}, newFake(false))
 	refused := make(chan string, 4)
 	nc, err := connect(e.svc.NATSURL(), *workerNATS(t, e.svc), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		refused <- err.Error()
@@ -274,8 +274,8 @@ func TestNATSWorkerInbox(t *testing.T) {
 // file as the task's result.
 func TestRemoteRecordTamperedRestart(t *testing.T) {
 	data := t.TempDir()
-	cfg := Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}, Remote: true}
-	e := newEnv(t, cfg, newFake(false))
+	cfg := Config{Data: data, NATS: &NATS{Listen: "127.0.0.1:-1"}}
+	e := newRemoteEnv(t, cfg, newFake(false))
 	e.input("a.mp4")
 	victim := filepath.Join(e.svc.OutputRoot(), "victim.mp4")
 	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
@@ -304,7 +304,7 @@ func TestRemoteRecordTamperedRestart(t *testing.T) {
 	e.srv.Close()
 	e.svc.Close()
 
-	e = newEnv(t, cfg, newFake(false))
+	e = newRemoteEnv(t, cfg, newFake(false))
 	code, m, _ := e.do("GET", "/v1/tasks/"+id+"/result", nil)
 	if code != http.StatusConflict || !strings.Contains(m["error"].(string), "changed after submit") {
 		t.Errorf("result of the rewritten record: %d %v", code, m)

@@ -134,11 +134,22 @@ func withStore(cfg Config) Config {
 
 func newEnv(t *testing.T, cfg Config, r Runner) *env {
 	t.Helper()
+	return openEnv(t, cfg, r, New)
+}
+
+// newRemoteEnv is newEnv with the API of remote workers (NewRemote).
+func newRemoteEnv(t *testing.T, cfg Config, r Runner) *env {
+	t.Helper()
+	return openEnv(t, cfg, r, NewRemote)
+}
+
+func openEnv(t *testing.T, cfg Config, r Runner, open func(Config, Runner) (*Service, error)) *env {
+	t.Helper()
 	if cfg.Data == "" {
 		cfg.Data = t.TempDir()
 	}
 	cfg = withStore(cfg)
-	svc, err := New(cfg, r)
+	svc, err := open(cfg, r)
 	if err != nil {
 		t.Fatal(err)
 	}

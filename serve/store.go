@@ -1,9 +1,11 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -33,6 +35,96 @@ type TaskStore interface {
 	Delete(id string) error
 	// Close releases the store; no call follows.
 	Close() error
+}
+
+// WorkQueue is the optional capability of a TaskStore that spreads tasks
+// over processes on other machines: the API of remote workers (NewRemote)
+// and the workers (NewWorker) need it, and refuse a store without it
+// (errNoJetStream). A Service that runs its tasks itself (New) on a store
+// that has it uses only its list of workers (the metrics) and, with
+// NATS.Files, its uploads. The JetStream store (NATS) is the
+// implementation. Its methods may be called from several goroutines at
+// once.
+//
+// Records: Put replaces only the record this store last wrote or read of
+// a task (Load, Get, or a record Watch delivered); a record another writer
+// replaced meanwhile is not overwritten, and the error wraps errChanged.
+type WorkQueue interface {
+	TaskStore
+
+	// Enqueue hands task id, of model, to the workers that serve model.
+	Enqueue(id, model string) error
+	// Consume returns the source of model's tasks for a worker: a task
+	// taken and neither settled nor renewed within ackWait goes to
+	// another worker. arrived is called when a task of model is queued,
+	// to wake an idle worker (it may also be called for nothing).
+	Consume(model string, ackWait time.Duration, arrived func()) (WorkSource, error)
+	// Watch calls seen with each task record as it is written, by any
+	// process (the records there first, then every change), until ctx
+	// ends or the watch breaks; it returns an error when it cannot start.
+	Watch(ctx context.Context, seen func(*Task)) error
+	// Get returns task id as recorded now (nil: there is none).
+	Get(id string) (*Task, error)
+	// Cancel asks the worker that runs task id to stop it; OnCancel calls
+	// f each time that is asked, until stop is called.
+	Cancel(id string) error
+	OnCancel(id string, f func()) (stop func(), err error)
+
+	// Announce records worker w in the list of workers connected now (an
+	// entry expires unless announced again within workerTTL), Leave takes
+	// it out, and Workers lists them.
+	Announce(w WorkerInfo) error
+	Leave(name string)
+	Workers() ([]WorkerInfo, error)
+
+	// Protect makes the records workers may write safe from erasure in
+	// bulk (JetStream: no roll-ups, no purges); the API calls it at start.
+	Protect() error
+	// Trust records pub (hex) among the keys that sign task records (see
+	// seal.go); Trusted reports whether it is one.
+	Trust(pub string) error
+	Trusted(pub string) (bool, error)
+
+	// Files: the uploads and results of tasks, for workers that share no
+	// filesystem with the API (NATS.Files). PutUpload stores the file at
+	// path as upload object; GetUpload writes it to a new file name in
+	// root (refusing to replace one; a partial file is removed) until ctx
+	// ends; RemoveUpload removes it if it can. PutResult stores a result;
+	// OpenResult opens one, with its size, its error a sentence for the
+	// client.
+	PutUpload(object, path string) error
+	GetUpload(ctx context.Context, root *os.Root, object, name string) error
+	RemoveUpload(object string)
+	PutResult(object, path string) error
+	OpenResult(ctx context.Context, object string) (io.ReadCloser, uint64, error)
+}
+
+// WorkSource is a worker's source of one model's tasks (WorkQueue.Consume).
+type WorkSource interface {
+	// Next takes the next task waiting, without waiting: nil when there is
+	// none. A work and an error may come together.
+	Next() (Work, error)
+}
+
+// Work is one delivery of a task to a worker: it is the worker's until it
+// is settled (Ack, Nak, Term) or its lease runs out (AckWait unrenewed).
+type Work interface {
+	// ID is the task id the delivery carries (unchecked), Model the model
+	// of the queue it came from.
+	ID() string
+	Model() string
+	// Delivered is how many times the task was delivered, this time
+	// included.
+	Delivered() (int, error)
+	// Ack settles the task as done, Nak hands it to another worker now,
+	// Term drops it for good.
+	Ack() error
+	Nak() error
+	Term() error
+	// InProgress renews the lease without waiting; Renew renews it and
+	// waits up to timeout for the server's answer.
+	InProgress() error
+	Renew(timeout time.Duration) error
 }
 
 // OpenBoltStore opens the task database DIR/tasks.db (bbolt), creating it

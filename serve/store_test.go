@@ -21,66 +21,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// TestTaskStores runs the same checks on every TaskStore, and a service on
-// the memory store end to end.
-func TestTaskStores(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) TaskStore{
-		"bolt": func(t *testing.T) TaskStore {
-			s, err := OpenBoltStore(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-		"mem": func(*testing.T) TaskStore { return NewMemStore() },
-		"jetstream": func(t *testing.T) TaskStore {
-			s, err := openJetStream(t.TempDir(), NATS{Listen: "127.0.0.1:-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			defer s.Close()
-			for i := range 3 {
-				if err := s.Put(&Task{ID: fmt.Sprint("t", i), Status: Pending, Request: Request{Size: []int{2, 4}}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			tk := &Task{ID: "t1", Status: Completed, Request: Request{Size: []int{2, 4}}}
-			s.Put(tk)
-			tk.Request.Size[0] = 99 // the store holds its own copy
-			if err := s.Put(&Task{ID: "gone", Status: Failed}); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Delete("gone"); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Delete("never"); err != nil {
-				t.Errorf("deleting a task that is not there: %v", err)
-			}
-			ts, err := s.Load()
-			if err != nil || len(ts) != 3 {
-				t.Fatalf("load: %d tasks, %v", len(ts), err)
-			}
-			for _, x := range ts {
-				want := Pending
-				if x.ID == "t1" {
-					want = Completed
-				}
-				if x.Status != want || x.Request.Size[0] != 2 {
-					t.Errorf("task %s: %s %v", x.ID, x.Status, x.Request.Size)
-				}
-			}
-		})
-	}
-	e := newEnv(t, Config{Store: NewMemStore()}, newFake(false))
-	e.input("a.mp4")
-	e.wait(e.submit(map[string]any{"video_path": "a.mp4"}), Completed)
-}
-
 // TestJetStreamStore: the JetStream task store keeps tasks across a
 // restart of its embedded server, refuses a write from a revision another
 // writer replaced, refuses to listen beyond loopback without a token,
@@ -101,7 +41,7 @@ func TestJetStreamStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.get("t1"); err != nil || got == nil {
+	if got, err := b.Get("t1"); err != nil || got == nil {
 		t.Fatalf("the second writer reads %v, %v", got, err)
 	}
 	if err := b.Put(&Task{ID: "t1", Status: Processing}); err != nil {
@@ -236,7 +176,7 @@ func TestJetStreamTLS(t *testing.T) {
 	if err := client.Put(task); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := srv.get("t1"); err != nil || got.Status != Pending {
+	if got, err := srv.Get("t1"); err != nil || got.Status != Pending {
 		t.Errorf("the server's view: %+v, %v", got, err)
 	}
 	client.Close()

@@ -199,7 +199,7 @@ func redactor(urls ...*streamURL) func(string) string {
 
 func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 	sr, ok := s.runner.(StreamRunner)
-	if !ok || s.cfg.Remote {
+	if !ok || s.mode == modeRemote {
 		writeError(w, http.StatusServiceUnavailable, "live sessions run where the devices are, and this server has none (--workers 0: vsr worker processes take file tasks only): send streams to a vsr serve that runs on GPUs")
 		return
 	}

@@ -1,6 +1,3 @@
-// Package serve is vsr's HTTP service: a LightX2V-compatible task API over
-// a durable task store (bbolt), a bounded FIFO queue and one worker that
-// runs tasks one at a time through a Runner.
 package serve
 
 import (
@@ -10,9 +7,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/vsr-dev/vsr/video"
 )
@@ -159,12 +153,12 @@ type Task struct {
 
 	cancel      context.CancelFunc // running task only
 	cancelAsked bool
-	lost        bool               // a worker's task whose lease it lost (see heartbeat)
-	unsaved     bool               // its last record write failed (not refused): release writes it again
-	done        chan struct{}      // closed when the running task has stopped
-	msg         jetstream.Msg      // a worker's task: its work queue message
-	unsub       *nats.Subscription // and its cancel subscription
-	in, out     string             // a worker's task: its paths under the worker's roots (see localPaths)
+	lost        bool          // a worker's task whose lease it lost (see heartbeat)
+	unsaved     bool          // its last record write failed (not refused): release writes it again
+	done        chan struct{} // closed when the running task has stopped
+	msg         Work          // a worker's task: its delivery from the work queue
+	unsub       func()        // and the end of its cancel subscription
+	in, out     string        // a worker's task: its paths under the worker's roots (see localPaths)
 }
 
 // newID returns a random task id (UUID v4 form, as LightX2V's).

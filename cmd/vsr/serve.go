@@ -195,8 +195,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.workers > 0 {
 		workers = min(f.workers, run.Workers())
 	}
-	svc, err := serve.New(serve.Config{
-		NATS: nc, Remote: f.workers == 0, MaxAttempts: f.maxAttempts,
+	open := serve.New
+	if f.workers == 0 {
+		open = serve.NewRemote // the API alone: vsr worker processes run the tasks
+	}
+	svc, err := open(serve.Config{
+		NATS: nc, MaxAttempts: f.maxAttempts,
 		Data: f.data, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		MaxQueue: f.maxQueue, MaxUpload: f.maxUpload, Token: f.token, ReadToken: readToken, MaxOutputPixels: f.maxOutputPixels,
 		Version: versionString(), Logger: log,

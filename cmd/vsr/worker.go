@@ -96,8 +96,8 @@ func runWorker(cmd *cobra.Command, f workerFlags) error {
 		return err
 	}
 	defer os.RemoveAll(data)
-	svc, err := serve.New(serve.Config{
-		Data: data, NATS: nc, Pull: true, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
+	svc, err := serve.NewWorker(serve.Config{
+		Data: data, NATS: nc, InputRoot: f.inputRoot, OutputRoot: f.outputRoot,
 		Workers: run.Workers(), MaxAttempts: f.maxAttempts, AckWait: f.ackWait, Logger: log, Version: versionString(),
 		Devices: run.Devices(), MaxOutputPixels: f.maxOutputPixels,
 	}, run)

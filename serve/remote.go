@@ -1,0 +1,154 @@
+package serve
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// apply takes in a task's record as the bucket holds it; s.mu is held.
+func (s *scheduler) apply(t *Task) {
+	if old := s.tasks[t.ID]; old != nil {
+		t.cancelAsked = old.cancelAsked
+	}
+	s.track(t)
+	s.seq = max(s.seq, t.Seq)
+}
+
+// requeue rebuilds the queue (pending tasks in submission order) and the
+// running list from the tasks; s.mu is held.
+func (s *scheduler) requeue() {
+	ts := slices.Collect(maps.Values(s.tasks))
+	slices.SortFunc(ts, func(a, b *Task) int { return int(a.Seq) - int(b.Seq) })
+	q, running := &fifo{}, []*Task(nil)
+	for _, t := range ts {
+		switch t.Status {
+		case Pending:
+			q.Push(t.ID)
+		case Processing:
+			running = append(running, t)
+		}
+	}
+	s.queue, s.running = q, running
+}
+
+// watch follows the task bucket until ctx ends, so that the API of remote
+// workers reports what they write within milliseconds.
+func (s *Service) watch(ctx context.Context) {
+	defer s.workers.Done()
+	for ctx.Err() == nil {
+		if err := s.wq.Watch(ctx, s.seen); err != nil {
+			s.log.Warn("following the tasks on NATS", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// seen takes in a task's record that watch saw written.
+func (s *Service) seen(t *Task) {
+	bad := s.verifySeal(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.tasks[t.ID]
+	if bad != nil {
+		// Another writer changed what never changes after
+		// submit: keep the state it reports, not those fields.
+		if old == nil {
+			s.log.Warn("ignoring a task record", "task", t.ID, "err", bad)
+			return
+		}
+		unseal(t, old)
+	}
+	if old != nil && !old.Status.Final() && t.Status.Final() {
+		s.removeUpload(old)
+	}
+	s.apply(t)
+	s.requeue()
+}
+
+// removeUpload removes the upload of task t, this API's record of a task
+// that has ended: the API stored the file (or with NATS.Files the object),
+// and removes it (a worker never does: it does not trust the record's
+// paths to name an upload). With remote workers, only an upload that this
+// API's signature covers. The object is removed in the background: s.mu
+// may be held.
+func (s *Service) removeUpload(t *Task) {
+	if !t.Upload || filepath.Dir(t.Input) != s.cfg.InputRoot || !uploadName.MatchString(filepath.Base(t.Input)) || !s.signedHere(t) {
+		return
+	}
+	if !t.Files {
+		os.Remove(t.Input)
+		return
+	}
+	go s.wq.RemoveUpload(uploadObject(t)) // after Close, it fails at once
+}
+
+// cancelRemote asks the worker running task id to stop and waits (up to
+// ctx) for its record to say it stopped.
+func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
+	if err := s.wq.Cancel(id); err != nil {
+		s.log.Warn("cancel", "task", id, "err", err)
+	}
+	for {
+		t, err := s.wq.Get(id)
+		if err == nil && t != nil && t.Status.Final() {
+			if t.Status == Cancelled {
+				return cancelDone, t
+			}
+			return cancelNothing, t
+		}
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			c := s.tasks[id].clone()
+			s.mu.Unlock()
+			return cancelStopping, c
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// unserved returns the models among models that no worker of ws serves,
+// once each, in order.
+func unserved(models []string, ws []WorkerInfo) []string {
+	served := map[string]bool{}
+	for _, w := range ws {
+		for _, m := range w.Models {
+			served[m] = true
+		}
+	}
+	out := []string{}
+	for _, m := range models {
+		if !served[m] && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// serveObject streams task t's result from the object store: the object
+// storeResult names, whatever the record says.
+func (s *Service) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
+	obj, size, err := s.wq.OpenResult(r.Context(), resultObject(t.ID))
+	if err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	defer obj.Close()
+	name := filepath.Base(t.Output)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("Content-Type", cmp.Or(mime.TypeByExtension(filepath.Ext(name)), "application/octet-stream"))
+	w.Header().Set("Content-Length", strconv.FormatUint(size, 10))
+	io.Copy(w, obj)
+}
