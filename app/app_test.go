@@ -166,7 +166,7 @@ func TestStandInFamily(t *testing.T) {
 	ld.Close()
 
 	// Through the service, with nothing of it changed.
-	run, err := app.NewService(devs[:1], app.Served{Specs: []string{"level:x"},
+	run, err := app.NewRunner(devs[:1], app.Served{Specs: []string{"level:x"},
 		Base: app.Job{Encode: video.EncodeOptions{Codec: "ffv1", PixFmt: "gbrp"}}})
 	if err != nil {
 		t.Fatal(err)

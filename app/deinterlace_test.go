@@ -64,7 +64,7 @@ func TestDeinterlaceJob(t *testing.T) {
 		t.Errorf("off: the report %+v does not say the interlacing was dropped (%v)", res.Carried, err)
 	}
 
-	run, err := app.NewService(devs[:1], app.Served{Specs: []string{"level:x"}, Base: app.Job{Encode: enc}})
+	run, err := app.NewRunner(devs[:1], app.Served{Specs: []string{"level:x"}, Base: app.Job{Encode: enc}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,14 @@ import (
 	"github.com/vsr-dev/vsr/serve"
 )
 
-var _ serve.ModelHasher = (*Service)(nil)
+var _ serve.ModelHasher = (*Runner)(nil)
 
 // ModelHash returns the SHA-256 of the files of the served model name
 // (serve.ModelHasher): the bundled files for the bundled model, the .param
 // and .bin of an ncnn graph (a fetched one's too), every file of a
 // checkpoint directory, each with its name and size. Workers run a task
 // only when their hash is the API's. The files are read once, at start.
-func (s *Service) ModelHash(name string) (string, error) {
+func (s *Runner) ModelHash(name string) (string, error) {
 	for _, l := range s.models {
 		if l.Model.Name() == name {
 			return specHash(l.Spec)

@@ -345,7 +345,7 @@ func readSmallFile(name string, limit int64) ([]byte, error) {
 // headersOnly, those that can be without their weights: a server that
 // runs no task): the service's runner. Requests that do not set sr_ratio get LightX2V's 2
 // (the flag --sr-ratio, or --scale for the compact models, changes it).
-func newServeRunner(cmd *cobra.Command, f serveFlags, headersOnly bool) (*app.Service, error) {
+func newServeRunner(cmd *cobra.Command, f serveFlags, headersOnly bool) (*app.Runner, error) {
 	devs, err := app.OpenDevices(f.base.device, app.StorageType(f.base.dtype, f.models...))
 	if err != nil {
 		return nil, err
@@ -354,7 +354,7 @@ func newServeRunner(cmd *cobra.Command, f serveFlags, headersOnly bool) (*app.Se
 	if v, ok := f.params["sr-ratio"].(float64); ok {
 		fieldDefaults["sr_ratio"] = v
 	}
-	run, err := app.NewService(devs, app.Served{
+	run, err := app.NewRunner(devs, app.Served{
 		Specs: f.models, Defaults: f.params, FieldDefaults: fieldDefaults, RanksPerTask: f.ranksPerTask, HeadersOnly: headersOnly,
 		Base: app.Job{Encode: encodeOptions(f.base), Batch: f.base.batch, Segments: f.base.segments},
 	})

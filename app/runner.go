@@ -19,12 +19,12 @@ import (
 	"github.com/vsr-dev/vsr/video"
 )
 
-// Service runs the HTTP service's tasks on resident models: a
+// Runner runs the HTTP service's tasks on resident models: a
 // serve.Runner (with its Validator, MemoryReporter and Metadataer). Its
 // devices form groups of RanksPerTask; each group holds every served model
 // and runs one task at a time (on all its devices at once), so as many
 // tasks run at once as there are groups (Workers).
-type Service struct {
+type Runner struct {
 	devs   []backend.Backend
 	groups [][]*Loaded // each group's models, in the order of the specs
 	models []*Loaded   // the first group's: the default first
@@ -32,7 +32,7 @@ type Service struct {
 	base   Job         // the server's encoder, batch and segment defaults
 }
 
-// Served configures NewService.
+// Served configures NewRunner.
 type Served struct {
 	// Specs are the models to serve (a bundled name, an ncnn .param, a
 	// SwiftVR directory); the first is the default. None: the default
@@ -54,15 +54,15 @@ type Served struct {
 	RanksPerTask int
 	// HeadersOnly opens the models of families that can (a
 	// model.HeaderLoader: SwiftVR) without their weights, on the first
-	// device only: the Service then validates requests and runs nothing
+	// device only: the Runner then validates requests and runs nothing
 	// (vsr serve --workers 0, whose tasks run on workers).
 	HeadersOnly bool
 }
 
-// NewService loads the models of cfg onto each group of devs. The
-// Service owns devs and the models; Close frees them.
-func NewService(devs []backend.Backend, cfg Served) (*Service, error) {
-	s := &Service{devs: devs, base: cfg.Base}
+// NewRunner loads the models of cfg onto each group of devs. The
+// Runner owns devs and the models; Close frees them.
+func NewRunner(devs []backend.Backend, cfg Served) (*Runner, error) {
+	s := &Runner{devs: devs, base: cfg.Base}
 	specs := cfg.Specs
 	if len(specs) == 0 {
 		specs = []string{""}
@@ -136,14 +136,14 @@ func loadGroup(devs []backend.Backend, specs []string, cfg Served) ([]*Loaded, e
 }
 
 // Models returns the served models of the first group, the default first.
-func (s *Service) Models() []*Loaded { return s.models }
+func (s *Runner) Models() []*Loaded { return s.models }
 
-var _ serve.ModelNamer = (*Service)(nil)
+var _ serve.ModelNamer = (*Runner)(nil)
 
 // ModelOf names the served model request q runs on (the first when it
 // names none): workers on other machines take the tasks of the models
 // they serve (serve.ModelNamer).
-func (s *Service) ModelOf(q *serve.Request) (string, error) {
+func (s *Runner) ModelOf(q *serve.Request) (string, error) {
 	l, _, err := s.find(q.Model)
 	if err != nil {
 		return "", err
@@ -152,7 +152,7 @@ func (s *Service) ModelOf(q *serve.Request) (string, error) {
 }
 
 // ModelNames names the served models.
-func (s *Service) ModelNames() []string {
+func (s *Runner) ModelNames() []string {
 	var out []string
 	for _, l := range s.models {
 		out = append(out, l.Model.Name())
@@ -161,7 +161,7 @@ func (s *Service) ModelNames() []string {
 }
 
 // Devices names the devices of each group ("cuda:0,cuda:1 cuda:2,cuda:3").
-func (s *Service) Devices() string {
+func (s *Runner) Devices() string {
 	var gs []string
 	for _, g := range s.groups {
 		gs = append(gs, g[0].Devices())
@@ -170,11 +170,11 @@ func (s *Service) Devices() string {
 }
 
 // Workers is how many tasks run at once: one per group of devices.
-func (s *Service) Workers() int { return len(s.groups) }
+func (s *Runner) Workers() int { return len(s.groups) }
 
 // Preload loads now what the models would load at first use (the bundled
 // model's other scales).
-func (s *Service) Preload() error {
+func (s *Runner) Preload() error {
 	for _, l := range s.loaded() {
 		if p, ok := l.Model.(model.Preloader); ok {
 			if err := p.Preload(); err != nil {
@@ -186,7 +186,7 @@ func (s *Service) Preload() error {
 }
 
 // loaded lists every resident model: each group's, on each of its devices.
-func (s *Service) loaded() []*Loaded {
+func (s *Runner) loaded() []*Loaded {
 	var all []*Loaded
 	for _, g := range s.groups {
 		for _, l := range g {
@@ -199,7 +199,7 @@ func (s *Service) loaded() []*Loaded {
 // Warmup runs a synthetic request at output size w x h through each model
 // that can, on every device, on a locked thread as the pipeline drives a
 // device.
-func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) error {
+func (s *Runner) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for _, l := range s.loaded() {
@@ -214,7 +214,7 @@ func (s *Service) Warmup(ctx context.Context, w, h int, f backend.PixelFormat) e
 
 // find returns the model a request names ("" = the default) and the
 // parameters the name implies (realesr-animevideov3-x3: scale 3).
-func (s *Service) find(name string) (*Loaded, model.Values, error) {
+func (s *Runner) find(name string) (*Loaded, model.Values, error) {
 	if name == "" {
 		return s.models[0], nil, nil
 	}
@@ -243,7 +243,7 @@ func (s *Service) find(name string) (*Loaded, model.Values, error) {
 // The request is checked first as the HTTP layer checks it
 // (serve.CheckRequest), whichever way it came (a stored task, a live
 // session's params).
-func (s *Service) values(q *serve.Request) (*Loaded, model.Values, error) {
+func (s *Runner) values(q *serve.Request) (*Loaded, model.Values, error) {
 	c := *q
 	c.Params = maps.Clone(q.Params)
 	if err := serve.CheckRequest(&c); err != nil {
@@ -351,7 +351,7 @@ func convert(p model.Param, v any) (any, error) {
 
 // checked is the model a request runs on and its parameters, checked
 // against the resident model.
-func (s *Service) checked(q *serve.Request) (*Loaded, model.Values, error) {
+func (s *Runner) checked(q *serve.Request) (*Loaded, model.Values, error) {
 	l, set, err := s.values(q)
 	if err != nil {
 		return nil, nil, err
@@ -365,7 +365,7 @@ func (s *Service) checked(q *serve.Request) (*Loaded, model.Values, error) {
 }
 
 // Validate checks what can be checked before the input is probed.
-func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
+func (s *Runner) Validate(ctx context.Context, q *serve.Request) error {
 	if _, _, err := s.checked(q); err != nil {
 		return err
 	}
@@ -389,17 +389,17 @@ func (s *Service) Validate(ctx context.Context, q *serve.Request) error {
 // video.ProbeHeader): a playlist or list of files, a file that is no video
 // or image vsr reads, or one over video.DefaultLimits is refused before the
 // task is queued. The task's run probes the input again, whole.
-func (s *Service) CheckInput(ctx context.Context, q *serve.Request, path string) error {
+func (s *Runner) CheckInput(ctx context.Context, q *serve.Request, path string) error {
 	_, err := video.ProbeHeader(ctx, path, video.ProbeOptions{})
 	return err
 }
 
-var _ serve.Sizer = (*Service)(nil)
+var _ serve.Sizer = (*Runner)(nil)
 
 // OutputSize is the size of the largest frames request q makes from the
 // video at input, whose size is read from its headers (serve.Sizer): what
 // the model says (model.Sizer), else the size q asks for, else unknown.
-func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string) (int, int, error) {
+func (s *Runner) OutputSize(ctx context.Context, q *serve.Request, input string) (int, int, error) {
 	l, set, err := s.checked(q)
 	if err != nil {
 		return 0, 0, err
@@ -418,7 +418,7 @@ func (s *Service) OutputSize(ctx context.Context, q *serve.Request, input string
 // encode is a request's encoder settings for an output of extension ext:
 // its own, else the server's, else the container's (video.DefaultCodec); an
 // image's for an image.
-func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, error) {
+func (s *Runner) encode(q *serve.Request, ext string) (video.EncodeOptions, error) {
 	e := s.base.Encode
 	if q.Codec != "" {
 		e.Codec = q.Codec
@@ -443,7 +443,7 @@ func (s *Service) encode(q *serve.Request, ext string) (video.EncodeOptions, err
 
 // Run restores one task with the task's context (cancelling it stops the
 // work and removes the temporary output).
-func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, total int)) error {
+func (s *Runner) Run(ctx context.Context, t *serve.Task, progress func(done, total int)) error {
 	q := &t.Request
 	l, set, err := s.values(q)
 	if err != nil {
@@ -495,7 +495,7 @@ func (s *Service) Run(ctx context.Context, t *serve.Task, progress func(done, to
 
 // GPUMemoryBytes reports the peaks of the GPU pools, summed over the
 // devices, on GPUs.
-func (s *Service) GPUMemoryBytes() (int64, bool) {
+func (s *Runner) GPUMemoryBytes() (int64, bool) {
 	var n int64
 	for _, d := range s.devs {
 		g, ok := d.(backend.GPU)
@@ -508,7 +508,7 @@ func (s *Service) GPUMemoryBytes() (int64, bool) {
 }
 
 // Metadata describes the models and the device.
-func (s *Service) Metadata() map[string]any {
+func (s *Runner) Metadata() map[string]any {
 	var ms []map[string]any
 	for _, l := range s.models {
 		ms = append(ms, l.Model.Describe())
@@ -517,7 +517,7 @@ func (s *Service) Metadata() map[string]any {
 }
 
 // Close frees the models and the devices.
-func (s *Service) Close() {
+func (s *Runner) Close() {
 	for _, g := range s.groups {
 		for _, l := range g {
 			l.Close() // and its ranks
@@ -529,20 +529,20 @@ func (s *Service) Close() {
 }
 
 var (
-	_ serve.Runner         = (*Service)(nil)
-	_ serve.Validator      = (*Service)(nil)
-	_ serve.InputChecker   = (*Service)(nil)
-	_ serve.MemoryReporter = (*Service)(nil)
-	_ serve.Metadataer     = (*Service)(nil)
+	_ serve.Runner         = (*Runner)(nil)
+	_ serve.Validator      = (*Runner)(nil)
+	_ serve.InputChecker   = (*Runner)(nil)
+	_ serve.MemoryReporter = (*Runner)(nil)
+	_ serve.Metadataer     = (*Runner)(nil)
 )
 
-var _ serve.StreamRunner = (*Service)(nil)
+var _ serve.StreamRunner = (*Runner)(nil)
 
 // Stream checks a live session and reserves a free group of devices for
 // it (serve.ErrBusy when none is free: a session never waits behind file
 // tasks, and file tasks use the groups no session holds); run streams on
 // the group's first device until ctx is done or the source ends.
-func (s *Service) Stream(ctx context.Context, ls serve.LiveSession) (func() error, error) {
+func (s *Runner) Stream(ctx context.Context, ls serve.LiveSession) (func() error, error) {
 	q := ls.Request
 	l, set, err := s.checked(&serve.Request{Model: q.Model, Params: q.Params})
 	if err != nil {
