@@ -34,8 +34,10 @@ type NotImplemented struct {
 }
 
 // Unsupported returns the error of op on device: "backend mydev:0: Conv2D:
-// op not implemented", wrapping ErrNotImplemented. Backends use it for ops
-// they implement only in part (a mode, an activation, a pixel format).
+// op not implemented", wrapping ErrNotImplemented. It is the error a
+// growing backend returns for the cases of an op it does not cover yet (a
+// mode, an activation, a pixel format), so callers can tell them apart
+// with errors.Is.
 func Unsupported(device, op string) error {
 	return fmt.Errorf("backend %s: %s: %w", device, op, ErrNotImplemented)
 }
