@@ -9,6 +9,8 @@ package testutil
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -17,15 +19,26 @@ import (
 )
 
 // RequireGPU skips t unless the CUDA driver loads and sees at least one
-// NVIDIA GPU. It does not open a device: callers open their backend after it.
+// NVIDIA GPU (NoGPU's reason is the skip message). It does not open a
+// device: callers open their backend after it.
 func RequireGPU(t testing.TB) {
 	t.Helper()
+	if err := NoGPU(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// NoGPU says why GPU tests cannot run here ("no CUDA driver: ...", "no
+// NVIDIA GPU"), or returns nil where the CUDA driver loads and sees a GPU.
+// Set-ups shared by several tests (a sync.Once) keep its reason to skip each.
+func NoGPU() error {
 	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
+		return fmt.Errorf("no CUDA driver: %w", err)
 	}
 	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
+		return errors.New("no NVIDIA GPU")
 	}
+	return nil
 }
 
 // ReadF32 reads a golden file of little-endian float32 values (the raw
