@@ -20,7 +20,7 @@ import (
 // (realesrgan-ncnn-vulkan's choice, vsr's) and through the bundled model
 // as a gray RGB picture (inference_realesrgan.py --alpha_upsampler
 // realesrgan). It logs the PSNR of each against the original alpha (the
-// figures in README.md's image section) and fails if bicubic, the method
+// figures in docs/CLI.md's image section) and fails if bicubic, the method
 // vsr uses, falls more than 0.5 dB behind the model on either alpha.
 func TestAlphaUpscalerMeasure(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {

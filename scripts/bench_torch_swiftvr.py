@@ -4,7 +4,7 @@
 ReAE encoder -> Wan2.2-TI2V-5B DiT (one step at t=1000) -> ReAE decoder, run over a
 synthetic video with the streaming chunk protocol of LightX2V's streaming.py as vsr
 implements it (model/swiftvr/stream.go, engine.go, forward.go, window.go; see
-shared/SWIFTVR.md). Written from the published architecture with PyTorch's own
+docs/SWIFTVR.md). Written from the published architecture with PyTorch's own
 operators only (torch + numpy, no compilation, no extra packages); weights are read
 straight from the official checkpoint layout, as `vsr checkpoint synth --family swiftvr`
 writes it.

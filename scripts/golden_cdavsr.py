@@ -2,7 +2,7 @@
 """Golden outputs for CDA-VSR, computed independently of vsr.
 
 A from-scratch PyTorch implementation of the CDA-VSR forward pass as
-../shared/CDAVSR.md describes the authors' architecture (sspBIT/CDA-VSR,
+docs/MODELS.md ("CDA-VSR reference") describes the authors' architecture (sspBIT/CDA-VSR,
 class CDAVSR), with PyTorch's own operators: F.conv2d, F.leaky_relu,
 F.grid_sample for the nearest warp (border, align_corners=True) and for the
 deformable sampling (bilinear, zeros, align_corners=True, one call per group

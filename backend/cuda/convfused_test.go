@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vsr-dev/vsr/internal/testutil"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 	"github.com/vsr-dev/vsr/nvidia/cudnn"
 	"github.com/vsr-dev/vsr/nvidia/nvrtc"
@@ -704,12 +705,8 @@ func fusedCompile(ctx *cu.Context, major, minor int, slice bool, opts ...string)
 func fusedSetup(t testing.TB) *fusedKernel {
 	t.Helper()
 	fusedOnce.Do(func() {
-		if err := cu.Init(); err != nil {
-			fusedSkip = "no CUDA driver: " + err.Error()
-			return
-		}
-		if n, err := cu.DeviceCount(); err != nil || n == 0 {
-			fusedSkip = "no NVIDIA GPU"
+		if err := testutil.NoGPU(); err != nil {
+			fusedSkip = err.Error()
 			return
 		}
 		k := &fusedKernel{}

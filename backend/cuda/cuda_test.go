@@ -13,8 +13,8 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/model/compact"
-	cu "github.com/vsr-dev/vsr/nvidia/cuda"
 )
 
 // open returns a GPU backend or skips the test where there is none.
@@ -22,12 +22,7 @@ func open(t testing.TB, dt DType) *Backend {
 	t.Helper()
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
+	testutil.RequireGPU(t)
 	b, err := Open("cuda:0", dt)
 	if err != nil {
 		t.Fatal(err)
@@ -62,15 +57,7 @@ func randSlice(r *rand.Rand, n int, lo, hi float32) []float32 {
 	return s
 }
 
-func relErr(got, want []float32) float64 {
-	var num, den float64
-	for i := range want {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
+var relErr = testutil.RelErr[float32]
 
 // bound is the accepted relative error for each storage type: float32
 // (cuDNN without TF32) within 1e-5 of the CPU's float32.

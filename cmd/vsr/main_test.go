@@ -44,9 +44,15 @@ func vsrOutputs(args ...string) (stdout, stderr string, err error) {
 }
 
 // buildVSR builds vsr into dir, for tests that run it as processes, and
-// returns its path.
+// returns its path. Those process- and cluster-level tests (services
+// killed and restarted, workers, NATS clusters, signals) are the slowest of
+// the package: under -short buildVSR skips the test instead; go test ./...
+// without -short (.ci/run) runs them.
 func buildVSR(t testing.TB, dir string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs vsr as processes: skipped with -short")
+	}
 	bin := filepath.Join(dir, "vsr")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

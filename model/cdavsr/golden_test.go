@@ -12,6 +12,7 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/internal/testutil"
 )
 
 // The golden sequence: 4 steps (I, then P, P, P) of 24x16 frames at x4
@@ -84,31 +85,10 @@ func writeF32(path string, v []float32) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
-func relErr(got, want []float32) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var num, den float64
-	for i := range got {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
+var (
+	readF32 = testutil.ReadF32
+	relErr  = testutil.RelErr[float32]
+)
 
 // runSequence runs the golden inputs through an instance on b.
 func runSequence(t *testing.T, b backend.Backend, net *Net) [][]float32 {

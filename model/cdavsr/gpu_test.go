@@ -15,17 +15,12 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/backend/cuda"
-	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/internal/testutil"
 )
 
 func gpu(t testing.TB, dt cuda.DType) *cuda.Backend {
 	t.Helper()
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
+	testutil.RequireGPU(t)
 	g, err := cuda.Open("cuda:0", dt)
 	if err != nil {
 		t.Fatal(err)

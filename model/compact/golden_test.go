@@ -1,7 +1,6 @@
 package compact
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/internal/testutil"
 )
 
 // TestGolden compares the bundled model on the CPU backend with outputs of
@@ -54,28 +54,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	d, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(d)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
-	}
-	return out
-}
-
-func relErr(got, want []float32) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var num, den float64
-	for i := range got {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(num / den)
-}
+var (
+	readF32 = testutil.ReadF32
+	relErr  = testutil.RelErr[float32]
+)

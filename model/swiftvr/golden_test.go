@@ -1,28 +1,16 @@
 package swiftvr
 
 import (
-	"encoding/binary"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/internal/testutil"
 )
 
-func readF32(t *testing.T, path string) []float32 {
-	t.Helper()
-	d, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := make([]float32, len(d)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
-	}
-	return v
-}
+var readF32 = testutil.ReadF32
 
 // TestReAEGolden compares the ReAE on the CPU with an independent PyTorch
 // implementation (scripts/golden_reae.py, testdata/reae/README.md), in one

@@ -14,7 +14,7 @@ import (
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/backend/cuda"
-	cu "github.com/vsr-dev/vsr/nvidia/cuda"
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/parallel"
 )
 
@@ -92,15 +92,7 @@ func TestReAEGoldenGPU(t *testing.T) {
 	}
 }
 
-func rel(got, want []float32) float64 {
-	var n, d float64
-	for i := range want {
-		x := float64(got[i]) - float64(want[i])
-		n += x * x
-		d += float64(want[i]) * float64(want[i])
-	}
-	return math.Sqrt(n / d)
-}
+var rel = testutil.RelErr[float32]
 
 // psnr compares two images in [0,1] after clamping, as frames would be.
 func psnr(a, b []float32) float64 {
@@ -182,12 +174,7 @@ func TestDiTGraphsGPU(t *testing.T) {
 // end of the test, if not before), or skips the test where there is none.
 func gpu(t *testing.T, dt cuda.DType) *cuda.Backend {
 	t.Helper()
-	if err := cu.Init(); err != nil {
-		t.Skip("no CUDA driver: ", err)
-	}
-	if n, err := cu.DeviceCount(); err != nil || n == 0 {
-		t.Skip("no NVIDIA GPU")
-	}
+	testutil.RequireGPU(t)
 	g, err := cuda.Open("cuda:0", dt)
 	if err != nil {
 		t.Fatal(err)

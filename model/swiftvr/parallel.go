@@ -22,7 +22,7 @@ type Replica struct {
 // Parallel streams one video through SwiftVR on several ranks at once.
 //
 // Chunk parallelism (LightX2V's causal chunk parallelism,
-// ../shared/SWIFTVR.md): chunk i runs on chunk group i mod A, so the
+// docs/SWIFTVR.md): chunk i runs on chunk group i mod A, so the
 // groups work in waves of A chunks. At every MemBlock of the encoder and
 // the decoder a chunk hands the last frame of that layer's input to the
 // next chunk's group and takes the previous chunk's from the group before

@@ -6,7 +6,7 @@ import (
 )
 
 // TestWindowStarts checks the start lists published for the official rule
-// (../shared/SWIFTVR.md, from SwiftVR's transformer.py) and the properties
+// (docs/SWIFTVR.md, from SwiftVR's transformer.py) and the properties
 // every list must have.
 func TestWindowStarts(t *testing.T) {
 	for _, c := range []struct {

@@ -1,6 +1,7 @@
 package cublaslt
 
 import (
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/tensor/half"
 
 	"errors"
@@ -150,15 +151,7 @@ func refGemm(a, b, c []float64, m, n, k int, ta, tb bool, alpha, beta float64) [
 	return d
 }
 
-func relErr(got, want []float64) float64 {
-	var d, r float64
-	for i := range want {
-		e := got[i] - want[i]
-		d += e * e
-		r += want[i] * want[i]
-	}
-	return math.Sqrt(d) / math.Sqrt(r)
-}
+var relErr = testutil.RelErr[float64]
 
 func TestGPUMatmul(t *testing.T) {
 	e := gpu(t)

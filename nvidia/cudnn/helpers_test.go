@@ -1,8 +1,7 @@
 package cudnn
 
 import (
-	"math"
-
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/tensor/half"
 )
 
@@ -75,12 +74,4 @@ func convRef(s Shape, x, w, bias []float64) []float64 {
 }
 
 // relErr is ||got-want|| / ||want||.
-func relErr(got, want []float64) float64 {
-	var d, r float64
-	for i := range want {
-		e := got[i] - want[i]
-		d += e * e
-		r += want[i] * want[i]
-	}
-	return math.Sqrt(d) / math.Sqrt(r)
-}
+var relErr = testutil.RelErr[float64]
