@@ -503,7 +503,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 	defer cancel(nil)
 	g := newStages([]Engine{eng}, 1, depth, depth)
 	defer g.release(true)
-	if err := g.alloc(depth, most, w, h, r.in, r.format); err != nil {
+	if err := g.alloc(most, w, h, r.in, r.format); err != nil {
 		return err
 	}
 	free, work, done := g.free[0], g.work[0], g.done[0]

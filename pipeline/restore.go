@@ -463,7 +463,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			c.batch = max(c.batch, n)
 		}
 	}
-	if err := g.alloc(depth, c.batch, c.w, c.h, c.in, c.format); err != nil {
+	if err := g.alloc(c.batch, c.w, c.h, c.in, c.format); err != nil {
 		return nil, err
 	}
 	fail := func(err error) { cancel(err) }
