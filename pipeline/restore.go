@@ -513,6 +513,10 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				select {
 				case jj, ok := <-done[i]:
 					if !ok {
+						// Every driver has ended and the engine gave
+						// fewer frames than the segment holds (its
+						// OutCounter counts fall short): run then
+						// reports the frames missing.
 						return
 					}
 					j = jj
