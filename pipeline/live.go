@@ -502,7 +502,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g := newStages([]Engine{eng}, 1, depth, depth)
-	defer g.release(true)
+	defer g.release()
 	if err := g.alloc(most, w, h, r.in, r.format); err != nil {
 		return err
 	}

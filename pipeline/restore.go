@@ -453,7 +453,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 	// Stream i runs on engine i mod len(engs), each engine (a device) driven
 	// by a goroutine of its own.
 	g := newStages(engs, len(streams), depth, len(streams))
-	defer g.release(false)
+	defer g.release()
 	work, done, free := g.work, g.done, g.free
 	size := func(i int) int { return c.batch }
 	if c.plan != nil {
@@ -566,10 +566,6 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 	// from goroutines of their own.
 	g.run(ctx, cancel, readers, writers, nil)
 	if err := context.Cause(ctx); err != nil {
-		// Batches may still be in use by the engine; wait before freeing.
-		for _, b := range g.batches {
-			b.Wait()
-		}
 		return nil, err
 	}
 	if n := int(written.Load()); n != c.total {

@@ -80,13 +80,12 @@ func (g *stages) alloc(batch, w, h int, in, format backend.PixelFormat) error {
 	return nil
 }
 
-// release frees the batches, waiting first for the engine to be done
-// with each when wait is set.
-func (g *stages) release(wait bool) {
+// release frees the batches, each once the engine is done with it: after
+// an error a batch may still be in use (Wait returns at once for one
+// already waited for or never started).
+func (g *stages) release() {
 	for _, b := range g.batches {
-		if wait {
-			b.Wait()
-		}
+		b.Wait()
 		b.Free()
 	}
 }
