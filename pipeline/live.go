@@ -618,8 +618,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 			free <- j.b
 		}
 	}
-	// The engine is driven from this goroutine only, on one OS thread;
-	// the batch after which the stream ends first tells the Streamer its
+	// The batch after which the stream ends first tells the Streamer its
 	// length.
 	g.run(ctx, cancel, []func(){reader}, []func(){writer}, func(j job) bool {
 		if j.end > 0 {

@@ -1,7 +1,7 @@
 // Package pipeline runs one restore request as a stream: reader goroutines
-// decode frames into batches, one goroutine drives the model (the GPU's
-// thread), and writer goroutines wait for each batch's results and encode
-// them. Bounded queues sit between the stages, so memory stays flat however
+// decode frames into batches, one goroutine per engine (a device) drives
+// it from its own OS thread, and writer goroutines wait for each batch's
+// results and encode them. Bounded queues sit between the stages, so memory stays flat however
 // long the video is, and no stage waits on another except for real work.
 // Files and live streams (Live) run in the same stage graph (stages.go).
 //
@@ -444,14 +444,12 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 	w.encoder += encoder
 }
 
-// run moves all frames of all streams through eng, in the stage graph
+// run moves all frames of all streams through engs, in the stage graph
 // (stages.go). It returns the first error of any stage; every goroutine
 // has ended when it returns.
 func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
 	inFS := c.in.FrameBytes(c.w, c.h)
 	outFS := c.format.FrameBytes(c.ow, c.oh)
-	// Stream i runs on engine i mod len(engs), each engine (a device) driven
-	// by a goroutine of its own.
 	g := newStages(engs, len(streams), depth, len(streams))
 	defer g.release()
 	work, done, free := g.work, g.done, g.free
@@ -561,9 +559,6 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			}
 		}
 	}
-	// An engine is driven from one goroutine only, on one OS thread (a GPU
-	// context is current per thread): the first from this one, the others
-	// from goroutines of their own.
 	g.run(ctx, cancel, readers, writers, nil)
 	if err := context.Cause(ctx); err != nil {
 		return nil, err
