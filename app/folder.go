@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,8 +34,10 @@ type Folder struct {
 	Params model.Values
 	Batch  int
 
-	// Load loads the model, once, when the first file that gets past
-	// Prepare needs it. The caller frees what it returns.
+	// Load loads the model when the first file that gets past Prepare
+	// needs it, and again for each next file until it succeeds: a failure
+	// ends the run when the images need it, and fails only that video when
+	// a video does. The caller frees what it returns.
 	Load func() (*Loaded, error)
 	// Prepare checks a file's output and probes its input: the output's
 	// encoder settings and the input's Info.
@@ -77,11 +80,14 @@ type FolderReport struct {
 }
 
 // Run restores the folder. It returns an error, and no report, when the
-// run cannot start (the output is a file, the folder holds nothing to
-// restore, two inputs would write one output), when the model does not
-// load for the images, or when the context ends while an image is
-// prepared; a file's failure is in the report.
+// run cannot start (a required hook is nil, the output is a file, the
+// folder holds nothing to restore, two inputs would write one output),
+// when the model does not load for the images, or when the context ends
+// while an image is prepared; a file's failure is in the report.
 func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
+	if f.Load == nil || f.Prepare == nil || f.Video == nil {
+		return nil, errors.New("app.Folder: the hooks Load, Prepare and Video are required")
+	}
 	dir := f.Dir
 	st, err := os.Stat(f.Output)
 	if err == nil && !st.IsDir() {

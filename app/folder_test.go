@@ -136,3 +136,53 @@ func TestFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestFolderHooks: a Folder without a required hook is refused before
+// any work; a Load that fails fails that video only, and is tried again
+// for the next one until it succeeds.
+func TestFolderHooks(t *testing.T) {
+	src := t.TempDir()
+	for _, name := range []string{"a.mkv", "b.mkv", "c.mkv"} {
+		os.WriteFile(filepath.Join(src, name), []byte("x"), 0o644)
+	}
+	loads := 0
+	f := &app.Folder{
+		Dir: src, Output: filepath.Join(t.TempDir(), "out"),
+		Load: func() (*app.Loaded, error) {
+			if loads++; loads == 1 {
+				return nil, errors.New("out of memory")
+			}
+			return &app.Loaded{}, nil
+		},
+		Prepare: func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+			return video.EncodeOptions{}, &video.Info{Path: in, Frames: 1}, nil
+		},
+		Video: func(ctx context.Context, ld *app.Loaded, info *video.Info, out string, enc video.EncodeOptions) (*pipeline.Result, error) {
+			if ld == nil {
+				t.Errorf("%s: no model", info.Path)
+			}
+			return &pipeline.Result{Frames: 1, Output: out}, nil
+		},
+	}
+	for _, unset := range []func(g *app.Folder){
+		func(g *app.Folder) { g.Load = nil },
+		func(g *app.Folder) { g.Prepare = nil },
+		func(g *app.Folder) { g.Video = nil },
+	} {
+		g := *f
+		unset(&g)
+		if _, err := g.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "required") {
+			t.Errorf("a nil hook: %v", err)
+		}
+	}
+	if _, err := os.Stat(f.Output); !os.IsNotExist(err) {
+		t.Errorf("the output folder was made for a refused run: %v", err)
+	}
+	rep, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 1 || !strings.Contains(rep.Files[0].Error, "out of memory") || rep.Files[1].Result == nil || rep.Files[2].Result == nil || loads != 2 {
+		t.Errorf("report %+v, %d loads", rep, loads)
+	}
+}

@@ -502,8 +502,8 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g := newStages([]Engine{eng}, 1, depth, depth)
-	defer g.release(true)
-	if err := g.alloc(depth, most, w, h, r.in, r.format); err != nil {
+	defer g.release()
+	if err := g.alloc(most, w, h, r.in, r.format); err != nil {
 		return err
 	}
 	free, work, done := g.free[0], g.work[0], g.done[0]
@@ -618,8 +618,7 @@ func (r *liveRun) stream(ctx context.Context, dec *video.LiveDecoder, idle *idle
 			free <- j.b
 		}
 	}
-	// The engine is driven from this goroutine only, on one OS thread;
-	// the batch after which the stream ends first tells the Streamer its
+	// The batch after which the stream ends first tells the Streamer its
 	// length.
 	g.run(ctx, cancel, []func(){reader}, []func(){writer}, func(j job) bool {
 		if j.end > 0 {

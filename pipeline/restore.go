@@ -1,7 +1,7 @@
 // Package pipeline runs one restore request as a stream: reader goroutines
-// decode frames into batches, one goroutine drives the model (the GPU's
-// thread), and writer goroutines wait for each batch's results and encode
-// them. Bounded queues sit between the stages, so memory stays flat however
+// decode frames into batches, one goroutine per engine (a device) drives
+// it from its own OS thread, and writer goroutines wait for each batch's
+// results and encode them. Bounded queues sit between the stages, so memory stays flat however
 // long the video is, and no stage waits on another except for real work.
 // Files and live streams (Live) run in the same stage graph (stages.go).
 //
@@ -444,16 +444,14 @@ func (w *writerWaits) add(model, encoder time.Duration) {
 	w.encoder += encoder
 }
 
-// run moves all frames of all streams through eng, in the stage graph
+// run moves all frames of all streams through engs, in the stage graph
 // (stages.go). It returns the first error of any stage; every goroutine
 // has ended when it returns.
 func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, engs []Engine, c config) (*writerWaits, error) {
 	inFS := c.in.FrameBytes(c.w, c.h)
 	outFS := c.format.FrameBytes(c.ow, c.oh)
-	// Stream i runs on engine i mod len(engs), each engine (a device) driven
-	// by a goroutine of its own.
 	g := newStages(engs, len(streams), depth, len(streams))
-	defer g.release(false)
+	defer g.release()
 	work, done, free := g.work, g.done, g.free
 	size := func(i int) int { return c.batch }
 	if c.plan != nil {
@@ -463,7 +461,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			c.batch = max(c.batch, n)
 		}
 	}
-	if err := g.alloc(depth, c.batch, c.w, c.h, c.in, c.format); err != nil {
+	if err := g.alloc(c.batch, c.w, c.h, c.in, c.format); err != nil {
 		return nil, err
 	}
 	fail := func(err error) { cancel(err) }
@@ -513,6 +511,10 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				select {
 				case jj, ok := <-done[i]:
 					if !ok {
+						// Every driver has ended and the engine gave
+						// fewer frames than the segment holds (its
+						// OutCounter counts fall short): run then
+						// reports the frames missing.
 						return
 					}
 					j = jj
@@ -557,15 +559,8 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 			}
 		}
 	}
-	// An engine is driven from one goroutine only, on one OS thread (a GPU
-	// context is current per thread): the first from this one, the others
-	// from goroutines of their own.
 	g.run(ctx, cancel, readers, writers, nil)
 	if err := context.Cause(ctx); err != nil {
-		// Batches may still be in use by the engine; wait before freeing.
-		for _, b := range g.batches {
-			b.Wait()
-		}
 		return nil, err
 	}
 	if n := int(written.Load()); n != c.total {

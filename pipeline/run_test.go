@@ -362,3 +362,44 @@ func TestEngines(t *testing.T) {
 		t.Errorf("a failing rank: %v", err)
 	}
 }
+
+// shortEngine's batches give one frame fewer than they were given (an
+// OutCounter that falls short).
+type shortEngine struct{ fakeEngine }
+
+type shortBatch struct {
+	*fakeBatch
+	n int
+}
+
+func (b *shortBatch) OutFrames() int { return max(b.n-1, 0) }
+
+func (e *shortEngine) NewBatch(n, w, h int, in, f backend.PixelFormat) (backend.Batch, error) {
+	b, err := e.fakeEngine.NewBatch(n, w, h, in, f)
+	return &shortBatch{fakeBatch: b.(*fakeBatch)}, err
+}
+
+func (e *shortEngine) Start(ctx context.Context, bt backend.Batch, k int) error {
+	b := bt.(*shortBatch)
+	b.n = k
+	return e.fakeEngine.Start(ctx, b.fakeBatch, k)
+}
+
+// TestShortOutput: an engine that gives fewer frames than the segments
+// hold ends the run with an error (the writers stop when the drivers
+// have ended), not a hang.
+func TestShortOutput(t *testing.T) {
+	noLeaks(t)
+	s := newSetup(20, 2, fakeSource{failAt: -1}, sinkCfg{failAt: -1})
+	done := make(chan error, 1)
+	go func() { done <- s.run(context.Background(), &shortEngine{fakeEngine{failAt: -1}}, 20, 4) }()
+	select {
+	case err := <-done:
+		// 2 segments of 10 frames in batches of 4, 4 and 2: 6 batches.
+		if err == nil || !strings.Contains(err.Error(), "wrote 14 of 20 frames") {
+			t.Errorf("short output: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not end when the engine gave too few frames")
+	}
+}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type job struct {
 // stages holds the queues and batches of a stage graph.
 type stages struct {
 	engs    []Engine
+	depth   int                  // batches per stream
 	free    []chan backend.Batch // per stream: its batches not in use
 	work    []chan job           // per engine: batches to start
 	done    []chan job           // per stream: batches started
@@ -49,7 +51,7 @@ type stages struct {
 // newStages makes the queues of streams streams on engs: depth batches per
 // stream (free and done) and work jobs per engine.
 func newStages(engs []Engine, streams, depth, work int) *stages {
-	g := &stages{engs: engs, work: make([]chan job, len(engs)), done: make([]chan job, streams), free: make([]chan backend.Batch, streams)}
+	g := &stages{engs: engs, depth: depth, work: make([]chan job, len(engs)), done: make([]chan job, streams), free: make([]chan backend.Batch, streams)}
 	for e := range g.work {
 		g.work[e] = make(chan job, work)
 	}
@@ -60,12 +62,13 @@ func newStages(engs []Engine, streams, depth, work int) *stages {
 	return g
 }
 
-// alloc makes depth batches per stream on its engine, of batch frames of
-// w x h in the format in, out in format, and puts them on its free queue.
-// Those made before an error are freed by release.
-func (g *stages) alloc(depth, batch, w, h int, in, format backend.PixelFormat) error {
+// alloc makes the depth batches of each stream (newStages's) on its
+// engine, of batch frames of w x h in the format in, out in format, and
+// puts them on its free queue. Those made before an error are freed by
+// release.
+func (g *stages) alloc(batch, w, h int, in, format backend.PixelFormat) error {
 	for i := range g.free {
-		for range depth {
+		for range g.depth {
 			b, err := g.engs[i%len(g.engs)].NewBatch(batch, w, h, in, format)
 			if err != nil {
 				return err
@@ -77,25 +80,29 @@ func (g *stages) alloc(depth, batch, w, h int, in, format backend.PixelFormat) e
 	return nil
 }
 
-// release frees the batches, waiting first for the engine to be done
-// with each when wait is set.
-func (g *stages) release(wait bool) {
+// release frees the batches, each once the engine is done with it: after
+// an error a batch may still be in use (Wait returns at once for one
+// already waited for or never started).
+func (g *stages) release() {
 	for _, b := range g.batches {
-		if wait {
-			b.Wait()
-		}
+		b.Wait()
 		b.Free()
 	}
 }
 
-// run runs reader i and writer i of each stream on goroutines of their
+// run runs reader i and writer i of each stream i on goroutines of their
 // own, the first engine's driver on the calling goroutine and the others'
 // on goroutines of their own, and returns when the drivers and writers
-// have ended. The work queues close when every reader has returned (a
-// driver then ends), the done queues when every driver has. start, if
-// set, is asked before a batch is started whether to start it (false:
-// it has dealt with the batch).
+// have ended. There is one reader and one writer per stream: it panics
+// unless len(readers) == len(writers) == the streams of newStages. The
+// work queues close when every reader has returned (a driver then ends),
+// the done queues when every driver has (a writer that ranges over its
+// done queue then ends). start, if set, is asked before a batch is
+// started whether to start it (false: it has dealt with the batch).
 func (g *stages) run(ctx context.Context, cancel context.CancelCauseFunc, readers, writers []func(), start func(j job) bool) {
+	if len(readers) != len(g.free) || len(writers) != len(g.free) {
+		panic(fmt.Sprintf("pipeline: %d readers and %d writers for %d streams", len(readers), len(writers), len(g.free)))
+	}
 	var rs, ws sync.WaitGroup
 	for i := range readers {
 		rs.Add(1)
