@@ -51,16 +51,16 @@ func overBudget(w, h int, limit int64) bool {
 	return w > 0 && h > 0 && int64(h) > limit/int64(w)
 }
 
-// fits checks r's output against the pixel budget: the runner's Sizer on
-// input (a path this process may open), else r's own size. The Sizer's
-// error (an input that cannot be probed, a request the model cannot run
-// on it) is returned as such.
-func (s *Service) fits(ctx context.Context, r *Request, input string) error {
+// fits checks r's output against the pixel budget of limit pixels: the
+// runner rn's Sizer on input (a path this process may open), else r's own
+// size. The Sizer's error (an input that cannot be probed, a request the
+// model cannot run on it) is returned as such.
+func fits(ctx context.Context, rn Runner, limit int64, r *Request, input string) error {
 	w, h := 0, 0
 	if len(r.Size) == 2 {
 		h, w = r.Size[0], r.Size[1]
 	}
-	if sz, ok := s.runner.(Sizer); ok {
+	if sz, ok := rn.(Sizer); ok {
 		sw, sh, err := sz.OutputSize(ctx, r, input)
 		if err != nil {
 			return err
@@ -70,10 +70,10 @@ func (s *Service) fits(ctx context.Context, r *Request, input string) error {
 			w, h = sw, sh
 		}
 	}
-	if !overBudget(w, h, s.cfg.MaxOutputPixels) {
+	if !overBudget(w, h, limit) {
 		return nil
 	}
-	e := &budgetError{w: w, h: h, limit: s.cfg.MaxOutputPixels}
+	e := &budgetError{w: w, h: h, limit: limit}
 	if len(r.Size) == 2 && (r.Size[0] != h || r.Size[1] != w) {
 		e.size = r.Size
 	}
@@ -85,13 +85,13 @@ func (s *Service) fits(ctx context.Context, r *Request, input string) error {
 // opened and probed through its descriptor. Only an output known to be
 // over the budget is refused: an input the runner cannot probe is the
 // run's to report, as it was.
-func (s *Service) fitsAtSubmit(ctx context.Context, r *Request, input string) error {
-	f, err := openIn(s.cfg.InputRoot, input)
+func (a *api) fitsAtSubmit(ctx context.Context, r *Request, input string) error {
+	f, err := openIn(a.cfg.InputRoot, input)
 	if err != nil {
 		return nil // resolved a moment ago; the run reports what happened
 	}
 	defer f.Close()
-	err = s.fits(ctx, r, video.FDPath(f, input))
+	err = fits(ctx, a.runner, a.cfg.MaxOutputPixels, r, video.FDPath(f, input))
 	if _, over := err.(*budgetError); over {
 		return err
 	}
@@ -109,7 +109,7 @@ func (s *Service) checkRun(ctx context.Context, work *Task) (string, error) {
 	if err := CheckRequest(&r); err != nil {
 		return "BadRequest", err
 	}
-	switch err := s.fits(ctx, &r, work.Input); err.(type) {
+	switch err := fits(ctx, s.runner, s.cfg.MaxOutputPixels, &r, work.Input); err.(type) {
 	case nil:
 		return "", nil
 	case *budgetError:

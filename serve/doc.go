@@ -8,10 +8,14 @@
 // worker without HTTP that takes its tasks from that work queue. The
 // package is cut along the seams between them:
 //
-//   - The HTTP API: the routes and handlers (http.go), the listener and
-//     its limits on clients (server.go), requests' paths, inputs and
-//     uploads (paths.go, inputs.go, budget.go, uploads.go, check.go), live
-//     sessions (streams.go, streamurl.go) and the metrics (metrics.go).
+//   - The HTTP API: the api type that Handler builds (http.go), whose
+//     methods are the handlers of the routes and the checks of what they
+//     take: tasks (http.go; their paths, inputs and output sizes in
+//     paths.go, inputs.go, budget.go, check.go), uploads (uploads.go) and
+//     live sessions (streams.go, streamurl.go). It reaches the scheduler
+//     and the cluster only through the few methods its doc lists. Beside
+//     it, the listener and its limits on clients (server.go) and the
+//     metrics (metrics.go).
 //   - The scheduler: the tasks, their queue and the workers that run them
 //     (scheduler.go, queue.go, task.go), placing results and guarding
 //     outputs (result.go, owner.go).

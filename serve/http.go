@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"mime"
 	"net/http"
 	"os"
@@ -26,30 +26,60 @@ import (
 // maxJSON bounds a JSON request body.
 const maxJSON = 1 << 20
 
+// api is the HTTP API of a Service (Handler): the handlers of its routes,
+// the checks of the requests they take, uploads and live sessions. It
+// holds what they read (the Service's configuration, runner, mode and
+// work queue, its upload budget, stream allow rules and live sessions)
+// and reaches the rest of the Service only through svc's scheduler and
+// cluster methods: submit, cancel, get, list, queuePos, snapshot and
+// launch (scheduler.go), and verifySeal (seal.go).
+type api struct {
+	cfg     *Config // the Service's, with its defaults
+	runner  Runner
+	mode    mode
+	log     *slog.Logger
+	wq      WorkQueue // nil for New
+	svc     *Service
+	uploads *uploadBudget
+	allow   []allowRule
+	live    *streams
+	metrics http.Handler
+}
+
+// newAPI returns the HTTP API of s.
+func (s *Service) newAPI() *api {
+	return &api{
+		cfg: &s.cfg, runner: s.runner, mode: s.mode, log: s.log, wq: s.wq, svc: s,
+		uploads: &s.uploads, allow: s.allow, live: &s.live,
+		metrics: promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}),
+	}
+}
+
 // Handler returns the service's HTTP API.
 func (s *Service) Handler() http.Handler {
+	a := s.newAPI()
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tasks/video/{$}", s.handleCreate)
-	mux.HandleFunc("POST /v1/tasks/video", s.handleCreate) // without the slash: LightX2V redirects, vsr serves it
-	mux.HandleFunc("POST /v1/tasks/{$}", s.handleCreate)   // LightX2V's deprecated alias
-	mux.HandleFunc("POST /v1/tasks/video/upload", s.handleUpload)
-	mux.HandleFunc("GET /v1/tasks/{$}", s.handleList)
-	mux.HandleFunc("GET /v1/tasks/queue/status", s.handleQueue)
-	mux.HandleFunc("GET /v1/tasks/{id}/status", s.handleStatus)
-	mux.HandleFunc("GET /v1/tasks/{id}/result", s.handleResult)
-	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handleCancel)
-	mux.HandleFunc("GET /v1/service/status", s.handleServiceStatus)
-	mux.HandleFunc("POST /v1/streams", s.handleStreamCreate)
-	mux.HandleFunc("GET /v1/streams", s.handleStreamList)
-	mux.HandleFunc("GET /v1/streams/{id}", s.handleStreamGet)
-	mux.HandleFunc("DELETE /v1/streams/{id}", s.handleStreamStop)
-	mux.HandleFunc("GET /v1/service/metadata", s.handleMetadata)
+	mux.HandleFunc("POST /v1/tasks/video/{$}", a.handleCreate)
+	mux.HandleFunc("POST /v1/tasks/video", a.handleCreate) // without the slash: LightX2V redirects, vsr serves it
+	mux.HandleFunc("POST /v1/tasks/{$}", a.handleCreate)   // LightX2V's deprecated alias
+	mux.HandleFunc("POST /v1/tasks/video/upload", a.handleUpload)
+	mux.HandleFunc("GET /v1/tasks/{$}", a.handleList)
+	mux.HandleFunc("GET /v1/tasks/queue/status", a.handleQueue)
+	mux.HandleFunc("GET /v1/tasks/{id}/status", a.handleStatus)
+	mux.HandleFunc("GET /v1/tasks/{id}/result", a.handleResult)
+	mux.HandleFunc("DELETE /v1/tasks/{id}", a.handleCancel)
+	mux.HandleFunc("GET /v1/service/status", a.handleServiceStatus)
+	mux.HandleFunc("POST /v1/streams", a.handleStreamCreate)
+	mux.HandleFunc("GET /v1/streams", a.handleStreamList)
+	mux.HandleFunc("GET /v1/streams/{id}", a.handleStreamGet)
+	mux.HandleFunc("DELETE /v1/streams/{id}", a.handleStreamStop)
+	mux.HandleFunc("GET /v1/service/metadata", a.handleMetadata)
 	health := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /health", health) // LightX2V's name
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", a.metrics)
 	// The same paths with other methods: 405 as JSON (the mux's own is text).
 	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
 		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata",
@@ -61,7 +91,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return s.auth(mux)
+	return a.auth(mux)
 }
 
 // auth requires the bearer token, when one is configured, on every
@@ -69,14 +99,14 @@ func (s *Service) Handler() http.Handler {
 // configured, passes on GET and HEAD requests only (403 on the others).
 // The scheme is case-insensitive (RFC 7235). The comparisons take the same
 // time whatever the token sent.
-func (s *Service) auth(next http.Handler) http.Handler {
-	if s.cfg.Token == "" {
+func (a *api) auth(next http.Handler) http.Handler {
+	if a.cfg.Token == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(s.cfg.Token))
+	want := sha256.Sum256([]byte(a.cfg.Token))
 	var read [sha256.Size]byte
-	if s.cfg.ReadToken != "" {
-		read = sha256.Sum256([]byte(s.cfg.ReadToken))
+	if a.cfg.ReadToken != "" {
+		read = sha256.Sum256([]byte(a.cfg.ReadToken))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/health" {
@@ -85,7 +115,7 @@ func (s *Service) auth(next http.Handler) http.Handler {
 			got = strings.TrimLeft(got, " ")
 			sum := sha256.Sum256([]byte(got))
 			full := subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-			readOnly := s.cfg.ReadToken != "" && subtle.ConstantTimeCompare(sum[:], read[:]) == 1
+			readOnly := a.cfg.ReadToken != "" && subtle.ConstantTimeCompare(sum[:], read[:]) == 1
 			switch {
 			case !ok || !full && !readOnly:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="vsr"`)
@@ -176,31 +206,31 @@ func jsonKind(t reflect.Type) string {
 
 // check validates a decoded request (CheckRequest), then has the runner
 // check it (Validator).
-func (s *Service) check(ctx context.Context, r *Request) error {
+func (a *api) check(ctx context.Context, r *Request) error {
 	if err := CheckRequest(r); err != nil {
 		return err
 	}
-	if v, ok := s.runner.(Validator); ok {
+	if v, ok := a.runner.(Validator); ok {
 		return v.Validate(ctx, r)
 	}
 	return nil
 }
 
-func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req Request
 	// A body trickled in more slowly than this is refused (408).
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout))
 	if code, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxJSON), &req); err != nil {
 		writeError(w, code, err.Error())
 		return
 	}
-	s.create(w, r, &req, "")
+	a.create(w, r, &req, "")
 }
 
 // create validates req, resolves its paths and queues it. upload is the
 // hidden path of an uploaded input, renamed when the task is stored and
 // removed if it is refused.
-func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, upload string) {
+func (a *api) create(w http.ResponseWriter, hr *http.Request, req *Request, upload string) {
 	refuse := func(code int, msg string) {
 		if upload != "" {
 			os.Remove(upload)
@@ -210,7 +240,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		}
 		writeError(w, code, msg)
 	}
-	if err := s.check(hr.Context(), req); err != nil {
+	if err := a.check(hr.Context(), req); err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
@@ -222,14 +252,14 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	if upload != "" {
 		// The hidden name is ".upload-RANDOM[.ext]": keep only its extension.
 		ext := filepath.Ext(strings.TrimPrefix(filepath.Base(upload), "."))
-		t.Input, t.Upload = filepath.Join(s.cfg.InputRoot, uploadPrefix+newID()+ext), true
+		t.Input, t.Upload = filepath.Join(a.cfg.InputRoot, uploadPrefix+newID()+ext), true
 		req.VideoPath = t.Input
 		t.Request.VideoPath = t.Input
-	} else if t.Input, err = resolveInput(s.cfg.InputRoot, req.VideoPath); err != nil {
+	} else if t.Input, err = resolveInput(a.cfg.InputRoot, req.VideoPath); err != nil {
 		refuse(err.(*pathError).code, err.Error())
 		return
 	}
-	if t.Output, err = resolveOutput(s.cfg.OutputRoot, req.SaveResultPath, t.ID); err != nil {
+	if t.Output, err = resolveOutput(a.cfg.OutputRoot, req.SaveResultPath, t.ID); err != nil {
 		refuse(err.(*pathError).code, err.Error())
 		return
 	}
@@ -237,7 +267,7 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 		refuse(http.StatusBadRequest, "save_result_path is the input file")
 		return
 	}
-	if err := s.checkInput(hr.Context(), req, t.Input, upload); err != nil {
+	if err := a.checkInput(hr.Context(), req, t.Input, upload); err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
@@ -245,31 +275,31 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	if upload != "" {
 		in = upload
 	}
-	if err := s.fitsAtSubmit(hr.Context(), &t.Request, in); err != nil {
+	if err := a.fitsAtSubmit(hr.Context(), &t.Request, in); err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	if upload != "" && s.cfg.NATS != nil && s.cfg.NATS.Files {
+	if upload != "" && a.cfg.NATS != nil && a.cfg.NATS.Files {
 		// The workers take the upload from the object store, under a
 		// name of this submission's own (uploadObject): one refused as a
 		// duplicate replaces no other task's upload.
-		if err := s.wq.PutUpload(uploadObject(t), upload); err != nil {
+		if err := a.wq.PutUpload(uploadObject(t), upload); err != nil {
 			refuse(http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		t.Files = true
 	}
 	var conflict *conflictError
-	err = s.submit(t, upload)
+	err = a.svc.submit(t, upload)
 	if err != nil && t.Files {
-		s.wq.RemoveUpload(uploadObject(t))
+		a.wq.RemoveUpload(uploadObject(t))
 	}
 	switch {
 	case errors.As(err, &conflict):
 		refuse(http.StatusConflict, conflict.msg)
 		return
 	case errors.Is(err, ErrQueueFull):
-		refuse(http.StatusServiceUnavailable, fmt.Sprintf("task queue is full (max %d pending tasks)", s.cfg.MaxQueue))
+		refuse(http.StatusServiceUnavailable, fmt.Sprintf("task queue is full (max %d pending tasks)", a.cfg.MaxQueue))
 		return
 	case errors.Is(err, errDuplicate):
 		refuse(http.StatusConflict, fmt.Sprintf("task_id %q exists", t.ID))
@@ -283,202 +313,6 @@ func (s *Service) create(w http.ResponseWriter, hr *http.Request, req *Request, 
 	}
 	writeJSON(w, http.StatusOK, map[string]string{
 		"task_id": t.ID, "task_status": string(Pending), "save_result_path": t.Output})
-}
-
-// uploadFields maps form field names to whether their JSON value is a
-// string (else the form value is read as JSON: numbers, arrays).
-var uploadFields = func() map[string]bool {
-	m := map[string]bool{}
-	rt := reflect.TypeFor[Request]()
-	for i := range rt.NumField() {
-		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" && name != "video_path" {
-			m[name] = rt.Field(i).Type.Kind() == reflect.String
-		}
-	}
-	return m
-}()
-
-// handleUpload takes a multipart form: the video in part "video" and the
-// request's other fields as form values. The video is stored in the input
-// root under a unique name.
-func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "multipart/form-data" {
-		writeError(w, http.StatusBadRequest, "want a multipart/form-data body with a file part \"video\"")
-		return
-	}
-	if r.ContentLength > s.cfg.MaxUpload+maxJSON {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
-		return
-	}
-	rr := &rateReader{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), grace: s.cfg.UploadGrace, min: s.cfg.MinUploadRate}
-	rr.rc.SetReadDeadline(rr.start.Add(rr.grace))
-	r.Body = http.MaxBytesReader(w, io.NopCloser(rr), s.cfg.MaxUpload+maxJSON)
-	mr, err := r.MultipartReader()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "multipart body: "+err.Error())
-		return
-	}
-	fields := map[string]json.RawMessage{}
-	var upload string
-	var held *os.File // the upload, locked until its task is stored or refused
-	defer func() {
-		if held != nil {
-			held.Close()
-		}
-	}()
-	fail := func(code int, msg string) {
-		if upload != "" {
-			os.Remove(upload)
-		}
-		writeError(w, code, msg)
-	}
-	// bodyErr fails for an error reading the body: over the size limit, or
-	// malformed.
-	bodyErr := func(err error) {
-		if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
-			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", s.cfg.MaxUpload))
-		} else if rr.slow {
-			fail(http.StatusRequestTimeout, s.slowUpload())
-		} else {
-			fail(http.StatusBadRequest, "multipart body: "+err.Error())
-		}
-	}
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			bodyErr(err)
-			return
-		}
-		name := p.FormName()
-		if name == "video" {
-			if upload != "" {
-				fail(http.StatusBadRequest, "more than one \"video\" part")
-				return
-			}
-			var code int
-			held, code, err = s.saveUpload(p)
-			if held != nil {
-				upload = held.Name()
-			}
-			if rr.slow {
-				code, err = http.StatusRequestTimeout, errors.New(s.slowUpload())
-			}
-			if err != nil {
-				fail(code, err.Error())
-				return
-			}
-			continue
-		}
-		isString, ok := uploadFields[name]
-		if !ok {
-			fail(http.StatusBadRequest, fmt.Sprintf("unknown field %q", name))
-			return
-		}
-		v, err := io.ReadAll(io.LimitReader(p, 64<<10))
-		if err != nil {
-			bodyErr(err)
-			return
-		}
-		if isString {
-			v, _ = json.Marshal(string(v))
-		} else if !json.Valid(v) {
-			fail(http.StatusBadRequest, fmt.Sprintf("field %q: %q is not a number or a JSON array", name, v))
-			return
-		}
-		fields[name] = v
-	}
-	if upload == "" {
-		fail(http.StatusBadRequest, "no file part \"video\"")
-		return
-	}
-	body, _ := json.Marshal(fields)
-	var req Request
-	if code, err := decodeRequest(bytes.NewReader(body), &req); err != nil {
-		fail(code, err.Error())
-		return
-	}
-	s.create(w, r, &req, upload)
-}
-
-// saveUpload copies an uploaded file into a hidden temporary in the input
-// root, which takes its final name when the task is stored. The file is
-// returned open and locked (see owner.go): the caller closes it once the
-// task is stored or refused. An upload that would take the uploads in the
-// input root past Config.MaxUploadTotal, or that finds the disk full, is
-// refused with 507.
-func (s *Service) saveUpload(p io.Reader) (*os.File, int, error) {
-	ext := ""
-	if fp, ok := p.(interface{ FileName() string }); ok {
-		ext = outputExt(strings.ToLower(fp.FileName()))
-	}
-	f, err := createLocked(s.cfg.InputRoot, ".upload-*"+ext)
-	if err != nil {
-		if isDiskFull(err) {
-			return nil, http.StatusInsufficientStorage, s.diskFull()
-		}
-		return nil, http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
-	}
-	w := s.uploads.writer(f, s.cfg.InputRoot, s.cfg.MaxUploadTotal)
-	n, err := io.Copy(w, io.LimitReader(p, s.cfg.MaxUpload+1))
-	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil && n > s.cfg.MaxUpload {
-		err = &http.MaxBytesError{Limit: s.cfg.MaxUpload}
-	}
-	w.done(err == nil)
-	if err != nil {
-		os.Remove(f.Name())
-		f.Close()
-		var me *http.MaxBytesError
-		switch {
-		case errors.As(err, &me):
-			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", s.cfg.MaxUpload)
-		case errors.Is(err, errUploadBudget):
-			return nil, http.StatusInsufficientStorage, fmt.Errorf("the uploads waiting in the input root would pass their budget of %d bytes (--max-upload-bytes-total): retry once tasks have finished", s.cfg.MaxUploadTotal)
-		case isDiskFull(err):
-			return nil, http.StatusInsufficientStorage, s.diskFull()
-		}
-		return nil, http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
-	}
-	return f, 0, nil
-}
-
-func (s *Service) diskFull() error {
-	return fmt.Errorf("no space left on the disk of the input root %s: the upload was not stored; retry once tasks have finished, or free space", s.cfg.InputRoot)
-}
-
-func (s *Service) slowUpload() string {
-	return fmt.Sprintf("the upload arrived more slowly than %d bytes/s; the connection was dropped", s.cfg.MinUploadRate)
-}
-
-// uploadPrefix starts the name of an upload stored for a task.
-const uploadPrefix = "upload-"
-
-// rateReader fails reads once the body has arrived more slowly than min
-// bytes/s on average after a grace period, by moving the connection's read
-// deadline as bytes arrive: a client that trickles an upload is dropped.
-type rateReader struct {
-	r     io.Reader
-	rc    *http.ResponseController
-	start time.Time
-	grace time.Duration
-	min   int64
-	n     int64
-	slow  bool // a read hit the deadline (parsers may report it otherwise)
-}
-
-func (r *rateReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n += int64(n)
-	r.slow = r.slow || errors.Is(err, os.ErrDeadlineExceeded)
-	r.rc.SetReadDeadline(r.start.Add(r.grace + time.Duration(float64(r.n)/float64(r.min)*float64(time.Second))))
-	return n, err
 }
 
 // statusView is a task as GET /v1/tasks/{id}/status shows it: LightX2V's
@@ -552,25 +386,25 @@ func view(t *Task, pos int) statusView {
 	return v
 }
 
-func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleList(w http.ResponseWriter, r *http.Request) {
 	out := map[string]statusView{}
-	for _, t := range s.list() {
+	for _, t := range a.svc.list() {
 		out[t.ID] = view(t, 0)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.get(r.PathValue("id"))
+func (a *api) handleStatus(w http.ResponseWriter, r *http.Request) {
+	t, ok := a.svc.get(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "task not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, view(t, s.queuePos(t.ID)))
+	writeJSON(w, http.StatusOK, view(t, a.svc.queuePos(t.ID)))
 }
 
-func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.get(r.PathValue("id"))
+func (a *api) handleResult(w http.ResponseWriter, r *http.Request) {
+	t, ok := a.svc.get(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "task not found")
 		return
@@ -579,20 +413,20 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
-	if s.mode == modeRemote {
+	if a.mode == modeRemote {
 		// A record loaded at a restart may have been rewritten by a
 		// worker since this API accepted it.
-		if err := s.verifySeal(t); err != nil {
+		if err := a.svc.verifySeal(t); err != nil {
 			writeError(w, http.StatusConflict, "task result not served: "+err.Error())
 			return
 		}
 	}
 	if t.Result != "" { // in the NATS object store
-		s.serveObject(w, r, t)
+		a.serveObject(w, r, t)
 		return
 	}
 	// Opened inside the root, so a link swapped in since cannot lead out.
-	f, err := openIn(s.cfg.OutputRoot, t.Output)
+	f, err := openIn(a.cfg.OutputRoot, t.Output)
 	if errors.Is(err, fs.ErrNotExist) {
 		writeError(w, http.StatusNotFound, "task result file does not exist")
 		return
@@ -617,10 +451,10 @@ func (s *Service) handleResult(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, name, st.ModTime(), f)
 }
 
-func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CancelWait)
+func (a *api) handleCancel(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.CancelWait)
 	defer cancel()
-	res, t := s.cancel(ctx, r.PathValue("id"))
+	res, t := a.svc.cancel(ctx, r.PathValue("id"))
 	switch res {
 	case cancelNotFound:
 		writeError(w, http.StatusNotFound, "task not found")
@@ -628,15 +462,15 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "success", "reason": "Task stopped successfully.", "status": string(t.Status)})
 	case cancelStopping:
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "stopping",
-			"reason": fmt.Sprintf("Task is stopping: it did not stop within %s; its status turns cancelled when it does.", s.cfg.CancelWait),
+			"reason": fmt.Sprintf("Task is stopping: it did not stop within %s; its status turns cancelled when it does.", a.cfg.CancelWait),
 			"status": string(t.Status)})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "do_nothing", "reason": fmt.Sprintf("Task already %s.", t.Status), "status": string(t.Status)})
 	}
 }
 
-func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
-	q := s.snapshot(false)
+func (a *api) handleQueue(w http.ResponseWriter, r *http.Request) {
+	q := a.svc.snapshot(false)
 	var cur any
 	if len(q.running) > 0 {
 		cur = q.running[0]
@@ -649,12 +483,12 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 		"current_task":    cur,
 		"pending_count":   pending,
 		"active_count":    active,
-		"queue_size":      s.cfg.MaxQueue,
-		"queue_available": s.cfg.MaxQueue - pending,
+		"queue_size":      a.cfg.MaxQueue,
+		"queue_available": a.cfg.MaxQueue - pending,
 		"pending_tasks":   q.pending,
 	}
-	if s.mode == modeRemote {
-		ws, err := s.wq.Workers()
+	if a.mode == modeRemote {
+		ws, err := a.wq.Workers()
 		if err == nil {
 			out["waiting_for_workers"] = unserved(q.models, ws)
 		}
@@ -662,8 +496,8 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
-	q := s.snapshot(true)
+func (a *api) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
+	q := a.svc.snapshot(true)
 	var cur any
 	status := "idle"
 	if len(q.running) > 0 {
@@ -674,14 +508,14 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"current_task":    cur,
 		"active_tasks":    q.running,
 		"pending_tasks":   len(q.pending),
-		"queue_size":      s.cfg.MaxQueue,
+		"queue_size":      a.cfg.MaxQueue,
 		"total_tasks":     q.total,
 		"completed_tasks": q.byStatus[Completed],
 		"failed_tasks":    q.byStatus[Failed],
 		"cancelled_tasks": q.byStatus[Cancelled],
 	}
-	if s.mode == modeRemote {
-		ws, err := s.wq.Workers()
+	if a.mode == modeRemote {
+		ws, err := a.wq.Workers()
 		if err != nil {
 			ws = nil
 		}
@@ -693,22 +527,22 @@ func (s *Service) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Service) handleMetadata(w http.ResponseWriter, r *http.Request) {
+func (a *api) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{
 		// LightX2V's keys: one process on one device.
 		"nproc_per_node": 1,
-		"model_cls":      s.cfg.ModelClass,
-		"model_path":     s.cfg.Model,
+		"model_cls":      a.cfg.ModelClass,
+		"model_path":     a.cfg.Model,
 
 		"service":     "vsr",
-		"version":     s.cfg.Version,
+		"version":     a.cfg.Version,
 		"task_types":  []string{"video"},
-		"input_root":  s.cfg.InputRoot,
-		"output_root": s.cfg.OutputRoot,
-		"max_queue":   s.cfg.MaxQueue,
-		"max_upload":  s.cfg.MaxUpload,
+		"input_root":  a.cfg.InputRoot,
+		"output_root": a.cfg.OutputRoot,
+		"max_queue":   a.cfg.MaxQueue,
+		"max_upload":  a.cfg.MaxUpload,
 	}
-	if m, ok := s.runner.(Metadataer); ok {
+	if m, ok := a.runner.(Metadataer); ok {
 		for k, v := range m.Metadata() {
 			out[k] = v
 		}

@@ -21,8 +21,8 @@ const inputCheckTimeout = 30 * time.Second
 // when that is set. The file is opened inside the input root with os.Root
 // and must be a regular file; the runner reads that very file through its
 // descriptor, and its messages name it as the client does.
-func (s *Service) checkInput(ctx context.Context, req *Request, path, upload string) error {
-	c, ok := s.runner.(InputChecker)
+func (a *api) checkInput(ctx context.Context, req *Request, path, upload string) error {
+	c, ok := a.runner.(InputChecker)
 	if !ok {
 		return nil
 	}
@@ -31,7 +31,7 @@ func (s *Service) checkInput(ctx context.Context, req *Request, path, upload str
 		path, name = upload, "the uploaded video"
 		quoted = name
 	}
-	f, err := openIn(s.cfg.InputRoot, path)
+	f, err := openIn(a.cfg.InputRoot, path)
 	if err != nil {
 		return fmt.Errorf("video_path %s cannot be opened inside the input root: %v", quoted, unwrapPath(err))
 	}

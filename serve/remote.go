@@ -139,8 +139,8 @@ func unserved(models []string, ws []WorkerInfo) []string {
 
 // serveObject streams task t's result from the object store: the object
 // storeResult names, whatever the record says.
-func (s *Service) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
-	obj, size, err := s.wq.OpenResult(r.Context(), resultObject(t.ID))
+func (a *api) serveObject(w http.ResponseWriter, r *http.Request, t *Task) {
+	obj, size, err := a.wq.OpenResult(r.Context(), resultObject(t.ID))
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())
 		return

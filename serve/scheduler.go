@@ -758,7 +758,7 @@ func (s *Service) stopWorker() {
 		s.closing = true
 		s.mu.Unlock()
 		s.stop()
-		s.stopStreams()
+		s.live.stop()
 		s.workers.Wait()
 		if s.announced != nil { // a worker: gone from the list of workers
 			<-s.announced
@@ -773,6 +773,25 @@ func runningIDs(ts []*Task) []string {
 		ids = append(ids, t.ID)
 	}
 	return ids
+}
+
+// launch runs f in a goroutine that stopWorker waits for, after added
+// (called under the scheduler's lock), unless the Service is stopping:
+// then it calls neither and returns false.
+func (s *scheduler) launch(added, f func()) bool {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	added()
+	s.workers.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.workers.Done()
+		f()
+	}()
+	return true
 }
 
 // isClosing reports whether the Service is stopping (stopWorker).

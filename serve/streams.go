@@ -101,12 +101,12 @@ const (
 // and its URLs against the allow rules, and returns what a runner gets,
 // the request as answers show it (the URLs rebuilt without their secrets)
 // and what takes the secrets out of any other text shown (redactor).
-func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, redact func(string) string, err error) {
-	in, err := s.allowed("input", q.Input)
+func (a *api) checkStream(ctx context.Context, q StreamRequest) (ls LiveSession, shown StreamRequest, redact func(string) string, err error) {
+	in, err := a.allowed("input", q.Input)
 	if err != nil {
 		return ls, shown, nil, err
 	}
-	out, err := s.allowed("output", q.Output)
+	out, err := a.allowed("output", q.Output)
 	if err != nil {
 		return ls, shown, nil, err
 	}
@@ -130,10 +130,10 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	default:
 		r := &Request{Model: q.Model, Params: q.Params, Codec: q.Codec, CRF: q.CRF, Preset: q.Preset,
 			SaveResultPath: "stream" + containerExt[q.Container]}
-		if err = s.check(ctx, r); err == nil && len(r.Size) == 2 && overBudget(r.Size[1], r.Size[0], s.cfg.MaxOutputPixels) {
+		if err = a.check(ctx, r); err == nil && len(r.Size) == 2 && overBudget(r.Size[1], r.Size[0], a.cfg.MaxOutputPixels) {
 			// The size asked for; the model's output for the source's
 			// frames is checked when they come (MaxOutputPixels).
-			err = &budgetError{w: r.Size[1], h: r.Size[0], limit: s.cfg.MaxOutputPixels}
+			err = &budgetError{w: r.Size[1], h: r.Size[0], limit: a.cfg.MaxOutputPixels}
 		}
 	}
 	if err != nil {
@@ -143,7 +143,7 @@ func (s *Service) checkStream(ctx context.Context, q StreamRequest) (ls LiveSess
 	shown.Input, shown.Output = in.Redacted(), out.Redacted()
 	q.Input, q.Output = in.String(), out.String()
 	ls = LiveSession{Request: q, InputProtocols: streamProtocols[in.scheme], OutputProtocols: streamProtocols[out.scheme],
-		InputFormats: streamDemuxers[in.scheme], MaxOutputPixels: s.cfg.MaxOutputPixels}
+		InputFormats: streamDemuxers[in.scheme], MaxOutputPixels: a.cfg.MaxOutputPixels}
 	if in.scheme == "http" || in.scheme == "https" {
 		if in.rule.host == "*" && in.rule.port == 0 {
 			ls.InputFormats = append(slices.Clip(ls.InputFormats), "hls", "dash")
@@ -197,20 +197,20 @@ func redactor(urls ...*streamURL) func(string) string {
 	}
 }
 
-func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
-	sr, ok := s.runner.(StreamRunner)
-	if !ok || s.mode == modeRemote {
+func (a *api) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
+	sr, ok := a.runner.(StreamRunner)
+	if !ok || a.mode == modeRemote {
 		writeError(w, http.StatusServiceUnavailable, "live sessions run where the devices are, and this server has none (--workers 0: vsr worker processes take file tasks only): send streams to a vsr serve that runs on GPUs")
 		return
 	}
 	var q StreamRequest
 	// As a task's: a body trickled in too slowly is refused (408).
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout))
 	if code, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxJSON), &q); err != nil {
 		writeError(w, code, err.Error())
 		return
 	}
-	session, q, redact, err := s.checkStream(r.Context(), q)
+	session, q, redact, err := a.checkStream(r.Context(), q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -219,9 +219,9 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	ls.cancel = cancel
 	session.Stats = func(st pipeline.LiveStats) {
-		s.live.mu.Lock()
+		a.live.mu.Lock()
 		ls.Stats = st
-		s.live.mu.Unlock()
+		a.live.mu.Unlock()
 	}
 	run, err := sr.Stream(ctx, session)
 	if err != nil {
@@ -233,30 +233,21 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, redact(err.Error()))
 		return
 	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		cancel()
-		go run() // ends at once and frees its device
-		writeError(w, http.StatusServiceUnavailable, "the server is shutting down")
-		return
+	added := func() {
+		a.live.mu.Lock()
+		if a.live.byID == nil {
+			a.live.byID = map[string]*liveStream{}
+		}
+		a.live.byID[ls.ID] = ls
+		a.live.mu.Unlock()
 	}
-	s.live.mu.Lock()
-	if s.live.byID == nil {
-		s.live.byID = map[string]*liveStream{}
-	}
-	s.live.byID[ls.ID] = ls
-	s.live.mu.Unlock()
-	s.workers.Add(1) // Close waits for it
-	s.mu.Unlock()
-	go func() {
-		defer s.workers.Done()
+	started := a.svc.launch(added, func() { // Close waits for it
 		defer close(ls.done)
 		defer cancel()
 		err := run()
 		now := time.Now().UTC()
-		s.live.mu.Lock()
-		defer s.live.mu.Unlock()
+		a.live.mu.Lock()
+		defer a.live.mu.Unlock()
 		ls.Ended = &now
 		switch {
 		case ls.stopAsked:
@@ -266,10 +257,16 @@ func (s *Service) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
 		default:
 			ls.Status = "finished"
 		}
-		s.log.Info("live session ended", "stream", ls.ID, "status", ls.Status, "error", ls.Error)
-	}()
-	s.log.Info("live session started", "stream", ls.ID, "input", q.Input, "output", q.Output)
-	writeJSON(w, http.StatusCreated, s.streamView(ls))
+		a.log.Info("live session ended", "stream", ls.ID, "status", ls.Status, "error", ls.Error)
+	})
+	if !started {
+		cancel()
+		go run() // ends at once and frees its device
+		writeError(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	a.log.Info("live session started", "stream", ls.ID, "input", q.Input, "output", q.Output)
+	writeJSON(w, http.StatusCreated, a.live.view(ls))
 }
 
 func newStreamID() string {
@@ -278,71 +275,72 @@ func newStreamID() string {
 	return "s-" + hex.EncodeToString(b)
 }
 
-// streamView copies a session under the lock.
-func (s *Service) streamView(ls *liveStream) liveStream {
-	s.live.mu.Lock()
-	defer s.live.mu.Unlock()
+// view copies a session under the lock.
+func (l *streams) view(ls *liveStream) liveStream {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	v := *ls
 	v.cancel, v.done = nil, nil
 	return v
 }
 
-func (s *Service) stream(id string) *liveStream {
-	s.live.mu.Lock()
-	defer s.live.mu.Unlock()
-	return s.live.byID[id]
+// get returns session id (nil: none).
+func (l *streams) get(id string) *liveStream {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byID[id]
 }
 
-func (s *Service) handleStreamGet(w http.ResponseWriter, r *http.Request) {
-	ls := s.stream(r.PathValue("id"))
+func (a *api) handleStreamGet(w http.ResponseWriter, r *http.Request) {
+	ls := a.live.get(r.PathValue("id"))
 	if ls == nil {
 		writeError(w, http.StatusNotFound, "stream not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.streamView(ls))
+	writeJSON(w, http.StatusOK, a.live.view(ls))
 }
 
-func (s *Service) handleStreamList(w http.ResponseWriter, r *http.Request) {
-	s.live.mu.Lock()
+func (a *api) handleStreamList(w http.ResponseWriter, r *http.Request) {
+	a.live.mu.Lock()
 	var all []*liveStream
-	for _, ls := range s.live.byID {
+	for _, ls := range a.live.byID {
 		all = append(all, ls)
 	}
-	s.live.mu.Unlock()
-	slices.SortFunc(all, func(a, b *liveStream) int { return a.Started.Compare(b.Started) })
+	a.live.mu.Unlock()
+	slices.SortFunc(all, func(x, y *liveStream) int { return x.Started.Compare(y.Started) })
 	views := []liveStream{}
 	for _, ls := range all {
-		views = append(views, s.streamView(ls))
+		views = append(views, a.live.view(ls))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"streams": views})
 }
 
 // handleStreamStop stops a session: its output is finished (an HLS
 // playlist gets its end tag) and its device freed.
-func (s *Service) handleStreamStop(w http.ResponseWriter, r *http.Request) {
-	ls := s.stream(r.PathValue("id"))
+func (a *api) handleStreamStop(w http.ResponseWriter, r *http.Request) {
+	ls := a.live.get(r.PathValue("id"))
 	if ls == nil {
 		writeError(w, http.StatusNotFound, "stream not found")
 		return
 	}
-	s.live.mu.Lock()
+	a.live.mu.Lock()
 	if ls.Ended == nil {
 		ls.stopAsked = true
 	}
-	s.live.mu.Unlock()
+	a.live.mu.Unlock()
 	ls.cancel()
 	select {
 	case <-ls.done:
-	case <-time.After(s.cfg.CancelWait):
+	case <-time.After(a.cfg.CancelWait):
 	}
-	writeJSON(w, http.StatusOK, s.streamView(ls))
+	writeJSON(w, http.StatusOK, a.live.view(ls))
 }
 
-// stopStreams stops every session (at shutdown).
-func (s *Service) stopStreams() {
-	s.live.mu.Lock()
-	defer s.live.mu.Unlock()
-	for _, ls := range s.live.byID {
+// stop stops every session (at shutdown).
+func (l *streams) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ls := range l.byID {
 		if ls.Ended == nil {
 			ls.stopAsked = true
 		}

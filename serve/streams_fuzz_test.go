@@ -79,12 +79,13 @@ func FuzzStreamRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { svc.Close() })
+	api := svc.newAPI()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var q StreamRequest
 		if _, err := decodeRequest(bytes.NewReader(body), &q); err != nil {
 			return
 		}
-		ls, shown, redact, err := svc.checkStream(context.Background(), q)
+		ls, shown, redact, err := api.checkStream(context.Background(), q)
 		if err != nil {
 			return
 		}

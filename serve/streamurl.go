@@ -406,7 +406,7 @@ type checkedURL struct {
 }
 
 // allowed parses a stream URL and checks it against the rules.
-func (s *Service) allowed(field, raw string) (checkedURL, error) {
+func (a *api) allowed(field, raw string) (checkedURL, error) {
 	u, err := parseStreamURL(raw, false)
 	if err != nil {
 		// What is wrong, said of the URL with its password masked: the
@@ -428,12 +428,12 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 			return checkedURL{}, fmt.Errorf("field %q: %s is not a URL vsr takes: want scheme://host:port (a %s URL needs its port)", field, u.Redacted(), u.scheme)
 		}
 	}
-	for i := range s.allow {
-		if s.allow[i].matches(u) {
-			return checkedURL{u, &s.allow[i]}, nil
+	for i := range a.allow {
+		if a.allow[i].matches(u) {
+			return checkedURL{u, &a.allow[i]}, nil
 		}
 	}
-	if len(s.allow) == 0 {
+	if len(a.allow) == 0 {
 		return checkedURL{}, fmt.Errorf("field %q: %s is not allowed: this server allows no stream URLs (start it with --stream-allow scheme://host)", field, u.Redacted())
 	}
 	what := ""
@@ -443,12 +443,12 @@ func (s *Service) allowed(field, raw string) (checkedURL, error) {
 	case u.listen:
 		what = " (to listen, a rule needs ?listen)"
 	}
-	return checkedURL{}, fmt.Errorf("field %q: %s is not allowed%s (--stream-allow lets in %s)", field, u.Redacted(), what, s.allowList())
+	return checkedURL{}, fmt.Errorf("field %q: %s is not allowed%s (--stream-allow lets in %s)", field, u.Redacted(), what, a.allowList())
 }
 
-func (s *Service) allowList() string {
+func (a *api) allowList() string {
 	var l []string
-	for _, r := range s.allow {
+	for _, r := range a.allow {
 		l = append(l, r.String())
 	}
 	return strings.Join(l, ", ")

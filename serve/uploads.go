@@ -1,12 +1,20 @@
 package serve
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // errUploadBudget refuses an upload that would take the uploads in the
@@ -105,4 +113,200 @@ func storedUploads(root string, skip map[string]bool) int64 {
 // isDiskFull reports whether err says the disk or the quota is full.
 func isDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// uploadFields maps form field names to whether their JSON value is a
+// string (else the form value is read as JSON: numbers, arrays).
+var uploadFields = func() map[string]bool {
+	m := map[string]bool{}
+	rt := reflect.TypeFor[Request]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" && name != "video_path" {
+			m[name] = rt.Field(i).Type.Kind() == reflect.String
+		}
+	}
+	return m
+}()
+
+// handleUpload takes a multipart form: the video in part "video" and the
+// request's other fields as form values. The video is stored in the input
+// root under a unique name.
+func (a *api) handleUpload(w http.ResponseWriter, r *http.Request) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		writeError(w, http.StatusBadRequest, "want a multipart/form-data body with a file part \"video\"")
+		return
+	}
+	if r.ContentLength > a.cfg.MaxUpload+maxJSON {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", a.cfg.MaxUpload))
+		return
+	}
+	rr := &rateReader{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), grace: a.cfg.UploadGrace, min: a.cfg.MinUploadRate}
+	rr.rc.SetReadDeadline(rr.start.Add(rr.grace))
+	r.Body = http.MaxBytesReader(w, io.NopCloser(rr), a.cfg.MaxUpload+maxJSON)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "multipart body: "+err.Error())
+		return
+	}
+	fields := map[string]json.RawMessage{}
+	var upload string
+	var held *os.File // the upload, locked until its task is stored or refused
+	defer func() {
+		if held != nil {
+			held.Close()
+		}
+	}()
+	fail := func(code int, msg string) {
+		if upload != "" {
+			os.Remove(upload)
+		}
+		writeError(w, code, msg)
+	}
+	// bodyErr fails for an error reading the body: over the size limit, or
+	// malformed.
+	bodyErr := func(err error) {
+		if me := (*http.MaxBytesError)(nil); errors.As(err, &me) {
+			fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("upload over the limit of %d bytes", a.cfg.MaxUpload))
+		} else if rr.slow {
+			fail(http.StatusRequestTimeout, a.slowUpload())
+		} else {
+			fail(http.StatusBadRequest, "multipart body: "+err.Error())
+		}
+	}
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bodyErr(err)
+			return
+		}
+		name := p.FormName()
+		if name == "video" {
+			if upload != "" {
+				fail(http.StatusBadRequest, "more than one \"video\" part")
+				return
+			}
+			var code int
+			held, code, err = a.saveUpload(p)
+			if held != nil {
+				upload = held.Name()
+			}
+			if rr.slow {
+				code, err = http.StatusRequestTimeout, errors.New(a.slowUpload())
+			}
+			if err != nil {
+				fail(code, err.Error())
+				return
+			}
+			continue
+		}
+		isString, ok := uploadFields[name]
+		if !ok {
+			fail(http.StatusBadRequest, fmt.Sprintf("unknown field %q", name))
+			return
+		}
+		v, err := io.ReadAll(io.LimitReader(p, 64<<10))
+		if err != nil {
+			bodyErr(err)
+			return
+		}
+		if isString {
+			v, _ = json.Marshal(string(v))
+		} else if !json.Valid(v) {
+			fail(http.StatusBadRequest, fmt.Sprintf("field %q: %q is not a number or a JSON array", name, v))
+			return
+		}
+		fields[name] = v
+	}
+	if upload == "" {
+		fail(http.StatusBadRequest, "no file part \"video\"")
+		return
+	}
+	body, _ := json.Marshal(fields)
+	var req Request
+	if code, err := decodeRequest(bytes.NewReader(body), &req); err != nil {
+		fail(code, err.Error())
+		return
+	}
+	a.create(w, r, &req, upload)
+}
+
+// saveUpload copies an uploaded file into a hidden temporary in the input
+// root, which takes its final name when the task is stored. The file is
+// returned open and locked (see owner.go): the caller closes it once the
+// task is stored or refused. An upload that would take the uploads in the
+// input root past Config.MaxUploadTotal, or that finds the disk full, is
+// refused with 507.
+func (a *api) saveUpload(p io.Reader) (*os.File, int, error) {
+	ext := ""
+	if fp, ok := p.(interface{ FileName() string }); ok {
+		ext = outputExt(strings.ToLower(fp.FileName()))
+	}
+	f, err := createLocked(a.cfg.InputRoot, ".upload-*"+ext)
+	if err != nil {
+		if isDiskFull(err) {
+			return nil, http.StatusInsufficientStorage, a.diskFull()
+		}
+		return nil, http.StatusInternalServerError, fmt.Errorf("store upload: %v", err)
+	}
+	w := a.uploads.writer(f, a.cfg.InputRoot, a.cfg.MaxUploadTotal)
+	n, err := io.Copy(w, io.LimitReader(p, a.cfg.MaxUpload+1))
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil && n > a.cfg.MaxUpload {
+		err = &http.MaxBytesError{Limit: a.cfg.MaxUpload}
+	}
+	w.done(err == nil)
+	if err != nil {
+		os.Remove(f.Name())
+		f.Close()
+		var me *http.MaxBytesError
+		switch {
+		case errors.As(err, &me):
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("upload over the limit of %d bytes", a.cfg.MaxUpload)
+		case errors.Is(err, errUploadBudget):
+			return nil, http.StatusInsufficientStorage, fmt.Errorf("the uploads waiting in the input root would pass their budget of %d bytes (--max-upload-bytes-total): retry once tasks have finished", a.cfg.MaxUploadTotal)
+		case isDiskFull(err):
+			return nil, http.StatusInsufficientStorage, a.diskFull()
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("read upload: %v", err)
+	}
+	return f, 0, nil
+}
+
+func (a *api) diskFull() error {
+	return fmt.Errorf("no space left on the disk of the input root %s: the upload was not stored; retry once tasks have finished, or free space", a.cfg.InputRoot)
+}
+
+func (a *api) slowUpload() string {
+	return fmt.Sprintf("the upload arrived more slowly than %d bytes/s; the connection was dropped", a.cfg.MinUploadRate)
+}
+
+// uploadPrefix starts the name of an upload stored for a task.
+const uploadPrefix = "upload-"
+
+// rateReader fails reads once the body has arrived more slowly than min
+// bytes/s on average after a grace period, by moving the connection's read
+// deadline as bytes arrive: a client that trickles an upload is dropped.
+type rateReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	grace time.Duration
+	min   int64
+	n     int64
+	slow  bool // a read hit the deadline (parsers may report it otherwise)
+}
+
+func (r *rateReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	r.slow = r.slow || errors.Is(err, os.ErrDeadlineExceeded)
+	r.rc.SetReadDeadline(r.start.Add(r.grace + time.Duration(float64(r.n)/float64(r.min)*float64(time.Second))))
+	return n, err
 }
