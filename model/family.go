@@ -199,7 +199,7 @@ func Find(spec string) (Family, error) {
 			return nil, fmt.Errorf("--model: %w", err)
 		}
 	} else if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled or fetchable model name (see `vsr models`)", spec)
+		return nil, fmt.Errorf("--model %q: no such file or directory, and no model vsr knows by that name: give %s", spec, Specs())
 	}
 	for _, f := range fams {
 		if e, ok := f.(Explainer); ok {
