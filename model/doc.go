@@ -30,6 +30,12 @@
 //   - Grouper: the family's models run one video on several devices at
 //     once (they are Grouped). Without it, a service gives each task one
 //     device unless told otherwise.
+//   - Inspector: check a checkpoint without loading it, listing every
+//     problem (vsr checkpoint inspect). Without it, the command takes no
+//     checkpoint of the family.
+//   - Synther: write a synthetic checkpoint for tests and benchmarks (vsr
+//     checkpoint synth). Without it, the command does not offer the
+//     family.
 //
 // Models:
 //   - Sizer: tell a session's largest frames without making one. Without

@@ -13,8 +13,12 @@ import (
 // addFamilyFlags adds a flag for each parameter of every registered model
 // family (a name that families share is one flag), with the family's
 // default and help.
-func addFamilyFlags(fl *pflag.FlagSet) {
-	for _, p := range model.AllParams() {
+func addFamilyFlags(fl *pflag.FlagSet) { addParamFlags(fl, model.AllParams()) }
+
+// addParamFlags adds a flag for each of params, with its default and
+// help.
+func addParamFlags(fl *pflag.FlagSet, params []model.Param) {
+	for _, p := range params {
 		short := p.Short
 		if fl.ShorthandLookup(short) != nil {
 			short = "" // taken by a flag of the command
@@ -69,7 +73,6 @@ func dtypeHelp() string {
 // --dtype fp8 sets fp8Param to fp8 (and app.StorageType makes it bf16
 // storage).
 func familyValues(fl *pflag.FlagSet) (model.Values, error) {
-	set := model.Values{}
 	if d := fl.Lookup("dtype"); d != nil && d.Value.String() == "fp8" {
 		if v := fl.Lookup(fp8Param); v != nil && fl.Changed(fp8Param) && v.Value.String() != "fp8" {
 			return nil, fmt.Errorf("--dtype fp8 with --%s %s: give one of them", fp8Param, v.Value.String())
@@ -78,7 +81,14 @@ func familyValues(fl *pflag.FlagSet) (model.Values, error) {
 			return nil, err
 		}
 	}
-	for _, p := range model.AllParams() {
+	return paramValues(fl, model.AllParams())
+}
+
+// paramValues returns the values of params (flags of addParamFlags) set
+// on the command line.
+func paramValues(fl *pflag.FlagSet, params []model.Param) (model.Values, error) {
+	set := model.Values{}
+	for _, p := range params {
 		if !fl.Changed(p.Name) {
 			continue
 		}

@@ -389,6 +389,8 @@ var (
 	_ model.Explainer    = family{}
 	_ model.Grouper      = family{}
 	_ model.HeaderLoader = family{}
+	_ model.Inspector    = family{}
+	_ model.Synther      = family{}
 	_ model.Sizer        = (*resident)(nil)
 	_ model.Checker      = (*resident)(nil)
 	_ model.Warmer       = (*resident)(nil)
