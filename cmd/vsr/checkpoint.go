@@ -24,12 +24,12 @@ func newCheckpoint() *cobra.Command {
 
 func newCheckpointInspect() *cobra.Command {
 	var asJSON bool
-	inspectors := map[string]model.Inspector{}
+	var inspectors []model.Family // the families that inspect checkpoints
 	var helps, specs []string
 	var lists [][]model.Param
 	for _, f := range model.Families() {
 		if i, ok := f.(model.Inspector); ok {
-			inspectors[f.Name()] = i
+			inspectors = append(inspectors, f)
 			helps = append(helps, i.InspectHelp())
 			specs = append(specs, f.About().Spec)
 			lists = append(lists, i.InspectParams())
@@ -48,8 +48,8 @@ func newCheckpointInspect() *cobra.Command {
 				return err
 			}
 			var found model.Family
-			for _, f := range model.Families() {
-				if i := inspectors[f.Name()]; i == nil || !i.Inspects(path) {
+			for _, f := range inspectors {
+				if !f.(model.Inspector).Inspects(path) {
 					continue
 				}
 				if found != nil {
@@ -64,7 +64,7 @@ func newCheckpointInspect() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			i := inspectors[found.Name()]
+			i := found.(model.Inspector)
 			r, err := i.Inspect(path, model.Params{Set: set, Default: model.Defaults(i.InspectParams())})
 			if err != nil {
 				return err
