@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"io"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/parallel"
@@ -26,7 +27,7 @@ type Family interface {
 	StorageType() string
 	// Params are the per-request parameters, in the order help shows them.
 	// A parameter another family has too (the same Name) has the same
-	// Kind and Default; its Help is this family's own (see AllParams).
+	// Kind and Default; its Help is this family's own (see MergeParams).
 	Params() []Param
 	// About is what help and messages say of the family.
 	About() About
@@ -114,6 +115,49 @@ type Explainer interface {
 // told otherwise; for other families, one device a task.
 type Grouper interface {
 	Grouped() bool
+}
+
+// Inspector is implemented by families that can check a checkpoint
+// without loading its weights and list every problem with it (vsr
+// checkpoint inspect). Inspects reports whether path, which exists, has
+// the form of the family's checkpoints (a directory, a file), whatever it
+// holds: the one family that says so inspects it. InspectHelp says what
+// Inspect checks, and InspectParams are its options besides the path
+// (flags of the command, each Help naming the family). Inspect returns
+// its report, problems and all, or an error when path is no checkpoint of
+// the family at all (a PyTorch pickle, a directory without the layout's
+// files). vsr checkpoint inspect reads no checkpoint of a family without
+// it.
+type Inspector interface {
+	Inspects(path string) bool
+	InspectHelp() string
+	InspectParams() []Param
+	Inspect(path string, p Params) (*Inspection, error)
+}
+
+// Inspection is an Inspector's report on a checkpoint.
+type Inspection struct {
+	// Report is the report as data, for JSON.
+	Report any
+	// Text is the report as text, each line ending in "\n".
+	Text string
+	// Problems lists what is wrong with the checkpoint (none for one the
+	// family loads).
+	Problems []string
+}
+
+// Synther is implemented by families that can write a synthetic
+// checkpoint in their published layout, with deterministic random
+// weights, for tests and benchmarks (vsr checkpoint synth --family NAME).
+// SynthHelp says what Synth writes, and SynthParams are its options
+// besides the output path and the seed (flags of the command, each Help
+// naming the family). Synth writes the checkpoint to out, then a line
+// saying what it wrote to w. A family without it has no synthetic
+// checkpoints: synth's --family does not take it.
+type Synther interface {
+	SynthHelp() string
+	SynthParams() []Param
+	Synth(w io.Writer, out string, seed uint64, p Params) error
 }
 
 // IsGrouped reports whether f's models run one video on several devices

@@ -6,11 +6,16 @@
 // changed by a request.
 //
 // Families register themselves from their package's init function
-// (Register); the application imports each family package once, blank, so
-// adding a family means adding a package and that one import. Whatever
-// lists the families (the --model help, Find's message, the help of a
-// parameter that several families share) is built from the registry: a
-// family says what it is in its About and its Params.
+// (Register); package app imports each family package once, blank
+// (app.go). Adding a family means adding its package and that one import:
+// whatever lists the families or acts on each (the --model help, Find's
+// messages, the help of a parameter that several families share, of
+// --dtype and of --ranks-per-task, vsr checkpoint inspect and synth) is
+// built from the registry, from what each family says of itself (its
+// About, Params and StorageType, and the capabilities below), and a
+// request gives a parameter in its "params" without a field of its own in
+// serve.Request. Nothing else in the code changes; the user documentation
+// (README.md and docs/) names the families and their parameters by hand.
 //
 // # The contract and its optional capabilities
 //
@@ -30,6 +35,12 @@
 //   - Grouper: the family's models run one video on several devices at
 //     once (they are Grouped). Without it, a service gives each task one
 //     device unless told otherwise.
+//   - Inspector: check a checkpoint without loading it, listing every
+//     problem (vsr checkpoint inspect). Without it, the command takes no
+//     checkpoint of the family.
+//   - Synther: write a synthetic checkpoint for tests and benchmarks (vsr
+//     checkpoint synth). Without it, the command does not offer the
+//     family.
 //
 // Models:
 //   - Sizer: tell a session's largest frames without making one. Without

@@ -199,7 +199,7 @@ func Find(spec string) (Family, error) {
 			return nil, fmt.Errorf("--model: %w", err)
 		}
 	} else if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("--model %q: no such file or directory, and not a bundled or fetchable model name (see `vsr models`)", spec)
+		return nil, fmt.Errorf("--model %q: no such file or directory, and no model vsr knows by that name: give %s", spec, Specs())
 	}
 	for _, f := range fams {
 		if e, ok := f.(Explainer); ok {
@@ -266,17 +266,27 @@ func List(items []string, conj string) string {
 }
 
 // AllParams lists the parameters of every registered family, each name
-// once, in Families' order: the command line's flags. A parameter that
-// several families share has the first one's Kind and Default, and a Help
-// made of each family's own: the part before ": " that they all begin
-// with, once, then the rest of each, joined by "; " ("output size WxH:
-// compact, ...; SwiftVR, ..."); helps that begin differently are joined
-// whole.
+// once, in Families' order: the command line's flags (see MergeParams).
 func AllParams() []Param {
+	var lists [][]Param
+	for _, f := range Families() {
+		lists = append(lists, f.Params())
+	}
+	return MergeParams(lists...)
+}
+
+// MergeParams lists the parameters of several families (or of one of
+// their capabilities, as SynthParams), each name once, in the order
+// given. A parameter that several families share has the first one's
+// Kind and Default, and a Help made of each family's own: the part before
+// ": " that they all begin with, once, then the rest of each, joined by
+// "; " ("output size WxH: compact, ...; SwiftVR, ..."); helps that begin
+// differently are joined whole.
+func MergeParams(lists ...[]Param) []Param {
 	var out []Param
 	helps := map[string][]string{}
-	for _, f := range Families() {
-		for _, p := range f.Params() {
+	for _, l := range lists {
+		for _, p := range l {
 			if _, seen := helps[p.Name]; !seen {
 				out = append(out, p)
 			}
@@ -290,7 +300,7 @@ func AllParams() []Param {
 }
 
 // joinHelp is the Help of a parameter that families share (see
-// AllParams).
+// MergeParams).
 func joinHelp(helps []string) string {
 	if len(helps) == 1 {
 		return helps[0]

@@ -56,7 +56,7 @@ func TestFind(t *testing.T) {
 			t.Errorf("Find(%q): %v %v, want %s", spec, f, err, want)
 		}
 	}
-	if _, err := model.Find("/no/such/thing"); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := model.Find("/no/such/thing"); err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), model.Specs()) {
 		t.Errorf("Find of a missing path: %v", err)
 	}
 	notes := filepath.Join(t.TempDir(), "notes.txt")
@@ -110,6 +110,18 @@ func TestListsFromRegistry(t *testing.T) {
 		seen[p.Name] = true
 		if p.Name == "size" {
 			size = &all[i]
+		}
+	}
+	// A parameter several families share has the same Kind and Default
+	// in each (AllParams keeps the first's).
+	first := map[string]model.Param{}
+	for _, f := range model.Families() {
+		for _, p := range f.Params() {
+			if q, ok := first[p.Name]; !ok {
+				first[p.Name] = p
+			} else if p.Kind != q.Kind || p.Default != q.Default {
+				t.Errorf("parameter %s: kind %v default %v in family %s, kind %v default %v in another", p.Name, p.Kind, p.Default, f.Name(), q.Kind, q.Default)
+			}
 		}
 	}
 	want := "output size WxH: compact, the model's output resized (bicubic) to it, from the bundled graph of the smallest scale that reaches it; SwiftVR, any even size (wins over --sr-ratio)"

@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/model"
-	"github.com/vsr-dev/vsr/model/cdavsr"
 	"github.com/vsr-dev/vsr/model/swiftvr"
 )
 
@@ -27,168 +24,127 @@ func newCheckpoint() *cobra.Command {
 
 func newCheckpointInspect() *cobra.Command {
 	var asJSON bool
-	var size string
+	var inspectors []model.Family // the families that inspect checkpoints
+	var helps, specs []string
+	var lists [][]model.Param
+	for _, f := range model.Families() {
+		if i, ok := f.(model.Inspector); ok {
+			inspectors = append(inspectors, f)
+			helps = append(helps, i.InspectHelp())
+			specs = append(specs, f.About().Spec)
+			lists = append(lists, i.InspectParams())
+		}
+	}
+	params := model.MergeParams(lists...)
 	cmd := &cobra.Command{
 		Use:   "inspect PATH",
 		Short: "Check a checkpoint and list its tensors, sizes and every problem",
-		Long: "Check a checkpoint without loading its weights: a SwiftVR directory (reae.safetensors,\n" +
-			"prompt_embedding.safetensors and transformer/: every expected tensor, its shape and dtype,\n" +
-			"config.json) or a CDA-VSR .safetensors file (its contract: metadata, one weight set, the 179\n" +
-			"names, shapes and dtypes, the scale, the gate; --size WxH gives the state's memory).\n" +
-			"A PyTorch pickle or zip is named as such. Exits non-zero when the checkpoint has problems.",
+		Long: wrap("Check a checkpoint without loading its weights: "+model.List(helps, "or")+".\n"+
+			"A PyTorch pickle or zip is named as such. Exits non-zero when the checkpoint has problems.", helpWidth),
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
-				return inspectCDAVSR(cmd, args[0], size, asJSON)
-			}
-			if err := swiftvr.CheckDir(args[0]); err != nil {
+			path := args[0]
+			if _, err := os.Stat(path); err != nil {
 				return err
 			}
-			r := swiftvr.Inspect(args[0])
+			var found model.Family
+			for _, f := range inspectors {
+				if !f.(model.Inspector).Inspects(path) {
+					continue
+				}
+				if found != nil {
+					return fmt.Errorf("%s: both the %s and the %s family inspect it", path, found.Name(), f.Name())
+				}
+				found = f
+			}
+			if found == nil {
+				return fmt.Errorf("%s is no checkpoint vsr inspects: give %s", path, model.List(specs, "or"))
+			}
+			set, err := paramValues(cmd.Flags(), params)
+			if err != nil {
+				return err
+			}
+			i := found.(model.Inspector)
+			r, err := i.Inspect(path, model.Params{Set: set, Default: model.Defaults(i.InspectParams())})
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				if err := printJSON(cmd, r); err != nil {
+				if err := printJSON(cmd, r.Report); err != nil {
 					return err
 				}
 			} else {
-				fmt.Fprint(cmd.OutOrStdout(), r.String())
+				fmt.Fprint(cmd.OutOrStdout(), r.Text)
 			}
-			if !r.OK() {
-				if len(r.Problems) == 1 {
-					return fmt.Errorf("checkpoint %s has a problem: %s", args[0], r.Problems[0])
-				}
-				return fmt.Errorf("checkpoint %s has %d problems (listed above)", args[0], len(r.Problems))
+			if n := len(r.Problems); n == 1 {
+				return fmt.Errorf("checkpoint %s has a problem: %s", path, r.Problems[0])
+			} else if n > 1 {
+				return fmt.Errorf("checkpoint %s has %d problems (listed above)", path, n)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().StringVar(&size, "size", "", "CDA-VSR: input size WxH at which to report the state's memory")
+	addParamFlags(cmd.Flags(), params)
 	return cmd
 }
 
-// inspectCDAVSR reports a single-file checkpoint against CDA-VSR's
-// contract.
-func inspectCDAVSR(cmd *cobra.Command, path, size string, asJSON bool) error {
-	var w, h int
-	if size != "" {
-		if _, err := fmt.Sscanf(size, "%dx%d", &w, &h); err != nil || w <= 0 || h <= 0 {
-			return fmt.Errorf("--size %q: want WxH, e.g. 640x360", size)
-		}
-	}
-	c, err := cdavsr.Inspect(path, w, h)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		if err := printJSON(cmd, c); err != nil {
-			return err
-		}
-	} else {
-		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "family      cdavsr\nprefix      %q\ntensors     %d of 179\nscale       %d\ngate        %s\nparameters  %d\n", c.Prefix, c.Tensors, c.Scale, c.Gate, c.Parameters)
-		if c.StateBytes > 0 {
-			fmt.Fprintf(out, "state       %d bytes at %dx%d (two float32 buffers of 128 channels)\n", c.StateBytes, w, h)
-		}
-		for _, p := range c.Problems {
-			fmt.Fprintf(out, "problem     %s\n", p)
-		}
-	}
-	if n := len(c.Problems); n == 1 {
-		return fmt.Errorf("checkpoint %s has a problem: %s", path, c.Problems[0])
-	} else if n > 1 {
-		return fmt.Errorf("checkpoint %s has %d problems (listed above)", path, n)
-	}
-	return nil
-}
-
-// synthOptions are checkpoint synth's flags.
-type synthOptions struct {
-	preset, out, gate, prefix string
-	seed                      uint64
-	scale                     int
-	outliers                  float32
-}
-
-// synths write a synthetic checkpoint of a family, by the family's name
-// (model.Family's Name).
-var synths = map[string]func(cmd *cobra.Command, o synthOptions) error{
-	swiftvr.Family: synthSwiftVR,
-	"cdavsr":       synthCDAVSR,
-}
-
-// synthFamilies lists the registered families that synth writes: the
-// values of --family.
-func synthFamilies() []string {
-	var out []string
+// synthFamilies returns the registered families that checkpoint synth
+// writes (model.Synther): the values of --family.
+func synthFamilies() []model.Family {
+	var out []model.Family
 	for _, f := range model.Families() {
-		if synths[f.Name()] != nil {
-			out = append(out, f.Name())
+		if _, ok := f.(model.Synther); ok {
+			out = append(out, f)
 		}
 	}
 	return out
 }
 
 func newCheckpointSynth() *cobra.Command {
-	var family string
-	var o synthOptions
-	known := synthFamilies()
+	var family, out string
+	var seed uint64
+	synths := map[string]model.Synther{}
+	var known, helps, outs []string
+	var lists [][]model.Param
+	for _, f := range synthFamilies() {
+		s := f.(model.Synther)
+		synths[f.Name()] = s
+		known = append(known, f.Name())
+		helps = append(helps, f.About().Title+" (--family "+f.Name()+"): "+s.SynthHelp())
+		outs = append(outs, f.About().Spec)
+		lists = append(lists, s.SynthParams())
+	}
+	params := model.MergeParams(lists...)
 	cmd := &cobra.Command{
 		Use:   "synth --family " + strings.Join(known, "|") + " ... -o PATH",
 		Short: "Write a synthetic checkpoint in the official layout, with deterministic random weights",
-		Long: "Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and\n" +
-			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n" +
-			"Presets: full (the published sizes: about 10 GB), block (one DiT block at the full width, a small\n" +
-			"ReAE and prompt: for kernel tests at real shapes) and tiny (every layer, small widths).\n" +
-			"DIR's parent must exist; DIR must not exist or be empty.\n" +
-			"CDA-VSR (--family cdavsr): one .safetensors file with the 179 tensors of the contract at\n" +
-			"--scale 2, 3 or 4, the metadata cda_vsr.residual_unit=luma-range, the gate (--gate sigmoid\n" +
-			"sets cda_vsr.gate) and every name under --prefix (e.g. params_ema.).",
+		Long: wrap("Write a synthetic checkpoint with the official file names, tensor names, shapes and dtypes and "+
+			"deterministic random weights scaled to keep activations finite: for tests and benchmarks.\n"+
+			strings.Join(helps, "\n"), helpWidth),
 		Example: `  vsr checkpoint synth --family swiftvr --preset tiny -o /tmp/swiftvr-tiny
   vsr checkpoint synth --family cdavsr --scale 4 -o /tmp/cdavsr.safetensors --seed 1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(known, family) {
+			s := synths[family]
+			if s == nil {
 				return fmt.Errorf("unknown family %q (known: %s)", family, strings.Join(known, ", "))
 			}
-			return synths[family](cmd, o)
+			set, err := paramValues(cmd.Flags(), params)
+			if err != nil {
+				return err
+			}
+			return s.Synth(cmd.OutOrStdout(), out, seed, model.Params{Set: set, Default: model.Defaults(s.SynthParams())})
 		},
 	}
+	// SwiftVR is the default, as it was before other families had
+	// synthetic checkpoints.
 	cmd.Flags().StringVar(&family, "family", swiftvr.Family, "model family ("+model.List(known, "or")+")")
-	cmd.Flags().StringVar(&o.preset, "preset", "tiny", "SwiftVR size preset: "+strings.Join(swiftvr.Presets(), " or "))
-	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output directory (SwiftVR; created, its parent must exist) or file (CDA-VSR)")
-	cmd.Flags().IntVar(&o.scale, "scale", 4, "CDA-VSR: upscaling factor, 2, 3 or 4")
-	cmd.Flags().StringVar(&o.gate, "gate", "", "CDA-VSR: sigmoid for aligned*sigmoid(w); empty for aligned*(1+w)")
-	cmd.Flags().StringVar(&o.prefix, "prefix", "", "CDA-VSR: prefix of every tensor name (e.g. params_ema.)")
-	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "random seed for the weights")
-	cmd.Flags().Float32Var(&o.outliers, "outliers", 0, fmt.Sprintf("SwiftVR: make every %dth output channel of the DiT blocks' linear layers this many times larger (the outlier channels of trained transformers, for fp8 checks); 0 for none", swiftvr.OutlierEvery))
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output: "+model.List(outs, "or"))
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed for the weights")
+	addParamFlags(cmd.Flags(), params)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
-}
-
-// synthSwiftVR writes a synthetic SwiftVR checkpoint.
-func synthSwiftVR(cmd *cobra.Command, o synthOptions) error {
-	if o.out == "" {
-		return fmt.Errorf("no output directory: pass -o DIR")
-	}
-	specs, _ := swiftvr.Layout(o.preset)
-	if specs == nil {
-		return fmt.Errorf("unknown preset %q (known: %s)", o.preset, strings.Join(swiftvr.Presets(), ", "))
-	}
-	var params, size int64
-	for i := range specs {
-		params += specs[i].Elems()
-		size += specs[i].Bytes()
-	}
-	start := time.Now()
-	if o.outliers != 0 && o.outliers <= 1 {
-		return fmt.Errorf("--outliers %g: want a factor above 1 (or 0 for none)", o.outliers)
-	}
-	if err := swiftvr.SynthOutliers(o.out, o.preset, o.seed, o.outliers); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s %s checkpoint to %s: %d tensors, %d parameters, %.2f GB, seed %d, in %.1f s\n",
-		swiftvr.Family, o.preset, o.out, len(specs), params, float64(size)/1e9, o.seed, time.Since(start).Seconds())
-	return nil
 }
 
 func newCheckpointQuantize() *cobra.Command {
@@ -221,28 +177,26 @@ func newCheckpointQuantize() *cobra.Command {
 	return cmd
 }
 
-// synthCDAVSR writes a synthetic CDA-VSR checkpoint.
-func synthCDAVSR(cmd *cobra.Command, o synthOptions) error {
-	out, scale, gate, prefix, seed := o.out, o.scale, o.gate, o.prefix, o.seed
-	if scale < 2 || scale > 4 {
-		return fmt.Errorf("--scale %d: want 2, 3 or 4", scale)
+// helpWidth is the width of the help texts that wrap builds.
+const helpWidth = 100
+
+// wrap breaks each line of s into lines of at most width characters, at
+// spaces (a longer word is a line of its own).
+func wrap(s string, width int) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		cur := ""
+		for _, w := range strings.Fields(line) {
+			if cur != "" && len(cur)+1+len(w) > width {
+				out = append(out, cur)
+				cur = ""
+			}
+			if cur != "" {
+				cur += " "
+			}
+			cur += w
+		}
+		out = append(out, cur)
 	}
-	if gate != "" && gate != cdavsr.GateSigmoid {
-		return fmt.Errorf("--gate %q: want sigmoid, or nothing for aligned*(1+w)", gate)
-	}
-	ts := cdavsr.Synthesize(scale, seed)
-	params := 0
-	for i := range ts {
-		ts[i].Name = prefix + ts[i].Name
-		params += len(ts[i].Data) / 4
-	}
-	meta := map[string]string{cdavsr.MetaResidualUnit: cdavsr.ResidualUnit}
-	if gate != "" {
-		meta[cdavsr.MetaGate] = gate
-	}
-	if err := safetensors.Write(out, ts, meta); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote cdavsr x%d checkpoint to %s: %d tensors, %d parameters, seed %d\n", scale, out, len(ts), params, seed)
-	return nil
+	return strings.Join(out, "\n")
 }

@@ -13,8 +13,12 @@ import (
 // addFamilyFlags adds a flag for each parameter of every registered model
 // family (a name that families share is one flag), with the family's
 // default and help.
-func addFamilyFlags(fl *pflag.FlagSet) {
-	for _, p := range model.AllParams() {
+func addFamilyFlags(fl *pflag.FlagSet) { addParamFlags(fl, model.AllParams()) }
+
+// addParamFlags adds a flag for each of params, with its default and
+// help.
+func addParamFlags(fl *pflag.FlagSet, params []model.Param) {
+	for _, p := range params {
 		short := p.Short
 		if fl.ShorthandLookup(short) != nil {
 			short = "" // taken by a flag of the command
@@ -33,38 +37,58 @@ func addFamilyFlags(fl *pflag.FlagSet) {
 	}
 }
 
+// fp8Param is the family parameter that --dtype fp8 sets to fp8 (with
+// bf16 storage: app.StorageType).
+const fp8Param = "dit-dtype"
+
 // dtypeHelp is the help of --dtype, naming the families by what they
-// need (model.Family's StorageType) and the owners of --dit-dtype (which
-// --dtype fp8 sets).
+// need (model.Family's StorageType) and the owners of fp8Param (which
+// --dtype fp8 sets); a list that no family is in is left out.
 func dtypeHelp() string {
-	free := model.Titles(func(f model.Family) bool { return f.StorageType() == "" })
+	f32 := "f32 (float32 without TF32"
+	if free := model.Titles(func(f model.Family) bool { return f.StorageType() == "" }); len(free) > 0 {
+		f32 += "; " + model.List(free, "and") + " models"
+	}
 	var needs []string
 	for _, f := range model.Families() {
 		if t := f.StorageType(); t != "" {
 			needs = append(needs, t+" for "+f.About().Title)
 		}
 	}
+	auto := "f16"
+	if len(needs) > 0 {
+		auto = strings.Join(append(needs, "else f16"), ", ")
+	}
 	fp8 := model.Titles(func(f model.Family) bool {
-		return slices.ContainsFunc(f.Params(), func(p model.Param) bool { return p.Name == "dit-dtype" })
+		return slices.ContainsFunc(f.Params(), func(p model.Param) bool { return p.Name == fp8Param })
 	})
-	return "GPU storage type: f16, bf16, f32 (float32 without TF32; " + model.List(free, "and") + " models), auto (" + strings.Join(append(needs, "else f16"), ", ") + "), " +
-		"or fp8 (" + model.List(fp8, "and") + ": bf16 with the DiT's linear layers in fp8, as --dit-dtype fp8)"
+	if len(fp8) == 0 {
+		return "GPU storage type: f16, bf16, " + f32 + ") or auto (" + auto + ")"
+	}
+	return "GPU storage type: f16, bf16, " + f32 + "), auto (" + auto + "), " +
+		"or fp8 (" + model.List(fp8, "and") + ": bf16 with the DiT's linear layers in fp8, as --" + fp8Param + " fp8)"
 }
 
 // familyValues returns the model parameters set on the command line.
-// --dtype fp8 sets --dit-dtype fp8 (and app.StorageType makes it bf16
+// --dtype fp8 sets fp8Param to fp8 (and app.StorageType makes it bf16
 // storage).
 func familyValues(fl *pflag.FlagSet) (model.Values, error) {
-	set := model.Values{}
 	if d := fl.Lookup("dtype"); d != nil && d.Value.String() == "fp8" {
-		if v := fl.Lookup("dit-dtype"); v != nil && fl.Changed("dit-dtype") && v.Value.String() != "fp8" {
-			return nil, fmt.Errorf("--dtype fp8 with --dit-dtype %s: give one of them", v.Value.String())
+		if v := fl.Lookup(fp8Param); v != nil && fl.Changed(fp8Param) && v.Value.String() != "fp8" {
+			return nil, fmt.Errorf("--dtype fp8 with --%s %s: give one of them", fp8Param, v.Value.String())
 		}
-		if err := fl.Set("dit-dtype", "fp8"); err != nil {
+		if err := fl.Set(fp8Param, "fp8"); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range model.AllParams() {
+	return paramValues(fl, model.AllParams())
+}
+
+// paramValues returns the values of params (flags of addParamFlags) set
+// on the command line.
+func paramValues(fl *pflag.FlagSet, params []model.Param) (model.Values, error) {
+	set := model.Values{}
+	for _, p := range params {
 		if !fl.Changed(p.Name) {
 			continue
 		}

@@ -31,13 +31,39 @@ func TestHelpFromRegistry(t *testing.T) {
 			t.Errorf("vsr %s --model's help: %q", c, h)
 		}
 	}
-	for name := range synths {
-		if family(name) == nil {
-			t.Errorf("checkpoint synth writes %s, which is no registered family", name)
-		}
+	var synths []string
+	for _, f := range synthFamilies() {
+		synths = append(synths, f.Name())
 	}
-	if got := strings.Join(synthFamilies(), ","); got != "cdavsr,swiftvr" {
+	if got := strings.Join(synths, ","); got != "cdavsr,swiftvr" {
 		t.Errorf("synth's families: %s", got)
+	}
+	// checkpoint synth and inspect have a flag for each option of each
+	// family that they take.
+	synth, _, _ := newRoot().Find([]string{"checkpoint", "synth"})
+	inspect, _, _ := newRoot().Find([]string{"checkpoint", "inspect"})
+	for _, f := range model.Families() {
+		var ps []model.Param
+		if s, ok := f.(model.Synther); ok {
+			ps = s.SynthParams()
+		}
+		for _, p := range ps {
+			if fl := synth.Flags().Lookup(p.Name); fl == nil || !strings.Contains(fl.Usage, p.Help) {
+				t.Errorf("checkpoint synth: no flag for %s's %s, or another help", f.Name(), p.Name)
+			}
+		}
+		i, ok := f.(model.Inspector)
+		if !ok {
+			continue
+		}
+		for _, p := range i.InspectParams() {
+			if fl := inspect.Flags().Lookup(p.Name); fl == nil || !strings.Contains(fl.Usage, p.Help) {
+				t.Errorf("checkpoint inspect: no flag for %s's %s, or another help", f.Name(), p.Name)
+			}
+		}
+		if !strings.Contains(inspect.Long, f.About().Title) {
+			t.Errorf("checkpoint inspect's help does not name %s's checkpoints", f.Name())
+		}
 	}
 	if n := latencyNote(family("compact"), restoreFlags{batch: 2}); n != "latency: 2 frame(s) a batch, plus the queues" {
 		t.Errorf("latencyNote of compact: %q", n)

@@ -116,7 +116,7 @@ nothing behind. The output directory must exist.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print a JSON summary on stdout when done")
 	fl.IntVar(&f.frames, "frames", 0, "restore only the first N frames (0 = all)")
 	fl.IntVar(&f.batch, "batch", 0, "frames per model call (0 = 8 on a GPU, 1 on the CPU)")
-	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for SwiftVR; else 1)")
+	fl.IntVar(&f.segments, "segments", 0, "encode N segments of the output in parallel and join them losslessly (0 = on a GPU with 8+ CPU cores 4, or 8 for a causal model (one that plans its own batches); else 1)")
 	fl.IntVar(&f.threads, "encoder-threads", 0, "threads per encoder (0 = the encoder's default)")
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)

@@ -7,7 +7,8 @@
 // The package holds the checkpoint contract (contract.go), the network on
 // the backend interface (net.go), the online instance of pixtreme's runtime
 // contract (instance.go), the side data vsr computes itself from decoded
-// luma (sidedata.go) and the model family (family.go).
+// luma (sidedata.go), the model family (family.go) and what vsr
+// checkpoint inspect and synth do for it (checkpoint.go).
 package cdavsr
 
 import (

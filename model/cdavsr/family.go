@@ -446,8 +446,10 @@ func (s *session) Close() {
 // The contract's optional capabilities that CDA-VSR implements (see
 // package model).
 var (
-	_ model.Family   = family{}
-	_ model.Sizer    = (*resident)(nil)
-	_ model.Planner  = (*session)(nil)
-	_ model.Streamer = (*session)(nil)
+	_ model.Family    = family{}
+	_ model.Inspector = family{}
+	_ model.Synther   = family{}
+	_ model.Sizer     = (*resident)(nil)
+	_ model.Planner   = (*session)(nil)
+	_ model.Streamer  = (*session)(nil)
 )

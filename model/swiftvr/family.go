@@ -331,7 +331,7 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 	if err != nil {
 		return nil, err
 	}
-	var ranks []Replica
+	var replicas []Replica
 	for _, o := range append([]model.Model{m}, others...) {
 		r, ok := o.(*resident)
 		if !ok {
@@ -341,15 +341,15 @@ func (m *resident) NewGroupSession(_ context.Context, v model.Video, req model.P
 		if err != nil {
 			return nil, err
 		}
-		ranks = append(ranks, Replica{R: r.reae, DiT: dit})
+		replicas = append(replicas, Replica{R: r.reae, DiT: dit})
 	}
-	if opt.Sequence, err = sequence(p.String("parallel"), len(ranks)); err != nil {
+	if opt.Sequence, err = sequence(p.String("parallel"), len(replicas)); err != nil {
 		return nil, err
 	}
 	if opt.Bands > 1 {
 		return nil, fmt.Errorf("--reae-bands %d runs bands one after another on one device; on a device list use --parallel sequence, which splits the autoencoder into height bands over the devices", opt.Bands)
 	}
-	return NewParallel(ranks, v.Width, v.Height, v.Frames, opt)
+	return NewParallel(replicas, v.Width, v.Height, v.Frames, opt)
 }
 
 // options are a request's Options at output size w x h.
@@ -389,6 +389,8 @@ var (
 	_ model.Explainer    = family{}
 	_ model.Grouper      = family{}
 	_ model.HeaderLoader = family{}
+	_ model.Inspector    = family{}
+	_ model.Synther      = family{}
 	_ model.Sizer        = (*resident)(nil)
 	_ model.Checker      = (*resident)(nil)
 	_ model.Warmer       = (*resident)(nil)

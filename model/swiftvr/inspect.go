@@ -2,11 +2,35 @@ package swiftvr
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/model"
 )
+
+// Inspects takes directories (model.Inspector).
+func (family) Inspects(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+func (family) InspectHelp() string {
+	return "a SwiftVR directory (reae.safetensors, prompt_embedding.safetensors and transformer/: every expected tensor, its shape and dtype, config.json)"
+}
+
+func (family) InspectParams() []model.Param { return nil }
+
+// Inspect reports on the checkpoint directory path (Inspect), once
+// CheckDir finds it one (model.Inspector).
+func (family) Inspect(path string, _ model.Params) (*model.Inspection, error) {
+	if err := CheckDir(path); err != nil {
+		return nil, err
+	}
+	r := Inspect(path)
+	return &model.Inspection{Report: r, Text: r.String(), Problems: r.Problems}, nil
+}
 
 // PartCounts holds one number per checkpoint part.
 type PartCounts struct {

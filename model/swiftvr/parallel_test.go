@@ -12,6 +12,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/model"
 )
 
 // engine is what the pipeline drives (Session and Parallel both are).
@@ -55,9 +56,9 @@ func driveEach(t *testing.T, e engine, frames int, video []byte, w, h, ow, oh, d
 		if err := b.Wait(); err != nil {
 			return err
 		}
-		n := b.(interface{ OutFrames() int }).OutFrames()
+		n := b.(model.OutCounter).OutFrames()
 		for k := range n {
-			if fo, ok := b.(interface{ OutFrame(int) []byte }); ok {
+			if fo, ok := b.(model.FrameOuter); ok {
 				sink(fo.OutFrame(k))
 			} else {
 				sink(b.Out()[k*fs : (k+1)*fs])

@@ -17,8 +17,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/tensor/half"
 )
 
@@ -35,6 +37,49 @@ import (
 // written one slice at a time: memory stays bounded for the 10 GB full preset.
 func Synth(dir, preset string, seed uint64) error {
 	return SynthOutliers(dir, preset, seed, 0)
+}
+
+func (family) SynthHelp() string {
+	return "a checkpoint directory DIR in the official layout. Presets: full (the published sizes: about 10 GB), " +
+		"block (one DiT block at the full width, a small ReAE and prompt: for kernel tests at real shapes) and tiny " +
+		"(every layer, small widths). DIR's parent must exist; DIR must not exist or be empty."
+}
+
+func (family) SynthParams() []model.Param {
+	return []model.Param{
+		{Name: "preset", Kind: model.String, Default: "tiny",
+			Help: "SwiftVR size preset: " + strings.Join(Presets(), " or ")},
+		{Name: "outliers", Kind: model.Float, Default: 0.0,
+			Help: fmt.Sprintf("SwiftVR: make every %dth output channel of the DiT blocks' linear layers this many times larger (the outlier channels of trained transformers, for fp8 checks); 0 for none", OutlierEvery)},
+	}
+}
+
+// Synth writes a synthetic checkpoint of p's preset into the directory
+// out (SynthOutliers), and says so on w (model.Synther).
+func (family) Synth(w io.Writer, out string, seed uint64, p model.Params) error {
+	if out == "" {
+		return fmt.Errorf("no output directory: pass -o DIR")
+	}
+	preset, outliers := p.String("preset"), float32(p.Float("outliers"))
+	specs, _ := Layout(preset)
+	if specs == nil {
+		return fmt.Errorf("unknown preset %q (known: %s)", preset, strings.Join(Presets(), ", "))
+	}
+	var params, size int64
+	for i := range specs {
+		params += specs[i].Elems()
+		size += specs[i].Bytes()
+	}
+	start := time.Now()
+	if outliers != 0 && outliers <= 1 {
+		return fmt.Errorf("--outliers %g: want a factor above 1 (or 0 for none)", outliers)
+	}
+	if err := SynthOutliers(out, preset, seed, outliers); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "wrote %s %s checkpoint to %s: %d tensors, %d parameters, %.2f GB, seed %d, in %.1f s\n",
+		Family, preset, out, len(specs), params, float64(size)/1e9, seed, time.Since(start).Seconds())
+	return err
 }
 
 // OutlierEvery is how often SynthOutliers makes an output channel large:
