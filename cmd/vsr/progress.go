@@ -90,7 +90,7 @@ func (p *progress) finish(ok bool) {
 // newBar is a bar of total frames for a terminal of width columns, its
 // clock started now, with the stream: unstarted, a bar starts it at its
 // first update and rates the frames that came at once over microseconds
-// (48612 frames/s).
+// (an absurd rate).
 func newBar(w io.Writer, total, width int) *progressbar.ProgressBar {
 	bar := progressbar.NewOptions(total, barOptions(w, width)...)
 	bar.StartWithoutRender()

@@ -707,9 +707,9 @@ type ditGraph struct {
 
 // maxGraphs bounds the recordings kept (the oldest goes first): a service
 // sees a few output sizes, each of two or three chunk shapes. Graphs
-// replayed on one stream share memory: the first and middle chunk shapes
-// of 2560x1440 added 0.4-0.9 GiB together (NVML), less than the 1.5 GiB
-// their activations take op by op.
+// replayed on one stream share memory, so the graphs of a size cost less
+// than their activations op by op (docs/BENCHMARKS.md, "Notes moved from
+// code comments").
 const maxGraphs = 8
 
 // record records the forward pass for k, after a first run has compiled
