@@ -121,7 +121,9 @@ type Grouper interface {
 // without loading its weights and list every problem with it (vsr
 // checkpoint inspect). Inspects reports whether path, which exists, has
 // the form of the family's checkpoints (a directory, a file), whatever it
-// holds: the one family that says so inspects it. InspectHelp says what
+// holds: the one family that says so inspects it, and two that say so
+// are an error, so a family whose form another family shares must look
+// at the contents (a header) too. InspectHelp says what
 // Inspect checks, and InspectParams are its options besides the path
 // (flags of the command, each Help naming the family). Inspect returns
 // its report, problems and all, or an error when path is no checkpoint of

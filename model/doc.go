@@ -61,8 +61,8 @@
 //   - Planner: take frames in batches of the session's own sizes (a causal
 //     stream). Without it, the pipeline chooses the batches and may cut
 //     the video into independent segments.
-//   - Streamer: a Planner that also runs a live stream of unknown length.
-//     Without it, a Planner cannot restore a live stream (an error); an
+//   - Streamer: implemented by a Planner that also runs a live stream of
+//     unknown length. Without it, a Planner cannot restore a live stream (an error); an
 //     Engine that is not a Planner streams in the caller's batches.
 //   - Warner: something to say about the settings the session was given.
 //     Without it, there is nothing to say.

@@ -274,7 +274,7 @@ func TestParallelGPU(t *testing.T) {
 // checkpoint, 361 frames of 640x360 to 2560x1440, on 1, 2 and 3 ranks
 // sharing GPU 0; every output frame must be bitwise the one rank's. It
 // writes a 10 GB checkpoint and loads the DiT once per rank, so it runs
-// only with VSR_FULL_SWIFTVR=1 (scripts/device/ranks.sh).
+// only with VSR_FULL_SWIFTVR=1 (scripts/gpu.sh bench ranks; docs/GPU.md).
 func TestParallelFullGPU(t *testing.T) {
 	if os.Getenv("VSR_FULL_SWIFTVR") != "1" {
 		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
@@ -364,7 +364,7 @@ func maxDiff8(a, b []byte) int {
 
 // TestSequenceFullGPU: sequence parallelism with the full-size synthetic
 // checkpoint on ranks sharing GPU 0 (VSR_FULL_SWIFTVR=1,
-// scripts/device/sequence.sh). It reports, against one rank:
+// scripts/gpu.sh test with RUN=SequenceFullGPU; docs/GPU.md). It reports, against one rank:
 //   - 53 frames of 640x360 to 2560x1440 (2 chunks) on 2, 3 and 4 ranks of
 //     one chunk group: the DiT split by tokens and heads, the ReAE by height;
 //     PSNR and largest difference of the RGB output, time, bytes exchanged;
