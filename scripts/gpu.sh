@@ -17,14 +17,16 @@
 #   PKGS     packages whose test binaries pack builds and test runs
 #            (default: every package with GPU tests)
 #   RUN      -test.run pattern for test (default: every test)
-#   BASE     pack: a commit to build as well (vsr-base and base test binaries);
-#            check and bench then measure it beside this build, in the same call
+#   BASE     pack: a commit to build as well (vsr-base; its test binaries too with
+#            BASE_TESTS=1); check and bench then measure it beside this build, in
+#            the same call
 #   FFMPEG   pack: a static ffmpeg to carry (a binary, or the .tgz of
 #            `npm pack @ffmpeg-installer/linux-x64@4.1.0`), carried as ffmpeg.xz;
 #            default: the one already in .devbin, else that npm pack when npm is
 #            installed, else none (the GPU host's own ffmpeg is used)
 #   MODELS   pack: fetched model names to carry from $VSR_MODELS (realesrgan-x4plus ...)
-#   LIMIT    pack: the most .devbin may hold, in bytes (default 64 MiB, what a carry holds)
+#   LIMIT    pack: the most .devbin may hold, in bytes (default: 64 MiB, what a carry
+#            holds with the working tree, less the tracked files' size)
 #   OUT      where logs and profiles go (default .devrun/out)
 #   FULL=1   bench swiftvr, fp8, ranks: the full-size synthetic checkpoint (minutes to synthesise)
 #   RATES, SECS, STEADY   live: the rates in frames/s, seconds per stream, seconds before "steady"
@@ -34,7 +36,7 @@ root=$PWD
 BIN=$root/.devbin RUNDIR=$root/.devrun
 GPU_PKGS="backend/cuda model/cdavsr model/swiftvr nvidia/cuda nvidia/cudnn nvidia/cublaslt nvidia/nvrtc nvidia/nvml nvidia/dl nvidia parallel"
 PKGS=${PKGS:-$GPU_PKGS}
-LIMIT=${LIMIT:-67108864}
+LIMIT=${LIMIT:-$((67108864 - $(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)))}
 FFMPEG_NPM=@ffmpeg-installer/linux-x64@4.1.0
 FFMPEG_TGZ=ffmpeg-installer-linux-x64-4.1.0.tgz
 clip=$root/testdata/video/oa4_launch.webm
@@ -50,11 +52,11 @@ pack() {
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$t/vsr" ./cmd/vsr || exit 1
 	for p in $PKGS; do CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "$t/$(tname "$p").test" "./$p" || exit 1; done
 	if [ -n "${BASE:-}" ]; then
-		say "building $BASE as vsr-base and base_*.test"
+		say "building $BASE as vsr-base${BASE_TESTS:+ and base_*.test}"
 		local w=$t/base-tree
 		git worktree add --detach "$w" "$BASE" >/dev/null || exit 1
 		(cd "$w" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$t/vsr-base" ./cmd/vsr &&
-			for p in $PKGS; do [ -d "$p" ] && CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "$t/base_$(tname "$p").test" "./$p"; done) || echo "warning: the base build failed in part"
+			for p in ${BASE_TESTS:+$PKGS}; do [ -d "$p" ] && CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "$t/base_$(tname "$p").test" "./$p"; done) || echo "warning: the base build failed in part"
 		git worktree remove --force "$w"
 	fi
 	rm -f "$BIN"/vsr*.xz "$BIN"/*.test.xz
