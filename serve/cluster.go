@@ -33,9 +33,11 @@ import (
 // only (jetstream.go implements it).
 
 // cluster is the Service's state for tasks on other machines (NewRemote,
-// NewWorker); a Service made by New leaves it zero.
+// NewWorker). wq is set in every Service whose store has the capability
+// (nil otherwise), and hashes always (empty for New); the rest only for
+// the kind of Service that the comments below name.
 type cluster struct {
-	wq      WorkQueue         // the store's capability (Service.st)
+	wq      WorkQueue         // the store's WorkQueue capability (Service.st), or nil
 	hashes  map[string]string // the served models' content hashes (see hashModels)
 	trusted sync.Map          // the signers found in the signers' bucket (see verifySeal)
 

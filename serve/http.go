@@ -279,7 +279,7 @@ func (a *api) create(w http.ResponseWriter, hr *http.Request, req *Request, uplo
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	if upload != "" && a.cfg.NATS != nil && a.cfg.NATS.Files {
+	if upload != "" && a.wq != nil && a.cfg.NATS != nil && a.cfg.NATS.Files {
 		// The workers take the upload from the object store, under a
 		// name of this submission's own (uploadObject): one refused as a
 		// duplicate replaces no other task's upload.

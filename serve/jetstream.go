@@ -340,7 +340,8 @@ func (s *jsStore) Enqueue(id, model string) error {
 // Consume returns the durable consumer of model's tasks: a task not
 // acknowledged (done) or marked in progress within ackWait goes to
 // another worker. The work queue's subject also reaches plain
-// subscribers: a task's arrival calls arrived at once.
+// subscribers: a task's arrival calls arrived at once, until Close
+// (which drains that subscription with the connection).
 func (s *jsStore) Consume(model string, ackWait time.Duration, arrived func()) (WorkSource, error) {
 	c, err := s.consumer(model, ackWait)
 	if err != nil {
