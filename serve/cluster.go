@@ -86,9 +86,8 @@ func uploadObject(t *Task) string { return "in/" + filepath.Base(t.Input) }
 // records it in each task, and a worker runs only the tasks whose hash is
 // its own.
 func (s *Service) hashModels() error {
-	s.hashes = map[string]string{}
 	mh, ok := s.runner.(ModelHasher)
-	if !ok || s.mode == modeLocal {
+	if !ok {
 		return nil
 	}
 	for _, m := range s.served() {

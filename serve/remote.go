@@ -14,6 +14,94 @@ import (
 	"time"
 )
 
+// remoteAPI is the placement of NewRemote: the API of workers on other
+// machines, which records each task, queues it on the work queue of its
+// model and follows the records the workers write (see cluster.go). It
+// runs no task: the rest is local's, unused.
+type remoteAPI struct{ local }
+
+func (s remoteAPI) open() error {
+	if s.wq == nil {
+		return errNoJetStream
+	}
+	if err := s.hashModels(); err != nil {
+		return err
+	}
+	if err := s.openSigner(); err != nil {
+		return err
+	}
+	removeTemporaries(s.cfg.OutputRoot, s.log)
+	removeTemporaries(s.cfg.InputRoot, s.log)
+	if err := s.recover(); err != nil {
+		return err
+	}
+	s.sweepUploads()
+	return nil
+}
+
+func (s remoteAPI) start(ctx context.Context) {
+	s.workers.Add(1)
+	go s.watch(ctx)
+	s.startRetain(ctx)
+}
+
+// recover loads the stored tasks as they are: the workers' work queue
+// holds what is left to run.
+func (s remoteAPI) recover() error {
+	ts, err := s.loadTasks()
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		s.apply(t)
+	}
+	s.requeue()
+	return nil
+}
+
+// enqueue puts task t on the work queue of its model; a failure fails it.
+func (s remoteAPI) enqueue(t *Task) error {
+	if err := s.wq.Enqueue(t.ID, t.ModelName); err != nil {
+		now := time.Now()
+		t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
+		s.persist(t)
+		return err
+	}
+	return nil
+}
+
+// cancel cancels a pending task in the bucket, or asks the worker that
+// runs it to stop (cancelRemote).
+func (s remoteAPI) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	if !ok {
+		s.mu.Unlock()
+		return cancelNotFound, nil
+	}
+	switch t.Status {
+	case Pending:
+		// A worker may take it meanwhile: the write names the revision
+		// read, and fails if the worker's came first.
+		c := t.clone()
+		now := time.Now()
+		c.Status, c.Ended, c.Error = Cancelled, &now, "task cancelled by user"
+		if err := s.st.Put(c); err != nil {
+			s.mu.Unlock()
+			return s.cancelRemote(ctx, id)
+		}
+		*t = *c
+		s.queue.Remove(id)
+		s.removeUpload(t)
+		s.mu.Unlock()
+		return cancelDone, c.clone()
+	case Processing:
+		s.mu.Unlock()
+		return s.cancelRemote(ctx, id)
+	}
+	return s.cancelEnded(t)
+}
+
 // apply takes in a task's record as the bucket holds it; s.mu is held.
 func (s *scheduler) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {

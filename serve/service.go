@@ -129,12 +129,13 @@ func (c Config) withDefaults() Config {
 
 // Service owns the store, the queue and the worker.
 type Service struct {
-	cfg    Config
-	runner Runner
-	st     TaskStore
-	mode   mode // which constructor made it
-	log    *slog.Logger
-	m      *metrics
+	cfg       Config
+	runner    Runner
+	st        TaskStore
+	mode      mode      // which constructor made it
+	placement placement // what that constructor's kind of Service does (placement.go)
+	log       *slog.Logger
+	m         *metrics
 
 	scheduler // the tasks, their queue and the workers that run them (scheduler.go)
 	cluster   // tasks on other machines (cluster.go; zero for New)
@@ -222,64 +223,25 @@ func newService(cfg Config, r Runner, m mode) (*Service, error) {
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 			wake: make(chan struct{}, 1),
 		},
+		cluster: cluster{hashes: map[string]string{}},
+	}
+	switch m {
+	case modeRemote:
+		s.placement = remoteAPI{local{s}}
+	case modeWorker:
+		s.placement = worker{local{s}}
+	default:
+		s.placement = local{s}
 	}
 	s.wq, _ = st.(WorkQueue)
 	s.m = newMetrics(s)
-	if m != modeLocal && s.wq == nil {
-		st.Close()
-		return nil, errNoJetStream
-	}
-	if err := s.hashModels(); err != nil {
+	if err := s.placement.open(); err != nil {
 		st.Close()
 		return nil, err
-	}
-	if err := s.openSigner(); err != nil {
-		st.Close()
-		return nil, err
-	}
-	if m == modeWorker {
-		// A worker shares its roots with other workers: it removes only
-		// the temporaries of the tasks it takes (see runOne).
-		if s.copies, err = openPrivateDir(cfg.Data, s.log); err != nil {
-			st.Close()
-			return nil, err
-		}
-		if err := s.subscribe(); err != nil {
-			s.copies.close()
-			st.Close()
-			return nil, err
-		}
-	} else {
-		removeTemporaries(cfg.OutputRoot, s.log)
-		removeTemporaries(cfg.InputRoot, s.log)
-		if err := s.recover(); err != nil {
-			st.Close()
-			return nil, err
-		}
-		s.sweepUploads()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	workers := cfg.Workers
-	if m == modeRemote {
-		workers = 0
-	}
-	if m == modeWorker {
-		s.announced = make(chan struct{})
-		go s.announce(ctx)
-	}
-	if m == modeRemote {
-		s.workers.Add(1)
-		go s.watch(ctx)
-	}
-	if m != modeWorker && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
-		s.workers.Add(1)
-		go s.retain(ctx)
-	}
-	for range workers {
-		s.workers.Add(1)
-		go s.work(ctx)
-	}
+	s.placement.start(ctx)
 	return s, nil
 }
 

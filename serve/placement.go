@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"context"
+	"os"
+)
+
+// placement is what differs between the Services that New, NewRemote and
+// NewWorker make: what a Service does at start, where a submitted task
+// goes, who runs it and how a cancel reaches it. Each constructor sets
+// one (local, remoteAPI, worker); the scheduler asks it, never which
+// constructor made the Service.
+type placement interface {
+	// open readies the Service once its store is open (the tasks stored,
+	// the work queue); start starts its goroutines, which end with ctx
+	// (Service.workers counts them).
+	open() error
+	start(ctx context.Context)
+	// enqueue hands task t, submitted and stored, to whoever runs it; an
+	// error refuses the submit. s.mu is held.
+	enqueue(t *Task) error
+	// cancel cancels task id (Service.cancel).
+	cancel(ctx context.Context, id string) (cancelResult, *Task)
+	// await takes the next task to run here, marked processing, with a
+	// context of its own; nil when none came for a while (ctx ended, or
+	// the worker was woken).
+	await(ctx context.Context) (*Task, context.Context)
+	// ran takes in the end of task t's run here, its status set, before
+	// its record is written; s.mu is held.
+	ran(t *Task)
+	// release settles task t once its run here is over (s.mu not held).
+	release(t *Task)
+	// takenOver reports whether a write of task t, running here, that
+	// found its record changed (errChanged) means that another process
+	// has taken it over; it then stops the run. s.mu is held.
+	takenOver(t *Task) bool
+}
+
+// local is the placement of New: a Service that queues its tasks and runs
+// them (Config.Workers at once).
+type local struct{ *Service }
+
+func (s local) open() error {
+	removeTemporaries(s.cfg.OutputRoot, s.log)
+	removeTemporaries(s.cfg.InputRoot, s.log)
+	if err := s.recover(); err != nil {
+		return err
+	}
+	s.sweepUploads()
+	return nil
+}
+
+func (s local) start(ctx context.Context) {
+	s.startRetain(ctx)
+	s.startWork(ctx)
+}
+
+func (local) enqueue(*Task) error { return nil }
+
+func (s local) ran(t *Task) {
+	if t.Status.Final() && t.Upload { // an uploaded input is of no use once the task is over
+		os.Remove(t.Input)
+	}
+}
+
+func (local) release(*Task)        {}
+func (local) takenOver(*Task) bool { return false }
+
+// startRetain starts retain, when finished tasks are deleted
+// (Config.KeepFinished, KeepFinishedCount).
+func (s *Service) startRetain(ctx context.Context) {
+	if s.cfg.KeepFinished > 0 || s.cfg.KeepFinishedCount > 0 {
+		s.workers.Add(1)
+		go s.retain(ctx)
+	}
+}
+
+// startWork starts the Config.Workers goroutines that run tasks (work).
+func (s *Service) startWork(ctx context.Context) {
+	for range s.cfg.Workers {
+		s.workers.Add(1)
+		go s.work(ctx)
+	}
+}
