@@ -926,9 +926,6 @@ func (s *jsStore) URL() string {
 // leaseOptions are the NATS connection options of a worker: pings every
 // AckWait/3, so that a connection that stopped answering is noticed (and
 // redialled) within the ack wait rather than the default minutes.
-func leaseOptions(c Config, m mode) []nats.Option {
-	if m != modeWorker {
-		return nil
-	}
+func leaseOptions(c Config) []nats.Option {
 	return []nats.Option{nats.PingInterval(c.AckWait / 3), nats.MaxPingsOutstanding(2)}
 }

@@ -34,6 +34,17 @@ type placement interface {
 	// found its record changed (errChanged) means that another process
 	// has taken it over; it then stops the run. s.mu is held.
 	takenOver(t *Task) bool
+
+	// For the HTTP API (api): checkResult refuses to serve the result of
+	// completed task t (409) when its record cannot be trusted;
+	// queueStatus and serviceStatus add what the placement reports to
+	// the bodies of the queue's and the service's status (q: the queue
+	// now); streamRunner is the runner of live sessions, when they run
+	// here (also in the metrics).
+	checkResult(t *Task) error
+	queueStatus(out map[string]any, q queueView)
+	serviceStatus(out map[string]any)
+	streamRunner() (StreamRunner, bool)
 }
 
 // local is the placement of New: a Service that queues its tasks and runs
@@ -65,6 +76,15 @@ func (s local) ran(t *Task) {
 
 func (local) release(*Task)        {}
 func (local) takenOver(*Task) bool { return false }
+
+func (local) checkResult(*Task) error               { return nil }
+func (local) queueStatus(map[string]any, queueView) {}
+func (local) serviceStatus(map[string]any)          {}
+
+func (s local) streamRunner() (StreamRunner, bool) {
+	sr, ok := s.runner.(StreamRunner)
+	return sr, ok
+}
 
 // startRetain starts retain, when finished tasks are deleted
 // (Config.KeepFinished, KeepFinishedCount).

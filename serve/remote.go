@@ -102,6 +102,36 @@ func (s remoteAPI) cancel(ctx context.Context, id string) (cancelResult, *Task) 
 	return s.cancelEnded(t)
 }
 
+// checkResult checks the seal of a record: one loaded at a restart may
+// have been rewritten by a worker since this API accepted it.
+func (s remoteAPI) checkResult(t *Task) error { return s.verifySeal(t) }
+
+// queueStatus names the models of pending tasks that no connected worker
+// serves (when the list of workers can be read).
+func (s remoteAPI) queueStatus(out map[string]any, q queueView) {
+	ws, err := s.wq.Workers()
+	if err == nil {
+		out["waiting_for_workers"] = unserved(q.models, ws)
+	}
+}
+
+// serviceStatus lists the connected workers (null when the list cannot
+// be read); with any, the service's status is "workers".
+func (s remoteAPI) serviceStatus(out map[string]any) {
+	ws, err := s.wq.Workers()
+	if err != nil {
+		ws = nil
+	}
+	out["workers"] = ws
+	if len(ws) > 0 {
+		out["service_status"] = "workers"
+	}
+}
+
+// streamRunner: live sessions run where the devices are, and the API of
+// remote workers has none.
+func (remoteAPI) streamRunner() (StreamRunner, bool) { return nil, false }
+
 // apply takes in a task's record as the bucket holds it; s.mu is held.
 func (s *scheduler) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {

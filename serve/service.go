@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Config configures a Service.
@@ -132,7 +134,6 @@ type Service struct {
 	cfg       Config
 	runner    Runner
 	st        TaskStore
-	mode      mode      // which constructor made it
 	placement placement // what that constructor's kind of Service does (placement.go)
 	log       *slog.Logger
 	m         *metrics
@@ -149,34 +150,32 @@ type Service struct {
 	live  streams     // the live sessions
 }
 
-// mode is what a Service does with its tasks.
-type mode int
-
-const (
-	modeLocal  mode = iota // New: it queues its tasks and runs them
-	modeRemote             // NewRemote: it queues them for workers on other machines and runs none
-	modeWorker             // NewWorker: it runs tasks it takes from the work queue, with no HTTP API
-)
-
 // New opens the store in cfg.Data, removes temporaries left by interrupted
 // tasks, requeues the tasks that were pending or processing, and starts
 // cfg.Workers workers that run them with r.
-func New(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeLocal) }
+func New(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return local{s} }, nil)
+}
 
 // NewRemote opens a Service that is the API of workers on other machines
 // (vsr serve --workers 0): it records each task in its store, which must
 // have the WorkQueue capability (cfg.NATS), queues it there for the
 // workers that serve its model, and runs none itself (see cluster.go).
-func NewRemote(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeRemote) }
+func NewRemote(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return remoteAPI{local{s}} }, nil)
+}
 
 // NewWorker opens a worker (vsr worker): a Service without HTTP that
 // takes its tasks from the work queue of a store with the WorkQueue
 // capability (cfg.NATS) and runs cfg.Workers of them at once with r (see
 // cluster.go).
-func NewWorker(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeWorker) }
+func NewWorker(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return worker{local{s}} }, leaseOptions)
+}
 
-// newService makes a Service of mode m.
-func newService(cfg Config, r Runner, m mode) (*Service, error) {
+// newService makes a Service whose placement is place's; dial, when set,
+// gives the options of its connection to NATS (Config.NATS).
+func newService(cfg Config, r Runner, place func(*Service) placement, dial func(Config) []nats.Option) (*Service, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("serve: no data directory")
 	}
@@ -209,7 +208,11 @@ func newService(cfg Config, r Runner, m mode) (*Service, error) {
 	switch {
 	case st != nil:
 	case cfg.NATS != nil:
-		if st, err = openJetStream(cfg.Data, *cfg.NATS, leaseOptions(cfg, m)...); err != nil {
+		var opts []nats.Option
+		if dial != nil {
+			opts = dial(cfg)
+		}
+		if st, err = openJetStream(cfg.Data, *cfg.NATS, opts...); err != nil {
 			return nil, err
 		}
 	default:
@@ -218,21 +221,14 @@ func newService(cfg Config, r Runner, m mode) (*Service, error) {
 		}
 	}
 	s := &Service{
-		cfg: cfg, runner: r, st: st, mode: m, log: cfg.Logger, allow: allow,
+		cfg: cfg, runner: r, st: st, log: cfg.Logger, allow: allow,
 		scheduler: scheduler{
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 			wake: make(chan struct{}, 1),
 		},
 		cluster: cluster{hashes: map[string]string{}},
 	}
-	switch m {
-	case modeRemote:
-		s.placement = remoteAPI{local{s}}
-	case modeWorker:
-		s.placement = worker{local{s}}
-	default:
-		s.placement = local{s}
-	}
+	s.placement = place(s)
 	s.wq, _ = st.(WorkQueue)
 	s.m = newMetrics(s)
 	if err := s.placement.open(); err != nil {
