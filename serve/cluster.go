@@ -82,9 +82,10 @@ func outputExt(path string) string {
 func uploadObject(t *Task) string { return "in/" + filepath.Base(t.Input) }
 
 // hashModels records the content hash of each served model (ModelHasher;
-// "" for a runner that has none) when tasks run on workers: the API
-// records it in each task, and a worker runs only the tasks whose hash is
-// its own.
+// "" for a runner that has none) when tasks run on workers (remoteAPI's
+// and worker's open; New's Service leaves hashes empty): the API records
+// it in each task, and a worker runs only the tasks whose hash is its
+// own.
 func (s *Service) hashModels() error {
 	mh, ok := s.runner.(ModelHasher)
 	if !ok {

@@ -24,10 +24,12 @@ import (
 // the running ones are in running. mu guards the fields above wake, and
 // every Task in tasks (a running task's runner has its own copy).
 //
-// New runs the tasks here (work, next, runOne); with NewRemote the queue
-// and the running list mirror the work queue as the store's records say
-// (remote.go), and with NewWorker the tasks come from the work queue
-// (worker.go) and run here.
+// What differs between New, NewRemote and NewWorker is the placement
+// each sets (placement.go), which the scheduler asks: local (New) runs
+// the tasks here (work, next, runOne); with remoteAPI (NewRemote) the
+// queue and the running list mirror the work queue as the store's
+// records say (remote.go); a worker (NewWorker) takes its tasks from the
+// work queue (worker.go) and runs them here.
 type scheduler struct {
 	mu      sync.Mutex
 	tasks   map[string]*Task
