@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,10 +20,11 @@ import (
 )
 
 // scheduler is the Service's record of its tasks, their queue and the
-// workers that run them: every task is kept in the store (Service.st)
-// and, while the Service runs, in tasks; the pending ones wait in queue,
-// the running ones are in running. mu guards the fields above wake, and
-// every Task in tasks (a running task's runner has its own copy).
+// workers that run them: every task is kept in the store (st) and, while
+// the Service runs, in tasks; the pending ones wait in queue, the running
+// ones are in running. mu guards the fields from tasks to outputs, and
+// every Task in tasks (a running task's runner has its own copy); the
+// fields above mu are set once, by the constructor.
 //
 // What differs between New, NewRemote and NewWorker is the placement
 // each sets (placement.go), which the scheduler asks: local (New) runs
@@ -31,6 +33,10 @@ import (
 // records say (remote.go); a worker (NewWorker) takes its tasks from the
 // work queue (worker.go) and runs them here.
 type scheduler struct {
+	st        TaskStore    // the Service's store, which it closes
+	placement placement    // what the constructor's kind of Service does (placement.go)
+	log       *slog.Logger // Config.Logger
+
 	mu      sync.Mutex
 	tasks   map[string]*Task
 	queue   Queue   // pending task ids
@@ -151,7 +157,7 @@ func (s *Service) sweepUploads() {
 }
 
 // loadTasks returns the stored tasks in submission order.
-func (s *Service) loadTasks() ([]*Task, error) {
+func (s *scheduler) loadTasks() ([]*Task, error) {
 	ts, err := s.st.Load()
 	if err != nil {
 		return nil, err
@@ -402,7 +408,7 @@ const (
 // cancel cancels a pending task at once, or a running one and waits (up to
 // ctx) for it to stop (placement.cancel). It returns the outcome and the
 // task's state.
-func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+func (s *scheduler) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 	return s.placement.cancel(ctx, id)
 }
 
@@ -449,7 +455,7 @@ func (s local) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 
 // cancelEnded answers the cancel of task t, which has ended; s.mu is
 // held, and released.
-func (s *Service) cancelEnded(t *Task) (cancelResult, *Task) {
+func (s *scheduler) cancelEnded(t *Task) (cancelResult, *Task) {
 	c := t.clone()
 	s.mu.Unlock()
 	if c.Status == Cancelled { // as LightX2V: cancelling again succeeds
@@ -460,7 +466,7 @@ func (s *Service) cancelEnded(t *Task) (cancelResult, *Task) {
 
 // persist writes t; s.mu is held. A store failure is logged: the task goes
 // on in memory.
-func (s *Service) persist(t *Task) {
+func (s *scheduler) persist(t *Task) {
 	if t.lost { // a worker's task that is another's now: its record too
 		return
 	}
@@ -468,7 +474,7 @@ func (s *Service) persist(t *Task) {
 }
 
 // saved takes in err, the outcome of writing task t; s.mu is held.
-func (s *Service) saved(t *Task, err error) {
+func (s *scheduler) saved(t *Task, err error) {
 	t.unsaved = err != nil && !errors.Is(err, errChanged)
 	if err == nil {
 		return
@@ -519,7 +525,7 @@ func (s local) await(ctx context.Context) (*Task, context.Context) {
 
 // next pops the first pending task, marks it processing and gives it a
 // context of its own.
-func (s *Service) next(parent context.Context) (*Task, context.Context) {
+func (s *scheduler) next(parent context.Context) (*Task, context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {

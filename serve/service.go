@@ -129,17 +129,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Service owns the store, the queue and the worker.
+// Service owns the scheduler (the store, the queue and the workers), its
+// cluster state and the HTTP API's shared state.
 type Service struct {
-	cfg       Config
-	runner    Runner
-	st        TaskStore
-	placement placement // what that constructor's kind of Service does (placement.go)
-	log       *slog.Logger
-	m         *metrics
+	cfg    Config
+	runner Runner
+	m      *metrics
 
-	scheduler // the tasks, their queue and the workers that run them (scheduler.go)
-	cluster   // tasks on other machines (cluster.go; zero for New)
+	scheduler // the store, the tasks, their queue and the workers that run them (scheduler.go)
+	cluster   // tasks on other machines (cluster.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -221,8 +219,9 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 		}
 	}
 	s := &Service{
-		cfg: cfg, runner: r, st: st, log: cfg.Logger, allow: allow,
+		cfg: cfg, runner: r, allow: allow,
 		scheduler: scheduler{
+			st: st, log: cfg.Logger,
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 			wake: make(chan struct{}, 1),
 		},
