@@ -160,7 +160,7 @@ func (s *scheduler) requeue() {
 
 // watch follows the task bucket until ctx ends, so that the API of remote
 // workers reports what they write within milliseconds.
-func (s *Service) watch(ctx context.Context) {
+func (s remoteAPI) watch(ctx context.Context) {
 	defer s.workers.Done()
 	for ctx.Err() == nil {
 		if err := s.wq.Watch(ctx, s.seen); err != nil {
@@ -174,7 +174,7 @@ func (s *Service) watch(ctx context.Context) {
 }
 
 // seen takes in a task's record that watch saw written.
-func (s *Service) seen(t *Task) {
+func (s remoteAPI) seen(t *Task) {
 	bad := s.verifySeal(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,7 +201,7 @@ func (s *Service) seen(t *Task) {
 // paths to name an upload). With remote workers, only an upload that this
 // API's signature covers. The object is removed in the background: s.mu
 // may be held.
-func (s *Service) removeUpload(t *Task) {
+func (s remoteAPI) removeUpload(t *Task) {
 	if !t.Upload || filepath.Dir(t.Input) != s.cfg.InputRoot || !uploadName.MatchString(filepath.Base(t.Input)) || !s.signedHere(t) {
 		return
 	}
@@ -214,7 +214,7 @@ func (s *Service) removeUpload(t *Task) {
 
 // cancelRemote asks the worker running task id to stop and waits (up to
 // ctx) for its record to say it stopped.
-func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
+func (s remoteAPI) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
 	if err := s.wq.Cancel(id); err != nil {
 		s.log.Warn("cancel", "task", id, "err", err)
 	}
