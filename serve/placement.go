@@ -8,7 +8,8 @@ import (
 // placement is what differs between the Services that New, NewRemote and
 // NewWorker make: what a Service does at start, where a submitted task
 // goes, who runs it and how a cancel reaches it. Each constructor sets
-// one (local, remoteAPI, worker); the scheduler asks it, never which
+// one (local, remoteAPI, worker: the last two embed local and override
+// what differs); the scheduler and the API ask it, never which
 // constructor made the Service.
 type placement interface {
 	// open readies the Service once its store is open (the tasks stored,
@@ -19,7 +20,7 @@ type placement interface {
 	// enqueue hands task t, submitted and stored, to whoever runs it; an
 	// error refuses the submit. s.mu is held.
 	enqueue(t *Task) error
-	// cancel cancels task id (Service.cancel).
+	// cancel cancels task id (scheduler.cancel).
 	cancel(ctx context.Context, id string) (cancelResult, *Task)
 	// await takes the next task to run here, marked processing, with a
 	// context of its own; nil when none came for a while (ctx ended, or
