@@ -33,9 +33,11 @@ import (
 // only (jetstream.go implements it).
 
 // cluster is the Service's state for tasks on other machines (NewRemote,
-// NewWorker); a Service made by New leaves it zero.
+// NewWorker). wq is set in every Service whose store has the capability
+// (nil otherwise), and hashes always (empty for New); the rest only for
+// the kind of Service that the comments below name.
 type cluster struct {
-	wq      WorkQueue         // the store's capability (Service.st)
+	wq      WorkQueue         // the store's WorkQueue capability (Service.st), or nil
 	hashes  map[string]string // the served models' content hashes (see hashModels)
 	trusted sync.Map          // the signers found in the signers' bucket (see verifySeal)
 
@@ -80,13 +82,13 @@ func outputExt(path string) string {
 func uploadObject(t *Task) string { return "in/" + filepath.Base(t.Input) }
 
 // hashModels records the content hash of each served model (ModelHasher;
-// "" for a runner that has none) when tasks run on workers: the API
-// records it in each task, and a worker runs only the tasks whose hash is
-// its own.
+// "" for a runner that has none) when tasks run on workers (remoteAPI's
+// and worker's open; New's Service leaves hashes empty): the API records
+// it in each task, and a worker runs only the tasks whose hash is its
+// own.
 func (s *Service) hashModels() error {
-	s.hashes = map[string]string{}
 	mh, ok := s.runner.(ModelHasher)
-	if !ok || s.mode == modeLocal {
+	if !ok {
 		return nil
 	}
 	for _, m := range s.served() {

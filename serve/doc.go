@@ -5,8 +5,10 @@
 // A Service is made by one of three constructors (service.go): New, whose
 // workers run the tasks it queues; NewRemote, the API of workers on other
 // machines, which queues tasks for them and runs none; and NewWorker, a
-// worker without HTTP that takes its tasks from that work queue. The
-// package is cut along the seams between them:
+// worker without HTTP that takes its tasks from that work queue. What
+// differs between them is one interface, the placement each constructor
+// sets (placement.go: local; remoteAPI in remote.go, worker in
+// worker.go). The package is cut along the seams between them:
 //
 //   - The HTTP API: the api type that Handler builds (http.go), whose
 //     methods are the handlers of the routes and the checks of what they

@@ -28,17 +28,17 @@ const maxJSON = 1 << 20
 
 // api is the HTTP API of a Service (Handler): the handlers of its routes,
 // the checks of the requests they take, uploads and live sessions. It
-// holds what they read (the Service's configuration, runner, mode and
-// work queue, its upload budget, stream allow rules and live sessions)
-// and reaches the rest of the Service only through svc's scheduler and
-// cluster methods: submit, cancel, get, list, queuePos, snapshot and
-// launch (scheduler.go), and verifySeal (seal.go).
+// holds what they read (the Service's configuration, runner, placement
+// and work queue, its upload budget, stream allow rules and live
+// sessions) and reaches the rest of the Service only through svc's
+// scheduler methods: submit, cancel, get, list, queuePos, snapshot and
+// launch (scheduler.go).
 type api struct {
 	cfg     *Config // the Service's, with its defaults
 	runner  Runner
-	mode    mode
+	place   placement // what differs between New and NewRemote (placement.go)
 	log     *slog.Logger
-	wq      WorkQueue // nil for New
+	wq      WorkQueue // the store's WorkQueue capability, or nil
 	svc     *Service
 	uploads *uploadBudget
 	allow   []allowRule
@@ -49,7 +49,7 @@ type api struct {
 // newAPI returns the HTTP API of s.
 func (s *Service) newAPI() *api {
 	return &api{
-		cfg: &s.cfg, runner: s.runner, mode: s.mode, log: s.log, wq: s.wq, svc: s,
+		cfg: &s.cfg, runner: s.runner, place: s.placement, log: s.log, wq: s.wq, svc: s,
 		uploads: &s.uploads, allow: s.allow, live: &s.live,
 		metrics: promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}),
 	}
@@ -279,7 +279,7 @@ func (a *api) create(w http.ResponseWriter, hr *http.Request, req *Request, uplo
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	if upload != "" && a.cfg.NATS != nil && a.cfg.NATS.Files {
+	if upload != "" && a.wq != nil && a.cfg.NATS != nil && a.cfg.NATS.Files {
 		// The workers take the upload from the object store, under a
 		// name of this submission's own (uploadObject): one refused as a
 		// duplicate replaces no other task's upload.
@@ -413,13 +413,9 @@ func (a *api) handleResult(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status))
 		return
 	}
-	if a.mode == modeRemote {
-		// A record loaded at a restart may have been rewritten by a
-		// worker since this API accepted it.
-		if err := a.svc.verifySeal(t); err != nil {
-			writeError(w, http.StatusConflict, "task result not served: "+err.Error())
-			return
-		}
+	if err := a.place.checkResult(t); err != nil {
+		writeError(w, http.StatusConflict, "task result not served: "+err.Error())
+		return
 	}
 	if t.Result != "" { // in the NATS object store
 		a.serveObject(w, r, t)
@@ -487,12 +483,7 @@ func (a *api) handleQueue(w http.ResponseWriter, r *http.Request) {
 		"queue_available": a.cfg.MaxQueue - pending,
 		"pending_tasks":   q.pending,
 	}
-	if a.mode == modeRemote {
-		ws, err := a.wq.Workers()
-		if err == nil {
-			out["waiting_for_workers"] = unserved(q.models, ws)
-		}
-	}
+	a.place.queueStatus(out, q)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -514,16 +505,7 @@ func (a *api) handleServiceStatus(w http.ResponseWriter, r *http.Request) {
 		"failed_tasks":    q.byStatus[Failed],
 		"cancelled_tasks": q.byStatus[Cancelled],
 	}
-	if a.mode == modeRemote {
-		ws, err := a.wq.Workers()
-		if err != nil {
-			ws = nil
-		}
-		out["workers"] = ws
-		if len(ws) > 0 {
-			out["service_status"] = "workers"
-		}
-	}
+	a.place.serviceStatus(out)
 	writeJSON(w, http.StatusOK, out)
 }
 

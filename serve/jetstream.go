@@ -340,7 +340,8 @@ func (s *jsStore) Enqueue(id, model string) error {
 // Consume returns the durable consumer of model's tasks: a task not
 // acknowledged (done) or marked in progress within ackWait goes to
 // another worker. The work queue's subject also reaches plain
-// subscribers: a task's arrival calls arrived at once.
+// subscribers: a task's arrival calls arrived at once, until Close
+// (which drains that subscription with the connection).
 func (s *jsStore) Consume(model string, ackWait time.Duration, arrived func()) (WorkSource, error) {
 	c, err := s.consumer(model, ackWait)
 	if err != nil {
@@ -925,9 +926,6 @@ func (s *jsStore) URL() string {
 // leaseOptions are the NATS connection options of a worker: pings every
 // AckWait/3, so that a connection that stopped answering is noticed (and
 // redialled) within the ack wait rather than the default minutes.
-func leaseOptions(c Config, m mode) []nats.Option {
-	if m != modeWorker {
-		return nil
-	}
+func leaseOptions(c Config) []nats.Option {
 	return []nats.Option{nats.PingInterval(c.AckWait / 3), nats.MaxPingsOutstanding(2)}
 }

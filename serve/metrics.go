@@ -47,7 +47,7 @@ func newMetrics(s *Service) *metrics {
 	}
 	m.reg.MustRegister(&taskCollector{s: s, desc: prometheus.NewDesc("vsr_tasks",
 		"Tasks in the store by status.", []string{"status"}, nil)})
-	if _, ok := s.runner.(StreamRunner); ok && s.mode != modeRemote {
+	if _, ok := s.placement.streamRunner(); ok {
 		m.reg.MustRegister(&streamCollector{s: s,
 			sessions: prometheus.NewDesc("vsr_live_sessions", "Live sessions of this process by status.", []string{"status"}, nil),
 			frames: prometheus.NewDesc("vsr_live_frames_total",

@@ -14,6 +14,124 @@ import (
 	"time"
 )
 
+// remoteAPI is the placement of NewRemote: the API of workers on other
+// machines, which records each task, queues it on the work queue of its
+// model and follows the records the workers write (see cluster.go). It
+// runs no task: the rest is local's, unused.
+type remoteAPI struct{ local }
+
+func (s remoteAPI) open() error {
+	if s.wq == nil {
+		return errNoJetStream
+	}
+	if err := s.hashModels(); err != nil {
+		return err
+	}
+	if err := s.openSigner(); err != nil {
+		return err
+	}
+	removeTemporaries(s.cfg.OutputRoot, s.log)
+	removeTemporaries(s.cfg.InputRoot, s.log)
+	if err := s.recover(); err != nil {
+		return err
+	}
+	s.sweepUploads()
+	return nil
+}
+
+func (s remoteAPI) start(ctx context.Context) {
+	s.workers.Add(1)
+	go s.watch(ctx)
+	s.startRetain(ctx)
+}
+
+// recover loads the stored tasks as they are: the workers' work queue
+// holds what is left to run.
+func (s remoteAPI) recover() error {
+	ts, err := s.loadTasks()
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		s.apply(t)
+	}
+	s.requeue()
+	return nil
+}
+
+// enqueue puts task t on the work queue of its model; a failure fails it.
+func (s remoteAPI) enqueue(t *Task) error {
+	if err := s.wq.Enqueue(t.ID, t.ModelName); err != nil {
+		now := time.Now()
+		t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
+		s.persist(t)
+		return err
+	}
+	return nil
+}
+
+// cancel cancels a pending task in the bucket, or asks the worker that
+// runs it to stop (cancelRemote).
+func (s remoteAPI) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	if !ok {
+		s.mu.Unlock()
+		return cancelNotFound, nil
+	}
+	switch t.Status {
+	case Pending:
+		// A worker may take it meanwhile: the write names the revision
+		// read, and fails if the worker's came first.
+		c := t.clone()
+		now := time.Now()
+		c.Status, c.Ended, c.Error = Cancelled, &now, "task cancelled by user"
+		if err := s.st.Put(c); err != nil {
+			s.mu.Unlock()
+			return s.cancelRemote(ctx, id)
+		}
+		*t = *c
+		s.queue.Remove(id)
+		s.removeUpload(t)
+		s.mu.Unlock()
+		return cancelDone, c.clone()
+	case Processing:
+		s.mu.Unlock()
+		return s.cancelRemote(ctx, id)
+	}
+	return s.cancelEnded(t)
+}
+
+// checkResult checks the seal of a record: one loaded at a restart may
+// have been rewritten by a worker since this API accepted it.
+func (s remoteAPI) checkResult(t *Task) error { return s.verifySeal(t) }
+
+// queueStatus names the models of pending tasks that no connected worker
+// serves (when the list of workers can be read).
+func (s remoteAPI) queueStatus(out map[string]any, q queueView) {
+	ws, err := s.wq.Workers()
+	if err == nil {
+		out["waiting_for_workers"] = unserved(q.models, ws)
+	}
+}
+
+// serviceStatus lists the connected workers (null when the list cannot
+// be read); with any, the service's status is "workers".
+func (s remoteAPI) serviceStatus(out map[string]any) {
+	ws, err := s.wq.Workers()
+	if err != nil {
+		ws = nil
+	}
+	out["workers"] = ws
+	if len(ws) > 0 {
+		out["service_status"] = "workers"
+	}
+}
+
+// streamRunner: live sessions run where the devices are, and the API of
+// remote workers has none.
+func (remoteAPI) streamRunner() (StreamRunner, bool) { return nil, false }
+
 // apply takes in a task's record as the bucket holds it; s.mu is held.
 func (s *scheduler) apply(t *Task) {
 	if old := s.tasks[t.ID]; old != nil {
@@ -42,7 +160,7 @@ func (s *scheduler) requeue() {
 
 // watch follows the task bucket until ctx ends, so that the API of remote
 // workers reports what they write within milliseconds.
-func (s *Service) watch(ctx context.Context) {
+func (s remoteAPI) watch(ctx context.Context) {
 	defer s.workers.Done()
 	for ctx.Err() == nil {
 		if err := s.wq.Watch(ctx, s.seen); err != nil {
@@ -56,7 +174,7 @@ func (s *Service) watch(ctx context.Context) {
 }
 
 // seen takes in a task's record that watch saw written.
-func (s *Service) seen(t *Task) {
+func (s remoteAPI) seen(t *Task) {
 	bad := s.verifySeal(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,7 +201,7 @@ func (s *Service) seen(t *Task) {
 // paths to name an upload). With remote workers, only an upload that this
 // API's signature covers. The object is removed in the background: s.mu
 // may be held.
-func (s *Service) removeUpload(t *Task) {
+func (s remoteAPI) removeUpload(t *Task) {
 	if !t.Upload || filepath.Dir(t.Input) != s.cfg.InputRoot || !uploadName.MatchString(filepath.Base(t.Input)) || !s.signedHere(t) {
 		return
 	}
@@ -96,7 +214,7 @@ func (s *Service) removeUpload(t *Task) {
 
 // cancelRemote asks the worker running task id to stop and waits (up to
 // ctx) for its record to say it stopped.
-func (s *Service) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
+func (s remoteAPI) cancelRemote(ctx context.Context, id string) (cancelResult, *Task) {
 	if err := s.wq.Cancel(id); err != nil {
 		s.log.Warn("cancel", "task", id, "err", err)
 	}

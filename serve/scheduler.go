@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,16 +20,23 @@ import (
 )
 
 // scheduler is the Service's record of its tasks, their queue and the
-// workers that run them: every task is kept in the store (Service.st)
-// and, while the Service runs, in tasks; the pending ones wait in queue,
-// the running ones are in running. mu guards the fields above wake, and
-// every Task in tasks (a running task's runner has its own copy).
+// workers that run them: every task is kept in the store (st) and, while
+// the Service runs, in tasks; the pending ones wait in queue, the running
+// ones are in running. mu guards the fields from tasks to outputs, and
+// every Task in tasks (a running task's runner has its own copy); the
+// fields above mu are set once, by the constructor.
 //
-// New runs the tasks here (work, next, runOne); with NewRemote the queue
-// and the running list mirror the work queue as the store's records say
-// (remote.go), and with NewWorker the tasks come from the work queue
-// (worker.go) and run here.
+// What differs between New, NewRemote and NewWorker is the placement
+// each sets (placement.go), which the scheduler asks: local (New) runs
+// the tasks here (work, next, runOne); with remoteAPI (NewRemote) the
+// queue and the running list mirror the work queue as the store's
+// records say (remote.go); a worker (NewWorker) takes its tasks from the
+// work queue (worker.go) and runs them here.
 type scheduler struct {
+	st        TaskStore    // the Service's store, which it closes
+	placement placement    // what the constructor's kind of Service does (placement.go)
+	log       *slog.Logger // Config.Logger
+
 	mu      sync.Mutex
 	tasks   map[string]*Task
 	queue   Queue   // pending task ids
@@ -148,12 +156,11 @@ func (s *Service) sweepUploads() {
 	}
 }
 
-// recover loads the stored tasks: finished ones are listed, pending ones
-// queued again in order, and those that were processing run again.
-func (s *Service) recover() error {
+// loadTasks returns the stored tasks in submission order.
+func (s *scheduler) loadTasks() ([]*Task, error) {
 	ts, err := s.st.Load()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.SortFunc(ts, func(a, b *Task) int {
 		switch {
@@ -164,12 +171,16 @@ func (s *Service) recover() error {
 		}
 		return 0
 	})
-	if s.mode == modeRemote { // the workers' work queue holds what is left to run
-		for _, t := range ts {
-			s.apply(t)
-		}
-		s.requeue()
-		return nil
+	return ts, nil
+}
+
+// recover loads the stored tasks of a Service that runs them: finished
+// ones are listed, pending ones queued again in order, and those that
+// were processing run again.
+func (s local) recover() error {
+	ts, err := s.loadTasks()
+	if err != nil {
+		return err
 	}
 	for _, t := range ts {
 		s.track(t)
@@ -259,13 +270,8 @@ func (s *Service) submit(t *Task, upload string) error {
 		}
 		return fmt.Errorf("store task: %w", err)
 	}
-	if s.mode == modeRemote {
-		if err := s.wq.Enqueue(t.ID, t.ModelName); err != nil {
-			now := time.Now()
-			t.Status, t.Ended, t.Error, t.ErrorType = Failed, &now, oneLine(err.Error()), "QueueError"
-			s.persist(t)
-			return err
-		}
+	if err := s.placement.enqueue(t); err != nil {
+		return err
 	}
 	s.track(t)
 	s.queue.Push(t.ID)
@@ -400,33 +406,19 @@ const (
 )
 
 // cancel cancels a pending task at once, or a running one and waits (up to
-// ctx) for it to stop. It returns the outcome and the task's state.
-func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+// ctx) for it to stop (placement.cancel). It returns the outcome and the
+// task's state.
+func (s *scheduler) cancel(ctx context.Context, id string) (cancelResult, *Task) {
+	return s.placement.cancel(ctx, id)
+}
+
+// cancel cancels a task that runs here (local).
+func (s local) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 	s.mu.Lock()
 	t, ok := s.tasks[id]
 	if !ok {
 		s.mu.Unlock()
 		return cancelNotFound, nil
-	}
-	if s.mode == modeRemote && t.Status == Pending {
-		// A worker may take it meanwhile: the write names the revision
-		// read, and fails if the worker's came first.
-		c := t.clone()
-		now := time.Now()
-		c.Status, c.Ended, c.Error = Cancelled, &now, "task cancelled by user"
-		if err := s.st.Put(c); err != nil {
-			s.mu.Unlock()
-			return s.cancelRemote(ctx, id)
-		}
-		*t = *c
-		s.queue.Remove(id)
-		s.removeUpload(t)
-		s.mu.Unlock()
-		return cancelDone, c.clone()
-	}
-	if s.mode == modeRemote && t.Status == Processing {
-		s.mu.Unlock()
-		return s.cancelRemote(ctx, id)
 	}
 	switch t.Status {
 	case Pending:
@@ -458,6 +450,12 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		}
 		return cancelNothing, c
 	}
+	return s.cancelEnded(t)
+}
+
+// cancelEnded answers the cancel of task t, which has ended; s.mu is
+// held, and released.
+func (s *scheduler) cancelEnded(t *Task) (cancelResult, *Task) {
 	c := t.clone()
 	s.mu.Unlock()
 	if c.Status == Cancelled { // as LightX2V: cancelling again succeeds
@@ -468,7 +466,7 @@ func (s *Service) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 
 // persist writes t; s.mu is held. A store failure is logged: the task goes
 // on in memory.
-func (s *Service) persist(t *Task) {
+func (s *scheduler) persist(t *Task) {
 	if t.lost { // a worker's task that is another's now: its record too
 		return
 	}
@@ -476,17 +474,12 @@ func (s *Service) persist(t *Task) {
 }
 
 // saved takes in err, the outcome of writing task t; s.mu is held.
-func (s *Service) saved(t *Task, err error) {
+func (s *scheduler) saved(t *Task, err error) {
 	t.unsaved = err != nil && !errors.Is(err, errChanged)
 	if err == nil {
 		return
 	}
-	if s.mode == modeWorker && errors.Is(err, errChanged) && t.cancel != nil && !t.lost {
-		// Another worker took the task over (its message was delivered
-		// again): the record is its now, and this run stops.
-		s.log.Warn("another worker took over a running task: stopping it", "task", t.ID)
-		t.lost = true
-		t.cancel()
+	if errors.Is(err, errChanged) && t.cancel != nil && !t.lost && s.placement.takenOver(t) {
 		return
 	}
 	s.log.Error("store task", "task", t.ID, "err", err)
@@ -497,22 +490,12 @@ func (s *Service) saved(t *Task, err error) {
 func (s *Service) work(ctx context.Context) {
 	defer s.workers.Done()
 	for {
-		var t *Task
-		var tctx context.Context
-		if s.mode == modeWorker {
-			if t, tctx = s.pull(ctx); t == nil {
-				if ctx.Err() != nil {
-					return
-				}
-				continue
-			}
-		} else if t, tctx = s.next(ctx); t == nil {
-			select {
-			case <-ctx.Done():
+		t, tctx := s.placement.await(ctx)
+		if t == nil {
+			if ctx.Err() != nil {
 				return
-			case <-s.wake:
-				continue
 			}
+			continue
 		}
 		// Another idle worker may take the next pending task.
 		select {
@@ -520,18 +503,29 @@ func (s *Service) work(ctx context.Context) {
 		default:
 		}
 		s.runOne(ctx, tctx, t)
-		if s.mode == modeWorker {
-			s.release(t)
-		}
+		s.placement.release(t)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
+// await takes the next task of the local queue, or waits for one to be
+// queued (nil, when it waited).
+func (s local) await(ctx context.Context) (*Task, context.Context) {
+	if t, tctx := s.next(ctx); t != nil {
+		return t, tctx
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.wake:
+	}
+	return nil, nil
+}
+
 // next pops the first pending task, marks it processing and gives it a
 // context of its own.
-func (s *Service) next(parent context.Context) (*Task, context.Context) {
+func (s *scheduler) next(parent context.Context) (*Task, context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -658,9 +652,6 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		// again at the next start, or on another worker.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
-		if s.mode == modeWorker && !t.lost {
-			t.HandedBack++ // a graceful stop: not a failed delivery
-		}
 	default:
 		t.Status, t.Error, t.ErrorType = Failed, oneLine(err.Error()), errType
 		s.log.Warn("task failed", "task", t.ID, "err", t.Error)
@@ -673,11 +664,8 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		if t.Devices != "" {
 			s.m.byDevices.WithLabelValues(t.Devices, string(t.Status)).Inc()
 		}
-		if t.Upload && s.mode != modeWorker { // an uploaded input is of no use once the task is over (the API removes a worker's)
-			os.Remove(t.Input)
-		}
 	}
-	s.dropUpload(t) // a worker's own copy
+	s.placement.ran(t)
 	s.persist(t)
 	s.running = slices.DeleteFunc(s.running, func(r *Task) bool { return r == t })
 	t.cancel = nil

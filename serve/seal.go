@@ -65,9 +65,6 @@ func unseal(t, from *Task) {
 // signers' bucket; it also makes the buckets workers write refuse
 // roll-ups (Protect).
 func (s *Service) openSigner() error {
-	if s.mode != modeRemote {
-		return nil
-	}
 	if err := s.wq.Protect(); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Config configures a Service.
@@ -127,17 +129,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Service owns the store, the queue and the worker.
+// Service owns the scheduler (the store, the queue and the workers), its
+// cluster state and the HTTP API's shared state.
 type Service struct {
 	cfg    Config
 	runner Runner
-	st     TaskStore
-	mode   mode // which constructor made it
-	log    *slog.Logger
 	m      *metrics
 
-	scheduler // the tasks, their queue and the workers that run them (scheduler.go)
-	cluster   // tasks on other machines (cluster.go; zero for New)
+	scheduler // the store, the tasks, their queue and the workers that run them (scheduler.go)
+	cluster   // tasks on other machines (cluster.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -148,34 +148,32 @@ type Service struct {
 	live  streams     // the live sessions
 }
 
-// mode is what a Service does with its tasks.
-type mode int
-
-const (
-	modeLocal  mode = iota // New: it queues its tasks and runs them
-	modeRemote             // NewRemote: it queues them for workers on other machines and runs none
-	modeWorker             // NewWorker: it runs tasks it takes from the work queue, with no HTTP API
-)
-
 // New opens the store in cfg.Data, removes temporaries left by interrupted
 // tasks, requeues the tasks that were pending or processing, and starts
 // cfg.Workers workers that run them with r.
-func New(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeLocal) }
+func New(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return local{s} }, nil)
+}
 
 // NewRemote opens a Service that is the API of workers on other machines
 // (vsr serve --workers 0): it records each task in its store, which must
 // have the WorkQueue capability (cfg.NATS), queues it there for the
 // workers that serve its model, and runs none itself (see cluster.go).
-func NewRemote(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeRemote) }
+func NewRemote(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return remoteAPI{local{s}} }, nil)
+}
 
 // NewWorker opens a worker (vsr worker): a Service without HTTP that
 // takes its tasks from the work queue of a store with the WorkQueue
 // capability (cfg.NATS) and runs cfg.Workers of them at once with r (see
 // cluster.go).
-func NewWorker(cfg Config, r Runner) (*Service, error) { return newService(cfg, r, modeWorker) }
+func NewWorker(cfg Config, r Runner) (*Service, error) {
+	return newService(cfg, r, func(s *Service) placement { return worker{local{s}} }, leaseOptions)
+}
 
-// newService makes a Service of mode m.
-func newService(cfg Config, r Runner, m mode) (*Service, error) {
+// newService makes a Service whose placement is place's; dial, when set,
+// gives the options of its connection to NATS (Config.NATS).
+func newService(cfg Config, r Runner, place func(*Service) placement, dial func(Config) []nats.Option) (*Service, error) {
 	if cfg.Data == "" {
 		return nil, errors.New("serve: no data directory")
 	}
@@ -208,7 +206,11 @@ func newService(cfg Config, r Runner, m mode) (*Service, error) {
 	switch {
 	case st != nil:
 	case cfg.NATS != nil:
-		if st, err = openJetStream(cfg.Data, *cfg.NATS, leaseOptions(cfg, m)...); err != nil {
+		var opts []nats.Option
+		if dial != nil {
+			opts = dial(cfg)
+		}
+		if st, err = openJetStream(cfg.Data, *cfg.NATS, opts...); err != nil {
 			return nil, err
 		}
 	default:
@@ -217,69 +219,24 @@ func newService(cfg Config, r Runner, m mode) (*Service, error) {
 		}
 	}
 	s := &Service{
-		cfg: cfg, runner: r, st: st, mode: m, log: cfg.Logger, allow: allow,
+		cfg: cfg, runner: r, allow: allow,
 		scheduler: scheduler{
+			st: st, log: cfg.Logger,
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 			wake: make(chan struct{}, 1),
 		},
+		cluster: cluster{hashes: map[string]string{}},
 	}
+	s.placement = place(s)
 	s.wq, _ = st.(WorkQueue)
 	s.m = newMetrics(s)
-	if m != modeLocal && s.wq == nil {
-		st.Close()
-		return nil, errNoJetStream
-	}
-	if err := s.hashModels(); err != nil {
+	if err := s.placement.open(); err != nil {
 		st.Close()
 		return nil, err
-	}
-	if err := s.openSigner(); err != nil {
-		st.Close()
-		return nil, err
-	}
-	if m == modeWorker {
-		// A worker shares its roots with other workers: it removes only
-		// the temporaries of the tasks it takes (see runOne).
-		if s.copies, err = openPrivateDir(cfg.Data, s.log); err != nil {
-			st.Close()
-			return nil, err
-		}
-		if err := s.subscribe(); err != nil {
-			s.copies.close()
-			st.Close()
-			return nil, err
-		}
-	} else {
-		removeTemporaries(cfg.OutputRoot, s.log)
-		removeTemporaries(cfg.InputRoot, s.log)
-		if err := s.recover(); err != nil {
-			st.Close()
-			return nil, err
-		}
-		s.sweepUploads()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	workers := cfg.Workers
-	if m == modeRemote {
-		workers = 0
-	}
-	if m == modeWorker {
-		s.announced = make(chan struct{})
-		go s.announce(ctx)
-	}
-	if m == modeRemote {
-		s.workers.Add(1)
-		go s.watch(ctx)
-	}
-	if m != modeWorker && (cfg.KeepFinished > 0 || cfg.KeepFinishedCount > 0) {
-		s.workers.Add(1)
-		go s.retain(ctx)
-	}
-	for range workers {
-		s.workers.Add(1)
-		go s.work(ctx)
-	}
+	s.placement.start(ctx)
 	return s, nil
 }
 

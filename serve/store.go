@@ -57,7 +57,9 @@ type WorkQueue interface {
 	// Consume returns the source of model's tasks for a worker: a task
 	// taken and neither settled nor renewed within ackWait goes to
 	// another worker. arrived is called when a task of model is queued,
-	// to wake an idle worker (it may also be called for nothing).
+	// to wake an idle worker (it may also be called for nothing), from
+	// any goroutine, until the store's Close returns: a source has no
+	// Close of its own, so arrived must stay safe to call until then.
 	Consume(model string, ackWait time.Duration, arrived func()) (WorkSource, error)
 	// Watch calls seen with each task record as it is written, by any
 	// process (the records there first, then every change), until ctx

@@ -198,8 +198,8 @@ func redactor(urls ...*streamURL) func(string) string {
 }
 
 func (a *api) handleStreamCreate(w http.ResponseWriter, r *http.Request) {
-	sr, ok := a.runner.(StreamRunner)
-	if !ok || a.mode == modeRemote {
+	sr, ok := a.place.streamRunner()
+	if !ok {
 		writeError(w, http.StatusServiceUnavailable, "live sessions run where the devices are, and this server has none (--workers 0: vsr worker processes take file tasks only): send streams to a vsr serve that runs on GPUs")
 		return
 	}

@@ -11,8 +11,61 @@ import (
 	"unicode"
 )
 
+// worker is the placement of NewWorker: a Service without HTTP that takes
+// its tasks from the work queues of the models its runner serves and runs
+// them (see cluster.go). It submits nothing; a cancel reaches its tasks
+// through the work queue (take), and the rest is local's.
+type worker struct{ local }
+
+func (s worker) open() error {
+	if s.wq == nil {
+		return errNoJetStream
+	}
+	if err := s.hashModels(); err != nil {
+		return err
+	}
+	// A worker shares its roots with other workers: it removes only the
+	// temporaries of the tasks it takes (see runOne).
+	var err error
+	if s.copies, err = openPrivateDir(s.cfg.Data, s.log); err != nil {
+		return err
+	}
+	if err := s.subscribe(); err != nil {
+		s.copies.close()
+		return err
+	}
+	return nil
+}
+
+func (s worker) start(ctx context.Context) {
+	s.announced = make(chan struct{})
+	go s.announce(ctx)
+	s.startWork(ctx)
+}
+
+// await takes a task from the work queue (pull).
+func (s worker) await(ctx context.Context) (*Task, context.Context) { return s.pull(ctx) }
+
+// ran counts a graceful stop, not a failed delivery, and removes the
+// task's copy of its upload: the API removes the upload.
+func (s worker) ran(t *Task) {
+	if t.Status == Pending && !t.lost { // interrupted by a stop, not by a lost lease
+		t.HandedBack++
+	}
+	s.dropUpload(t)
+}
+
+// takenOver stops task t: another worker took it over (its message was
+// delivered again), and the record is its now.
+func (s worker) takenOver(t *Task) bool {
+	s.log.Warn("another worker took over a running task: stopping it", "task", t.ID)
+	t.lost = true
+	t.cancel()
+	return true
+}
+
 // subscribe makes a worker's consumers, one per model its runner serves.
-func (s *Service) subscribe() error {
+func (s worker) subscribe() error {
 	for _, m := range s.served() {
 		// A task's arrival wakes an idle worker at once.
 		c, err := s.wq.Consume(m, s.cfg.AckWait, s.signal)
@@ -30,7 +83,7 @@ func (s *Service) subscribe() error {
 
 // announce says in the worker bucket that this worker is there, what it
 // serves and runs, until ctx ends; then it takes the entry out.
-func (s *Service) announce(ctx context.Context) {
+func (s worker) announce(ctx context.Context) {
 	defer close(s.announced)
 	info := WorkerInfo{Name: s.cfg.Name, Models: s.served(), Devices: s.cfg.Devices, Started: time.Now()}
 	tick := time.NewTicker(min(s.cfg.AckWait/3, workerTTL/3))
@@ -54,7 +107,7 @@ func (s *Service) announce(ctx context.Context) {
 // pull takes a task from the work queues of the worker's models and marks
 // it processing, as next does with the local queue; it waits a little
 // when there is none.
-func (s *Service) pull(parent context.Context) (*Task, context.Context) {
+func (s worker) pull(parent context.Context) (*Task, context.Context) {
 	if s.isClosing() {
 		return nil, nil
 	}
@@ -84,7 +137,7 @@ const pullIdle = 250 * time.Millisecond
 // take starts the task of message m, or acknowledges a message whose task
 // is gone, finished or cancelled, or fails a task delivered too often or
 // whose record this worker cannot trust (checkRecord).
-func (s *Service) take(parent context.Context, m Work) (*Task, context.Context) {
+func (s worker) take(parent context.Context, m Work) (*Task, context.Context) {
 	id := m.ID()
 	delivered, err := m.Delivered()
 	if err != nil {
@@ -192,7 +245,7 @@ func (s *Service) take(parent context.Context, m Work) (*Task, context.Context) 
 // clean and local; the model is one this worker serves, the one of the
 // queue the message came from, with the weights the API checked the
 // request against (the content hash it recorded).
-func (s *Service) checkRecord(t *Task, id, model string) error {
+func (s worker) checkRecord(t *Task, id, model string) error {
 	if t.ID != id {
 		return fmt.Errorf("the record of %s names task %q", id, t.ID)
 	}
@@ -234,7 +287,7 @@ func checkRel(field, p string) error {
 // privateDir), and its result, stored and removed when the task is done.
 // Otherwise they are the record's relative paths, which the run opens
 // inside the roots (openTask).
-func (s *Service) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
+func (s worker) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
 	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 	if !t.Files {
 		return in, out, nil
@@ -262,7 +315,7 @@ var getUpload = WorkQueue.GetUpload
 
 // dropUpload removes the copy of its upload a worker took for task t
 // into its private directory (localPaths), once its run is over.
-func (s *Service) dropUpload(t *Task) {
+func (s worker) dropUpload(t *Task) {
 	if t.Files && t.Upload && t.in != "" {
 		os.Remove(t.in)
 	}
@@ -274,7 +327,7 @@ func (s *Service) dropUpload(t *Task) {
 // renewal has been answered for 2/3 of AckWait, the task may go to
 // another worker at AckWait: this one cancels it then, so that no task
 // runs twice at once.
-func (s *Service) heartbeat(ctx context.Context, t *Task, m Work) {
+func (s worker) heartbeat(ctx context.Context, t *Task, m Work) {
 	aw := s.cfg.AckWait
 	last := time.Now() // the last renewal the server answered was sent then
 	for {
@@ -308,7 +361,7 @@ func (s *Service) heartbeat(ctx context.Context, t *Task, m Work) {
 // the task is over and its record says so, handed back at once when the
 // worker stopped before, or when the final record could not be written
 // (the task then runs again rather than stay "processing" for ever).
-func (s *Service) release(t *Task) {
+func (s worker) release(t *Task) {
 	if t.unsub != nil {
 		t.unsub()
 	}
@@ -341,7 +394,7 @@ const finalSaveFor = time.Minute
 // saveFinal writes again, every second for up to finalSaveFor, the record
 // of a finished task whose last write failed, keeping its message in
 // progress meanwhile.
-func (s *Service) saveFinal(t *Task) {
+func (s worker) saveFinal(t *Task) {
 	for end := time.Now().Add(finalSaveFor); ; {
 		s.mu.Lock()
 		done := !t.unsaved || t.lost || time.Now().After(end)
