@@ -237,13 +237,14 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range []string{"lapsed", "renewed", "acked", "termed"} {
+			for _, id := range []string{"lapsed", "renewed", "inprogress", "acked", "termed"} {
 				if err := api.Enqueue(id, "m"); err != nil {
 					t.Fatal(err)
 				}
 			}
 			next(t, src1, "lapsed", "m", 1)
 			renewed := next(t, src1, "renewed", "m", 1)
+			inProgress := next(t, src1, "inprogress", "m", 1)
 			acked := next(t, src1, "acked", "m", 1)
 			termed := next(t, src1, "termed", "m", 1)
 			if err := acked.Ack(); err != nil {
@@ -252,18 +253,13 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 			if err := termed.Term(); err != nil {
 				t.Fatal(err)
 			}
-			stop := time.Now().Add(4 * ackWait)
-			for i := 0; time.Now().Before(stop); i++ {
-				var err error
-				if i%2 == 0 {
-					err = renewed.Renew(time.Second)
-				} else {
-					err = renewed.InProgress()
-				}
-				if err != nil {
+			for stop := time.Now().Add(4 * ackWait); time.Now().Before(stop); time.Sleep(ackWait / 5) {
+				if err := renewed.Renew(time.Second); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(ackWait / 5)
+				if err := inProgress.InProgress(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			lapsed := next(t, src2, "lapsed", "m", 2)
 			if err := lapsed.Ack(); err != nil {
@@ -272,8 +268,10 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 			if wk, err := src2.Next(); wk != nil || err != nil {
 				t.Errorf("after the lease of the lapsed task ran out: %s, %v; want only that task", workID(wk), err)
 			}
-			if err := renewed.Ack(); err != nil {
-				t.Fatal(err)
+			for _, wk := range []Work{renewed, inProgress} {
+				if err := wk.Ack(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			time.Sleep(2 * ackWait)
 			for _, src := range []WorkSource{src1, src2} {
