@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vsr-dev/vsr/video"
 )
 
 // TestTaskStores runs the TaskStore conformance suite (testTaskStore) on
@@ -15,39 +18,47 @@ import (
 // is added here. It also runs a service on the memory store end to end.
 func TestTaskStores(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		open func(t *testing.T) TaskStore
+		name    string
+		open    func(t *testing.T, dir string) TaskStore
+		durable bool
 	}{
-		{"bolt", func(t *testing.T) TaskStore {
-			s, err := OpenBoltStore(t.TempDir())
+		{"bolt", func(t *testing.T, dir string) TaskStore {
+			s, err := OpenBoltStore(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
-		}},
-		{"mem", func(*testing.T) TaskStore { return NewMemStore() }},
-		{"jetstream", func(t *testing.T) TaskStore {
-			s, err := openJetStream(t.TempDir(), NATS{Listen: "127.0.0.1:-1"})
+		}, true},
+		{"mem", func(*testing.T, string) TaskStore { return NewMemStore() }, false},
+		{"jetstream", func(t *testing.T, dir string) TaskStore {
+			s, err := openJetStream(dir, NATS{Listen: "127.0.0.1:-1"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
-		}},
+		}, true},
 	} {
-		t.Run(c.name, func(t *testing.T) { testTaskStore(t, c.open) })
+		t.Run(c.name, func(t *testing.T) { testTaskStore(t, c.open, c.durable) })
 	}
 	e := newEnv(t, Config{Store: NewMemStore()}, newFake(false))
 	e.input("a.mp4")
 	e.wait(e.submit(map[string]any{"video_path": "a.mp4"}), Completed)
 }
 
-// testTaskStore checks the TaskStore contract on the stores newStore
-// opens, a new empty one for each case (closed at its end): Put records
-// a task or its change, Load returns every task recorded with all its
-// fields, in any order, the store keeps its own copies, Delete forgets a
-// task (one that is not there is no error), and the methods may be
-// called from several goroutines at once, one task from one at a time.
-func testTaskStore(t *testing.T, newStore func(t *testing.T) TaskStore) {
+// testTaskStore checks the TaskStore contract on the stores open opens
+// on a directory, a new empty one for each case (closed at its end): Put
+// records a task or its change, Load returns every task recorded with all
+// its fields, in any order, the store keeps its own copies, Delete forgets
+// a task (one that is not there is no error), and the methods may be
+// called from several goroutines at once, one task from one at a time. A
+// durable store, closed and opened again on its directory, holds what it
+// held (Reopen; skipped for the others).
+func testTaskStore(t *testing.T, open func(t *testing.T, dir string) TaskStore, durable bool) {
+	// storeTask sets every recorded field, so that a store that drops one
+	// fails PutLoad: a field added to Task later must be set there too.
+	if z := zeroFields(reflect.ValueOf(*storeTask("t1")), "Task"); len(z) > 0 {
+		t.Fatalf("storeTask leaves recorded fields unset: %v", z)
+	}
 	for _, c := range []struct {
 		name string
 		run  func(t *testing.T, s TaskStore)
@@ -123,24 +134,109 @@ func testTaskStore(t *testing.T, newStore func(t *testing.T) TaskStore) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
+			s := open(t, t.TempDir())
 			defer s.Close()
 			c.run(t, s)
 		})
 	}
+	t.Run("Reopen", func(t *testing.T) {
+		if !durable {
+			t.Skip("not a durable store")
+		}
+		dir := t.TempDir()
+		s := open(t, dir)
+		defer func() { s.Close() }()
+		reopen := func() {
+			t.Helper()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = open(t, dir)
+		}
+		want := map[string]*Task{}
+		for i := range 3 {
+			tk := storeTask(fmt.Sprint("t", i))
+			put(t, s, tk)
+			want[tk.ID] = tk
+		}
+		reopen()
+		loadEqual(t, s, want)
+		// After a reopen and a Load, a change and a deletion last too.
+		now := time.Now()
+		want["t0"].Status, want["t0"].Ended, want["t0"].Attempts = Completed, &now, 2
+		put(t, s, want["t0"])
+		if err := s.Delete("t1"); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, "t1")
+		reopen()
+		loadEqual(t, s, want)
+	})
 }
 
-// storeTask is a task with most of its recorded fields set.
+// storeTask is a task with every recorded field set (every exported
+// field but those JSON leaves out, and theirs, down to the leaves;
+// testTaskStore checks it).
 func storeTask(id string) *Task {
 	crf := 18
+	started, ended := time.Now().Add(-time.Minute).Round(0), time.Now().Round(0)
 	return &Task{
 		ID: id, Seq: 7, Status: Pending, ModelName: "m", ModelHash: "abc",
-		Request: Request{VideoPath: "in/" + id + ".mp4", SaveResultPath: id + ".mkv", Size: []int{2, 4},
-			CRF: &crf, Params: map[string]any{"steps": 4.0}},
-		Input: "/in/" + id + ".mp4", Output: "/out/" + id + ".mkv", InputRel: id + ".mp4", OutputRel: id + ".mkv",
-		Upload: true, Signature: []byte{1, 2, 3}, Created: time.Now().Round(0), FramesTotal: 96,
-		Carried: []string{"audio"},
+		Request: Request{TaskID: id, VideoPath: "in/" + id + ".mp4", SRRatio: 2, TargetShape: []int{4, 8}, Size: []int{2, 4},
+			SaveResultPath: id + ".mkv", Overwrite: true, Model: "m", Codec: "libx264", CRF: &crf, Preset: "slow",
+			PixFmt: "yuv420p", ClipLen: 5, DiT: "off", MaxFrames: 90, Tile: 64, Batch: 2, Segments: 3,
+			Deinterlace: "bwdif", NoSubtitles: true, NoMetadata: true, Params: map[string]any{"steps": 4.0}},
+		Input: "/in/" + id + ".mp4", Output: "/out/" + id + ".mkv", Worker: "w1",
+		InputRel: id + ".mp4", OutputRel: id + ".mkv", Files: true, Result: "out/" + id,
+		Upload: true, Signer: "0a1b", Signature: []byte{1, 2, 3}, Rerun: true, Wrote: []FileID{{Dev: 1, Ino: 99}},
+		FramesDone: 12, FramesTotal: 96, Created: time.Now().Add(-time.Hour).Round(0), Started: &started, Ended: &ended,
+		Error: "it broke", ErrorType: "input", Attempts: 1, HandedBack: 1, Width: 1920, Height: 1080, FPS: 23.976,
+		Devices: "cuda:0", Carried: []string{"audio"}, Dropped: []video.Drop{{What: "subtitles", Why: "mp4"}},
 	}
+}
+
+// zeroFields returns the paths of the leaves of v that are zero (empty
+// slices and maps, nil pointers included): the exported fields of
+// structs, but those JSON leaves out ("-"), and the elements of slices.
+func zeroFields(v reflect.Value, path string) []string {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return []string{path}
+		}
+		return zeroFields(v.Elem(), path)
+	case reflect.Map:
+		if v.Len() == 0 {
+			return []string{path}
+		}
+		return nil
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return []string{path}
+		}
+		var z []string
+		for i := range v.Len() {
+			z = append(z, zeroFields(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return z
+	case reflect.Struct:
+		if v.IsZero() {
+			return []string{path} // time.Time too, whose fields are unexported
+		}
+		var z []string
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() || f.Tag.Get("json") == "-" {
+				continue
+			}
+			z = append(z, zeroFields(v.Field(i), path+"."+f.Name)...)
+		}
+		return z
+	}
+	if v.IsZero() {
+		return []string{path}
+	}
+	return nil
 }
 
 func put(t *testing.T, s TaskStore, tk *Task) {
