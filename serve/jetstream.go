@@ -280,10 +280,17 @@ func (s *jsStore) removeObject(o jetstream.ObjectStore, name string) {
 }
 
 // GetUpload writes upload object to a new file name in root (refusing
-// to replace one), until ctx ends; a partial file is removed.
+// to replace one), until ctx ends or an hour has passed; a partial file
+// is removed.
 func (s *jsStore) GetUpload(ctx context.Context, root *os.Root, object, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	// The hour is a timer, not ctx's deadline: the object's reader waits
+	// for data until ctx's deadline when it has one (so a cancel would go
+	// unseen until then), and a few seconds at a time otherwise, looking
+	// at ctx between waits.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	hour := time.AfterFunc(time.Hour, cancel)
+	defer hour.Stop()
 	obj, err := s.uploads.Get(ctx, object)
 	if err != nil {
 		return fmt.Errorf("NATS object store, %s: %w", object, err)
@@ -783,11 +790,16 @@ func (s *jsStore) Watch(ctx context.Context, seen func(*Task)) error {
 // Cancel publishes on task id's cancel subject.
 func (s *jsStore) Cancel(id string) error { return s.nc.Publish(cancelSubject+id, nil) }
 
-// OnCancel subscribes to task id's cancel subject.
+// OnCancel subscribes to task id's cancel subject, and returns once the
+// server has the subscription (a Cancel published after that reaches f).
 func (s *jsStore) OnCancel(id string, f func()) (func(), error) {
 	sub, err := s.nc.Subscribe(cancelSubject+id, func(*nats.Msg) { f() })
 	if err != nil {
 		return nil, err
+	}
+	if err := s.nc.FlushTimeout(natsTimeout); err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("NATS, cancel subject of task %s: %w", id, err)
 	}
 	return func() { sub.Unsubscribe() }, nil
 }

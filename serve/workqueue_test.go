@@ -294,23 +294,14 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 				t.Fatal(err)
 			}
 			defer stop2()
-			// When OnCancel starts to hear is not stated: ask until f is
-			// called, then count.
-			waitFor(t, "f called for a Cancel", func() bool {
-				if err := api.Cancel("t1"); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(20 * time.Millisecond)
-				return n.Load() > 0
-			})
-			time.Sleep(200 * time.Millisecond)
-			n0 := n.Load()
-			for range 2 {
+			// OnCancel returns once the server has the subscription:
+			// every Cancel after it reaches f.
+			for range 3 {
 				if err := api.Cancel("t1"); err != nil {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "f called for each Cancel", func() bool { return n.Load() == n0+2 })
+			waitFor(t, "f called for each Cancel", func() bool { return n.Load() == 3 })
 			stop()
 			time.Sleep(100 * time.Millisecond) // the stop reaches the server
 			if err := api.Cancel("t1"); err != nil {
@@ -321,8 +312,8 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 			}
 			waitFor(t, "the other task's f called", func() bool { return others.Load() > 0 })
 			time.Sleep(200 * time.Millisecond)
-			if n.Load() != n0+2 {
-				t.Errorf("f called %d times, want %d: after stop, or for another task", n.Load(), n0+2)
+			if n.Load() != 3 {
+				t.Errorf("f called %d times, want 3: after stop, or for another task", n.Load())
 			}
 		}},
 		{"Workers", func(t *testing.T, api WorkQueue, worker func(t *testing.T) WorkQueue) {
@@ -423,6 +414,41 @@ func testWorkQueue(t *testing.T, open func(t *testing.T) (WorkQueue, func(t *tes
 			}
 			if _, err := os.Stat(filepath.Join(dir, "d.mp4")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("a cancelled GetUpload left a file: %v", err)
+			}
+			// A GetUpload whose context ends partway returns soon (not at
+			// a deadline of its own) and leaves no file. It is tried until
+			// one ends before its copy is done.
+			big := filepath.Join(t.TempDir(), "big.mp4")
+			if err := os.WriteFile(big, make([]byte, 32<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := api.PutUpload("in/big", big); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 10; i++ {
+				name := fmt.Sprint("big", i, ".mp4")
+				part, cancel := context.WithCancel(ctx)
+				go func() {
+					defer cancel()
+					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+						if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+							return // the copy has begun
+						}
+					}
+				}()
+				start := time.Now()
+				err := w.GetUpload(part, root, "in/big", name)
+				cancel()
+				if err == nil {
+					continue
+				}
+				if d := time.Since(start); d > 20*time.Second {
+					t.Errorf("a cancelled GetUpload returned after %v", d)
+				}
+				if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("a GetUpload that failed partway left a file: %v", err)
+				}
+				break
 			}
 			api.RemoveUpload("in/a")
 			if err := w.GetUpload(ctx, root, "in/a", "e.mp4"); err == nil {
