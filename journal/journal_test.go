@@ -679,3 +679,26 @@ func TestSettingsDigest(t *testing.T) {
 		t.Fatal("nil journal")
 	}
 }
+
+func TestStaleTempRemoved(t *testing.T) {
+	s, _ := openStore(t)
+	stale := FileName + tmpInfix + "crashed"
+	s.Root().WriteFile(stale, []byte("half a jour"), 0o600)
+	if _, err := s.Load(LoadOptions{}); !errors.Is(err, ErrNoJournal) {
+		t.Fatalf("a temporary file read as a journal: %v", err)
+	}
+	j := newJournal(t)
+	if err := s.Save(j); err != nil {
+		t.Fatal(err)
+	}
+	if tmp := leftovers(t, s); tmp != nil {
+		t.Fatalf("left %q", tmp)
+	}
+	s.Root().WriteFile(stale, nil, 0o600)
+	if err := s.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(s.Root().Name()); len(ents) != 0 {
+		t.Fatalf("Remove left %v", ents)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strings"
 )
 
 // The store's file names.
@@ -86,9 +87,11 @@ func (s *Store) Close() error {
 // Save writes j as the new checkpoint. It sets j.Version when 0 and j.Seq to
 // one more than the highest sequence number seen in the store, validates j,
 // writes it to a temporary file, syncs it, keeps the current journal (if it
-// verifies) as journal.prev.json, renames the new one to journal.json and
-// syncs the directory. Save does not check the part files: the caller writes
-// and syncs a part before it saves a journal that lists it.
+// verifies) as journal.prev.json, renames the new one to journal.json, syncs
+// the directory and removes temporary files an earlier crash left. Save does
+// not check the part files: the caller writes and syncs (f.Sync) a part or
+// state file in the store's directory before it saves a journal that lists
+// it; the directory sync of that Save makes the new file's name durable too.
 //
 // If Save fails, the last good checkpoint is still what [Store.Load] finds
 // (as journal.json or, after a failure between the renames, as
@@ -134,7 +137,28 @@ func (s *Store) Save(j *Journal) error {
 		return fmt.Errorf("journal: save: %w", err)
 	}
 	s.lastSeq = j.Seq
+	s.removeStale()
 	return nil
+}
+
+// removeStale removes temporary files that a crash during an earlier Save
+// left behind. It is best-effort: a file it cannot list or remove stays.
+func (s *Store) removeStale() error {
+	d, err := s.root.Open(".")
+	if err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	var errs []error
+	for _, n := range names {
+		if strings.HasPrefix(n, FileName+tmpInfix) {
+			if err := s.root.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(append(errs, err)...)
 }
 
 func (s *Store) writeTemp(name string, data []byte) error {
@@ -307,11 +331,11 @@ func (s *Store) checkFile(name string, size int64, sum string, verify bool) erro
 	return nil
 }
 
-// Remove deletes the journal files (not the parts: the caller removes the
-// directory when the output is done or the run is cancelled). Missing files
-// are not an error.
+// Remove deletes the journal files and any temporary ones (not the parts:
+// the caller removes the directory when the output is done or the run is
+// cancelled). Missing files are not an error.
 func (s *Store) Remove() error {
-	var errs []error
+	errs := []error{s.removeStale()}
 	for _, n := range []string{FileName, PrevName} {
 		if err := s.root.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
