@@ -30,7 +30,7 @@ type Identity struct {
 	Head string `json:"head_sha256"`
 	Tail string `json:"tail_sha256"`
 	// Probe is the caller's digest of what probing the input found (streams,
-	// frame count, rate...): opaque here, compared as a string.
+	// frame count, rate...): opaque here, compared as a string; valid UTF-8.
 	Probe string `json:"probe"`
 }
 
@@ -41,6 +41,9 @@ type Identity struct {
 // time change while it is read, IdentityOf fails rather than describe a
 // moving target.
 func IdentityOf(f *os.File, probe string) (Identity, error) {
+	if !utf8.ValidString(probe) {
+		return Identity{}, errors.New("journal: identity: probe digest is not valid UTF-8")
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return Identity{}, fmt.Errorf("journal: identity: %w", err)

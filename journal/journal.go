@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // Version is the version of the record this package writes and reads. A
@@ -79,7 +80,7 @@ func (j *Journal) Validate() error {
 	if j.TotalFrames < 0 {
 		return fmt.Errorf("journal: %d frames", j.TotalFrames)
 	}
-	if j.Input.Size < 0 || !isHash(j.Input.Head) || !isHash(j.Input.Tail) {
+	if j.Input.Size < 0 || !isHash(j.Input.Head) || !isHash(j.Input.Tail) || !utf8.ValidString(j.Input.Probe) {
 		return errors.New("journal: malformed input identity")
 	}
 	if !isHash(j.Settings.Digest) {
@@ -119,7 +120,7 @@ func (j *Journal) Validate() error {
 // checkName accepts a plain file name in the store's directory that is not
 // one of the store's own files.
 func checkName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\:`) ||
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\:`) || !utf8.ValidString(name) ||
 		strings.ContainsRune(name, 0) || !filepath.IsLocal(name) {
 		return fmt.Errorf("file name %q is not a plain name", name)
 	}
