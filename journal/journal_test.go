@@ -702,3 +702,21 @@ func TestStaleTempRemoved(t *testing.T) {
 		t.Fatalf("Remove left %v", ents)
 	}
 }
+
+func TestNewLeavesRootToCaller(t *testing.T) {
+	r, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := New(r)
+	if err := s.Save(newJournal(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Stat(FileName); err != nil {
+		t.Fatalf("Close closed the caller's root: %v", err)
+	}
+}
