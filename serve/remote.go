@@ -30,13 +30,7 @@ func (s remoteAPI) open() error {
 	if err := s.openSigner(); err != nil {
 		return err
 	}
-	removeTemporaries(s.cfg.OutputRoot, s.log)
-	removeTemporaries(s.cfg.InputRoot, s.log)
-	if err := s.recover(); err != nil {
-		return err
-	}
-	s.sweepUploads()
-	return nil
+	return s.local.open()
 }
 
 func (s remoteAPI) start(ctx context.Context) {
