@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,8 @@ var videoExts = map[string]bool{".mp4": true, ".mkv": true, ".webm": true, ".mov
 // directory Output (created if missing), keeping the names; an image takes
 // the extension of Format when it is set. Images go first, all together
 // (the model takes those of one size in batches), then the videos one by
-// one. A file that fails is reported and the others go on.
+// one. A file that fails is reported and the others go on. With
+// SkipExisting, a file whose output an earlier run finished is skipped.
 //
 // The hooks are the caller's: what it checks and prints around each file.
 // Prepare, Video and Load are required; the others may be nil.
@@ -33,6 +35,14 @@ type Folder struct {
 	// Params and Batch are the images' (Loaded.RunImages).
 	Params model.Values
 	Batch  int
+	// SkipExisting skips a file whose output exists as a regular file:
+	// one an earlier run finished, since vsr writes an output in a private
+	// directory and renames it into place when it is complete (that
+	// directory, ".STEM.vsr-*", is never an output). Anything else at the
+	// output's name (a symbolic link, a directory) is not a finished
+	// output: that file fails, saying what is there. Without it, existing
+	// outputs are Prepare's to refuse or replace.
+	SkipExisting bool
 
 	// Load loads the model when the first file that gets past Prepare
 	// needs it, and again for each next file until it succeeds: a failure
@@ -57,13 +67,27 @@ type Folder struct {
 	Message func(error) string
 	// Failed, if set, is told of each file that fails, its Error set.
 	Failed func(*FolderFile)
+	// Skipped, if set, is told of each file SkipExisting skips.
+	Skipped func(*FolderFile)
 }
 
+// The Status of a FolderFile.
+const (
+	StatusRestored    = "restored"    // its Result is set
+	StatusFailed      = "failed"      // its Error says why
+	StatusSkipped     = "skipped"     // its output existed (SkipExisting)
+	StatusInterrupted = "interrupted" // the run stopped before it was done
+)
+
 // FolderFile is one file of a folder restore: its result, or why it
-// failed. Its JSON is one entry of restore's --json document.
+// failed, or that it was skipped. Its JSON is one entry of restore's
+// --json document.
 type FolderFile struct {
 	Input  string `json:"input"`
 	Output string `json:"output"`
+	// Status is restored, failed, skipped or interrupted (the Status
+	// constants).
+	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 	*pipeline.Result
 }
@@ -74,6 +98,9 @@ type FolderReport struct {
 	Files []FolderFile
 	// Failed counts the Files with an Error.
 	Failed int
+	// Skipped counts the Files skipped because their output existed
+	// (SkipExisting); they are not failures.
+	Skipped int
 	// Stopped is set when the context ended the run: the files not
 	// finished then have the Error "interrupted".
 	Stopped bool
@@ -138,6 +165,7 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 	var ld *Loaded
 	fail := func(it item, err error) {
 		rep.Failed++
+		it.e.Status = StatusFailed
 		msg := err.Error()
 		if f.Message != nil {
 			msg = f.Message(err)
@@ -150,12 +178,38 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 	// stopped ends an interrupted run: the files not finished marked so.
 	stopped := func() (*FolderReport, error) {
 		for i := range doc {
-			if doc[i].Result == nil && doc[i].Error == "" {
-				doc[i].Error = "interrupted"
+			if doc[i].Status == "" {
+				doc[i].Status, doc[i].Error = StatusInterrupted, "interrupted"
 			}
 		}
 		rep.Stopped = true
 		return rep, nil
+	}
+	// skip reports whether the file's output is one an earlier run
+	// finished, and skips it; a symbolic link or other non-file there
+	// fails the file.
+	skip := func(it item) bool {
+		if !f.SkipExisting {
+			return false
+		}
+		st, err := os.Lstat(it.out)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return false
+		case err != nil:
+			fail(it, fmt.Errorf("output %q: %v", it.out, err))
+		case st.Mode().IsRegular():
+			rep.Skipped++
+			it.e.Status = StatusSkipped
+			if f.Skipped != nil {
+				f.Skipped(it.e)
+			}
+		case st.Mode()&fs.ModeSymlink != 0:
+			fail(it, fmt.Errorf("output %q is a symbolic link, not an output vsr finished: remove it, or choose another output folder", it.out))
+		default:
+			fail(it, fmt.Errorf("output %q exists and is not a regular file (%s), so not an output vsr finished: remove it, or choose another output folder", it.out, fileKind(st.Mode())))
+		}
+		return true
 	}
 	load := func() error {
 		if ld == nil {
@@ -170,7 +224,7 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 	var imgs []Image
 	var imgItems []item
 	for _, it := range items {
-		if !IsImage(filepath.Ext(it.in)) {
+		if !IsImage(filepath.Ext(it.in)) || skip(it) {
 			continue
 		}
 		enc, info, err := f.Prepare(ctx, it.in, it.out)
@@ -219,7 +273,7 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 				fail(imgItems[i], err)
 				continue
 			}
-			imgItems[i].e.Result = res[i]
+			imgItems[i].e.Result, imgItems[i].e.Status = res[i], StatusRestored
 		}
 	}
 	for _, it := range items {
@@ -228,6 +282,9 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 		}
 		if ctx.Err() != nil {
 			return stopped()
+		}
+		if skip(it) {
+			continue
 		}
 		enc, info, err := f.Prepare(ctx, it.in, it.out)
 		if err == nil {
@@ -244,9 +301,24 @@ func (f *Folder) Run(ctx context.Context) (*FolderReport, error) {
 			fail(it, err)
 			continue
 		}
-		it.e.Result = res
+		it.e.Result, it.e.Status = res, StatusRestored
 	}
 	return rep, nil
+}
+
+// fileKind names what a non-regular file's mode says it is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 // naming is msg about the file at path, naming it once: prefixed with the

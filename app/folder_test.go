@@ -186,3 +186,133 @@ func TestFolderHooks(t *testing.T) {
 		t.Errorf("report %+v, %d loads", rep, loads)
 	}
 }
+
+// TestFolderSkipExisting: with SkipExisting, a file whose output exists
+// as a regular file is skipped (not a failure, Prepare not called); a
+// leftover private directory (".STEM.vsr-*") is no output, so its file is
+// redone; a symbolic link at an output's name fails that file, naming
+// it. Without it, the existing outputs go to Prepare as before.
+func TestFolderSkipExisting(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed")
+	}
+	src := filepath.Join(t.TempDir(), "in")
+	os.Mkdir(src, 0o755)
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=24x16", "-frames:v", "1", filepath.Join(src, "a.png")).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, out)
+	}
+	clip(t, filepath.Join(src, "v.mkv"))
+	clip(t, filepath.Join(src, "w.mkv"))
+	dst := filepath.Join(t.TempDir(), "out")
+
+	f, _, _ := folderRun(t, src, dst)
+	f.SkipExisting = true // nothing exists yet: all restored
+	rep, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 0 || rep.Skipped != 0 {
+		t.Fatalf("first run: %+v", rep)
+	}
+	for _, e := range rep.Files {
+		if e.Status != app.StatusRestored || e.Result == nil {
+			t.Errorf("first run: %+v", e)
+		}
+	}
+	stat := func(name string) os.FileInfo {
+		st, err := os.Stat(filepath.Join(dst, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before := map[string]os.FileInfo{"a.png": stat("a.png"), "v.mkv": stat("v.mkv"), "w.mkv": stat("w.mkv")}
+
+	// Again: all skipped, the model never loaded, nothing prepared.
+	f, loads, failed := folderRun(t, src, dst)
+	f.SkipExisting = true
+	prepared := 0
+	prepare := f.Prepare
+	f.Prepare = func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+		prepared++
+		return prepare(ctx, in, out)
+	}
+	var told []string
+	f.Skipped = func(e *app.FolderFile) { told = append(told, filepath.Base(e.Output)) }
+	rep, err = f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 0 || rep.Skipped != 3 || *loads != 0 || prepared != 0 || len(*failed) != 0 || strings.Join(told, ",") != "a.png,v.mkv,w.mkv" {
+		t.Fatalf("second run: %+v, %d loads, %d prepared, told %v", rep, *loads, prepared, told)
+	}
+	for _, e := range rep.Files {
+		if e.Status != app.StatusSkipped || e.Result != nil || e.Error != "" {
+			t.Errorf("second run: %+v", e)
+		}
+	}
+	for name, st := range before {
+		if !os.SameFile(st, stat(name)) || !st.ModTime().Equal(stat(name).ModTime()) {
+			t.Errorf("%s was rewritten", name)
+		}
+	}
+
+	// v.mkv removed, a private directory an interrupted run left in its
+	// place, and a symbolic link where w.mkv was: v.mkv redone, w.mkv
+	// failed, a.png skipped.
+	os.Remove(filepath.Join(dst, "v.mkv"))
+	tmp := filepath.Join(dst, ".v.vsr-123456")
+	os.Mkdir(tmp, 0o700)
+	os.WriteFile(filepath.Join(tmp, "v.mkv"), []byte("half"), 0o644)
+	w := filepath.Join(dst, "w.mkv")
+	os.Remove(w)
+	if err := os.Symlink(filepath.Join(src, "w.mkv"), w); err != nil {
+		t.Fatal(err)
+	}
+	f, loads, failed = folderRun(t, src, dst)
+	f.SkipExisting = true
+	rep, err = f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 1 || rep.Skipped != 1 || *loads != 1 || len(*failed) != 1 {
+		t.Fatalf("third run: %+v, %d loads, failures %q", rep, *loads, *failed)
+	}
+	if a := rep.Files[0]; a.Status != app.StatusSkipped {
+		t.Errorf("a.png: %+v", a)
+	}
+	if v := rep.Files[1]; v.Status != app.StatusRestored || v.Result == nil || v.Frames != 6 {
+		t.Errorf("v.mkv: %+v", v)
+	}
+	wantLevel(t, frames(t, filepath.Join(src, "v.mkv")), frames(t, filepath.Join(dst, "v.mkv")), 200)
+	if e := rep.Files[2]; e.Status != app.StatusFailed || !strings.Contains(e.Error, "symbolic link") || strings.Count(e.Error, w) != 1 {
+		t.Errorf("w.mkv, a symbolic link: %+v", e)
+	}
+	if st, err := os.Lstat(w); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symbolic link was replaced: %v", err)
+	}
+
+	// Without SkipExisting, existing outputs are Prepare's (which here
+	// restores them again, as -y would).
+	f, _, _ = folderRun(t, src, dst)
+	os.Remove(w)
+	rep, err = f.Run(context.Background())
+	if err != nil || rep.Skipped != 0 || rep.Failed != 0 {
+		t.Fatalf("without SkipExisting: %+v, %v", rep, err)
+	}
+
+	// An interrupted run marks what it did not reach, not what it skipped.
+	f, _, _ = folderRun(t, src, dst)
+	f.SkipExisting = true
+	os.Remove(filepath.Join(dst, "w.mkv"))
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Prepare = func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
+		cancel()
+		return video.EncodeOptions{}, nil, errors.New("no")
+	}
+	rep, err = f.Run(ctx)
+	if err != nil || !rep.Stopped || rep.Files[0].Status != app.StatusSkipped || rep.Files[1].Status != app.StatusSkipped ||
+		rep.Files[2].Status != app.StatusInterrupted || rep.Files[2].Error != "interrupted" {
+		t.Errorf("interrupted: %+v, %v", rep, err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,5 +138,94 @@ func TestServeImage(t *testing.T) {
 	m = a.wait(id, "completed", time.Minute)
 	if i := probe(t, m["save_result_path"].(string)); i.PixFmt != "rgba" || i.Width != 80 {
 		t.Errorf("an RGBA image task's output %+v", i)
+	}
+}
+
+// TestFolderSkipExisting: a folder run twice, the second time with
+// --skip-existing, skips every file (exit 0, each entry "skipped" in
+// --json, the outputs untouched); with one output removed it redoes only
+// that one, and the summary line counts what it skipped. --skip-existing
+// with -y is refused in one line; for one file whose output exists it
+// exits 0 saying so, and a symbolic link there is refused.
+func TestFolderSkipExisting(t *testing.T) {
+	needFFmpeg(t)
+	src := filepath.Join(t.TempDir(), "in")
+	os.Mkdir(src, 0o755)
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x30", "-frames:v", "1", filepath.Join(src, "a.png"))
+	clip := genClip(t, src, 2, false, "mp4")
+	dst := filepath.Join(t.TempDir(), "out")
+	run := func(extra ...string) (string, string, error) {
+		return vsrOutputs(append([]string{"restore", src, "-o", dst, "-s", "2", "--device", "cpu", "--progress", "none"}, extra...)...)
+	}
+	statuses := func(stdout string) string {
+		t.Helper()
+		var doc []struct{ Output, Status, Error string }
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("--json: %v\n%s", err, stdout)
+		}
+		var s []string
+		for _, e := range doc {
+			s = append(s, filepath.Base(e.Output)+"="+e.Status)
+		}
+		return strings.Join(s, ",")
+	}
+	stdout, _, err := run("--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(stdout); got != "a.png=restored,gen2_false.mp4=restored" {
+		t.Errorf("first run: %s", got)
+	}
+	vout := filepath.Join(dst, "gen2_false.mp4")
+	aSt, _ := os.Stat(filepath.Join(dst, "a.png"))
+	vSt, _ := os.Stat(vout)
+
+	stdout, _, err = run("--skip-existing", "--json")
+	if err != nil {
+		t.Fatalf("again with --skip-existing: %v", err)
+	}
+	if got := statuses(stdout); got != "a.png=skipped,gen2_false.mp4=skipped" {
+		t.Errorf("again with --skip-existing: %s", got)
+	}
+	if a, _ := os.Stat(filepath.Join(dst, "a.png")); !os.SameFile(a, aSt) || !a.ModTime().Equal(aSt.ModTime()) {
+		t.Error("a.png was rewritten")
+	}
+	if v, _ := os.Stat(vout); !os.SameFile(v, vSt) || !v.ModTime().Equal(vSt.ModTime()) {
+		t.Error("the video was rewritten")
+	}
+
+	// The video's output removed (a private directory an interrupted run
+	// left is no output): only it is redone.
+	os.Remove(vout)
+	os.Mkdir(filepath.Join(dst, ".gen2_false.vsr-1"), 0o700)
+	_, stderr, err := run("--skip-existing")
+	if err != nil {
+		t.Fatalf("with the video's output removed: %v", err)
+	}
+	if !strings.Contains(stderr, "restored 1 of the 2 files into "+dst+"; skipped 1 existing") {
+		t.Errorf("summary: %s", stderr)
+	}
+	if i := probe(t, vout); i.Width != 48 || i.Frames != 2 {
+		t.Errorf("the video redone: %+v", i)
+	}
+	if a, _ := os.Stat(filepath.Join(dst, "a.png")); !os.SameFile(a, aSt) || !a.ModTime().Equal(aSt.ModTime()) {
+		t.Error("a.png was rewritten")
+	}
+
+	if _, _, err := run("--skip-existing", "-y"); err == nil || !strings.Contains(err.Error(), "not both") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("--skip-existing -y: %v", err)
+	}
+
+	// One file: its existing output kept, exit 0, with a notice.
+	_, stderr, err = vsrOutputs("restore", clip, "-o", vout, "--skip-existing", "--device", "cpu", "--progress", "none")
+	if err != nil || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "exists; kept it") {
+		t.Errorf("one file, its output existing: %v, %q", err, stderr)
+	}
+	link := filepath.Join(dst, "link.mp4")
+	if err := os.Symlink(vout, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vsr(t, "restore", clip, "-o", link, "--skip-existing", "--device", "cpu", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("one file, a symbolic link at its output: %v", err)
 	}
 }

@@ -39,6 +39,7 @@ type restoreFlags struct {
 	// restore only
 	input      string   // -i, the input as a flag
 	overwrite  bool     // -y
+	skip       bool     // --skip-existing
 	gpu        int      // -g N: --device cuda:N (-1: not given)
 	encoderOpt []string // --encoder-opt key=value
 	format     string   // -f: the image format of a folder's outputs
@@ -103,6 +104,7 @@ nothing behind. The output directory must exist.`,
 	fl.StringVarP(&f.output, "output", "o", "", "output file (required): a video, or an image (.png, .jpg, .webp) for an image; a folder for a folder; its directory must exist")
 	fl.StringVarP(&f.input, "input", "i", "", "input video (instead of the argument)")
 	fl.BoolVarP(&f.overwrite, "overwrite", "y", false, "replace the output if it exists (as ffmpeg's -y); without it an existing output is refused")
+	fl.BoolVar(&f.skip, "skip-existing", false, "keep an output that exists (one an earlier run finished) and skip its input: a folder's other files are restored; for one file, exit 0 saying it was kept. Not with -y")
 	fl.IntVarP(&f.gpu, "gpu", "g", -1, "GPU index: -g N is --device cuda:N")
 	fl.StringVarP(&f.format, "format", "f", "", "folder of images: write each as png, jpg, webp, bmp or tif (default: as it was; one file's output takes its extension's format)")
 	fl.StringArrayVar(&f.encoderOpt, "encoder-opt", nil, "more encoder options as key=value, passed to ffmpeg as -key value (repeatable), e.g. x265-params=aq-mode=3")
@@ -164,11 +166,17 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	default:
 		return fmt.Errorf("-f (--format) %q: want png, jpg, webp, bmp or tif", f.format)
 	}
+	if f.skip && f.overwrite {
+		return errors.New("give --skip-existing (keep existing outputs) or -y (replace them), not both")
+	}
 	set, err := familyValues(cmd.Flags())
 	if err != nil {
 		return err
 	}
 	if f.live || isLive(input, f.output) {
+		if f.skip {
+			return errors.New("--skip-existing is for files and folders, not live streams")
+		}
 		return restoreLive(cmd, input, f, set)
 	}
 	if st, err := os.Stat(input); err == nil && st.IsDir() {
@@ -180,8 +188,12 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	}
 	if st, err := os.Stat(f.output); err == nil && st.IsDir() {
 		return fmt.Errorf("output %q is a directory: give a file name, such as %s (a folder goes to a folder)", f.output, filepath.Join(f.output, strings.TrimSuffix(filepath.Base(input), filepath.Ext(input))+"_x"+filepath.Ext(input)))
+	} else if err == nil && f.skip {
+		return keepExisting(cmd, input, f)
 	} else if err == nil && !f.overwrite {
 		return fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or choose another path", f.output)
+	} else if lst, lerr := os.Lstat(f.output); f.skip && lerr == nil && lst.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("output %q is a symbolic link, not an output vsr finished: remove it, or choose another path", f.output)
 	}
 	ctx := cmd.Context()
 	enc, err := outputEncode(f, f.output)
@@ -210,6 +222,27 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 	}
 	if f.asJSON {
 		return printJSON(cmd, res)
+	}
+	return nil
+}
+
+// keepExisting is --skip-existing for one file whose output exists: kept
+// when it is a regular file (one vsr renamed into place when complete),
+// with a notice and, with --json, a document saying so; refused when it
+// is a symbolic link or anything else.
+func keepExisting(cmd *cobra.Command, input string, f restoreFlags) error {
+	st, err := os.Lstat(f.output)
+	switch {
+	case err != nil:
+		return fmt.Errorf("output %q: %v", f.output, err)
+	case st.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("output %q is a symbolic link, not an output vsr finished: remove it, or choose another path", f.output)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("output %q exists and is not a regular file, so not an output vsr finished: remove it, or choose another path", f.output)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "vsr: output %s exists; kept it (--skip-existing)\n", f.output)
+	if f.asJSON {
+		return printJSON(cmd, app.FolderFile{Input: input, Output: f.output, Status: app.StatusSkipped})
 	}
 	return nil
 }
@@ -298,7 +331,9 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 // restoreFolder restores every image and video in dir into the folder
 // f.output (app.Folder), printing what it does: each file's progress and
 // failure, and with --json one document of each file's result or error.
-// Existing outputs follow -y. The error at the end counts the failures.
+// Existing outputs follow -y, or --skip-existing keeps them and skips
+// their inputs. A summary line ends a run without --json; the error at
+// the end counts the failures.
 func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Values) error {
 	ctx := cmd.Context()
 	var ld *app.Loaded
@@ -310,6 +345,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 	warn := func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) }
 	folder := app.Folder{
 		Dir: dir, Output: f.output, Format: f.format, Params: set, Batch: f.batch,
+		SkipExisting: f.skip,
 		Load: func() (*app.Loaded, error) {
 			var err error
 			ld, err = setup(f, set)
@@ -318,7 +354,7 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		// Prepare checks a file's output and probes its input.
 		Prepare: func(ctx context.Context, in, out string) (video.EncodeOptions, *video.Info, error) {
 			if _, err := os.Stat(out); err == nil && !f.overwrite {
-				return video.EncodeOptions{}, nil, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it", out)
+				return video.EncodeOptions{}, nil, fmt.Errorf("output %q exists: add -y (--overwrite) to replace it, or --skip-existing to keep it", out)
 			}
 			enc, err := outputEncode(f, out)
 			if err != nil {
@@ -345,6 +381,11 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		Message: func(err error) string { return oneLine(flagNamed(err).Error()) },
 		Failed:  func(e *app.FolderFile) { fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", e.Error) },
 	}
+	if f.progress != "none" {
+		folder.Skipped = func(e *app.FolderFile) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s: output %s exists; skipped (--skip-existing)\n", e.Input, e.Output)
+		}
+	}
 	rep, err := folder.Run(ctx)
 	if err != nil {
 		return err
@@ -364,6 +405,8 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		if err := printJSON(cmd, rep.Files); err != nil {
 			return err
 		}
+	} else {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vsr: %s\n", folderSummary(rep, f.output))
 	}
 	if rep.Failed > 0 {
 		err := fmt.Errorf("%d of the %d files in %s failed (each named above)", rep.Failed, len(rep.Files), dir)
@@ -373,6 +416,19 @@ func restoreFolder(cmd *cobra.Command, dir string, f restoreFlags, set model.Val
 		return err
 	}
 	return nil
+}
+
+// folderSummary is one line of what a folder restore into out did:
+// "restored 2 of the 5 files into OUT; skipped 2 existing; 1 failed".
+func folderSummary(rep *app.FolderReport, out string) string {
+	s := fmt.Sprintf("restored %d of the %d files into %s", len(rep.Files)-rep.Skipped-rep.Failed, len(rep.Files), out)
+	if rep.Skipped > 0 {
+		s += fmt.Sprintf("; skipped %d existing", rep.Skipped)
+	}
+	if rep.Failed > 0 {
+		s += fmt.Sprintf("; %d failed", rep.Failed)
+	}
+	return s
 }
 
 // formatIgnored notes that -f, which applies to a folder's images, is
