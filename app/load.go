@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -197,6 +199,10 @@ type Job struct {
 	// video.Info.Deinterlaced), telling Warn what was done; "" leaves
 	// Info as it is (a caller that deinterlaced it already).
 	Deinterlace video.Deinterlace
+	// Resume, if set, makes the job resumable (pipeline.Request.Resume);
+	// Run fills in its model hash and the settings that change the output
+	// (the model, its parameters, the batch size and the device).
+	Resume *pipeline.Resume
 	// prepared is set when Info and Encode are already an image's
 	// PrepareImage (RunImages): Run does not prepare them again.
 	prepared bool
@@ -259,11 +265,28 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 			job.Warn(m)
 		}
 	}
+	batch := BatchSize(job.Batch, l.Dev)
+	var resume *pipeline.Resume
+	if job.Resume != nil {
+		r := *job.Resume
+		if r.Model, err = specHash(l.Spec); err != nil {
+			return nil, err
+		}
+		params, err := json.Marshal(job.Params)
+		if err != nil {
+			return nil, err
+		}
+		r.Settings = map[string]string{"model": l.Model.Name(), "params": string(params), "batch": strconv.Itoa(batch), "device": l.Dev.Name()}
+		for k, v := range job.Resume.Settings {
+			r.Settings[k] = v
+		}
+		resume = &r
+	}
 	return pipeline.Restore(ctx, pipeline.Request{
 		Input:     job.Input,
 		Output:    job.Output,
 		Engine:    s,
-		Batch:     BatchSize(job.Batch, l.Dev),
+		Batch:     batch,
 		Segments:  max(SegmentCount(segments, l.Dev, s), len(more)+1), // a segment for each device at least
 		MaxFrames: job.MaxFrames,
 		Info:      info,
@@ -271,6 +294,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Progress:  job.Progress,
 		CFR:       job.CFR,
 		More:      more,
+		Resume:    resume,
 	})
 }
 

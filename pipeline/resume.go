@@ -45,9 +45,9 @@ var (
 	segmentStarted func(i int)
 )
 
-// journalDir names the journal directory of an output: beside it, hidden,
+// JournalDir names the journal directory of an output: beside it, hidden,
 // private, the same for every run.
-func journalDir(out string) string {
+func JournalDir(out string) string {
 	ext := filepath.Ext(out)
 	stem := strings.TrimSuffix(filepath.Base(out), ext)
 	return filepath.Join(filepath.Dir(out), "."+stem+".vsr-journal")
@@ -114,7 +114,7 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 		return nil, err
 	}
 
-	dir := journalDir(req.Output)
+	dir := JournalDir(req.Output)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("journal: %v", err)
 	}

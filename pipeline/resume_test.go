@@ -66,7 +66,7 @@ func TestResumeSegments(t *testing.T) {
 		t.Fatalf("no audio in the reference: %s", want)
 	}
 	out := filepath.Join(dir, "out.mkv")
-	jdir := journalDir(out)
+	jdir := JournalDir(out)
 
 	// interrupt stops the run once k segments are recorded and returns
 	// how many the journal holds.
