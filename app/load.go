@@ -266,8 +266,9 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		}
 	}
 	batch := BatchSize(job.Batch, l.Dev)
+	nseg := max(SegmentCount(segments, l.Dev, s), len(more)+1) // a segment for each device at least
 	var resume *pipeline.Resume
-	if job.Resume != nil {
+	if _, causal := s.(model.Planner); job.Resume != nil && nseg > 1 && !causal { // where the pipeline keeps a journal: hash the model only then
 		r := *job.Resume
 		if r.Model, err = specHash(l.Spec); err != nil {
 			return nil, err
@@ -287,7 +288,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		Output:    job.Output,
 		Engine:    s,
 		Batch:     batch,
-		Segments:  max(SegmentCount(segments, l.Dev, s), len(more)+1), // a segment for each device at least
+		Segments:  nseg,
 		MaxFrames: job.MaxFrames,
 		Info:      info,
 		Encode:    enc,
