@@ -277,7 +277,11 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Settings = map[string]string{"model": l.Model.Name(), "params": string(params), "batch": strconv.Itoa(batch), "device": l.Dev.Name()}
+		device := l.Dev.Name() // its kind and storage type change the bits, not which one of a kind
+		if g, ok := l.Dev.(backend.GPU); ok {
+			device = g.DeviceName() + " " + g.StorageType()
+		}
+		r.Settings = map[string]string{"model": l.Model.Name(), "params": string(params), "batch": strconv.Itoa(batch), "device": device}
 		for k, v := range job.Resume.Settings {
 			r.Settings[k] = v
 		}
