@@ -165,6 +165,11 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 		r.close()
 		return nil, err
 	}
+	if n := len(r.j.Parts); n == len(parts) {
+		// Stopped while joining: the last segment runs again, so that
+		// its encoder reports what the output carries (colour tags).
+		r.j.Parts = r.j.Parts[:n-1]
+	}
 	if n := len(r.j.Parts); n > 0 {
 		notice(fmt.Sprintf("resuming at frame %d of %d", r.j.Done(), total))
 	}
