@@ -45,6 +45,9 @@ var (
 	segmentStarted func(i int)
 )
 
+// errLocked: another run holds the journal's lock.
+var errLocked = errors.New("locked")
+
 // JournalDir names the journal directory of an output: beside it, hidden,
 // private, the same for every run.
 func JournalDir(out string) string {
@@ -126,6 +129,13 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	r := &resumer{dir: dir, parts: parts, pending: map[int]journal.Part{}}
 	if r.df, err = os.Open(dir); err != nil {
 		return nil, fmt.Errorf("journal: %v", err)
+	}
+	if err := lockDir(r.df); err != nil {
+		r.df.Close()
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("%s: another run is making this output (its journal %s is locked)", req.Output, dir)
+		}
+		return nil, fmt.Errorf("journal: locking %s: %v", dir, err)
 	}
 	r.path = video.FDPath(r.df, dir)
 	if r.store, err = journal.Open(dir); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,3 +158,31 @@ func TestResumeSegments(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestResumeLock: one run at a time holds an output's journal.
+func TestResumeLock(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	a, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := lockDir(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockDir(b); !errors.Is(err, errLocked) {
+		t.Fatalf("second lock: %v", err)
+	}
+	a.Close()
+	if err := lockDir(b); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+}
