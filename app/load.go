@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -197,6 +199,10 @@ type Job struct {
 	// video.Info.Deinterlaced), telling Warn what was done; "" leaves
 	// Info as it is (a caller that deinterlaced it already).
 	Deinterlace video.Deinterlace
+	// Resume, if set, makes the job resumable (pipeline.Request.Resume);
+	// Run fills in its model hash and the settings that change the output
+	// (the model, its parameters, the batch size and the device).
+	Resume *pipeline.Resume
 	// prepared is set when Info and Encode are already an image's
 	// PrepareImage (RunImages): Run does not prepare them again.
 	prepared bool
@@ -259,18 +265,41 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 			job.Warn(m)
 		}
 	}
+	batch := BatchSize(job.Batch, l.Dev)
+	nseg := max(SegmentCount(segments, l.Dev, s), len(more)+1) // a segment for each device at least
+	var resume *pipeline.Resume
+	if _, causal := s.(model.Planner); job.Resume != nil && nseg > 1 && !causal { // where the pipeline keeps a journal: hash the model only then
+		r := *job.Resume
+		if r.Model, err = specHash(l.Spec); err != nil {
+			return nil, err
+		}
+		params, err := json.Marshal(job.Params)
+		if err != nil {
+			return nil, err
+		}
+		device := l.Dev.Name() // its kind and storage type change the bits, not which one of a kind
+		if g, ok := l.Dev.(backend.GPU); ok {
+			device = g.DeviceName() + " " + g.StorageType()
+		}
+		r.Settings = map[string]string{"model": l.Model.Name(), "params": string(params), "batch": strconv.Itoa(batch), "device": device}
+		for k, v := range job.Resume.Settings {
+			r.Settings[k] = v
+		}
+		resume = &r
+	}
 	return pipeline.Restore(ctx, pipeline.Request{
 		Input:     job.Input,
 		Output:    job.Output,
 		Engine:    s,
-		Batch:     BatchSize(job.Batch, l.Dev),
-		Segments:  max(SegmentCount(segments, l.Dev, s), len(more)+1), // a segment for each device at least
+		Batch:     batch,
+		Segments:  nseg,
 		MaxFrames: job.MaxFrames,
 		Info:      info,
 		Encode:    enc,
 		Progress:  job.Progress,
 		CFR:       job.CFR,
 		More:      more,
+		Resume:    resume,
 	})
 }
 

@@ -82,6 +82,10 @@ type Request struct {
 	// output's frames evenly over the input's duration instead of keeping
 	// each frame's own time.
 	CFR bool
+	// Resume, if set, keeps the finished segments in a journal beside the
+	// output and skips those of an earlier run of the same request (see
+	// Resume).
+	Resume *Resume
 }
 
 // timing returns the output's frame rate and, when the output keeps
@@ -105,6 +109,9 @@ type Result struct {
 	Width   int     `json:"width"`
 	Height  int     `json:"height"`
 	Output  string  `json:"output"`
+	// ResumedFrom is the frame the run resumed at: the frames before it
+	// were restored by an earlier run (0 when nothing was resumed).
+	ResumedFrom int `json:"resumed_from_frame,omitempty"`
 	// Where the time went: starting the ffmpeg children, streaming the
 	// frames, finishing the encoders, and joining the segments.
 	Stages Stages `json:"stages"`
@@ -233,6 +240,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	var sinks []Sink // the encoders, until streams own them
 	var segFiles []string
 	var segDir *video.Workdir // where the segments are, until joined
+	var rj *resumer           // or the journal, with the segments finished
 	ok := false
 	defer func() {
 		if ok {
@@ -253,17 +261,45 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if segDir != nil {
 			segDir.Remove()
 		}
+		if rj != nil {
+			if rj.done() == 0 {
+				rj.remove() // nothing worth keeping
+			} else {
+				rj.close() // the finished segments wait for a rerun
+			}
+		}
 	}()
 
 	// Encoders first: they check the output directory before any work.
 	parts := segmentRanges(total, nseg)
-	if nseg > 1 && !req.Discard {
+	skip, resumed := 0, 0 // segments and frames finished by an earlier run
+	if req.Resume != nil && plan == nil && nseg > 1 && !req.Discard {
+		w, err := video.NewWorkdir(req.Output) // checks the output's place
+		if err != nil {
+			return nil, err
+		}
+		w.Remove()
+		if rj, err = openResume(&req, info, enc, parts, total); err != nil {
+			return nil, err
+		}
+		skip = rj.done()
+		if skip > 0 {
+			resumed = parts[skip-1].start + parts[skip-1].count
+		}
+	} else if nseg > 1 && !req.Discard {
 		var err error
 		if segDir, err = video.NewWorkdir(req.Output); err != nil {
 			return nil, err
 		}
 	}
 	for i, p := range parts {
+		if i < skip {
+			segFiles = append(segFiles, rj.file(i))
+			continue
+		}
+		if segmentStarted != nil {
+			segmentStarted(i)
+		}
 		if req.Discard {
 			sinks = append(sinks, discard{})
 			continue
@@ -272,7 +308,11 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		e.ExpectFrames = p.count
 		out := req.Output
 		if nseg > 1 { // the streams are muxed in when the segments are joined
-			out = segDir.Path(fmt.Sprintf("seg%03d%s", i, filepath.Ext(req.Output)))
+			if rj != nil {
+				out = rj.file(i)
+			} else {
+				out = segDir.Path(fmt.Sprintf("seg%03d%s", i, filepath.Ext(req.Output)))
+			}
 			segFiles = append(segFiles, out)
 			e.Intermediate = true // the joined file is synced
 			e.NoReplace = false   // a hidden name of its own; the join checks the output
@@ -283,12 +323,15 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
+		if i == skip {
 			carried = sink.Carried()
 		}
 		sinks = append(sinks, sink)
 	}
 	ranges := segmentRanges(total, nstream)
+	if skip > 0 { // nstream == nseg
+		ranges, streams = ranges[skip:], streams[skip:]
+	}
 	for i, p := range ranges {
 		streams[i].frames = p.count
 		if nstream == nseg {
@@ -321,24 +364,43 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return func() { *d = time.Since(t).Seconds() }
 	}
 	st.Start = time.Since(start).Seconds()
-	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total, progress: req.Progress, onBatch: req.OnBatch}
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total - resumed, progress: req.Progress, onBatch: req.OnBatch}
+	if p := req.Progress; p != nil && resumed > 0 {
+		cfg.progress = func(n, _ int) { p(resumed+n, total) }
+	}
+	if rj != nil { // each segment is closed and recorded as it finishes
+		cfg.segDone = func(i int) error {
+			s := &streams[i]
+			err := s.sink.Close()
+			s.sink = nil
+			if err != nil {
+				return err
+			}
+			return rj.finished(skip + i)
+		}
+	}
 	done := mark(&st.Stream)
 	engines := []Engine{req.Engine}
 	if plan == nil {
 		engines = append(engines, req.More...)
 	}
-	waits, err := run(ctx, cancel, streams, engines[:min(len(engines), nstream)], cfg)
-	if err != nil {
-		return nil, err
+	if len(streams) > 0 {
+		waits, err := run(ctx, cancel, streams, engines[:min(len(engines), len(streams))], cfg)
+		if err != nil {
+			return nil, err
+		}
+		st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(len(streams)), waits.encoder.Seconds()/float64(len(streams))
+		st.Latency = latency(waits.latency)
 	}
-	st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(nstream), waits.encoder.Seconds()/float64(nstream)
-	st.Latency = latency(waits.latency)
 	done()
 	done = mark(&st.Finish)
 	for i := range streams {
 		s := &streams[i]
 		s.src.Close()
-		err := s.sink.Close()
+		var err error
+		if s.sink != nil {
+			err = s.sink.Close()
+		}
 		s.sink, s.src = nil, nil
 		if err != nil {
 			return nil, err
@@ -357,7 +419,12 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		carried.Add(joined)
-		segDir.Remove()
+		if rj != nil {
+			rj.remove()
+			rj = nil
+		} else {
+			segDir.Remove()
+		}
 		done()
 	}
 	switch {
@@ -374,7 +441,7 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		carried.Carried, carried.Dropped = append([]string{}, carried.Carried...), append([]video.Drop{}, carried.Dropped...)
 	}
 	sec := time.Since(start).Seconds()
-	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, Stages: st, Carried: carried}, nil
+	return &Result{Frames: total, FPS: float64(total) / sec, Seconds: sec, Width: ow, Height: oh, Output: req.Output, ResumedFrom: resumed, Stages: st, Carried: carried}, nil
 }
 
 // outputSAR is the sample aspect ratio that shows an ow x oh output at
@@ -424,6 +491,7 @@ type config struct {
 	total        int
 	progress     func(done, total int)
 	onBatch      func(b backend.Batch, frames int)
+	segDone      func(i int) error // after stream i's last frame is written
 }
 
 // depth is the number of batches per segment: one filling, one computing,
@@ -505,7 +573,8 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		writers[i] = func() { // writer: wait for results, encode, recycle
 			var modelWait, encoder time.Duration
 			defer func() { waits.add(modelWait, encoder) }()
-			for left := s.frames; left > 0; {
+			left := s.frames
+			for left > 0 {
 				var j job
 				t := time.Now()
 				select {
@@ -556,6 +625,11 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					c.progress(int(n), c.total)
 				}
 				free[i] <- j.b
+			}
+			if c.segDone != nil && left <= 0 {
+				if err := c.segDone(i); err != nil {
+					fail(err)
+				}
 			}
 		}
 	}

@@ -48,6 +48,7 @@ type restoreFlags struct {
 	// deinterlace is what to do with an interlaced file input.
 	deinterlace string
 	noSubs      bool // --no-subtitles
+	noResume    bool // --no-resume
 	noMeta      bool // --no-metadata
 	// maxOutputPixels refuses larger outputs (width x height).
 	maxOutputPixels int64
@@ -76,7 +77,14 @@ subtitles, attachments, chapters, metadata, colour tags, HDR10 static
 metadata and sample aspect ratio; one line on stderr says what it carries
 and what it drops, and why. It is written to a temporary file beside
 OUTPUT and renamed when complete, so a failed or interrupted run leaves
-nothing behind. The output directory must exist.`,
+no output behind. The output directory must exist.
+
+With several segments (--segments) and a model without state from frame
+to frame, the finished segments are kept in a hidden journal directory
+beside OUTPUT until the end: the same command run again after a crash, a
+kill or Ctrl-C encodes only the segments missing and says "resuming at
+frame N of M". A journal made with another input, model or setting is set
+aside with a notice saying what differs; --no-resume starts over.`,
 		Example: `  vsr restore in.mp4 -o out.mp4
   vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
@@ -123,6 +131,7 @@ nothing behind. The output directory must exist.`,
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.deinterlace, "deinterlace", "auto", "an interlaced file input (stated, or found by ffmpeg's idet filter): auto (bwdif, one frame per frame), bwdif, yadif, double (one frame per field: twice the frames and rate), off (as it is, with a warning)")
+	fl.BoolVar(&f.noResume, "no-resume", false, "start over: set aside the journal an interrupted run of the same output left, rather than resume from it")
 	fl.BoolVar(&f.noSubs, "no-subtitles", false, "leave the input's subtitles and attachments (fonts) out of the output")
 	fl.BoolVar(&f.noMeta, "no-metadata", false, "leave the input's title, tags, chapters, stream tags (language, title) and timecode out of the output")
 	fl.StringVar(&f.vfr, "vfr", "keep", "a variable-frame-rate input (vsr probe says): keep each frame's time, or cfr to space the frames evenly over the same duration")
@@ -313,9 +322,13 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 		Encode:   enc,
 		Progress: prog.update,
 		Warn:     func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },
+		Resume:   &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) }},
 	})
 	prog.finish(err == nil)
 	if err != nil {
+		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "the finished segments are kept in %s: run the same command again to resume\n", pipeline.JournalDir(output))
+		}
 		return nil, err
 	}
 	if !app.IsImage(filepath.Ext(output)) { // always: what the output lacks matters

@@ -1,0 +1,188 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/journal"
+	"github.com/vsr-dev/vsr/model/compact"
+)
+
+var errInterrupted = errors.New("interrupted by the test")
+
+// TestResumeSegments: a restore in 4 segments stopped after some of them
+// are recorded resumes with the missing ones only, and its output is
+// bitwise that of a run never stopped; no output shows before the end;
+// a changed setting and --no-resume set the journal aside.
+func TestResumeSegments(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mkv")
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-f", "lavfi", "-i", "sine=f=440:d=1.2",
+		"-frames:v", "12", "-c:v", "libx264", "-c:a", "flac", in)
+	info := probeWith(t, in)
+	if info.Frames != 12 {
+		t.Fatalf("%d frames", info.Frames)
+	}
+	m, err := compact.LoadBundled(cpu.New(0), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var started []int
+	var notices []string
+	segmentStarted = func(i int) { mu.Lock(); started = append(started, i); mu.Unlock() }
+	t.Cleanup(func() { segmentStarted, journaled = nil, nil })
+	restore := func(out string, rs *Resume) (*Result, error) {
+		mu.Lock()
+		started, notices = nil, nil
+		mu.Unlock()
+		if rs != nil {
+			rs.Notice = func(s string) { mu.Lock(); notices = append(notices, s); mu.Unlock() }
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		return Restore(ctx, Request{Input: info.Path, Output: out, Engine: compact.Engine{M: m}, Info: info, Segments: 4, Resume: rs})
+	}
+	ref := filepath.Join(dir, "ref.mkv")
+	refRes, err := restore(ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The muxer writes random UIDs, so two runs never match byte for
+	// byte: compare every stream's packets, bit for bit.
+	packets := func(path string) string {
+		return string(runTool(t, "ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0", "-c", "copy", "-f", "streamhash", "-hash", "sha256", "-"))
+	}
+	want := packets(ref)
+	if !strings.Contains(want, ",a,") {
+		t.Fatalf("no audio in the reference: %s", want)
+	}
+	out := filepath.Join(dir, "out.mkv")
+	jdir := JournalDir(out)
+
+	// interrupt stops the run once k segments are recorded and returns
+	// how many the journal holds.
+	interrupt := func(k int, rs *Resume) int {
+		t.Helper()
+		journaled = func(n int) error {
+			if n >= k {
+				return errInterrupted
+			}
+			return nil
+		}
+		defer func() { journaled = nil }()
+		if _, err := restore(out, rs); !errors.Is(err, errInterrupted) {
+			t.Fatalf("interrupted run: %v", err)
+		}
+		if _, err := os.Lstat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("output visible after an interrupted run: %v", err)
+		}
+		s, err := journal.Open(jdir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		l, err := s.Load(journal.LoadOptions{VerifyHashes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(l.Journal.Parts); n < k {
+			t.Fatalf("journal holds %d parts, want at least %d", n, k)
+		}
+		return len(l.Journal.Parts)
+	}
+	check := func(res *Result, wantRan int, notice string) {
+		t.Helper()
+		if got := packets(out); got != want {
+			t.Errorf("resumed output's packets\n%s\ndiffer from an uninterrupted run's\n%s", got, want)
+		}
+		if len(started) != wantRan {
+			t.Errorf("segments run %v, want %d of them", started, wantRan)
+		}
+		if notice != "" && !strings.Contains(strings.Join(notices, "\n"), notice) {
+			t.Errorf("notices %q, want %q", notices, notice)
+		}
+		if _, err := os.Lstat(jdir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("journal directory left after success: %v", err)
+		}
+		os.Remove(out)
+	}
+
+	settings := func(v string) *Resume { return &Resume{Model: "m", Settings: map[string]string{"knob": v}} }
+	for _, k := range []int{1, 2, 3, 4} {
+		n := interrupt(k, settings("a"))
+		res, err := restore(out, settings("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 4 { // stopped at the join: the last runs again for its report
+			n = 3
+		}
+		frames := []int{0, 3, 6, 9}[n]
+		check(res, 4-n, "resuming at frame "+itoa(frames)+" of 12")
+		if got, want := res.Carried.String(), refRes.Carried.String(); got != want {
+			t.Errorf("after %d segments: carried %q, want %q", n, got, want)
+		}
+		if res.ResumedFrom != frames {
+			t.Errorf("ResumedFrom %d, want %d", res.ResumedFrom, frames)
+		}
+	}
+
+	// A changed setting sets the journal aside, and so does Fresh.
+	interrupt(2, settings("a"))
+	res, err := restore(out, settings("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(res, 4, `journal set aside: the settings changed (setting:knob "a" -> "b")`)
+	interrupt(2, settings("a"))
+	rs := settings("a")
+	rs.Fresh = true
+	if res, err = restore(out, rs); err != nil {
+		t.Fatal(err)
+	}
+	check(res, 4, "journal set aside: --no-resume")
+	if res.ResumedFrom != 0 {
+		t.Errorf("ResumedFrom %d after --no-resume", res.ResumedFrom)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestResumeLock: one run at a time holds an output's journal.
+func TestResumeLock(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	a, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := lockDir(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := lockDir(b); !errors.Is(err, errLocked) {
+		t.Fatalf("second lock: %v", err)
+	}
+	a.Close()
+	if err := lockDir(b); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+}
