@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vsr-dev/vsr/internal/flock"
 	"github.com/vsr-dev/vsr/journal"
 	"github.com/vsr-dev/vsr/video"
 )
@@ -46,7 +47,18 @@ var (
 )
 
 // errLocked: another run holds the journal's lock.
-var errLocked = errors.New("locked")
+var errLocked = flock.ErrBusy
+
+// lockDir takes an exclusive lock on the open directory f without waiting;
+// errLocked when another run holds it. The lock goes with f's closing.
+// Where there is no flock it does nothing: one run at a time per output
+// is then the user's to ensure.
+func lockDir(f *os.File) error {
+	if err := flock.TryLock(f); err != flock.ErrUnsupported {
+		return err
+	}
+	return nil
+}
 
 // JournalDir names the journal directory of an output: beside it, hidden,
 // private, the same for every run.

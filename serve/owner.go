@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vsr-dev/vsr/internal/flock"
 )
 
 // Temporaries and their owners. Several vsr processes may share the input
@@ -37,7 +39,15 @@ import (
 const lockSuffix = ".vsr-lock"
 
 // errBusy says that another process holds a lock.
-var errBusy = errors.New("locked by another process")
+var errBusy = flock.ErrBusy
+
+// errNoFlock: this system has no flock. Owners then run without a lock,
+// and sweeps count every temporary as another's: they remove none.
+var errNoFlock = flock.ErrUnsupported
+
+// tryFlock takes an exclusive lock on f without waiting; errBusy when
+// another open file holds one.
+var tryFlock = flock.TryLock
 
 // ownerLock is a held lock on a file.
 type ownerLock struct {

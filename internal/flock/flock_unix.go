@@ -1,6 +1,6 @@
 //go:build unix
 
-package pipeline
+package flock
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// lockDir takes an exclusive lock on the open directory f without waiting;
-// errLocked when another run holds it. The lock goes with f's closing.
-func lockDir(f *os.File) error {
+// TryLock takes an exclusive lock on f without waiting: ErrBusy when
+// another open file holds one. The lock goes with f's closing.
+func TryLock(f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
@@ -19,7 +19,7 @@ func lockDir(f *os.File) error {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.EWOULDBLOCK):
-			return errLocked
+			return ErrBusy
 		}
 		return err
 	}
