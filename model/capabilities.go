@@ -250,6 +250,38 @@ type Streamer interface {
 	End(total int) (flush bool, err error)
 }
 
+// Resumer is implemented by Planners (sessions that carry causal or
+// recurrent state from batch to batch) that can save that state after some
+// batches of their plan, so that a run stopped there resumes in a new
+// session and gives the output of a run never stopped, bit for bit (issue
+// 38). A Planner without it cannot resume: a run stopped anywhere starts
+// again from frame 0.
+//
+// Checkpoint reports whether the state after batch i of Plan(total) (0 is
+// the first batch) can be saved, and out, the number of output frames that
+// batches 0..i give together (which may differ from their input frames;
+// see OutCounter). It depends on total, i and the session's parameters
+// only, so a new session for the same video answers the same.
+//
+// SaveState writes the state after the batches started so far. The caller
+// calls it after Start of a batch i for which Checkpoint said yes and
+// before the next Start; it waits for that batch's work as far as it
+// needs. The state holds whatever the batches after i need (history,
+// carried frames, output held back by a lag, counters), and nothing that
+// batches 0..i have already output.
+//
+// LoadState restores a state that SaveState wrote, into a new session for
+// the same model, video and parameters, before its first Start: the next
+// Start takes batch i+1 of the same plan (the caller decodes from the
+// input frame after batch i). The state is opaque to the caller, read back
+// only by the same build of the same model (the journal's model hash
+// covers both); LoadState refuses a state it cannot read with an error.
+type Resumer interface {
+	Checkpoint(total, i int) (out int, ok bool)
+	SaveState(w io.Writer) error
+	LoadState(r io.Reader) error
+}
+
 // Warner is implemented by sessions that have something to say about the
 // settings they were given (the run goes on).
 type Warner interface {

@@ -64,6 +64,9 @@
 //   - Streamer: implemented by a Planner that also runs a live stream of
 //     unknown length. Without it, a Planner cannot restore a live stream (an error); an
 //     Engine that is not a Planner streams in the caller's batches.
+//   - Resumer: save a Planner's state after some batches, and load it into
+//     a new session that goes on from there (a run resumed after a crash).
+//     Without it, a Planner's stopped run starts again from frame 0.
 //   - Warner: something to say about the settings the session was given.
 //     Without it, there is nothing to say.
 //   - Exchanger: statistics of the data exchanged between devices (a
