@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,6 +171,7 @@ type session struct {
 	sideDir, dumpDir string
 	callerResets     map[int]bool
 	dumped           []int
+	planned          *planned // the last plan made (see plan)
 	// Resets counts the frames restored on the I path.
 	Resets int
 }
@@ -177,15 +179,67 @@ type session struct {
 func (s *session) OutputSize(w, h int) (int, int) { return w * s.m.net.Scale, h * s.m.net.Scale }
 
 // Plan takes the video in batches of up to 8 frames, which Start restores
-// one after the other.
+// one after the other, cut before every forced reset (see forced): the
+// points a run can resume at (Checkpoint). The frames from one forced
+// reset to the next go in as few batches as hold them, of sizes that
+// differ by one at most. Frames are restored one after another whatever
+// the batches, so the plan does not change the output.
 func (s *session) Plan(total int) ([]int, error) {
-	var plan []int
-	for total > 0 {
-		n := min(total, 8)
-		plan = append(plan, n)
-		total -= n
+	plan, _ := s.plan(total)
+	return slices.Clone(plan), nil
+}
+
+// maxBatch is the most frames Plan puts in a batch.
+const maxBatch = 8
+
+// plan returns Plan(total) and the input frames of batches 0..i at i,
+// made once per total.
+func (s *session) plan(total int) (plan, ends []int) {
+	if s.planned != nil && s.planned.total == total {
+		return s.planned.sizes, s.planned.ends
 	}
-	return plan, nil
+	p := &planned{total: total}
+	for at := 0; at < total; {
+		next := at + 1
+		for next < total && !s.forced(next) {
+			next++
+		}
+		span := next - at
+		n := (span + maxBatch - 1) / maxBatch
+		for j := range n {
+			size := span / n
+			if j < span%n {
+				size++
+			}
+			p.sizes = append(p.sizes, size)
+			p.ends = append(p.ends, at+size)
+			at += size
+		}
+	}
+	s.planned = p
+	return p.sizes, p.ends
+}
+
+// planned is a plan made for a total, with its batches' ends.
+type planned struct {
+	total       int
+	sizes, ends []int
+}
+
+// forced reports whether frame restarts the recurrence whatever its
+// content: the first frame, every --reset-every frames, and the key
+// frames of a stream with inter frames, or with --side-data the frames
+// listed in its resets.txt instead of the key frames. (A scene cut is
+// decided from the frame's residual against the frame before.)
+func (s *session) forced(frame int) bool {
+	switch {
+	case frame == 0, s.every > 0 && frame%s.every == 0:
+		return true
+	case s.sideDir != "":
+		return s.callerResets[frame]
+	default:
+		return frame < len(s.keys) && s.keys[frame]
+	}
 }
 
 // LiveBatch takes a live stream one frame at a time: CDA-VSR's latency.
@@ -310,15 +364,15 @@ func (f *frameWork) free() {
 // those from the residuals): computed, with f.luma for the next frame, or
 // read from sideDir.
 func (s *session) side(f *frameWork, frame int, prev backend.Tensor) error {
-	every := frame == 0 || (s.every > 0 && frame%s.every == 0)
 	var err error
+	f.reset = s.forced(frame)
 	if s.sideDir != "" {
-		if f.reset = every || s.callerResets[frame]; !f.reset {
+		if !f.reset {
 			f.mv, f.res, err = s.readSide(frame)
 		}
 		return err
 	}
-	if f.reset = every || (frame < len(s.keys) && s.keys[frame]); f.reset {
+	if f.reset {
 		prev = nil // no motion search
 	}
 	f.luma, f.mv, f.res, err = s.m.net.sideData(f.x, prev, s.rng)
@@ -452,4 +506,5 @@ var (
 	_ model.Sizer     = (*resident)(nil)
 	_ model.Planner   = (*session)(nil)
 	_ model.Streamer  = (*session)(nil)
+	_ model.Resumer   = (*session)(nil)
 )
