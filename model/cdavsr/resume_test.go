@@ -127,10 +127,13 @@ func resumeAt(t testing.TB, s *session, mb model.Model, v model.Video, set model
 }
 
 // spread picks at most n of xs, spread over them, the first and the last
-// included.
+// included where n > 1, the middle one where n is 1.
 func spread(xs []int, n int) []int {
-	if len(xs) <= n {
+	switch {
+	case len(xs) <= n:
 		return xs
+	case n == 1:
+		return xs[len(xs)/2 : len(xs)/2+1]
 	}
 	var out []int
 	for j := range n {
