@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/backend/cuda"
 	"github.com/vsr-dev/vsr/internal/testutil"
+	"github.com/vsr-dev/vsr/model"
 )
 
 func gpu(t testing.TB, dt cuda.DType) *cuda.Backend {
@@ -360,6 +362,45 @@ func TestGraphsGPU(t *testing.T) {
 				if relErr(graphed[k], plain[k]) != 0 {
 					t.Errorf("step %d: graph output differs from the plain step (relative %.3g)", k, relErr(graphed[k], plain[k]))
 				}
+			}
+		})
+	}
+}
+
+// TestResumeGPU is TestResume's clip on the GPU in fp16 and float32, CUDA
+// graphs on: a run stopped before a forced reset and resumed in a new
+// session gives the frames of the run never stopped, bit for bit, scene
+// cut and all; on the same backend, and on a fresh one, as a resumed
+// process would (its convolution algorithms chosen again).
+func TestResumeGPU(t *testing.T) {
+	ck := synthFile(t, t.TempDir(), 2, nil, "")
+	rgb, v := resumeClip(t), resumeVideo()
+	set := model.Values{"reset-every": 10}
+	for _, dt := range []cuda.DType{cuda.F16, cuda.F32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			load := func() model.Model {
+				m, err := family{}.Load(gpu(t, dt), ck, model.Params{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(m.Close)
+				return m
+			}
+			m := load()
+			at, _, resets := resumes(t, m, m, v, set, rgb, 4)
+			if want := []int{10, 13, 20, 27, 30, 40}; !slices.Equal(at, want) {
+				t.Errorf("checkpoints before frames %v, want %v", at, want)
+			}
+			if resets != 8 {
+				t.Errorf("%d resets, want 8: 7 forced and the scene cut on frame %d", resets, rcut)
+			}
+			if t.Failed() {
+				return
+			}
+			if resumes(t, m, load(), v, set, rgb, 4); t.Failed() {
+				t.Error("the errors above are of sessions resumed on a fresh backend only: a new process chooses other convolution algorithms")
 			}
 		})
 	}

@@ -29,7 +29,8 @@ var rkeys = map[int]bool{0: true, 13: true, 27: true}
 
 // resumeClip makes the clip as RGB24: a crop of the test frame panning
 // right two pixels every three frames, then from frame rcut on another
-// scene (the crop inverted, panning down a pixel a frame).
+// scene (the crop inverted at half contrast, panning down a pixel a
+// frame), whose first frame's residual is far above SceneCut on the CPU.
 func resumeClip(t testing.TB) []byte {
 	src, err := os.ReadFile("../../testdata/compact/frame0_48x32.rgb")
 	if err != nil {
@@ -37,14 +38,14 @@ func resumeClip(t testing.TB) []byte {
 	}
 	var rgb []byte
 	for k := range rframes {
-		x0, y0, inv := 2*k/3, 0, byte(0)
-		if k >= rcut {
-			x0, y0, inv = 4, k-rcut, 255
-		}
 		for y := range gh {
 			for x := range gw {
 				for c := range 3 {
-					rgb = append(rgb, inv^src[((y+y0)*48+x+x0)*3+c])
+					if k < rcut {
+						rgb = append(rgb, src[(y*48+x+2*k/3)*3+c])
+					} else {
+						rgb = append(rgb, 255-src[((y+k-rcut)*48+x+4)*3+c]/2)
+					}
 				}
 			}
 		}
