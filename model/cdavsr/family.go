@@ -192,8 +192,9 @@ func (s *session) Plan(total int) ([]int, error) {
 // maxBatch is the most frames Plan puts in a batch.
 const maxBatch = 8
 
-// plan returns Plan(total) and the input frames of batches 0..i at i,
-// made once per total.
+// plan returns Plan(total) and, at each i, ends[i], the input frames of
+// batches 0..i; it is made once per total (Checkpoint asks for every
+// batch).
 func (s *session) plan(total int) (plan, ends []int) {
 	if s.planned != nil && s.planned.total == total {
 		return s.planned.sizes, s.planned.ends

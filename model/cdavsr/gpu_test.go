@@ -400,7 +400,7 @@ func TestResumeGPU(t *testing.T) {
 				return
 			}
 			if resumes(t, m, load(), v, set, rgb, 4); t.Failed() {
-				t.Error("the errors above are of sessions resumed on a fresh backend only: a new process chooses other convolution algorithms")
+				t.Error("the errors above are of sessions resumed on a fresh backend only, as in a new process: do its convolutions choose other algorithms (by timing)?")
 			}
 		})
 	}
