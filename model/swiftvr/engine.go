@@ -154,10 +154,8 @@ func (e *Session) Plan(total int) ([]int, error) {
 		return nil, fmt.Errorf("swiftvr: planned for %d frames, asked for %d", e.frames, total)
 	}
 	var plan []int
-	for _, c := range e.chunks {
-		if n := c.realFrames(e.frames); n > 0 {
-			plan = append(plan, n)
-		}
+	for _, ids := range batches(e.chunks, e.frames, 1) {
+		plan = append(plan, batchFrames(e.chunks, ids, e.frames))
 	}
 	return plan, nil
 }

@@ -133,8 +133,8 @@ type hostTensor struct {
 	data  []byte
 }
 
-// download copies t from b to the host in b's value type.
-func download(b backend.Backend, t backend.Tensor) (hostTensor, error) {
+// toHost copies t from b to the host in b's value type.
+func toHost(b backend.Backend, t backend.Tensor) (hostTensor, error) {
 	v, err := b.Download(t)
 	if err != nil {
 		return hostTensor{}, err
