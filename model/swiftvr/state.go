@@ -248,7 +248,7 @@ func (s *savedState) write(out io.Writer) error {
 		w.tensor(t)
 	}
 	if w.err == nil {
-		_, w.err = w.w.Write(w.crc.Sum(nil))
+		_, w.err = w.w.Write(binary.LittleEndian.AppendUint32(nil, w.crc.Sum32()))
 	}
 	if w.err == nil {
 		w.err = w.w.Flush()
