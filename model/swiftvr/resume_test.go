@@ -3,7 +3,9 @@ package swiftvr
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +379,42 @@ func TestStateBytes(t *testing.T) {
 			t.Errorf("%dx%d, %d history latents: the state's tensors hold %d bytes, StateBytes says %d", c.ow, c.oh, hist, got, want)
 		}
 		t.Logf("%dx%d: a state of %d bytes, %d of them tensors", c.ow, c.oh, buf.Len(), got)
+	}
+}
+
+// TestStateValuesAsStored: a device that stores bf16 values has them saved
+// in 2 bytes each, the stored bits, and loaded back unchanged (zeros of
+// both signs, subnormals, the largest, infinities); a state's tensor of
+// another value type is refused.
+func TestStateValuesAsStored(t *testing.T) {
+	g := memGPU{Backend: cpu.New(1)}
+	bits := []uint16{0x0000, 0x8000, 0x0001, 0x807f, 0x3f80, 0xbf81, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x4049}
+	v := make([]float32, len(bits))
+	for i, b := range bits {
+		v[i] = math.Float32frombits(uint32(b) << 16)
+	}
+	s := backend.Shape{N: 1, H: 1, W: len(v), C: 1}
+	x, err := g.Upload(s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := toHost(g, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bits {
+		if got := binary.LittleEndian.Uint16(h.data[2*i:]); got != b || h.value != valueBF16 {
+			t.Errorf("value %d: saved %#04x (%v), stored %#04x", i, got, h.value, b)
+		}
+	}
+	y, err := h.upload(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := g.Download(y); !slices.Equal(f32bytes(w), f32bytes(v)) {
+		t.Errorf("loaded %v, saved %v", w, v)
+	}
+	if _, err := h.upload(cpu.New(1)); err == nil || !strings.Contains(err.Error(), "bf16 values for a device that stores f32") {
+		t.Errorf("bf16 values on an f32 device: %v", err)
 	}
 }
