@@ -3,12 +3,14 @@ package swiftvr
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
@@ -22,17 +24,25 @@ type resumable interface {
 	Close()
 }
 
-// resumeCase is one video run by sessions that make opens.
+// resumeCase is one video run by sessions that open makes.
 type resumeCase struct {
 	frames, w, h, ow, oh int
 	open                 func(t *testing.T) resumable
+	// points are the batches after which check saves and resumes (nil:
+	// every one Checkpoint allows).
+	points []int
+	// warm runs the video once before the runs check times.
+	warm bool
 }
+
+// frame is an output frame's SHA-256: runs compare their frames by them.
+type frame [32]byte
 
 // run runs the batches of e from first on, with the input frames after
 // those of the batches before first, one batch at a time; after Start of
 // each batch i, before its Wait, it calls at(i) (nil: not) and stops when
-// at says so. It returns the output frames.
-func (c resumeCase) run(t *testing.T, e resumable, v []byte, first int, at func(i int) (stop bool)) []byte {
+// at says so. It returns the output frames' hashes.
+func (c resumeCase) run(t *testing.T, e resumable, v []byte, first int, at func(i int) (stop bool)) []frame {
 	t.Helper()
 	plan, err := e.Plan(c.frames)
 	if err != nil {
@@ -47,7 +57,7 @@ func (c resumeCase) run(t *testing.T, e resumable, v []byte, first int, at func(
 	for _, n := range plan[:first] {
 		read += n
 	}
-	var out []byte
+	var out []frame
 	for i := first; i < len(plan); i++ {
 		copy(b.In(), v[read*fs:(read+plan[i])*fs])
 		read += plan[i]
@@ -61,9 +71,9 @@ func (c resumeCase) run(t *testing.T, e resumable, v []byte, first int, at func(
 		ofs := c.ow * c.oh * 3
 		for k := range b.(model.OutCounter).OutFrames() {
 			if fo, ok := b.(model.FrameOuter); ok {
-				out = append(out, fo.OutFrame(k)...)
+				out = append(out, sha256.Sum256(fo.OutFrame(k)))
 			} else {
-				out = append(out, b.Out()[k*ofs:(k+1)*ofs]...)
+				out = append(out, sha256.Sum256(b.Out()[k*ofs:(k+1)*ofs]))
 			}
 		}
 		if stop {
@@ -74,50 +84,69 @@ func (c resumeCase) run(t *testing.T, e resumable, v []byte, first int, at func(
 }
 
 // check runs the video uninterrupted, then once more saving the state
-// after every batch that Checkpoint allows (that run must still give the
-// same frames), and resumes a new session from each state: the frames
-// before the state and those after it are bitwise the uninterrupted run's,
-// and as many as Checkpoint says. At the middle state, the run stops there
-// and closes, as a killed one would. It returns the states.
-func (c resumeCase) check(t *testing.T) [][]byte {
+// after every batch of points (that run must still give the same frames),
+// and resumes a new session from each state: the frames before the state
+// and those after it are bitwise the uninterrupted run's, and as many as
+// Checkpoint says. At the middle state, the run stops there and closes, as
+// a killed one would. It logs the states' sizes, and the time of the run
+// that saved them against the time of the run that did not.
+func (c resumeCase) check(t *testing.T) {
 	t.Helper()
 	v := video(c.frames, c.w, c.h, uint64(c.frames))
-	fs := c.ow * c.oh * 3
+	if c.warm {
+		e := c.open(t)
+		c.run(t, e, v, 0, nil)
+		e.Close()
+	}
 	e := c.open(t)
+	start := time.Now()
 	want := c.run(t, e, v, 0, nil)
+	whole := time.Since(start)
 	plan, _ := e.Plan(c.frames)
 	e.Close()
-	if len(want) != c.frames*fs {
-		t.Fatalf("%d output frames, want %d", len(want)/fs, c.frames)
+	if len(want) != c.frames {
+		t.Fatalf("%d output frames, want %d", len(want), c.frames)
 	}
 	if len(plan) < 2 {
 		t.Fatalf("a plan of %d batches leaves nothing to resume", len(plan))
 	}
-	var states [][]byte
+	points := c.points
+	if points == nil {
+		for i := range len(plan) - 1 {
+			points = append(points, i)
+		}
+	}
+	states := map[int][]byte{}
+	var saving time.Duration
 	e = c.open(t)
+	start = time.Now()
 	got := c.run(t, e, v, 0, func(i int) bool {
-		if _, ok := e.Checkpoint(c.frames, i); ok {
+		if _, ok := e.Checkpoint(c.frames, i); ok && slices.Contains(points, i) {
 			var buf bytes.Buffer
+			start := time.Now()
 			if err := e.SaveState(&buf); err != nil {
 				t.Fatalf("save after batch %d: %v", i, err)
 			}
-			states = append(states, buf.Bytes())
+			saving += time.Since(start)
+			states[i] = buf.Bytes()
 		}
 		return false
 	})
+	saved := time.Since(start)
 	e.Close()
-	if !bytes.Equal(got, want) {
-		t.Fatal("a run that saved its state after every batch gives other frames")
+	if !slices.Equal(got, want) {
+		t.Fatal("a run that saved its state gives other frames")
 	}
-	if len(states) != len(plan)-1 {
-		t.Fatalf("%d states for %d batches, want one after every batch but the last", len(states), len(plan))
+	if len(states) != len(points) {
+		t.Fatalf("%d states saved after batches %v", len(states), points)
 	}
-	for i, st := range states {
+	for _, i := range points {
+		st := states[i]
 		out, ok := e.Checkpoint(c.frames, i)
 		if !ok || out < 0 || out > c.frames {
 			t.Fatalf("Checkpoint(%d, %d) = %d, %v", c.frames, i, out, ok)
 		}
-		if i == len(states)/2 { // killed after saving
+		if i == points[len(points)/2] { // killed after saving
 			a := c.open(t)
 			before := c.run(t, a, v, 0, func(j int) bool {
 				if j == i {
@@ -132,26 +161,29 @@ func (c resumeCase) check(t *testing.T) [][]byte {
 				return j == i
 			})
 			a.Close()
-			if !bytes.Equal(before, want[:out*fs]) {
-				t.Errorf("batches 0..%d give %d frames, Checkpoint says %d, or other frames", i, len(before)/fs, out)
+			if !slices.Equal(before, want[:out]) {
+				t.Errorf("batches 0..%d give %d frames, Checkpoint says %d, or other frames", i, len(before), out)
 			}
 		}
 		b := c.open(t)
+		start := time.Now()
 		if err := b.LoadState(bytes.NewReader(st)); err != nil {
 			t.Fatalf("load the state after batch %d: %v", i, err)
 		}
+		load := time.Since(start)
 		rest := c.run(t, b, v, i+1, nil)
 		b.Close()
-		if len(rest) != len(want)-out*fs {
-			t.Errorf("resumed after batch %d: %d frames, want %d", i, len(rest)/fs, c.frames-out)
-		} else if !bytes.Equal(rest, want[out*fs:]) {
+		if len(rest) != len(want)-out {
+			t.Errorf("resumed after batch %d: %d frames, want %d", i, len(rest), c.frames-out)
+		} else if !slices.Equal(rest, want[out:]) {
 			t.Errorf("resumed after batch %d: other frames than the uninterrupted run's", i)
 		}
+		t.Logf("after batch %d of %d (frame %d of %d): a state of %d bytes, loaded in %v", i, len(plan), out, c.frames, len(st), load)
 	}
 	if _, ok := e.Checkpoint(c.frames, len(plan)-1); ok {
 		t.Error("Checkpoint allows a state after the last batch")
 	}
-	return states
+	t.Logf("the whole run: %v; with %d states saved: %v, of which SaveState %v (it waits for its batch)", whole, len(states), saved, saving)
 }
 
 // sessions opens Sessions of the tiny model on one CPU (dit: with its
@@ -305,13 +337,10 @@ func TestResumeRefusals(t *testing.T) {
 		}
 	}
 	// The refused loads left e as new: it runs the whole video.
-	var want []byte
-	{
-		a := c.open(t)
-		want = c.run(t, a, v, 0, nil)
-		a.Close()
-	}
-	if !bytes.Equal(c.run(t, e, v, 0, nil), want) {
+	a := c.open(t)
+	want := c.run(t, a, v, 0, nil)
+	a.Close()
+	if !slices.Equal(c.run(t, e, v, 0, nil), want) {
 		t.Error("a session that refused states runs other frames than a new one")
 	}
 	refused("a session that has started", st, e, "before its first batch")
