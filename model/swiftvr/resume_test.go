@@ -31,6 +31,9 @@ type resumeCase struct {
 	// points are the batches after which check saves and resumes (nil:
 	// every one Checkpoint allows).
 	points []int
+	// spread, with points nil, takes the first, a middle and the last
+	// batch Checkpoint allows instead.
+	spread bool
 	// warm runs the video once before the runs check times.
 	warm bool
 }
@@ -111,7 +114,10 @@ func (c resumeCase) check(t *testing.T) {
 		t.Fatalf("a plan of %d batches leaves nothing to resume", len(plan))
 	}
 	points := c.points
-	if points == nil {
+	switch {
+	case points == nil && c.spread:
+		points = slices.Compact([]int{0, (len(plan) - 2) / 2, len(plan) - 2})
+	case points == nil:
 		for i := range len(plan) - 1 {
 			points = append(points, i)
 		}
