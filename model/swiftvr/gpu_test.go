@@ -692,8 +692,9 @@ func TestResumeFullGPU(t *testing.T) {
 	}
 	opt := Options{Width: ow, Height: oh}
 	cs, _ := PlanChunks(frames, 24)
-	t.Logf("StateBytes at %dx%d in bf16: %d bytes with the DiT's history of a middle chunk (%d latents), %d without",
-		ow, oh, StateBytes(ck.Dims, ow, oh, historyTaken(cs[1], Options{ClipLen: 24}), 2), historyTaken(cs[1], Options{ClipLen: 24}), StateBytes(ck.Dims, ow, oh, 0, 2))
+	last := historyTaken(cs[len(cs)-1], Options{ClipLen: 24})
+	t.Logf("StateBytes at %dx%d in bf16: %d before a middle chunk (dit-overlap 0: no history), %d before the last (%d history latents)",
+		ow, oh, StateBytes(ck.Dims, ow, oh, 0, 2), StateBytes(ck.Dims, ow, oh, last, 2), last)
 	seq := opt
 	seq.Sequence = 2
 	for _, c := range []struct {
