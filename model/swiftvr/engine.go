@@ -46,7 +46,9 @@ type Options struct {
 // boundary frames and the previous chunk's latents for the DiT's history.
 // It is a pipeline engine that takes frames in its own batch sizes (one
 // batch per chunk). A Session serves one request: make a new one per
-// video, so no state leaks between requests.
+// video, so no state leaks between requests. It saves that state after a
+// batch and a new Session loads it to resume there (model.Resumer; what
+// the state holds: resume.go).
 type Session struct {
 	r      *ReAE
 	dit    *DiT // nil: encode -> decode only

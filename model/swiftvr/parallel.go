@@ -50,7 +50,8 @@ type Replica struct {
 // frames are the wave's chunks' in order. Each rank is a goroutine locked
 // to its OS thread (package parallel); Start hands a wave's chunks to
 // their ranks and returns, and the batch's Wait waits for all of them. A
-// failure on one rank stops every rank.
+// failure on one rank stops every rank. It resumes as a Session does,
+// after a wave (resume.go).
 type Parallel struct {
 	ranks   []Replica
 	workers []*parallel.Rank
