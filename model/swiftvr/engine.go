@@ -33,6 +33,11 @@ type Options struct {
 	// another, for frames whose autoencoder does not fit at once (see
 	// encodeBands). 0 or 1: whole frames.
 	Bands int
+	// AutoBands says that Bands was chosen for the memory the device had
+	// free (--reae-bands 0), not asked for: a Session that loads a state
+	// then takes the state's bands instead (LoadState), so that it runs as
+	// the run that saved the state did.
+	AutoBands bool
 	// EncodeProxy hands back, for each output frame, its input frame
 	// resized with bicubic to the output size, after all of the model's
 	// work on the chunk: a benchmark's stand-in for trained weights'
@@ -116,17 +121,32 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 		r = &view
 	}
 	e := &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState(), live: live}
-	if opt.Bands > 1 {
-		rows := (opt.Height + 31) &^ 31 / 16
-		if rows < opt.Bands {
-			return nil, fmt.Errorf("--reae-bands %d: the output's %d latent rows (height %d) make at most %d bands", opt.Bands, rows, opt.Height, rows)
-		}
-		e.bands = bandRows(rows, opt.Bands)
-		for range opt.Bands {
-			e.bandSt = append(e.bandSt, r.NewState())
-		}
+	if err := e.setBands(opt.Bands); err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+// latentRows is the number of latent rows of an output of height h.
+func latentRows(h int) int { return (h + 31) &^ 31 / 16 }
+
+// setBands makes the session run its ReAE in n height bands (0 or 1: whole
+// frames), each band with a new causal state.
+func (e *Session) setBands(n int) error {
+	if rows := latentRows(e.opt.Height); n > rows {
+		return fmt.Errorf("--reae-bands %d: the output's %d latent rows (height %d) make at most %d bands", n, rows, e.opt.Height, rows)
+	}
+	for _, st := range e.bandSt {
+		st.Free()
+	}
+	e.opt.Bands, e.bands, e.bandSt = n, nil, nil
+	if n > 1 {
+		e.bands = bandRows(latentRows(e.opt.Height), n)
+		for range n {
+			e.bandSt = append(e.bandSt, e.r.NewState())
+		}
+	}
+	return nil
 }
 
 // Close frees the request's state.

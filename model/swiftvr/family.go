@@ -246,7 +246,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 		return nil, err
 	}
 	if opt.Bands == 0 {
-		opt.Bands = autoBands(m.reae, opt.Width, opt.Height, opt)
+		opt.Bands, opt.AutoBands = autoBands(m.reae, opt.Width, opt.Height, opt), true
 	}
 	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
 }

@@ -168,6 +168,33 @@ func (e *Session) shape() stateShape {
 	return shapeOf(e.r, e.dit != nil, e.frames, e.inW, e.inH, e.opt, layout, bands)
 }
 
+// loadable is the shape of the states the session loads, given the shape
+// saved of one: its own, but with AutoBands the state's bands (on whole
+// frames or in bands of their own rows within reach: not sequence
+// parallelism's).
+func (e *Session) loadable(saved []field) stateShape {
+	sh := e.shape()
+	if !e.opt.AutoBands {
+		return sh
+	}
+	var layout, n int64 = -1, -1
+	for _, f := range saved {
+		switch f.name {
+		case "band layout":
+			layout = f.value
+		case "bands":
+			n = f.value
+		}
+	}
+	switch {
+	case layout == int64(layoutWhole) && n == 1:
+		sh.layout, sh.bands = layoutWhole, 1
+	case layout == int64(layoutBands) && n > 1 && n <= int64(latentRows(e.opt.Height)):
+		sh.layout, sh.bands = layoutBands, int(n)
+	}
+	return sh
+}
+
 // history is how many latents of the DiT's history chunk c takes.
 func (e *Session) history(c Chunk) int {
 	if e.dit == nil {
@@ -227,12 +254,13 @@ func (e *Session) SaveState(w io.Writer) error {
 // LoadState loads a state SaveState wrote into this new session, whose
 // next Start runs the batch after the state's; it refuses a state of
 // another shape or position, and a damaged one, leaving the session as it
-// was.
+// was. A session whose bands were chosen for the memory free (AutoBands)
+// takes the state's bands (or whole frames).
 func (e *Session) LoadState(r io.Reader) error {
 	if e.next > 0 || e.live {
 		return errors.New("swiftvr: load a state into a new session, before its first batch (and not a live one)")
 	}
-	s, err := readState(r, e.shape())
+	s, err := readState(r, e.loadable)
 	if err != nil {
 		return err
 	}
@@ -262,6 +290,9 @@ func (e *Session) LoadState(r io.Reader) error {
 		hist = upload([]hostTensor{*s.hist})
 	}
 	proxy := upload(s.proxy)
+	if n := s.shape.bands; err == nil && n != len(e.states()) { // AutoBands: the state's bands
+		err = e.setBands(n)
+	}
 	if err != nil {
 		for _, ts := range made {
 			freeAll(ts)
@@ -385,7 +416,7 @@ func (e *Parallel) LoadState(r io.Reader) error {
 	if e.next > 0 {
 		return errors.New("swiftvr: load a state into a new session, before its first batch")
 	}
-	s, err := readState(r, e.shape())
+	s, err := readState(r, func([]field) stateShape { return e.shape() })
 	if err != nil {
 		return err
 	}

@@ -397,7 +397,7 @@ func TestStateBytes(t *testing.T) {
 		})
 		hist := e.history(e.chunks[e.next])
 		e.Close()
-		s, err := readState(bytes.NewReader(buf.Bytes()), e.shape())
+		s, err := readState(bytes.NewReader(buf.Bytes()), e.loadable)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,5 +451,49 @@ func TestStateValuesAsStored(t *testing.T) {
 	}
 	if _, err := h.upload(cpu.New(1)); err == nil || !strings.Contains(err.Error(), "bf16 values for a device that stores f32") {
 		t.Errorf("bf16 values on an f32 device: %v", err)
+	}
+}
+
+// TestResumeAutoBands: a session whose bands were chosen for the memory
+// free (AutoBands) resumes from a state saved in other bands, or on whole
+// frames, in the state's bands, bitwise as the run that saved it; a
+// session whose bands were asked for refuses it.
+func TestResumeAutoBands(t *testing.T) {
+	r, dit := tinyModel(t, cpu.New(0))
+	const w, h, ow, oh, frames = 40, 24, 64, 64, 29
+	v := video(frames, w, h, 2)
+	opt := func(bands int, auto bool) Options {
+		return Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1, Bands: bands, AutoBands: auto}
+	}
+	for _, c := range []struct{ saved, loads int }{{2, 1}, {1, 3}, {3, 2}} {
+		rc := resumeCase{frames: frames, w: w, h: h, ow: ow, oh: oh, open: sessions(r, dit, w, h, frames, opt(c.saved, true))}
+		a := rc.open(t)
+		var st bytes.Buffer
+		want := rc.run(t, a, v, 0, func(i int) bool {
+			if i == 1 {
+				if err := a.SaveState(&st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return false
+		})
+		a.Close()
+		out, _ := a.Checkpoint(frames, 1)
+		b := sessions(r, dit, w, h, frames, opt(c.loads, true))(t)
+		if err := b.LoadState(bytes.NewReader(st.Bytes())); err != nil {
+			t.Fatalf("saved in %d bands, loaded with %d chosen: %v", c.saved, c.loads, err)
+		}
+		if n := len(b.(*Session).states()); n != c.saved {
+			t.Errorf("saved in %d bands, loaded with %d chosen: runs in %d", c.saved, c.loads, n)
+		}
+		if got := rc.run(t, b, v, 2, nil); !slices.Equal(got, want[out:]) {
+			t.Errorf("saved in %d bands, loaded with %d chosen: other frames", c.saved, c.loads)
+		}
+		b.Close()
+		asked := sessions(r, dit, w, h, frames, opt(c.loads, false))(t)
+		if err := asked.LoadState(bytes.NewReader(st.Bytes())); err == nil || !strings.Contains(err.Error(), "band") {
+			t.Errorf("saved in %d bands, loaded with %d asked for: %v", c.saved, c.loads, err)
+		}
+		asked.Close()
 	}
 }

@@ -349,10 +349,11 @@ func (r *stateReader) tensor(value valueType) hostTensor {
 	return hostTensor{shape: s, value: v, data: r.bytes(s.Elems() * v.size())}
 }
 
-// readState reads a state that must be of shape want; it refuses one of
-// another shape (naming what differs), of another format version, and a
-// damaged one.
-func readState(in io.Reader, want stateShape) (*savedState, error) {
+// readState reads a state that must be of the shape want returns for the
+// shape it was saved with (the session's own, or one it can take: see
+// Session.LoadState); it refuses one of another shape (naming what
+// differs), of another format version, and a damaged one.
+func readState(in io.Reader, want func(saved []field) stateShape) (*savedState, error) {
 	r := &stateReader{r: bufio.NewReaderSize(in, 1<<20), crc: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	if m := r.bytes(len(stateMagic)); r.err == nil && string(m) != stateMagic {
 		r.fail("it begins %q", m)
@@ -360,45 +361,46 @@ func readState(in io.Reader, want stateShape) (*savedState, error) {
 	if v := r.u32(); r.err == nil && v != stateVersion {
 		return nil, fmt.Errorf("swiftvr state: format version %d, this build reads %d: start over", v, stateVersion)
 	}
-	mine := want.fields()
-	n := r.count("shape fields", 256)
+	saved := make([]field, r.count("shape fields", 256))
+	for i := range saved {
+		saved[i].name = string(r.bytes(int(r.u8())))
+		saved[i].value = r.i64()
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("swiftvr state: %w", r.err)
 	}
-	if n != len(mine) {
-		return nil, fmt.Errorf("swiftvr state: saved by another build of vsr (%d shape fields, this one has %d): start over", n, len(mine))
+	shape := want(saved)
+	mine := shape.fields()
+	if len(saved) != len(mine) {
+		return nil, fmt.Errorf("swiftvr state: saved by another build of vsr (%d shape fields, this one has %d): start over", len(saved), len(mine))
 	}
-	for i := range n {
-		name := string(r.bytes(int(r.u8())))
-		v := r.i64()
+	for i, f := range saved {
 		switch {
-		case r.err != nil:
-			return nil, fmt.Errorf("swiftvr state: %w", r.err)
-		case name != mine[i].name:
-			return nil, fmt.Errorf("swiftvr state: saved by another build of vsr (its shape field %d is %q, not %q): start over", i, name, mine[i].name)
-		case v != mine[i].value:
-			return nil, fmt.Errorf("swiftvr state: saved with %s %d, this session has %d: the state is of another video, model or settings; start over", name, v, mine[i].value)
+		case f.name != mine[i].name:
+			return nil, fmt.Errorf("swiftvr state: saved by another build of vsr (its shape field %d is %q, not %q): start over", i, f.name, mine[i].name)
+		case f.value != mine[i].value:
+			return nil, fmt.Errorf("swiftvr state: saved with %s %d, this session has %d: the state is of another video, model or settings; start over", f.name, f.value, mine[i].value)
 		}
 	}
-	s := &savedState{shape: want}
+	s := &savedState{shape: shape}
 	s.batch, s.chunk, s.proxyFrom = int(r.i64()), int(r.i64()), int(r.i64())
-	bands, per := r.count("bands", want.bands), r.count("tensors a band", want.encMem+want.decMem)
-	if r.err == nil && (bands != want.bands || per != want.encMem+want.decMem) {
-		r.fail("%d bands of %d tensors, want %d of %d", bands, per, want.bands, want.encMem+want.decMem)
+	bands, per := r.count("bands", shape.bands), r.count("tensors a band", shape.encMem+shape.decMem)
+	if r.err == nil && (bands != shape.bands || per != shape.encMem+shape.decMem) {
+		r.fail("%d bands of %d tensors, want %d of %d", bands, per, shape.bands, shape.encMem+shape.decMem)
 	}
 	for range bands {
 		var band []hostTensor
 		for range per {
-			band = append(band, r.tensor(want.value))
+			band = append(band, r.tensor(shape.value))
 		}
 		s.bands = append(s.bands, band)
 	}
 	if r.u8() != 0 {
-		h := r.tensor(want.value)
+		h := r.tensor(shape.value)
 		s.hist = &h
 	}
 	for range r.count("proxy frames", 64) {
-		s.proxy = append(s.proxy, r.tensor(want.value))
+		s.proxy = append(s.proxy, r.tensor(shape.value))
 	}
 	sum := r.crc.Sum32()
 	if got := r.u32(); r.err == nil && got != sum {
