@@ -33,6 +33,11 @@ type Options struct {
 	// another, for frames whose autoencoder does not fit at once (see
 	// encodeBands). 0 or 1: whole frames.
 	Bands int
+	// AutoBands says that Bands was chosen for the memory the device had
+	// free (--reae-bands 0), not asked for: a Session that loads a state
+	// then takes the state's bands instead (LoadState), so that it runs as
+	// the run that saved the state did.
+	AutoBands bool
 	// EncodeProxy hands back, for each output frame, its input frame
 	// resized with bicubic to the output size, after all of the model's
 	// work on the chunk: a benchmark's stand-in for trained weights'
@@ -46,7 +51,9 @@ type Options struct {
 // boundary frames and the previous chunk's latents for the DiT's history.
 // It is a pipeline engine that takes frames in its own batch sizes (one
 // batch per chunk). A Session serves one request: make a new one per
-// video, so no state leaks between requests.
+// video, so no state leaks between requests. It saves that state after a
+// batch and a new Session loads it to resume there (model.Resumer; what
+// the state holds: resume.go).
 type Session struct {
 	r      *ReAE
 	dit    *DiT // nil: encode -> decode only
@@ -114,17 +121,32 @@ func NewSession(r *ReAE, dit *DiT, inW, inH, frames int, opt Options) (*Session,
 		r = &view
 	}
 	e := &Session{r: r, dit: dit, opt: opt, frames: frames, inW: inW, inH: inH, chunks: cs, state: r.NewState(), live: live}
-	if opt.Bands > 1 {
-		rows := (opt.Height + 31) &^ 31 / 16
-		if rows < opt.Bands {
-			return nil, fmt.Errorf("--reae-bands %d: the output's %d latent rows (height %d) make at most %d bands", opt.Bands, rows, opt.Height, rows)
-		}
-		e.bands = bandRows(rows, opt.Bands)
-		for range opt.Bands {
-			e.bandSt = append(e.bandSt, r.NewState())
-		}
+	if err := e.setBands(opt.Bands); err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+// latentRows is the number of latent rows of an output of height h.
+func latentRows(h int) int { return (h + 31) &^ 31 / 16 }
+
+// setBands makes the session run its ReAE in n height bands (0 or 1: whole
+// frames), each band with a new causal state.
+func (e *Session) setBands(n int) error {
+	if rows := latentRows(e.opt.Height); n > rows {
+		return fmt.Errorf("--reae-bands %d: the output's %d latent rows (height %d) make at most %d bands", n, rows, e.opt.Height, rows)
+	}
+	for _, st := range e.bandSt {
+		st.Free()
+	}
+	e.opt.Bands, e.bands, e.bandSt = n, nil, nil
+	if n > 1 {
+		e.bands = bandRows(latentRows(e.opt.Height), n)
+		for range n {
+			e.bandSt = append(e.bandSt, e.r.NewState())
+		}
+	}
+	return nil
 }
 
 // Close frees the request's state.
@@ -154,10 +176,8 @@ func (e *Session) Plan(total int) ([]int, error) {
 		return nil, fmt.Errorf("swiftvr: planned for %d frames, asked for %d", e.frames, total)
 	}
 	var plan []int
-	for _, c := range e.chunks {
-		if n := c.realFrames(e.frames); n > 0 {
-			plan = append(plan, n)
-		}
+	for _, ids := range batches(e.chunks, e.frames, 1) {
+		plan = append(plan, batchFrames(e.chunks, ids, e.frames))
 	}
 	return plan, nil
 }

@@ -246,7 +246,7 @@ func (m *resident) NewSession(_ context.Context, v model.Video, req model.Params
 		return nil, err
 	}
 	if opt.Bands == 0 {
-		opt.Bands = autoBands(m.reae, opt.Width, opt.Height, opt)
+		opt.Bands, opt.AutoBands = autoBands(m.reae, opt.Width, opt.Height, opt), true
 	}
 	return NewSession(m.reae, dit, v.Width, v.Height, v.Frames, opt)
 }
@@ -397,9 +397,11 @@ var (
 	_ model.Grouped      = (*resident)(nil)
 	_ model.Planner      = (*Session)(nil)
 	_ model.Streamer     = (*Session)(nil)
+	_ model.Resumer      = (*Session)(nil)
 	_ model.OutCounter   = (*batch)(nil)
 	_ model.Planner      = (*Parallel)(nil)
 	_ model.Exchanger    = (*Parallel)(nil)
+	_ model.Resumer      = (*Parallel)(nil)
 	_ model.OutCounter   = (*wave)(nil)
 	_ model.FrameOuter   = (*wave)(nil)
 )

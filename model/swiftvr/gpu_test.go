@@ -630,3 +630,86 @@ func TestSequenceGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeGPU is TestResumeSession and TestResumeParallel on GPU 0 in
+// bf16 with the tiny checkpoint and its DiT: a Session on whole frames and
+// in 2 ReAE bands, 2 ranks sharing the GPU (chunk parallelism) and 2 ranks
+// in one sequence group, each stopped after every batch and resumed in a
+// new session, bitwise as a run never stopped.
+func TestResumeGPU(t *testing.T) {
+	const w, h, ow, oh, frames = 40, 24, 64, 64, 53
+	var ranks []Replica
+	for range 2 {
+		r, d := tinyModel(t, gpu(t, cuda.BF16))
+		ranks = append(ranks, Replica{R: r, DiT: d})
+	}
+	opt := Options{Width: ow, Height: oh, ClipLen: 8, DiTOverlap: 1}
+	bands := opt
+	bands.Bands = 2
+	seq := opt
+	seq.Sequence = 2
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) resumable
+	}{
+		{"one rank", sessions(ranks[0].R, ranks[0].DiT, w, h, frames, opt)},
+		{"one rank in 2 bands", sessions(ranks[0].R, ranks[0].DiT, w, h, frames, bands)},
+		{"2 ranks", parallels(ranks, w, h, frames, opt)},
+		{"2 ranks in sequence", parallels(ranks, w, h, frames, seq)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.LockOSThread() // a Session runs on this thread
+			defer runtime.UnlockOSThread()
+			resumeCase{frames: frames, w: w, h: h, ow: ow, oh: oh, open: c.open}.check(t)
+		})
+	}
+}
+
+// TestResumeFullGPU is issue 38's reference workload: the full-size
+// synthetic checkpoint, 361 frames of 640x360 to 2560x1440, on one rank,
+// on 2 ranks sharing GPU 0 (chunk parallelism) and on 2 ranks in one
+// sequence group, each stopped after its first, a middle and its last
+// batch but one and resumed in a new session, every frame bitwise the one
+// of a run never stopped in the same layout. It logs the size of each
+// state (and what StateBytes says of one at 1440p) and, on one rank, the
+// time of a run that saves its states against one that does not. Like
+// TestParallelFullGPU, it runs only with VSR_FULL_SWIFTVR=1.
+func TestResumeFullGPU(t *testing.T) {
+	if os.Getenv("VSR_FULL_SWIFTVR") != "1" {
+		t.Skip("set VSR_FULL_SWIFTVR=1 to run the full-size checkpoint")
+	}
+	const w, h, ow, oh, frames = 640, 360, 2560, 1440, 361
+	ck := synthCheckpoint(t, "full")
+	var ranks []Replica
+	for range 2 {
+		b := gpu(t, cuda.BF16)
+		r, err := NewReAE(b, FileSource{ck.ReAE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
+	}
+	opt := Options{Width: ow, Height: oh}
+	cs, _ := PlanChunks(frames, 24)
+	last := historyTaken(cs[len(cs)-1], Options{ClipLen: 24})
+	t.Logf("StateBytes at %dx%d in bf16: %d before a middle chunk (dit-overlap 0: no history), %d before the last (%d history latents)",
+		ow, oh, StateBytes(ck.Dims, ow, oh, 0, 2), StateBytes(ck.Dims, ow, oh, last, 2), last)
+	seq := opt
+	seq.Sequence = 2
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) resumable
+		warm bool
+	}{
+		{"one rank", sessions(ranks[0].R, ranks[0].DiT, w, h, frames, opt), true},
+		{"2 ranks", parallels(ranks, w, h, frames, opt), false},
+		{"2 ranks in sequence", parallels(ranks, w, h, frames, seq), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.LockOSThread() // a Session runs on this thread
+			defer runtime.UnlockOSThread()
+			resumeCase{frames: frames, w: w, h: h, ow: ow, oh: oh, open: c.open, spread: true, warm: c.warm}.check(t)
+		})
+	}
+}

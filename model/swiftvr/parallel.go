@@ -50,7 +50,8 @@ type Replica struct {
 // frames are the wave's chunks' in order. Each rank is a goroutine locked
 // to its OS thread (package parallel); Start hands a wave's chunks to
 // their ranks and returns, and the batch's Wait waits for all of them. A
-// failure on one rank stops every rank.
+// failure on one rank stops every rank. It resumes as a Session does,
+// after a wave (resume.go).
 type Parallel struct {
 	ranks   []Replica
 	workers []*parallel.Rank
@@ -120,16 +121,33 @@ func NewParallel(ranks []Replica, inW, inH, frames int, opt Options) (*Parallel,
 			views[i].R.halo = &halo{Group: e.group(i), ctx: e.ctx}
 		}
 	}
-	// Waves of one chunk per group; a chunk made only of padding joins
-	// the wave before it (a batch needs input frames).
-	a := e.groups()
-	for _, c := range cs {
-		if c.Index%a == 0 && c.realFrames(frames) > 0 {
-			e.waves = append(e.waves, nil)
-		}
-		e.waves[len(e.waves)-1] = append(e.waves[len(e.waves)-1], c.Index)
-	}
+	e.waves = batches(cs, frames, e.groups())
 	return e, nil
+}
+
+// batches returns the chunk indices of each batch of a video of frames
+// frames cut into chunks cs, run in waves of one chunk per each of groups
+// chunk groups (1: one chunk a batch); a chunk made only of padding joins
+// the batch before it (a batch needs input frames).
+func batches(cs []Chunk, frames, groups int) [][]int {
+	var bs [][]int
+	for _, c := range cs {
+		if c.Index%groups == 0 && c.realFrames(frames) > 0 {
+			bs = append(bs, nil)
+		}
+		bs[len(bs)-1] = append(bs[len(bs)-1], c.Index)
+	}
+	return bs
+}
+
+// batchFrames is how many input frames the chunks ids of cs take from a
+// video of frames frames.
+func batchFrames(cs []Chunk, ids []int, frames int) int {
+	n := 0
+	for _, c := range ids {
+		n += cs[c].realFrames(frames)
+	}
+	return n
 }
 
 // groups is the number of chunk groups.
@@ -180,18 +198,9 @@ func (e *Parallel) Plan(total int) ([]int, error) {
 	}
 	plan := make([]int, len(e.waves))
 	for i, w := range e.waves {
-		plan[i] = e.realFrames(w)
+		plan[i] = batchFrames(e.chunks, w, e.frames)
 	}
 	return plan, nil
-}
-
-// realFrames is how many input frames the chunks ids take from the video.
-func (e *Parallel) realFrames(ids []int) int {
-	n := 0
-	for _, c := range ids {
-		n += e.chunks[c].realFrames(e.frames)
-	}
-	return n
 }
 
 // wave is a batch: the host input of a wave's frames and, for each of its
@@ -316,7 +325,7 @@ func (e *Parallel) Start(ctx context.Context, bt backend.Batch, k int) error {
 	e.next++
 	e.links = append(e.links, context.AfterFunc(ctx, func() { e.cancel(context.Cause(ctx)) }))
 	fs := w.inf.FrameBytes(e.inW, e.inH)
-	if want := e.realFrames(ids); k != want {
+	if want := batchFrames(e.chunks, ids, e.frames); k != want {
 		return fmt.Errorf("swiftvr: wave %d has %d input frames, given %d", e.next-1, want, k)
 	}
 	w.jobs, w.waited, w.err = nil, false, nil
@@ -520,24 +529,30 @@ func (e *Parallel) send(from, to int, tag string, t backend.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if e.kept[from] == nil {
-		e.kept[from] = map[string]backend.Tensor{}
-	}
-	e.kept[from][tag] = c
+	e.keep(from, tag, c)
 	return nil
 }
 
-// recv takes what send handed rank to from rank from.
+// recv takes what send handed rank to from rank from: what the rank
+// kept (its own, or a saved state's: resume.go), else the transport's.
 func (e *Parallel) recv(to, from int, tag string) (backend.Tensor, error) {
-	if from != to {
-		return e.tr.Recv(e.ctx, to, from, tag)
+	if t, ok := e.kept[to][tag]; ok {
+		delete(e.kept[to], tag)
+		return t, nil
 	}
-	t, ok := e.kept[to][tag]
-	if !ok {
+	if from == to {
 		return nil, fmt.Errorf("swiftvr: rank %d kept no %s", to, tag)
 	}
-	delete(e.kept[to], tag)
-	return t, nil
+	return e.tr.Recv(e.ctx, to, from, tag)
+}
+
+// keep makes t what rank to's next recv of tag takes (on rank to's
+// goroutine).
+func (e *Parallel) keep(to int, tag string, t backend.Tensor) {
+	if e.kept[to] == nil {
+		e.kept[to] = map[string]backend.Tensor{}
+	}
+	e.kept[to][tag] = t
 }
 
 // denoise runs the DiT on chunk c's latents z on rank me: it first sends
@@ -546,16 +561,14 @@ func (e *Parallel) recv(to, from int, tag string) (backend.Tensor, error) {
 // parallelism the group's ranks run it together, each with the whole z.
 func (e *Parallel) denoise(rk Replica, me int, c Chunk, z backend.Tensor) (backend.Tensor, error) {
 	band := me % e.seq
-	if next := c.Index + 1; next < len(e.chunks) {
-		if p := e.chunks[next].DiTInput(e.opt.ClipLen, e.opt.DiTOverlap); p.Prefix > 0 && !p.ZeroPrefix {
-			if err := e.send(me, e.rankOf(next, band), histTag(c.Index), z); err != nil {
-				return nil, err
-			}
+	if next := c.Index + 1; next < len(e.chunks) && historyTaken(e.chunks[next], e.opt) > 0 {
+		if err := e.send(me, e.rankOf(next, band), histTag(c.Index), z); err != nil {
+			return nil, err
 		}
 	}
 	plan := c.DiTInput(e.opt.ClipLen, e.opt.DiTOverlap)
 	var hist backend.Tensor
-	if plan.Prefix > 0 && !plan.ZeroPrefix {
+	if historyTaken(c, e.opt) > 0 {
 		var err error
 		if hist, err = e.recv(me, e.rankOf(c.Index-1, band), histTag(c.Index-1)); err != nil {
 			return nil, err

@@ -121,3 +121,12 @@ func (c Chunk) DiTInput(clipLen, overlap int) DiTInput {
 	k := min(overlap, prev)
 	return DiTInput{Prefix: k, Offset: offset - k}
 }
+
+// historyTaken is how many of the previous chunk's latents chunk c's DiT
+// takes with opt's settings (0: none, or zeros in their place).
+func historyTaken(c Chunk, opt Options) int {
+	if p := c.DiTInput(opt.ClipLen, opt.DiTOverlap); !p.ZeroPrefix {
+		return p.Prefix
+	}
+	return 0
+}
