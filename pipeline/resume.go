@@ -89,7 +89,7 @@ type resumer struct {
 
 	mu      sync.Mutex
 	pending map[int]journal.Part // finished, waiting for those before them
-	state   *savedState          // the last state saved, not yet in the journal
+	states  []savedState         // states saved, not yet in the journal, in order
 }
 
 // savedState is a causal engine's state after checkpoint n, at output
@@ -337,29 +337,34 @@ func (r *resumer) finished(i int) error {
 func (r *resumer) saved(n, frame int, data []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.state = &savedState{n: n, frame: frame, data: data}
+	r.states = append(r.states, savedState{n: n, frame: frame, data: data})
 	if int64(frame) > r.j.Done() {
 		return nil
 	}
 	return r.commit()
 }
 
-// commit writes the state waiting, if the parts recorded hold every frame
-// before it, and saves the journal; then it removes the state files that
+// commit writes the last state waiting whose frames before it are all in
+// the parts recorded (dropping those before it), and saves the journal; then it removes the state files that
 // neither this journal nor the one before it names. r.mu is held.
 func (r *resumer) commit() error {
 	keep := map[string]bool{}
 	if old := r.j.State; old != nil {
 		keep[old.File] = true
 	}
-	if s := r.state; s != nil && int64(s.frame) <= r.j.Done() {
+	k := 0
+	for k < len(r.states) && int64(r.states[k].frame) <= r.j.Done() {
+		k++
+	}
+	if k > 0 {
+		s := r.states[k-1]
 		name := stateFile(s.n)
 		if err := r.writeState(name, s.data); err != nil {
 			return err
 		}
 		sum := sha256.Sum256(s.data)
 		r.j.State = &journal.State{File: name, Size: int64(len(s.data)), SHA256: hex.EncodeToString(sum[:]), Frame: int64(s.frame)}
-		r.state = nil
+		r.states = r.states[k:]
 	}
 	if err := r.store.Save(r.j); err != nil {
 		return err
