@@ -16,6 +16,7 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/journal"
 	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/video"
 )
 
 var errInterrupted = errors.New("interrupted by the test")
@@ -197,5 +198,55 @@ func TestResumeLock(t *testing.T) {
 	a.Close()
 	if err := lockDir(b); err != nil {
 		t.Fatalf("after the first closed: %v", err)
+	}
+}
+
+// TestResumeStopAndInputError: a resumable run whose context is cancelled
+// (Ctrl-C, SIGTERM) keeps its journal; one whose input ends early (an
+// error of the input itself) discards it, though parts were finished.
+func TestResumeStopAndInputError(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mkv")
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-frames:v", "12", "-c:v", "libx264", in)
+	info := probeWith(t, in)
+	m, err := compact.LoadBundled(cpu.New(0), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { journaled = nil })
+	out := filepath.Join(dir, "out.mkv")
+	restore := func(ctx context.Context, info *video.Info) error {
+		_, err := Restore(ctx, Request{Input: info.Path, Output: out, Engine: compact.Engine{M: m}, Info: info, Segments: 1, CheckpointEvery: 0.3,
+			Resume: &Resume{Model: "m"}})
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	journaled = func(j *journal.Journal) error {
+		if len(j.Parts) == 2 {
+			cancel()
+		}
+		return nil
+	}
+	if err := restore(ctx, info); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(JournalDir(out), journal.FileName)); err != nil {
+		t.Fatalf("journal after a cancelled run: %v", err)
+	}
+
+	// The probe says 15 frames: the input ends in the fifth part, after
+	// four were recorded.
+	long := *info
+	long.Frames = 15
+	journaled = nil
+	err = restore(context.Background(), &long)
+	var ie *inputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "decoded only 12 of 15 frames") {
+		t.Fatalf("run of an input that ends early: %v", err)
+	}
+	if _, err := os.Lstat(JournalDir(out)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("journal directory left after an error of the input: %v", err)
 	}
 }
