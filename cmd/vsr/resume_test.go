@@ -249,8 +249,8 @@ func TestResumeKilled(t *testing.T) {
 		at       []int // parts recorded when stopped
 		sig      []os.Signal
 	}{
-		{2, []int{1, 4, 8}, []os.Signal{os.Kill, syscall.SIGTERM, os.Kill}},
-		{1, []int{2, 5, 9}, []os.Signal{os.Kill, os.Kill, os.Interrupt}},
+		{2, []int{1, 3, 6}, []os.Signal{os.Kill, syscall.SIGTERM, os.Kill}},
+		{1, []int{2, 5, 8}, []os.Signal{os.Kill, os.Kill, os.Interrupt}},
 	} {
 		ref := filepath.Join(dir, fmt.Sprintf("ref%d.mkv", c.segments))
 		if out, err := exec.Command(bin, args(ref, c.segments)...).CombinedOutput(); err != nil {
