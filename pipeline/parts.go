@@ -66,6 +66,25 @@ func checkpoints(r model.Resumer, plan []int, total, every int) []checkpoint {
 	return cps
 }
 
+// resumableParts are the parts of a resumable run of total frames in
+// nseg segments, of about every frames each; for a causal engine r with
+// the batches plan, with the checkpoints where they end.
+func resumableParts(total, nseg, every int, plan []int, r model.Resumer) ([]part, []checkpoint) {
+	var at []int
+	var cps []checkpoint
+	if plan != nil {
+		cps = checkpoints(r, plan, total, every)
+		for _, c := range cps {
+			at = append(at, c.out)
+		}
+	} else {
+		for i, n := 1, (total+every-1)/every; i < n; i++ {
+			at = append(at, total*i/n)
+		}
+	}
+	return partsAt(total, nseg, at), cps
+}
+
 // partsAt cuts total frames into parts at the boundaries at (each in
 // (0, total)), and where fewer than nseg parts result, also at the
 // boundaries of nseg segments, so that every segment has a part.

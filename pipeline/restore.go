@@ -250,19 +250,8 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 	var cps []checkpoint // a causal engine's, with a journal
 	resumable := req.Resume != nil && !req.Discard && times == nil && req.Encode.AlphaFrom == nil && (plan == nil || rsm != nil)
 	if resumable {
-		every := partFrames(req.CheckpointEvery, fps.Float())
-		var at []int
-		if plan != nil {
-			cps = checkpoints(rsm, plan, total, every)
-			for _, c := range cps {
-				at = append(at, c.out)
-			}
-		} else {
-			for i, n := 1, (total+every-1)/every; i < n; i++ {
-				at = append(at, total*i/n)
-			}
-		}
-		if ps := partsAt(total, nseg, at); len(ps) > 1 {
+		var ps []part
+		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 {
 			parts = ps
 		} else {
 			resumable, cps = false, nil // one part: nothing worth a journal

@@ -204,11 +204,11 @@ func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig 
 			return 0, eb.String(), true
 		default:
 		}
-		if n, done := journalParts(jdir); n >= parts {
+		if n, _ := journalParts(jdir); n >= parts {
 			cmd.Process.Signal(sig)
 			<-exited
-			n, done = journalParts(jdir) // what a rerun finds
-			return done, eb.String(), false
+			_, frames = journalParts(jdir) // what a rerun finds
+			return frames, eb.String(), false
 		}
 		time.Sleep(time.Millisecond) // polls the journal: the stop lands after part N is recorded
 	}
