@@ -335,7 +335,11 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	prog.finish(err == nil)
 	if err != nil {
 		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "the finished parts are kept in %s: run the same command again to resume\n", pipeline.JournalDir(output))
+			again := "the same command again"
+			if output != f.output && !f.skip && !f.overwrite { // a folder's file: the outputs finished are in the way
+				again += " with --skip-existing"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "the finished parts are kept in %s: run %s to resume\n", pipeline.JournalDir(output), again)
 		}
 		return nil, err
 	}
