@@ -305,10 +305,10 @@ func TestResumeKilled(t *testing.T) {
 	}
 }
 
-// TestResumeFolderKilled: a folder restore killed in its second file,
-// run again (with --skip-existing, for the first file's output), skips the
-// first and resumes the second, whose frames are those of the file
-// restored alone.
+// TestResumeFolderKilled: a folder restore stopped (SIGTERM) in its second
+// file says how to resume it: run again with --skip-existing (the first
+// file's output is in the way), which skips the first file and resumes the
+// second, whose frames are those of the file restored alone.
 func TestResumeFolderKilled(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -323,11 +323,14 @@ func TestResumeFolderKilled(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	outDir := filepath.Join(dir, "out")
-	args := append([]string{"restore", src, "-o", outDir, "--skip-existing"}, flags...)
+	args := append([]string{"restore", src, "-o", outDir}, flags...)
 	b := filepath.Join(outDir, "b.mp4")
-	frames, _, finished := stopAt(t, bin, args, b, 3, os.Kill)
+	frames, stderr, finished := stopAt(t, bin, args, b, 3, syscall.SIGTERM)
 	if finished {
 		t.Skip("the folder run ended before it was stopped")
+	}
+	if want := "run the same command again with --skip-existing to resume"; !strings.Contains(stderr, want) {
+		t.Errorf("stopped run's stderr %q, want %q", stderr, want)
 	}
 	if _, err := os.Stat(filepath.Join(outDir, "a.mp4")); err != nil {
 		t.Fatalf("the first file's output: %v", err)
@@ -335,7 +338,7 @@ func TestResumeFolderKilled(t *testing.T) {
 	if _, err := os.Lstat(b); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("output visible after a stopped run: %v", err)
 	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	out, err := exec.Command(bin, append(args, "--skip-existing")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("rerun: %v\n%s", err, out)
 	}
