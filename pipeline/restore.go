@@ -9,7 +9,9 @@
 // each with its own decoder and encoder running in parallel, and joined
 // losslessly at the end with the input's audio: CPU encoding then keeps up
 // with a fast GPU. A causal engine (a model.Planner) reads the video as one
-// stream; its output frames still go to several encoders (see fanout).
+// stream; its output frames still go to several encoders (see fanout). A
+// resumable run (Resume) cuts each segment further into parts, each
+// recorded in a journal once encoded (parts.go, resume.go).
 //
 // The output file appears only when everything succeeded: encoders write
 // temporary files beside it, renamed or joined at the end; on any error or
@@ -53,7 +55,7 @@ type Request struct {
 	Engine Engine
 	// Batch is the number of frames handed to the engine at once (default 1).
 	Batch int
-	// Segments is the number of parts encoded in parallel (default 1).
+	// Segments is the number of segments encoded in parallel (default 1).
 	Segments int
 	// MaxFrames limits the job to the first MaxFrames frames (0 = all).
 	MaxFrames int
