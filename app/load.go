@@ -199,10 +199,14 @@ type Job struct {
 	// video.Info.Deinterlaced), telling Warn what was done; "" leaves
 	// Info as it is (a caller that deinterlaced it already).
 	Deinterlace video.Deinterlace
-	// Resume, if set, makes the job resumable (pipeline.Request.Resume);
-	// Run fills in its model hash and the settings that change the output
-	// (the model, its parameters, the batch size and the device).
+	// Resume, if set, makes the job resumable (pipeline.Request.Resume)
+	// where the session can resume (see resumable); Run fills in its model
+	// hash and the settings that change the output (the model, its
+	// parameters, the batch size and the device).
 	Resume *pipeline.Resume
+	// CheckpointEvery is the seconds of video per part of a resumable job
+	// (pipeline.Request.CheckpointEvery; 0: the default).
+	CheckpointEvery float64
 	// prepared is set when Info and Encode are already an image's
 	// PrepareImage (RunImages): Run does not prepare them again.
 	prepared bool
@@ -268,7 +272,7 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 	batch := BatchSize(job.Batch, l.Dev)
 	nseg := max(SegmentCount(segments, l.Dev, s), len(more)+1) // a segment for each device at least
 	var resume *pipeline.Resume
-	if _, causal := s.(model.Planner); job.Resume != nil && nseg > 1 && !causal { // where the pipeline keeps a journal: hash the model only then
+	if resumable(s) && job.Resume != nil { // where the pipeline keeps a journal: hash the model only then
 		r := *job.Resume
 		if r.Model, err = specHash(l.Spec); err != nil {
 			return nil, err
@@ -288,19 +292,28 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 		resume = &r
 	}
 	return pipeline.Restore(ctx, pipeline.Request{
-		Input:     job.Input,
-		Output:    job.Output,
-		Engine:    s,
-		Batch:     batch,
-		Segments:  nseg,
-		MaxFrames: job.MaxFrames,
-		Info:      info,
-		Encode:    enc,
-		Progress:  job.Progress,
-		CFR:       job.CFR,
-		More:      more,
-		Resume:    resume,
+		Input:           job.Input,
+		Output:          job.Output,
+		Engine:          s,
+		Batch:           batch,
+		Segments:        nseg,
+		MaxFrames:       job.MaxFrames,
+		Info:            info,
+		Encode:          enc,
+		Progress:        job.Progress,
+		CFR:             job.CFR,
+		More:            more,
+		Resume:          resume,
+		CheckpointEvery: job.CheckpointEvery,
 	})
+}
+
+// resumable reports whether a run of s can resume: s has no causal state
+// (no model.Planner), or can save and load it (a model.Resumer).
+func resumable(s model.Session) bool {
+	_, causal := s.(model.Planner)
+	_, resumer := s.(model.Resumer)
+	return !causal || resumer
 }
 
 // oneDevice refuses a model that runs each video on several devices at

@@ -9,7 +9,9 @@
 // each with its own decoder and encoder running in parallel, and joined
 // losslessly at the end with the input's audio: CPU encoding then keeps up
 // with a fast GPU. A causal engine (a model.Planner) reads the video as one
-// stream; its output frames still go to several encoders (see fanout).
+// stream; its output frames still go to several encoders (see fanout). A
+// resumable run (Resume) cuts each segment further into parts, each
+// recorded in a journal once encoded (parts.go, resume.go).
 //
 // The output file appears only when everything succeeded: encoders write
 // temporary files beside it, renamed or joined at the end; on any error or
@@ -53,7 +55,7 @@ type Request struct {
 	Engine Engine
 	// Batch is the number of frames handed to the engine at once (default 1).
 	Batch int
-	// Segments is the number of parts encoded in parallel (default 1).
+	// Segments is the number of segments encoded in parallel (default 1).
 	Segments int
 	// MaxFrames limits the job to the first MaxFrames frames (0 = all).
 	MaxFrames int
@@ -82,10 +84,15 @@ type Request struct {
 	// output's frames evenly over the input's duration instead of keeping
 	// each frame's own time.
 	CFR bool
-	// Resume, if set, keeps the finished segments in a journal beside the
+	// Resume, if set, keeps the finished parts in a journal beside the
 	// output and skips those of an earlier run of the same request (see
 	// Resume).
 	Resume *Resume
+	// CheckpointEvery is the seconds of video of each part of a resumable
+	// run (0: DefaultCheckpointEvery): a run stopped anywhere loses about
+	// that much work at most. A causal engine's parts end where it saves
+	// its state, at the batches closest after each such span.
+	CheckpointEvery float64
 }
 
 // timing returns the output's frame rate and, when the output keeps
@@ -165,7 +172,7 @@ func latency(ds []time.Duration) Latency {
 
 // Restore runs req to completion or to the first error. The output keeps
 // the input's fps, frame count and audio.
-func Restore(ctx context.Context, req Request) (*Result, error) {
+func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 	start := time.Now()
 	info := req.Info
 	if info == nil {
@@ -190,12 +197,15 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 	}
 	nstream := nseg // decoders and batch queues
 	var plan []int
+	rsm, _ := req.Engine.(model.Resumer)
 	if p, ok := req.Engine.(model.Planner); ok {
 		var err error
 		if plan, err = p.Plan(total); err != nil {
 			return nil, err
 		}
 		nstream = 1 // a causal stream cannot be cut into independent parts
+	} else {
+		rsm = nil
 	}
 	if req.Discard {
 		req.Output = ""
@@ -232,15 +242,30 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		carry.StreamsDuration = info.Span(total)
 	}
 	var carried video.Carried
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	// On any failure: stop the children, discard every output.
+	// The parts (parts.go): one per segment, or with a journal, about
+	// CheckpointEvery seconds each.
+	parts := segmentRanges(total, nseg)
+	var cps []checkpoint // a causal engine's, with a journal
+	resumable := req.Resume != nil && !req.Discard && times == nil && req.Encode.AlphaFrom == nil && (plan == nil || rsm != nil)
+	if resumable {
+		var ps []part
+		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 {
+			parts = ps
+		} else {
+			resumable, cps = false, nil // one part: nothing worth a journal
+		}
+	}
+
+	// On any failure: stop the children, discard every output, keep the
+	// journal unless the input itself failed.
 	streams := make([]stream, nstream)
-	var sinks []Sink // the encoders, until streams own them
-	var segFiles []string
-	var segDir *video.Workdir // where the segments are, until joined
-	var rj *resumer           // or the journal, with the segments finished
+	var sinks []Sink          // the encoders, until streams own them
+	var segDir *video.Workdir // where the parts are, until joined
+	var rj *resumer           // or the journal, with the parts finished
 	ok := false
 	defer func() {
 		if ok {
@@ -262,58 +287,72 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 			segDir.Remove()
 		}
 		if rj != nil {
-			if rj.done() == 0 {
-				rj.remove() // nothing worth keeping
+			// A decoder that fails because the run was stopped (Ctrl-C
+			// reaches ffmpeg too) is no fault of the input: the caller's
+			// context is cancelled by then.
+			var ie *inputError
+			if rj.done() == 0 || errors.As(err, &ie) && parent.Err() == nil {
+				rj.remove() // nothing worth keeping, or an input that cannot be restored
 			} else {
-				rj.close() // the finished segments wait for a rerun
+				rj.close() // the finished parts wait for a rerun
 			}
 		}
 	}()
 
 	// Encoders first: they check the output directory before any work.
-	parts := segmentRanges(total, nseg)
-	skip, resumed := 0, 0 // segments and frames finished by an earlier run
-	if req.Resume != nil && plan == nil && nseg > 1 && !req.Discard {
+	skip, resumed := 0, 0 // parts and output frames finished by an earlier run
+	var from checkpoint   // a causal engine's checkpoint resumed after
+	if resumable {
 		w, err := video.NewWorkdir(req.Output) // checks the output's place
 		if err != nil {
 			return nil, err
 		}
 		w.Remove()
-		if rj, err = openResume(&req, info, enc, parts, total); err != nil {
+		if rj, err = openResume(&req, info, enc, parts, total, cps); err != nil {
 			return nil, err
 		}
-		skip = rj.done()
-		if skip > 0 {
+		if skip = rj.done(); skip > 0 {
 			resumed = parts[skip-1].start + parts[skip-1].count
 		}
-	} else if nseg > 1 && !req.Discard {
+		cp, state, ok, err := rj.resumeAt(cps)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			err := rsm.LoadState(state)
+			state.Close()
+			if err != nil {
+				return nil, fmt.Errorf("resume: loading the model's state saved at frame %d: %v; run again with --no-resume to start over", cp.out, err)
+			}
+			from = cp
+		}
+	} else if len(parts) > 1 && !req.Discard {
 		var err error
 		if segDir, err = video.NewWorkdir(req.Output); err != nil {
 			return nil, err
 		}
 	}
-	for i, p := range parts {
-		if i < skip {
-			segFiles = append(segFiles, rj.file(i))
-			continue
+	var files []string // the parts' files, to join
+	for i := range parts {
+		switch {
+		case rj != nil:
+			files = append(files, rj.file(i))
+		case segDir != nil:
+			files = append(files, segDir.Path(fmt.Sprintf("part%04d%s", i, filepath.Ext(req.Output))))
 		}
-		if segmentStarted != nil {
-			segmentStarted(i)
+	}
+	open := func(i int) (Sink, error) {
+		if partStarted != nil {
+			partStarted(i)
 		}
 		if req.Discard {
-			sinks = append(sinks, discard{})
-			continue
+			return discard{}, nil
 		}
 		e := enc
-		e.ExpectFrames = p.count
+		e.ExpectFrames = parts[i].count
 		out := req.Output
-		if nseg > 1 { // the streams are muxed in when the segments are joined
-			if rj != nil {
-				out = rj.file(i)
-			} else {
-				out = segDir.Path(fmt.Sprintf("seg%03d%s", i, filepath.Ext(req.Output)))
-			}
-			segFiles = append(segFiles, out)
+		if len(parts) > 1 { // the streams are muxed in when the parts are joined
+			out = files[i]
 			e.Intermediate = true // the joined file is synced
 			e.NoReplace = false   // a hidden name of its own; the join checks the output
 		} else {
@@ -323,36 +362,64 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i == skip {
-			carried = sink.Carried()
-		}
-		sinks = append(sinks, sink)
+		return sink, nil
 	}
-	ranges := segmentRanges(total, nstream)
-	if skip > 0 { // nstream == nseg
-		ranges, streams = ranges[skip:], streams[skip:]
+	var partDone func(i int) error
+	if rj != nil {
+		partDone = rj.finished
 	}
-	for i, p := range ranges {
-		streams[i].frames = p.count
-		if nstream == nseg {
-			streams[i].sink = sinks[i]
+	segs := group(parts[skip:], nseg) // each segment's first part, from skip
+	for k := range len(segs) - 1 {
+		s, err := newPartSink(parts, skip+segs[k], skip+segs[k+1], open, partDone)
+		if s.cur != nil {
+			sinks = append(sinks, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			if c, ok := s.cur.(interface{ Carried() video.Carried }); ok {
+				carried = c.Carried()
+			}
 		}
 	}
-	if nstream < nseg { // one causal stream, several encoders
-		counts := make([]int, nseg)
-		for i, p := range parts {
-			counts[i] = p.count
+	segRange := func(k int) part { // segment k's frames
+		a, b := parts[skip+segs[k]], parts[skip+segs[k+1]-1]
+		return part{a.start, b.start + b.count - a.start}
+	}
+	progress := req.Progress
+	if p := progress; p != nil && resumed > 0 {
+		progress = func(n, _ int) { p(resumed+n, total) }
+	}
+	if nstream == 1 && plan != nil { // one causal stream, the segments' encoders
+		streams[0] = stream{frames: total - from.in, out: total - resumed}
+		if len(sinks) == 1 {
+			streams[0].sink = sinks[0]
+		} else {
+			counts := make([]int, len(sinks))
+			for k := range counts {
+				counts[k] = segRange(k).count
+			}
+			var fp func(int)
+			if p := progress; p != nil {
+				fp = func(n int) { p(n, total-resumed) }
+				progress = nil // the fanout reports frames encoded, not queued
+			}
+			streams[0].sink = newFanout(sinks, counts, min(max(fanoutBytes/format.FrameBytes(ow, oh), 2), total), fp)
 		}
-		var progress func(int)
-		if p := req.Progress; p != nil {
-			progress = func(n int) { p(n, total) }
-			req.Progress = nil // the fanout reports frames encoded, not queued
+	} else {
+		streams = streams[:len(sinks)]
+		for k := range streams {
+			streams[k] = stream{frames: segRange(k).count, sink: sinks[k]}
 		}
-		streams[0].sink = newFanout(sinks, counts, min(max(fanoutBytes/format.FrameBytes(ow, oh), 2), total), progress)
 	}
 	sinks = nil
-	for i, p := range ranges {
-		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: p.start, MaxFrames: p.count, PixFmt: fmts.decode})
+	for i := range streams {
+		start := from.in
+		if plan == nil {
+			start = parts[skip+segs[i]].start
+		}
+		dec, err := video.NewDecoder(ctx, info, video.DecodeOptions{StartFrame: start, MaxFrames: streams[i].frames, PixFmt: fmts.decode})
 		if err != nil {
 			return nil, err
 		}
@@ -364,26 +431,26 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		return func() { *d = time.Since(t).Seconds() }
 	}
 	st.Start = time.Since(start).Seconds()
-	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total - resumed, progress: req.Progress, onBatch: req.OnBatch}
-	if p := req.Progress; p != nil && resumed > 0 {
-		cfg.progress = func(n, _ int) { p(resumed+n, total) }
-	}
-	if rj != nil { // each segment is closed and recorded as it finishes
-		cfg.segDone = func(i int) error {
-			s := &streams[i]
-			err := s.sink.Close()
-			s.sink = nil
-			if err != nil {
-				return err
-			}
-			return rj.finished(skip + i)
-		}
-	}
-	done := mark(&st.Stream)
+	cfg := config{w: w, h: h, ow: ow, oh: oh, batch: max(req.Batch, 1), plan: plan, in: fmts.in, format: format, total: total - resumed, progress: progress, onBatch: req.OnBatch}
 	engines := []Engine{req.Engine}
-	if plan == nil {
+	if plan != nil {
+		if resumed > 0 {
+			cfg.plan = plan[from.batch+1:]
+		}
+		if rj != nil && len(cps) > 0 {
+			sv := &saver{Engine: req.Engine, r: rsm, next: len(plan) - len(cfg.plan), at: map[int]checkpoint{}}
+			for _, c := range cps {
+				sv.at[c.batch] = c
+			}
+			sv.save = func(c checkpoint, state []byte) error {
+				return rj.saved(slices.Index(cps, c), c.out, state)
+			}
+			engines[0] = sv
+		}
+	} else {
 		engines = append(engines, req.More...)
 	}
+	done := mark(&st.Stream)
 	if len(streams) > 0 {
 		waits, err := run(ctx, cancel, streams, engines[:min(len(engines), len(streams))], cfg)
 		if err != nil {
@@ -407,13 +474,13 @@ func Restore(ctx context.Context, req Request) (*Result, error) {
 		}
 	}
 	done()
-	if nseg > 1 && !req.Discard {
+	if len(parts) > 1 && !req.Discard {
 		done = mark(&st.Join)
 		counts := make([]int, len(parts))
 		for i, p := range parts {
 			counts[i] = p.count
 		}
-		joined, err := video.Concat(ctx, segFiles, req.Output, video.ConcatOptions{CarryOptions: carry, NoReplace: enc.NoReplace,
+		joined, err := video.Concat(ctx, files, req.Output, video.ConcatOptions{CarryOptions: carry, NoReplace: enc.NoReplace,
 			Frames: counts, FPS: fps})
 		if err != nil {
 			return nil, err
@@ -475,12 +542,30 @@ func segmentRanges(total, n int) []part {
 	return ps
 }
 
-// stream is one segment: its frames, decoder and encoder.
+// stream is one segment: its input frames, decoder and encoder, and its
+// output frames when not as many (a causal stream resumed after a
+// checkpoint, whose batches before it read frames that were output
+// later).
 type stream struct {
 	src    Source
 	sink   Sink
 	frames int
+	out    int // 0: frames
 }
+
+// outFrames returns the frames the stream's writer writes.
+func (s *stream) outFrames() int {
+	if s.out > 0 {
+		return s.out
+	}
+	return s.frames
+}
+
+// inputError is an error of the input itself: its decoder failed, or it
+// ended early. It discards a resumable run's journal.
+type inputError struct{ error }
+
+func (e *inputError) Unwrap() error { return e.error }
 
 type config struct {
 	w, h, ow, oh int
@@ -491,7 +576,6 @@ type config struct {
 	total        int
 	progress     func(done, total int)
 	onBatch      func(b backend.Batch, frames int)
-	segDone      func(i int) error // after stream i's last frame is written
 }
 
 // depth is the number of batches per segment: one filling, one computing,
@@ -554,7 +638,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 						if errors.Is(err, io.EOF) {
 							err = fmt.Errorf("the input ended after %d of %d frames", read, s.frames)
 						}
-						fail(err)
+						fail(&inputError{err})
 						return
 					}
 					if n == 0 {
@@ -573,7 +657,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		writers[i] = func() { // writer: wait for results, encode, recycle
 			var modelWait, encoder time.Duration
 			defer func() { waits.add(modelWait, encoder) }()
-			left := s.frames
+			left := s.outFrames()
 			for left > 0 {
 				var j job
 				t := time.Now()
@@ -625,11 +709,6 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 					c.progress(int(n), c.total)
 				}
 				free[i] <- j.b
-			}
-			if c.segDone != nil && left <= 0 {
-				if err := c.segDone(i); err != nil {
-					fail(err)
-				}
 			}
 		}
 	}

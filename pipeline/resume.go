@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -17,12 +19,20 @@ import (
 	"github.com/vsr-dev/vsr/video"
 )
 
-// Resume makes a restore resumable (issue 38): the finished segments of a
-// run stopped by a crash, a kill or an error are kept in a journal beside
-// the output, and the same request run again encodes only the segments
-// missing before the join. It applies to a file restored in several
-// segments by an engine without causal state (not a model.Planner);
-// otherwise it is ignored.
+// Resume makes a restore resumable (issue 38): the output is made of parts
+// of about Request.CheckpointEvery seconds of video, each recorded in a
+// journal beside the output once its encoder has closed it, and the same
+// request run again after a crash, a kill or an error restores only the
+// parts after the last recorded one, then joins them all. A causal engine
+// (a model.Planner) is resumable only if it is a model.Resumer: its state
+// is saved after a batch at each part boundary, into the journal once
+// every frame before the boundary is in recorded parts, and a rerun loads
+// it into the new session and goes on from there. Resume is ignored for a
+// Planner without it, for an output that keeps variable frame times or
+// takes its alpha from the input, and for an output of one part (a video
+// shorter than CheckpointEvery restored in one segment). An error in the
+// input itself (its decoder fails, it ends early) discards the journal;
+// any other error, and a cancellation, keeps it.
 type Resume struct {
 	// Model is the caller's hash of the model (weights and code).
 	Model string
@@ -37,13 +47,12 @@ type Resume struct {
 	Notice func(string)
 }
 
-// Test hooks: journaled is called after a journal is saved, with the
-// number of segments it records (an error fails the run, as an
-// interruption would); segmentStarted is called for each segment that is
-// decoded and encoded.
+// Test hooks: journaled is called after a journal is saved, with what it
+// records (an error fails the run, as an interruption would); partStarted
+// is called for each part whose encoder is opened.
 var (
-	journaled      func(parts int) error
-	segmentStarted func(i int)
+	journaled   func(j *journal.Journal) error
+	partStarted func(i int)
 )
 
 // errLocked: another run holds the journal's lock.
@@ -80,12 +89,24 @@ type resumer struct {
 
 	mu      sync.Mutex
 	pending map[int]journal.Part // finished, waiting for those before them
+	states  []savedState         // states saved, not yet in the journal, in order
 }
 
+// savedState is a causal engine's state after checkpoint n, at output
+// frame frame.
+type savedState struct {
+	n, frame int
+	data     []byte
+}
+
+// stateFile names the file of the state after checkpoint n.
+func stateFile(n int) string { return fmt.Sprintf("state-%04d.bin", n) }
+
 // openResume opens (making it if need be) the journal of req's output for
-// the segment plan parts, and returns it with the number of segments
-// already finished.
-func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int) (*resumer, error) {
+// the part plan parts, and returns it with the parts already finished
+// (done). For a causal engine, cps are its checkpoints: the parts kept are
+// those before the journal's state, whose checkpoint resumeAt finds.
+func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int, cps []checkpoint) (*resumer, error) {
 	rs := req.Resume
 	notice := func(s string) {
 		if rs.Notice != nil {
@@ -119,11 +140,23 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	}
 	values["encode"] = string(eb)
 	values["frames"] = fmt.Sprint(total)
+	every := req.CheckpointEvery
+	if every <= 0 {
+		every = DefaultCheckpointEvery
+	}
+	values["checkpoint_every"] = strconv.FormatFloat(every, 'g', -1, 64)
 	var plan []string
 	for _, p := range parts {
 		plan = append(plan, fmt.Sprintf("%d+%d", p.start, p.count))
 	}
-	values["segments"] = strings.Join(plan, ",")
+	values["parts"] = strings.Join(plan, ",")
+	if cps != nil {
+		var cs []string
+		for _, c := range cps {
+			cs = append(cs, fmt.Sprintf("%d:%d:%d", c.batch, c.in, c.out))
+		}
+		values["checkpoints"] = strings.Join(cs, ",")
+	}
 	st, err := journal.NewSettings(rs.Model, values)
 	if err != nil {
 		return nil, err
@@ -156,7 +189,7 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	}
 	ext := filepath.Ext(req.Output)
 	for i := range parts {
-		r.names = append(r.names, fmt.Sprintf("seg%03d%s", i, ext))
+		r.names = append(r.names, fmt.Sprintf("part%04d%s", i, ext))
 	}
 	r.j = &journal.Journal{Input: id, Settings: st, TotalFrames: int64(total)}
 	l, err := r.store.Load(journal.LoadOptions{VerifyHashes: true})
@@ -173,24 +206,30 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 		if ok, why := journal.Compare(l.Journal, id, st); !ok {
 			notice("journal set aside: " + why)
 			err = r.reset()
-		} else {
-			r.j = l.Journal
-			for i, p := range r.j.Parts { // the plan is in the settings; check it anyway
-				if i >= len(parts) || p.File != r.names[i] || p.FirstFrame != int64(parts[i].start) || p.Frames != int64(parts[i].count) {
-					r.j.Parts = r.j.Parts[:i]
-					break
-				}
+			break
+		}
+		for _, n := range l.Notes {
+			notice("journal: " + n)
+		}
+		r.j = l.Journal
+		for i, p := range r.j.Parts { // the plan is in the settings; check it anyway
+			if i >= len(parts) || p.File != r.names[i] || p.FirstFrame != int64(parts[i].start) || p.Frames != int64(parts[i].count) {
+				r.j.Parts = r.j.Parts[:i]
+				break
 			}
+		}
+		if n := len(r.j.Parts); n == len(parts) {
+			// Stopped while joining: the last part runs again, so that
+			// its encoder reports what the output carries (colour tags).
+			r.j.Parts = r.j.Parts[:n-1]
+		}
+		if cps != nil && len(r.j.Parts) > 0 {
+			err = r.keepToState(cps, notice)
 		}
 	}
 	if err != nil {
 		r.close()
 		return nil, err
-	}
-	if n := len(r.j.Parts); n == len(parts) {
-		// Stopped while joining: the last segment runs again, so that
-		// its encoder reports what the output carries (colour tags).
-		r.j.Parts = r.j.Parts[:n-1]
 	}
 	if n := len(r.j.Parts); n > 0 {
 		notice(fmt.Sprintf("resuming at frame %d of %d", r.j.Done(), total))
@@ -198,8 +237,42 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	return r, nil
 }
 
+// keepToState keeps, for a causal engine with checkpoints cps, the parts
+// up to the journal's state, which must be at one of cps; without a usable
+// state the journal is set aside.
+func (r *resumer) keepToState(cps []checkpoint, notice func(string)) error {
+	if s := r.j.State; s != nil && slices.ContainsFunc(cps, func(c checkpoint) bool { return int64(c.out) == s.Frame }) {
+		for len(r.j.Parts) > 0 && r.j.Done() > s.Frame {
+			r.j.Parts = r.j.Parts[:len(r.j.Parts)-1]
+		}
+		if r.j.Done() == s.Frame {
+			return nil
+		}
+	}
+	notice("journal set aside: it holds no usable state of the model to resume from")
+	return r.reset()
+}
+
+// resumeAt returns the checkpoint of cps the run resumes after (ok false:
+// from the start) and the state saved there.
+func (r *resumer) resumeAt(cps []checkpoint) (cp checkpoint, state *os.File, ok bool, err error) {
+	if len(r.j.Parts) == 0 || r.j.State == nil {
+		return checkpoint{}, nil, false, nil
+	}
+	i := slices.IndexFunc(cps, func(c checkpoint) bool { return int64(c.out) == r.j.State.Frame })
+	if i < 0 || r.j.Done() != r.j.State.Frame {
+		return checkpoint{}, nil, false, fmt.Errorf("journal: the state at frame %d is at no checkpoint", r.j.State.Frame)
+	}
+	f, err := r.store.Root().Open(r.j.State.File)
+	if err != nil {
+		return checkpoint{}, nil, false, fmt.Errorf("journal: %v", err)
+	}
+	return cps[i], f, true, nil
+}
+
 // reset empties the journal directory.
 func (r *resumer) reset() error {
+	r.j.Parts, r.j.State = nil, nil
 	if err := r.store.Remove(); err != nil {
 		return err
 	}
@@ -215,14 +288,14 @@ func (r *resumer) reset() error {
 	return nil
 }
 
-// done returns the number of segments finished.
+// done returns the number of parts finished.
 func (r *resumer) done() int { return len(r.j.Parts) }
 
-// file names segment i's file for ffmpeg.
+// file names part i's file for ffmpeg.
 func (r *resumer) file(i int) string { return filepath.Join(r.path, r.names[i]) }
 
-// finished records segment i, whose encoder has closed its file, once
-// every segment before it is recorded.
+// finished records part i, whose encoder has closed its file, once every
+// part before it is recorded.
 func (r *resumer) finished(i int) error {
 	name := r.names[i]
 	f, err := r.store.Root().Open(name)
@@ -255,11 +328,78 @@ func (r *resumer) finished(i int) error {
 	if !saved {
 		return nil
 	}
+	return r.commit()
+}
+
+// saved takes the state of a causal engine after checkpoint n, whose
+// batches gave frame output frames: it goes into the journal once those
+// frames are all in recorded parts.
+func (r *resumer) saved(n, frame int, data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states = append(r.states, savedState{n: n, frame: frame, data: data})
+	if int64(frame) > r.j.Done() {
+		return nil
+	}
+	return r.commit()
+}
+
+// commit writes the last state waiting whose frames before it are all in
+// the parts recorded (dropping those before it), and saves the journal; then it removes the state files that
+// neither this journal nor the one before it names. r.mu is held.
+func (r *resumer) commit() error {
+	keep := map[string]bool{}
+	if old := r.j.State; old != nil {
+		keep[old.File] = true
+	}
+	k := 0
+	for k < len(r.states) && int64(r.states[k].frame) <= r.j.Done() {
+		k++
+	}
+	if k > 0 {
+		s := r.states[k-1]
+		name := stateFile(s.n)
+		if err := r.writeState(name, s.data); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(s.data)
+		r.j.State = &journal.State{File: name, Size: int64(len(s.data)), SHA256: hex.EncodeToString(sum[:]), Frame: int64(s.frame)}
+		r.states = r.states[k:]
+	}
 	if err := r.store.Save(r.j); err != nil {
 		return err
 	}
+	if r.j.State != nil {
+		keep[r.j.State.File] = true
+		if names, err := fs.Glob(r.store.Root().FS(), "state-*.bin"); err == nil {
+			for _, n := range names {
+				if !keep[n] {
+					r.store.Root().Remove(n)
+				}
+			}
+		}
+	}
 	if journaled != nil {
-		return journaled(len(r.j.Parts))
+		return journaled(r.j)
+	}
+	return nil
+}
+
+// writeState writes and syncs a state file in the journal's directory.
+func (r *resumer) writeState(name string, data []byte) error {
+	f, err := r.store.Root().OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %v", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: writing the model's state: %v", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,16 +16,29 @@ import (
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/journal"
 	"github.com/vsr-dev/vsr/model/compact"
+	"github.com/vsr-dev/vsr/video"
 )
 
 var errInterrupted = errors.New("interrupted by the test")
 
-// TestResumeSegments: a restore in 4 segments stopped after some of them
-// are recorded resumes with the missing ones only, and its output is
-// bitwise that of a run never stopped; no output shows before the end;
-// a changed setting and --no-resume set the journal aside.
+// TestResumeSegments: a restore in 4 parts (4 segments of one part; one
+// segment of 4 parts, rotating its encoder; 2 segments of 2) stopped after
+// some of them are recorded resumes with the missing ones only, and its
+// output is bitwise that of a run never stopped; no output shows before
+// the end; a changed setting and --no-resume set the journal aside.
 func TestResumeSegments(t *testing.T) {
 	needTools(t)
+	for _, c := range []struct {
+		segments int
+		every    float64
+	}{{4, 0}, {1, 0.3}, {2, 0.3}} {
+		t.Run(fmt.Sprintf("%d segments, parts of %g s", c.segments, c.every), func(t *testing.T) {
+			testResumeSegments(t, c.segments, c.every)
+		})
+	}
+}
+
+func testResumeSegments(t *testing.T, segments int, every float64) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.mkv")
 	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-f", "lavfi", "-i", "sine=f=440:d=1.2",
@@ -40,8 +54,8 @@ func TestResumeSegments(t *testing.T) {
 	var mu sync.Mutex
 	var started []int
 	var notices []string
-	segmentStarted = func(i int) { mu.Lock(); started = append(started, i); mu.Unlock() }
-	t.Cleanup(func() { segmentStarted, journaled = nil, nil })
+	partStarted = func(i int) { mu.Lock(); started = append(started, i); mu.Unlock() }
+	t.Cleanup(func() { partStarted, journaled = nil, nil })
 	restore := func(out string, rs *Resume) (*Result, error) {
 		mu.Lock()
 		started, notices = nil, nil
@@ -51,10 +65,11 @@ func TestResumeSegments(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		return Restore(ctx, Request{Input: info.Path, Output: out, Engine: compact.Engine{M: m}, Info: info, Segments: 4, Resume: rs})
+		return Restore(ctx, Request{Input: info.Path, Output: out, Engine: compact.Engine{M: m}, Info: info, Segments: segments, CheckpointEvery: every, Resume: rs})
 	}
-	ref := filepath.Join(dir, "ref.mkv")
-	refRes, err := restore(ref, nil)
+	settings := func(v string) *Resume { return &Resume{Model: "m", Settings: map[string]string{"knob": v}} }
+	ref := filepath.Join(dir, "ref.mkv") // made as the others, never stopped
+	refRes, err := restore(ref, settings("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +89,8 @@ func TestResumeSegments(t *testing.T) {
 	// how many the journal holds.
 	interrupt := func(k int, rs *Resume) int {
 		t.Helper()
-		journaled = func(n int) error {
-			if n >= k {
+		journaled = func(j *journal.Journal) error {
+			if len(j.Parts) >= k {
 				return errInterrupted
 			}
 			return nil
@@ -118,7 +133,6 @@ func TestResumeSegments(t *testing.T) {
 		os.Remove(out)
 	}
 
-	settings := func(v string) *Resume { return &Resume{Model: "m", Settings: map[string]string{"knob": v}} }
 	for _, k := range []int{1, 2, 3, 4} {
 		n := interrupt(k, settings("a"))
 		res, err := restore(out, settings("a"))
@@ -184,5 +198,55 @@ func TestResumeLock(t *testing.T) {
 	a.Close()
 	if err := lockDir(b); err != nil {
 		t.Fatalf("after the first closed: %v", err)
+	}
+}
+
+// TestResumeStopAndInputError: a resumable run whose context is cancelled
+// (Ctrl-C, SIGTERM) keeps its journal; one whose input ends early (an
+// error of the input itself) discards it, though parts were finished.
+func TestResumeStopAndInputError(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mkv")
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-frames:v", "12", "-c:v", "libx264", in)
+	info := probeWith(t, in)
+	m, err := compact.LoadBundled(cpu.New(0), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { journaled = nil })
+	out := filepath.Join(dir, "out.mkv")
+	restore := func(ctx context.Context, info *video.Info) error {
+		_, err := Restore(ctx, Request{Input: info.Path, Output: out, Engine: compact.Engine{M: m}, Info: info, Segments: 1, CheckpointEvery: 0.3,
+			Resume: &Resume{Model: "m"}})
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	journaled = func(j *journal.Journal) error {
+		if len(j.Parts) == 2 {
+			cancel()
+		}
+		return nil
+	}
+	if err := restore(ctx, info); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(JournalDir(out), journal.FileName)); err != nil {
+		t.Fatalf("journal after a cancelled run: %v", err)
+	}
+
+	// The probe says 15 frames: the input ends in the fifth part, after
+	// four were recorded.
+	long := *info
+	long.Frames = 15
+	journaled = nil
+	err = restore(context.Background(), &long)
+	var ie *inputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "decoded only 12 of 15 frames") {
+		t.Fatalf("run of an input that ends early: %v", err)
+	}
+	if _, err := os.Lstat(JournalDir(out)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("journal directory left after an error of the input: %v", err)
 	}
 }

@@ -47,9 +47,10 @@ type restoreFlags struct {
 	playlists  bool     // --allow-playlists
 	// deinterlace is what to do with an interlaced file input.
 	deinterlace string
-	noSubs      bool // --no-subtitles
-	noResume    bool // --no-resume
-	noMeta      bool // --no-metadata
+	noSubs      bool    // --no-subtitles
+	noResume    bool    // --no-resume
+	checkEvery  float64 // --checkpoint-every
+	noMeta      bool    // --no-metadata
 	// maxOutputPixels refuses larger outputs (width x height).
 	maxOutputPixels int64
 
@@ -79,12 +80,14 @@ and what it drops, and why. It is written to a temporary file beside
 OUTPUT and renamed when complete, so a failed or interrupted run leaves
 no output behind. The output directory must exist.
 
-With several segments (--segments) and a model without state from frame
-to frame, the finished segments are kept in a hidden journal directory
-beside OUTPUT until the end: the same command run again after a crash, a
-kill or Ctrl-C encodes only the segments missing and says "resuming at
-frame N of M". A journal made with another input, model or setting is set
-aside with a notice saying what differs; --no-resume starts over.`,
+The output is made of parts of about --checkpoint-every seconds of video,
+each kept in a hidden journal directory beside OUTPUT once finished, until
+the end: the same command run again after a crash, a kill, Ctrl-C or
+SIGTERM restores only the parts missing and says "resuming at frame N of
+M" (a model with state from frame to frame resumes where it saved its
+state, if it can: SwiftVR, CDA-VSR). A journal made with another input,
+model or setting is set aside with a notice saying what differs;
+--no-resume starts over; an error in the input discards it.`,
 		Example: `  vsr restore in.mp4 -o out.mp4
   vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
@@ -131,6 +134,7 @@ aside with a notice saying what differs; --no-resume starts over.`,
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.deinterlace, "deinterlace", "auto", "an interlaced file input (stated, or found by ffmpeg's idet filter): auto (bwdif, one frame per frame), bwdif, yadif, double (one frame per field: twice the frames and rate), off (as it is, with a warning)")
+	fl.Float64Var(&f.checkEvery, "checkpoint-every", pipeline.DefaultCheckpointEvery, "seconds of video per part of the output kept for a resume: a run stopped loses about this much work at most")
 	fl.BoolVar(&f.noResume, "no-resume", false, "start over: set aside the journal an interrupted run of the same output left, rather than resume from it")
 	fl.BoolVar(&f.noSubs, "no-subtitles", false, "leave the input's subtitles and attachments (fonts) out of the output")
 	fl.BoolVar(&f.noMeta, "no-metadata", false, "leave the input's title, tags, chapters, stream tags (language, title) and timecode out of the output")
@@ -161,6 +165,8 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return fmt.Errorf("--frames %d: want 0 (all) or a positive count", f.frames)
 	case f.batch < 0 || f.batch > 256:
 		return fmt.Errorf("--batch %d: want 0 (automatic) to 256", f.batch)
+	case !(f.checkEvery > 0) || f.checkEvery > 1e6:
+		return fmt.Errorf("--checkpoint-every %g: want seconds of video above 0 (default 60)", f.checkEvery)
 	case f.segments < 0 || f.segments > 64:
 		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
 	}
@@ -323,11 +329,17 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 		Progress: prog.update,
 		Warn:     func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },
 		Resume:   &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) }},
+
+		CheckpointEvery: f.checkEvery,
 	})
 	prog.finish(err == nil)
 	if err != nil {
 		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "the finished segments are kept in %s: run the same command again to resume\n", pipeline.JournalDir(output))
+			again := "the same command again"
+			if output != f.output && !f.skip && !f.overwrite { // a folder's file: the outputs finished are in the way
+				again += " with --skip-existing"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "the finished parts are kept in %s: run %s to resume\n", pipeline.JournalDir(output), again)
 		}
 		return nil, err
 	}

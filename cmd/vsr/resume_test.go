@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/journal"
 	"github.com/vsr-dev/vsr/pipeline"
@@ -144,5 +148,204 @@ func TestResumeAfterJoinFailed(t *testing.T) {
 	}
 	if got, want := packets(out), packets(ref); got != want {
 		t.Errorf("resumed output's packets\n%s\ndiffer from an uninterrupted run's\n%s", got, want)
+	}
+}
+
+// audioClip writes a clip of n frames of w x h at 25 fps with a tone.
+func audioClip(t *testing.T, path string, w, h, n int) {
+	t.Helper()
+	ffmpeg(t, "-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=25", w, h), "-f", "lavfi", "-i", "sine=f=440:sample_rate=48000",
+		"-t", fmt.Sprintf("%g", float64(n)/25), "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", path)
+}
+
+// framemd5 is ffmpeg's checksum of every decoded frame of path, video and
+// audio, one line each.
+func framemd5(t *testing.T, path string) string {
+	t.Helper()
+	b, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0", "-f", "framemd5", "-").Output()
+	if err != nil {
+		t.Fatalf("framemd5 %s: %v", path, err)
+	}
+	return string(b)
+}
+
+// frameLines counts the lines of stream s ("0" video, "1" audio) in a
+// framemd5.
+func frameLines(md5 string, s string) int {
+	n := 0
+	for _, l := range strings.Split(md5, "\n") {
+		if strings.HasPrefix(l, s+",") {
+			n++
+		}
+	}
+	return n
+}
+
+// stopAt runs bin with args until the journal of out records parts parts,
+// then sends it sig, and returns the frames the journal held then and
+// vsr's stderr; finished is true when vsr ended before (nothing to stop).
+func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig os.Signal) (frames int, stderr string, finished bool) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var eb strings.Builder
+	cmd.Stderr = &eb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	jdir := pipeline.JournalDir(out)
+	for {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("vsr %v ended before it was stopped: %v\n%s", args, err, eb.String())
+			}
+			return 0, eb.String(), true
+		default:
+		}
+		if n, _ := journalParts(jdir); n >= parts {
+			cmd.Process.Signal(sig)
+			<-exited
+			_, frames = journalParts(jdir) // what a rerun finds
+			return frames, eb.String(), false
+		}
+		time.Sleep(time.Millisecond) // polls the journal: the stop lands after part N is recorded
+	}
+}
+
+// journalParts reads the journal in jdir: its parts and frames done (0, 0
+// when there is none yet).
+func journalParts(jdir string) (parts, frames int) {
+	s, err := journal.Open(jdir)
+	if err != nil {
+		return 0, 0
+	}
+	defer s.Close()
+	l, err := s.Load(journal.LoadOptions{})
+	if err != nil {
+		return 0, 0
+	}
+	return len(l.Journal.Parts), int(l.Journal.Done())
+}
+
+// TestResumeKilled: vsr restore killed (SIGKILL, and SIGTERM) at several
+// points, in parts of 5 frames over 2 segments and over 1, then run
+// again with the same command, resumes where the journal says, and writes
+// an output whose every video and audio frame is that of a run never
+// stopped; no output is visible before the end.
+func TestResumeKilled(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := buildVSR(t, dir)
+	in := filepath.Join(dir, "in.mp4")
+	audioClip(t, in, 48, 32, 50)
+	args := func(out string, segments int) []string {
+		return []string{"restore", in, "-o", out, "--device", "cpu", "--segments", strconv.Itoa(segments), "--checkpoint-every", "0.2",
+			"--codec", "libx264", "--preset", "ultrafast", "--progress", "none", "--json"}
+	}
+	for _, c := range []struct {
+		segments int
+		at       []int // parts recorded when stopped
+		sig      []os.Signal
+	}{
+		{2, []int{1, 3, 6}, []os.Signal{os.Kill, syscall.SIGTERM, os.Kill}},
+		{1, []int{2, 5, 8}, []os.Signal{os.Kill, os.Kill, os.Interrupt}},
+	} {
+		ref := filepath.Join(dir, fmt.Sprintf("ref%d.mkv", c.segments))
+		if out, err := exec.Command(bin, args(ref, c.segments)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		want := framemd5(t, ref)
+		if v, a := frameLines(want, "0"), frameLines(want, "1"); v != 50 || a == 0 {
+			t.Fatalf("reference: %d video frames, %d audio", v, a)
+		}
+		stopped := 0
+		for k, at := range c.at {
+			out := filepath.Join(dir, fmt.Sprintf("out%d-%d.mkv", c.segments, at))
+			frames, stderr, finished := stopAt(t, bin, args(out, c.segments), out, at, c.sig[k])
+			if finished {
+				t.Logf("%d segments: the run ended before %d parts were seen", c.segments, at)
+				continue
+			}
+			stopped++
+			if _, err := os.Lstat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("output visible after a stopped run: %v", err)
+			}
+			if c.sig[k] != os.Kill && !strings.Contains(stderr, "run the same command again to resume") {
+				t.Errorf("after %v: stderr %q", c.sig[k], stderr)
+			}
+			cmd := exec.Command(bin, args(out, c.segments)...)
+			var eb strings.Builder
+			cmd.Stderr = &eb
+			stdout, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("rerun: %v\n%s", err, eb.String())
+			}
+			if frames == 50 { // stopped while joining: the last part runs again
+				frames = 45
+			}
+			if want := fmt.Sprintf("resuming at frame %d of 50", frames); !strings.Contains(eb.String(), want) {
+				t.Errorf("%d segments, stopped at %d parts: stderr %q, want %q", c.segments, at, eb.String(), want)
+			}
+			var res map[string]any
+			if err := json.Unmarshal(stdout, &res); err != nil || res["resumed_from_frame"] != float64(frames) || res["frames"] != 50.0 {
+				t.Errorf("JSON %s: %v", stdout, err)
+			}
+			if got := framemd5(t, out); got != want {
+				t.Errorf("%d segments, stopped at %d parts: the resumed output's frames differ from an uninterrupted run's", c.segments, at)
+			}
+			if _, err := os.Lstat(pipeline.JournalDir(out)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("journal directory left: %v", err)
+			}
+		}
+		if stopped == 0 {
+			t.Errorf("%d segments: every run ended before it was stopped", c.segments)
+		}
+	}
+}
+
+// TestResumeFolderKilled: a folder restore stopped (SIGTERM) in its second
+// file says how to resume it: run again with --skip-existing (the first
+// file's output is in the way), which skips the first file and resumes the
+// second, whose frames are those of the file restored alone.
+func TestResumeFolderKilled(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := buildVSR(t, dir)
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	audioClip(t, filepath.Join(src, "a.mp4"), 48, 32, 20)
+	audioClip(t, filepath.Join(src, "b.mp4"), 48, 32, 50)
+	flags := []string{"--device", "cpu", "--checkpoint-every", "0.2", "--codec", "libx264", "--preset", "ultrafast", "--progress", "none"}
+	ref := filepath.Join(dir, "ref.mp4")
+	if out, err := exec.Command(bin, append([]string{"restore", filepath.Join(src, "b.mp4"), "-o", ref}, flags...)...).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	outDir := filepath.Join(dir, "out")
+	args := append([]string{"restore", src, "-o", outDir}, flags...)
+	b := filepath.Join(outDir, "b.mp4")
+	frames, stderr, finished := stopAt(t, bin, args, b, 3, syscall.SIGTERM)
+	if finished {
+		t.Skip("the folder run ended before it was stopped")
+	}
+	if want := "run the same command again with --skip-existing to resume"; !strings.Contains(stderr, want) {
+		t.Errorf("stopped run's stderr %q, want %q", stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(outDir, "a.mp4")); err != nil {
+		t.Fatalf("the first file's output: %v", err)
+	}
+	if _, err := os.Lstat(b); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("output visible after a stopped run: %v", err)
+	}
+	out, err := exec.Command(bin, append(args, "--skip-existing")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("resuming at frame %d of 50", frames); !strings.Contains(string(out), want) || !strings.Contains(string(out), "skipped") {
+		t.Errorf("rerun's stderr %q, want %q and a.mp4 skipped", out, want)
+	}
+	if got, want := framemd5(t, b), framemd5(t, ref); got != want {
+		t.Errorf("the resumed file's frames differ from the file restored alone")
 	}
 }
