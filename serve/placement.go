@@ -53,11 +53,11 @@ type placement interface {
 type local struct{ *Service }
 
 func (s local) open() error {
-	removeTemporaries(s.cfg.OutputRoot, s.log)
-	removeTemporaries(s.cfg.InputRoot, s.log)
 	if err := s.recover(); err != nil {
 		return err
 	}
+	removeTemporaries(s.cfg.OutputRoot, s.log, s.liveJournals())
+	removeTemporaries(s.cfg.InputRoot, s.log, nil)
 	s.sweepUploads()
 	return nil
 }

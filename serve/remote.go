@@ -88,6 +88,7 @@ func (s remoteAPI) cancel(ctx context.Context, id string) (cancelResult, *Task) 
 		s.queue.Remove(id)
 		s.removeUpload(t)
 		s.mu.Unlock()
+		s.dropJournal(s.cfg.OutputRoot, t.Output) // an interrupted run's, where this API sees the workers' output root
 		return cancelDone, c.clone()
 	case Processing:
 		s.mu.Unlock()
