@@ -205,3 +205,28 @@ func TestServeWorkerResume(t *testing.T) {
 		t.Errorf("the first worker's journal, which the third does not see: %v", err)
 	}
 }
+
+// TestServeJournalLink: a link put at the name of a task's journal (to a
+// directory outside the output root) does not lead the journal there: the
+// task fails saying what to remove, with its paths named as the client
+// knows them, and nothing is written through the link.
+func TestServeJournalLink(t *testing.T) {
+	needFFmpeg(t)
+	a, svc, stop := serveWith(t, serveFlags{maxQueue: 100, base: cpuRestore})
+	defer stop()
+	sizedClip(t, filepath.Join(svc.InputRoot(), "in.mp4"), 24, 16, 8)
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(svc.OutputRoot(), "..out.mkv.vsr-result.vsr-journal")); err != nil {
+		t.Skip("no symbolic links here: ", err)
+	}
+	id := a.submit(map[string]any{"video_path": "in.mp4", "save_result_path": "out.mkv", "segments": 2})
+	m := a.wait(id, serve.Failed, 2*time.Minute)
+	msg := fmt.Sprint(m["error"])
+	t.Logf("error: %s", msg)
+	if !strings.Contains(msg, "is not a private directory: remove it") || strings.Contains(msg, "/proc/") || !strings.Contains(msg, svc.OutputRoot()) {
+		t.Errorf("error %q: want the journal's path as the client knows it and what to do", msg)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+		t.Errorf("written through the link: %v", ents)
+	}
+}
