@@ -56,10 +56,18 @@ func (s local) open() error {
 	if err := s.recover(); err != nil {
 		return err
 	}
+	s.sweep()
+	return nil
+}
+
+// sweep removes from the roots what interrupted work left, once the
+// stored tasks are loaded: the temporaries whose owners are gone, but the
+// journals of the tasks that will run again, and the uploads no task
+// reads.
+func (s *Service) sweep() {
 	removeTemporaries(s.cfg.OutputRoot, s.log, s.liveJournals())
 	removeTemporaries(s.cfg.InputRoot, s.log, nil)
 	s.sweepUploads()
-	return nil
 }
 
 func (s local) start(ctx context.Context) {

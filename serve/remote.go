@@ -30,7 +30,13 @@ func (s remoteAPI) open() error {
 	if err := s.openSigner(); err != nil {
 		return err
 	}
-	return s.local.open()
+	// Its own recover, not local's: a task processing on a worker stays
+	// that worker's.
+	if err := s.recover(); err != nil {
+		return err
+	}
+	s.sweep()
+	return nil
 }
 
 func (s remoteAPI) start(ctx context.Context) {
