@@ -161,7 +161,8 @@ func TestServeWorkerResume(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildVSR(t, dir)
 	data, in, out := workerRoots(t, dir)
-	const frames = 150
+	const frames = 96
+	sizedClip(t, filepath.Join(in, "mid.mp4"), 64, 48, frames)
 	_, got := startLogged(t, bin, []string{`url=(http://\S+)`, `nats=(nats://\S+)`}, "serve", "--workers", "0",
 		"--nats-listen", "127.0.0.1:-1", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu")
 	worker := func(out string) *exec.Cmd {
@@ -170,7 +171,7 @@ func TestServeWorkerResume(t *testing.T) {
 		return cmd
 	}
 	req := func(name string) map[string]any {
-		return map[string]any{"video_path": "long.mp4", "save_result_path": name, "segments": 5}
+		return map[string]any{"video_path": "mid.mp4", "save_result_path": name, "segments": 4}
 	}
 	a := api{t, got[0]}
 	first := worker(out)
