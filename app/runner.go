@@ -464,6 +464,9 @@ func (s *Runner) Run(ctx context.Context, t *serve.Task, progress func(done, tot
 		job.Deinterlace = video.DeinterlaceAuto
 	}
 	job.Encode.NoReplace = !t.Replace
+	if t.Resume {
+		job.Resume = &pipeline.Resume{Notice: taskNotice(t)}
+	}
 	job.Encode.NoSubtitles = job.Encode.NoSubtitles || q.NoSubtitles
 	job.Encode.NoMetadata = job.Encode.NoMetadata || q.NoMetadata
 	// The task runs on a free group: the same model there.
@@ -490,7 +493,23 @@ func (s *Runner) Run(ctx context.Context, t *serve.Task, progress func(done, tot
 	}
 	t.Width, t.Height, t.FPS = res.Width, res.Height, res.FPS
 	t.Carried, t.Dropped = res.Carried.Carried, res.Dropped
+	t.ResumedFrom = res.ResumedFrom
 	return nil
+}
+
+// taskNotice passes the pipeline's notices on a task's journal to the
+// task's Notice, and the frame the run resumes at (its notice "resuming at
+// frame N of M") to its Resumed.
+func taskNotice(t *serve.Task) func(string) {
+	return func(line string) {
+		var n, total int
+		if _, err := fmt.Sscanf(line, "resuming at frame %d of %d", &n, &total); err == nil && t.Resumed != nil {
+			t.Resumed(n)
+		}
+		if t.Notice != nil {
+			t.Notice(line)
+		}
+	}
 }
 
 // GPUMemoryBytes reports the peaks of the GPU pools, summed over the

@@ -508,3 +508,38 @@ func workerNATS(t testing.TB, api *Service) *NATS {
 
 // jsOf is the JetStream store of s (an API of remote workers, or a worker).
 func jsOf(s *Service) *jsStore { return s.wq.(*jsStore) }
+
+// TestRemoteRestartKeepsRunning: the API of remote workers, restarted
+// while a worker runs a task, leaves the task's record as the worker
+// wrote it (processing, not queued again by the API): the run and its
+// journal stay the worker's.
+func TestRemoteRestartKeepsRunning(t *testing.T) {
+	cfg := Config{Data: t.TempDir(), NATS: &NATS{Listen: "127.0.0.1:-1"}}
+	api, err := NewRemote(cfg, newFake(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(api.InputRoot(), "a.mp4"), []byte("v"), 0o644)
+	tk := &Task{ID: "t1", Input: filepath.Join(api.InputRoot(), "a.mp4"), Output: filepath.Join(api.OutputRoot(), "t1.mp4")}
+	if err := api.submit(tk, ""); err != nil {
+		t.Fatal(err)
+	}
+	api.mu.Lock()
+	tk.Status, tk.Attempts, tk.Worker = Processing, 1, "w1" // as a worker takes it
+	err = api.st.Put(tk)
+	api.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Close()
+
+	api, err = NewRemote(cfg, newFake(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	got, _ := api.get("t1")
+	if got.Status != Processing || got.Rerun || got.Worker != "w1" {
+		t.Errorf("after the API's restart: status %s, rerun %v, worker %q; want the worker's record", got.Status, got.Rerun, got.Worker)
+	}
+}

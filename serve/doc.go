@@ -20,7 +20,8 @@
 //     metrics (metrics.go).
 //   - The scheduler: the tasks, their queue and the workers that run them
 //     (scheduler.go, queue.go, task.go), placing results and guarding
-//     outputs (result.go, owner.go).
+//     outputs (result.go, owner.go), and the resume journals beside the
+//     outputs, kept while their tasks may run again (journal.go).
 //   - The stores: TaskStore, where tasks are kept, and WorkQueue, its
 //     optional capability of spreading them over machines, both declared
 //     in store.go with the bbolt and memory stores; the JetStream store,

@@ -333,13 +333,17 @@ type statusView struct {
 	QueueSeconds float64   `json:"queue_seconds"`
 	RunSeconds   float64   `json:"run_seconds"`
 	Attempts     int       `json:"attempts"`
-	QueuePos     int       `json:"queue_position,omitempty"`
-	Request      Request   `json:"request"`
-	Width        int       `json:"width,omitempty"`
-	Height       int       `json:"height,omitempty"`
-	FPS          float64   `json:"fps,omitempty"`
-	Devices      string    `json:"devices,omitempty"`
-	Worker       string    `json:"worker,omitempty"`
+	// ResumedFrom and ResumeNote: where the last run resumed, and what it
+	// said of its journal (Task).
+	ResumedFrom int     `json:"resumed_from_frame,omitempty"`
+	ResumeNote  string  `json:"resume_note,omitempty"`
+	QueuePos    int     `json:"queue_position,omitempty"`
+	Request     Request `json:"request"`
+	Width       int     `json:"width,omitempty"`
+	Height      int     `json:"height,omitempty"`
+	FPS         float64 `json:"fps,omitempty"`
+	Devices     string  `json:"devices,omitempty"`
+	Worker      string  `json:"worker,omitempty"`
 	// Carried and Dropped: what the output carries besides the picture,
 	// and what it drops and why.
 	Carried []string     `json:"carried,omitempty"`
@@ -357,7 +361,7 @@ func view(t *Task, pos int) statusView {
 		TaskID: t.ID, Status: t.Status, StartTime: t.Started, EndTime: t.Ended, ErrorType: t.ErrorType,
 		SaveResultPath: t.Output, VideoPath: t.Input, CreateTime: t.Created,
 		Progress: progress{Done: t.FramesDone, Total: t.FramesTotal},
-		Attempts: t.Attempts, QueuePos: pos, Request: t.Request,
+		Attempts: t.Attempts, ResumedFrom: t.ResumedFrom, ResumeNote: t.ResumeNote, QueuePos: pos, Request: t.Request,
 		Width: t.Width, Height: t.Height, FPS: t.FPS, Devices: t.Devices, Worker: t.Worker,
 		Carried: t.Carried, Dropped: t.Dropped,
 	}

@@ -10,6 +10,7 @@ type metrics struct {
 	reg       *prometheus.Registry
 	submitted prometheus.Counter
 	frames    prometheus.Counter
+	resumed   prometheus.Counter
 	fps       prometheus.Gauge
 	duration  *prometheus.HistogramVec
 	byDevices *prometheus.CounterVec
@@ -21,6 +22,8 @@ func newMetrics(s *Service) *metrics {
 		Name: "vsr_tasks_submitted_total", Help: "Tasks accepted since the service started."})
 	m.frames = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vsr_frames_processed_total", Help: "Frames written by tasks since the service started."})
+	m.resumed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vsr_resumed_frames_total", Help: "Frames that completed tasks took from the journals of their interrupted runs instead of restoring them again."})
 	m.fps = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vsr_frames_per_second", Help: "Frames per second of the last completed task (whole task, wall time)."})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -31,7 +34,7 @@ func newMetrics(s *Service) *metrics {
 	m.byDevices = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vsr_tasks_finished_total", Help: "Finished tasks by the devices they ran on and their final status."},
 		[]string{"devices", "status"})
-	m.reg.MustRegister(m.submitted, m.frames, m.fps, m.duration, m.byDevices,
+	m.reg.MustRegister(m.submitted, m.frames, m.resumed, m.fps, m.duration, m.byDevices,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vsr_queue_depth", Help: "Tasks waiting in the queue (not counting the running ones)."},

@@ -133,8 +133,9 @@ func lockOutput(output string) (*ownerLock, error) {
 }
 
 // removeTemporaries removes, under root, the temporaries whose owners are
-// gone (see above): those of tasks and uploads interrupted by a crash.
-func removeTemporaries(root string, log *slog.Logger) {
+// gone (see above): those of tasks and uploads interrupted by a crash, but
+// the paths in keep (the journals of tasks that will run again).
+func removeTemporaries(root string, log *slog.Logger, keep map[string]bool) {
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
@@ -142,13 +143,14 @@ func removeTemporaries(root string, log *slog.Logger) {
 		if p != root && isTemporary(d.Name()) {
 			return fs.SkipDir // swept with its parent
 		}
-		sweepDir(p, log)
+		sweepDir(p, log, keep)
 		return nil
 	})
 }
 
-// sweepDir removes the temporaries in dir whose owners are gone.
-func sweepDir(dir string, log *slog.Logger) {
+// sweepDir removes the temporaries in dir whose owners are gone, but the
+// paths in keep.
+func sweepDir(dir string, log *slog.Logger, keep map[string]bool) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -194,7 +196,7 @@ func sweepDir(dir string, log *slog.Logger) {
 			l.release(false)
 			continue
 		}
-		if ownedBy(n, live) {
+		if ownedBy(n, live) || keep[p] {
 			continue
 		}
 		if os.RemoveAll(p) == nil {

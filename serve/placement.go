@@ -53,13 +53,21 @@ type placement interface {
 type local struct{ *Service }
 
 func (s local) open() error {
-	removeTemporaries(s.cfg.OutputRoot, s.log)
-	removeTemporaries(s.cfg.InputRoot, s.log)
 	if err := s.recover(); err != nil {
 		return err
 	}
-	s.sweepUploads()
+	s.sweep()
 	return nil
+}
+
+// sweep removes from the roots what interrupted work left, once the
+// stored tasks are loaded: the temporaries whose owners are gone, but the
+// journals of the tasks that will run again, and the uploads no task
+// reads.
+func (s *Service) sweep() {
+	removeTemporaries(s.cfg.OutputRoot, s.log, s.liveJournals())
+	removeTemporaries(s.cfg.InputRoot, s.log, nil)
+	s.sweepUploads()
 }
 
 func (s local) start(ctx context.Context) {

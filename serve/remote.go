@@ -30,7 +30,13 @@ func (s remoteAPI) open() error {
 	if err := s.openSigner(); err != nil {
 		return err
 	}
-	return s.local.open()
+	// Its own recover, not local's: a task processing on a worker stays
+	// that worker's.
+	if err := s.recover(); err != nil {
+		return err
+	}
+	s.sweep()
+	return nil
 }
 
 func (s remoteAPI) start(ctx context.Context) {
@@ -88,6 +94,7 @@ func (s remoteAPI) cancel(ctx context.Context, id string) (cancelResult, *Task) 
 		s.queue.Remove(id)
 		s.removeUpload(t)
 		s.mu.Unlock()
+		s.dropJournal(s.cfg.OutputRoot, t.Output) // an interrupted run's, where this API sees the workers' output root
 		return cancelDone, c.clone()
 	case Processing:
 		s.mu.Unlock()

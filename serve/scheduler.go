@@ -195,6 +195,7 @@ func (s local) recover() error {
 				if err := s.st.Put(t); err != nil {
 					return err
 				}
+				s.dropJournal(s.cfg.OutputRoot, t.Output)
 				continue
 			}
 			t.Status, t.FramesDone, t.Rerun = Pending, 0, true
@@ -431,6 +432,7 @@ func (s local) cancel(ctx context.Context, id string) (cancelResult, *Task) {
 		}
 		c := t.clone()
 		s.mu.Unlock()
+		s.dropJournal(s.cfg.OutputRoot, t.Output) // an interrupted run's
 		return cancelDone, c
 	case Processing:
 		t.cancelAsked = true
@@ -538,7 +540,7 @@ func (s *scheduler) next(parent context.Context) (*Task, context.Context) {
 	t := s.tasks[id]
 	now := time.Now()
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
-	t.FramesDone = 0
+	t.FramesDone, t.ResumedFrom, t.ResumeNote = 0, 0, ""
 	t.Attempts++
 	t.done = make(chan struct{})
 	var ctx context.Context
@@ -570,6 +572,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	if openErr == nil && orig.Rerun {
 		removeStaleResults(files.out, filepath.Base(output), s.log)
 	}
+	// The journal an interrupted run left (see journal.go), and whether
+	// this run's progress has looked for its own.
+	journaled, looked := openErr == nil && hasJournal(files.out, output), false
 
 	// Progress is saved every second, in the background and outside s.mu
 	// (a slow store must hold up neither the run nor the lease), one save
@@ -581,6 +586,13 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	inFlight, ran := false, false // a save is under way, the run is over (s.mu)
 	progress := func(done, total int) {
 		s.mu.Lock()
+		if !looked {
+			looked = true
+			if orig.Rerun && !journaled && hasJournal(files.out, output) {
+				t.ResumeNote = restartNote
+				s.log.Warn(restartNote, "task", t.ID)
+			}
+		}
 		if done > t.FramesDone {
 			s.m.frames.Add(float64(done - t.FramesDone))
 		}
@@ -606,6 +618,19 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	errType, err := "PathError", openErr
 	if err == nil {
 		work.Replace = true // its hidden result; placeResult decides
+		work.Resume = true
+		work.Resumed = func(frame int) {
+			s.mu.Lock()
+			t.ResumedFrom, t.FramesDone = frame, frame // progress counts the frames after it
+			s.mu.Unlock()
+		}
+		work.Notice = func(line string) {
+			line = files.names.Replace(line)
+			s.log.Info("task's journal: "+line, "task", t.ID)
+			s.mu.Lock()
+			t.ResumeNote = line
+			s.mu.Unlock()
+		}
 		if errType, err = s.checkRun(ctx, work); err == nil {
 			errType, err = s.safeRun(ctx, work, progress)
 		}
@@ -629,6 +654,12 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	}
 	sec := time.Since(start).Seconds()
 	cancel()
+	s.mu.Lock()
+	rerun := again(t, err, parent)
+	s.mu.Unlock()
+	if openErr == nil && !rerun { // over: its journal is of no use (see journal.go)
+		removeJournal(files.out, output, s.log)
+	}
 	lock.release(true)
 
 	s.mu.Lock()
@@ -639,6 +670,8 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		t.Status, t.Error, t.Result = Completed, "", result
 		t.Width, t.Height, t.FPS, t.Devices = work.Width, work.Height, work.FPS, work.Devices
 		t.Carried, t.Dropped = work.Carried, work.Dropped
+		t.ResumedFrom = work.ResumedFrom
+		s.m.resumed.Add(float64(work.ResumedFrom))
 		if t.FramesTotal > 0 {
 			t.FramesDone = t.FramesTotal
 		}
@@ -647,9 +680,9 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		}
 	case t.cancelAsked:
 		t.Status, t.Error = Cancelled, "task cancelled by user"
-	case parent.Err() != nil || t.lost:
+	case rerun:
 		// Shutting down, or a worker that lost its lease: the task runs
-		// again at the next start, or on another worker.
+		// again at the next start, or on another worker, from its journal.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
 	default:
@@ -675,6 +708,13 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	// A task's frames and buffers are garbage now: give the memory back to
 	// the system instead of keeping the heap at its peak between tasks.
 	debug.FreeOSMemory()
+}
+
+// again reports whether task t, whose run ended with err, is to run
+// again: stopped by a shutdown (parent ended) or by the loss of its lease,
+// not by a cancel. s.mu is held.
+func again(t *Task, err error, parent context.Context) bool {
+	return err != nil && !t.cancelAsked && (parent.Err() != nil || t.lost)
 }
 
 // place puts the result tmp of running task t at output (see

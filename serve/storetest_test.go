@@ -190,7 +190,7 @@ func storeTask(id string) *Task {
 		InputRel: id + ".mp4", OutputRel: id + ".mkv", Files: true, Result: "out/" + id,
 		Upload: true, Signer: "0a1b", Signature: []byte{1, 2, 3}, Rerun: true, Wrote: []FileID{{Dev: 1, Ino: 99}},
 		FramesDone: 12, FramesTotal: 96, Created: time.Now().Add(-time.Hour).Round(0), Started: &started, Ended: &ended,
-		Error: "it broke", ErrorType: "input", Attempts: 1, HandedBack: 1, Width: 1920, Height: 1080, FPS: 23.976,
+		Error: "it broke", ErrorType: "input", Attempts: 1, HandedBack: 1, ResumedFrom: 24, ResumeNote: "resuming at frame 24 of 96", Width: 1920, Height: 1080, FPS: 23.976,
 		Devices: "cuda:0", Carried: []string{"audio"}, Dropped: []video.Drop{{What: "subtitles", Why: "mp4"}},
 	}
 }

@@ -121,6 +121,18 @@ type Task struct {
 	// file; otherwise it must fail rather than replace one. Set on the
 	// runner's copy only.
 	Replace bool `json:"-"`
+	// Resume asks the runner to keep a journal of its run beside Output,
+	// in pipeline.JournalDir(Output), and to resume from the one an
+	// interrupted run of the task left there (pipeline.Resume): on
+	// success the runner sets ResumedFrom. A runner that resumes calls
+	// Resumed, if set, with the frame it resumes at before it reports
+	// progress, and Notice with each line it says of the journal (set
+	// aside and why, where it resumes). The service removes the journal
+	// once the task is over (see journal.go). Set on the runner's copy
+	// only.
+	Resume  bool              `json:"-"`
+	Resumed func(frame int)   `json:"-"`
+	Notice  func(line string) `json:"-"`
 
 	FramesDone  int `json:"frames_done"`
 	FramesTotal int `json:"frames_total"`
@@ -137,6 +149,14 @@ type Task struct {
 	// HandedBack counts the deliveries to workers that stopped gracefully
 	// and handed the task back: they do not count as attempts.
 	HandedBack int `json:"handed_back,omitempty"`
+	// ResumedFrom is the frame the last run resumed at: the frames before
+	// it were restored by an interrupted run and kept in the journal
+	// beside the output (0: from the start). ResumeNote is the last word
+	// of that run on the journal: where it resumed, why it set a journal
+	// aside, or that it found none although an earlier run was
+	// interrupted.
+	ResumedFrom int    `json:"resumed_from_frame,omitempty"`
+	ResumeNote  string `json:"resume_note,omitempty"`
 
 	// Filled in by the runner on success.
 	Width  int     `json:"width,omitempty"`
@@ -193,6 +213,7 @@ func validID(id string) bool {
 func (t *Task) clone() *Task {
 	c := *t
 	c.cancel, c.done, c.msg, c.unsub = nil, nil, nil, nil
+	c.Resumed, c.Notice = nil, nil
 	c.Request.Size = slices.Clone(t.Request.Size)
 	c.Wrote = slices.Clone(t.Wrote)
 	c.Carried, c.Dropped = slices.Clone(t.Carried), slices.Clone(t.Dropped)

@@ -178,6 +178,7 @@ func (s worker) take(parent context.Context, m Work) (*Task, context.Context) {
 	}
 	if runs > s.cfg.MaxAttempts {
 		fail("Interrupted", fmt.Sprintf("delivered %d times: the workers that took it stopped or lost their connection before it finished (--max-attempts %d)", runs-1, s.cfg.MaxAttempts))
+		s.dropJournal(s.cfg.OutputRoot, s.outputPath(t))
 		return nil, nil
 	}
 	// The lease is renewed from now on (an upload may take a while to
@@ -210,6 +211,7 @@ func (s worker) take(parent context.Context, m Work) (*Task, context.Context) {
 	}
 	t.Status, t.Started, t.Ended, t.Error = Processing, &now, nil, ""
 	t.FramesDone, t.Attempts, t.Worker = 0, runs, s.cfg.Name
+	t.ResumedFrom, t.ResumeNote = 0, ""
 	if err := j.Put(t); err != nil {
 		// Changed meanwhile (cancelled by the API): look again later.
 		s.log.Info("task changed as it was taken", "task", id, "err", err)
@@ -288,12 +290,8 @@ func checkRel(field, p string) error {
 // Otherwise they are the record's relative paths, which the run opens
 // inside the roots (openTask).
 func (s worker) localPaths(ctx context.Context, t *Task) (in, out string, err error) {
-	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), filepath.Join(s.cfg.OutputRoot, t.OutputRel)
-	if !t.Files {
-		return in, out, nil
-	}
-	out = filepath.Join(s.cfg.OutputRoot, "result-"+t.ID+outputExt(t.OutputRel))
-	if !t.Upload {
+	in, out = filepath.Join(s.cfg.InputRoot, t.InputRel), s.outputPath(t)
+	if !t.Files || !t.Upload {
 		return in, out, nil
 	}
 	name := "upload-" + t.ID + outputExt(t.InputRel)
@@ -307,6 +305,14 @@ func (s worker) localPaths(ctx context.Context, t *Task) (in, out string, err er
 		return "", "", err
 	}
 	return filepath.Join(s.copies.path, name), out, nil
+}
+
+// outputPath is where a worker writes task t (see localPaths).
+func (s worker) outputPath(t *Task) string {
+	if t.Files {
+		return filepath.Join(s.cfg.OutputRoot, "result-"+t.ID+outputExt(t.OutputRel))
+	}
+	return filepath.Join(s.cfg.OutputRoot, t.OutputRel)
 }
 
 // getUpload takes a worker's upload from the object store (a seam for
