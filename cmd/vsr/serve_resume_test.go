@@ -42,16 +42,6 @@ func journalOf(t *testing.T, out, name string) string {
 	return ""
 }
 
-// framemd5 returns the MD5 of each decoded video frame of path.
-func framemd5(t *testing.T, path string) string {
-	t.Helper()
-	b, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0:v", "-f", "framemd5", "-").Output()
-	if err != nil {
-		t.Fatalf("framemd5 %s: %v", path, err)
-	}
-	return string(b)
-}
-
 // metric reads the value of an unlabelled metric from the service's
 // /metrics.
 func (a api) metric(name string) float64 {
