@@ -3,12 +3,15 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
@@ -27,6 +30,21 @@ type Loaded struct {
 	// Ranks are the same model on more devices (see LoadRanks): a job's
 	// independent segments spread over Dev and these.
 	Ranks []*Loaded
+
+	hashOnce sync.Once
+	hash     string // of Spec's files (specHash), for resumable jobs
+	hashErr  error
+}
+
+// modelHash hashes the model's files once, at the first resumable job. A
+// spec with no files (a test's stand-in) has no hash: its jobs are not
+// resumable (ok false, no error).
+func (l *Loaded) modelHash() (h string, ok bool, err error) {
+	l.hashOnce.Do(func() { l.hash, l.hashErr = specHash(l.Spec) })
+	if errors.Is(l.hashErr, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	return l.hash, l.hashErr == nil, l.hashErr
 }
 
 // Load finds the family of spec and loads it onto dev. set are the
@@ -272,11 +290,16 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 	batch := BatchSize(job.Batch, l.Dev)
 	nseg := max(SegmentCount(segments, l.Dev, s), len(more)+1) // a segment for each device at least
 	var resume *pipeline.Resume
+	var hash string
+	hashed := false
 	if resumable(s) && job.Resume != nil { // where the pipeline keeps a journal: hash the model only then
-		r := *job.Resume
-		if r.Model, err = specHash(l.Spec); err != nil {
+		if hash, hashed, err = l.modelHash(); err != nil {
 			return nil, err
 		}
+	}
+	if hashed {
+		r := *job.Resume
+		r.Model = hash
 		params, err := json.Marshal(job.Params)
 		if err != nil {
 			return nil, err
