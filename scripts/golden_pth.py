@@ -33,7 +33,7 @@ and shapes are those of the real models:
                      layer_norm option (architectures/PLKSR/__arch/RealPLKSR.py)
 
 Sizes are small (few blocks and features; Real-CUGAN at 1/8 of its fixed
-widths 32/64/128/256, see WIDTH notes in the manifest), weights are
+widths 32/64/128/256: detect.width in the manifest), weights are
 deterministic random values scaled so that activations stay O(1), and the
 reference output is the float64 forward on the CPU of exactly the values
 stored in the file (float16/bfloat16 files: the rounded values), cast to
@@ -41,7 +41,7 @@ float32, before any clamping. PyTorch's own float32 CPU forward and, when
 CUDA is there, its float16/bfloat16 forwards are measured against it and
 recorded in the manifest, as what a vsr backend may be held to.
 
-Usage: python3 scripts/golden_pth.py OUT_DIR
+Usage: python3 scripts/golden_pth.py OUT_DIR  (CASES="name ..." for some cases only)
 Writes OUT_DIR/manifest.json and per case NAME.pth (torch.save, zip format),
 for some cases NAME.legacy.pth (_use_new_zipfile_serialization=False),
 NAME.safetensors (written here: 8-byte little-endian header length, JSON
