@@ -259,9 +259,10 @@ class SPAB(nn.Module):
         self.c3_r = Conv3XC(c, c)
 
     def forward(self, x):
-        out1 = self.c1_r(x)
-        out2 = self.c2_r(F.silu(out1))
-        out3 = self.c3_r(F.silu(out2))
+        # The published act1 is SiLU(inplace=True): it overwrites out1, so the
+        # out1 SPAB returns (SPAN concatenates block_6's) is SiLU(out1).
+        out1 = F.silu(self.c1_r(x))
+        out3 = self.c3_r(F.silu(self.c2_r(out1)))
         sim_att = torch.sigmoid(out3) - 0.5
         return (out3 + x) * sim_att, out1
 
