@@ -112,10 +112,17 @@ unpack() {
 	findpy
 	say "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPUs, $(date -u '+%F %H:%M UTC'), $(ffmpeg -version | head -1 | cut -d' ' -f1-3)"
 }
-# findpy: PY, a Python with PyTorch (python3, else the host's /opt/torch/.venv)
+# findpy [MODULES]: PY, a Python that imports MODULES (default torch): python3,
+# else the host's /opt/torch/.venv; python3 when neither does
 findpy() {
+	local imp="import ${*:-torch}" p
+	imp=${imp// /, }
+	imp=${imp/import,/import}
+	for p in python3 /opt/torch/.venv/bin/python3; do
+		PY=$p
+		$PY -c "$imp" 2>/dev/null && return
+	done
 	PY=python3
-	$PY -c 'import torch' 2>/dev/null || { [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3; }
 }
 has_base() { [ -x "$RUNDIR/vsr-base" ]; }
 builds() { if has_base; then echo "vsr-base vsr"; else echo vsr; fi; }
@@ -389,7 +396,7 @@ if base and len(st) > len(base):
 
 # ---- golden-pth: needs only Python with PyTorch and NumPy, not .devbin ----
 golden_pth() {
-	findpy
+	findpy torch numpy
 	$PY -c 'import torch, numpy' 2>/dev/null || { echo "golden-pth: no Python with torch and numpy (tried python3 and /opt/torch/.venv/bin/python3)"; exit 1; }
 	local d=${1:-${OUT:-$RUNDIR/out}/pth}
 	say "golden .pth fixtures into $d: $($PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())')"
