@@ -502,10 +502,9 @@ W_CUGAN = 4  # Real-CUGAN base width (published: 32)
 
 
 def case(name, arch, scale, variant, build, size, seed, facts, container="plain", prefix="", dtype="F32",
-         extra=(), notes="", tweak=None):
+         extra=(), tweak=None):
     return dict(name=name, arch=arch, scale=scale, variant=variant, build=build, size=size, seed=seed,
-                facts=facts, container=container, prefix=prefix, dtype=dtype, extra=tuple(extra), notes=notes,
-                tweak=tweak)
+                facts=facts, container=container, prefix=prefix, dtype=dtype, extra=tuple(extra), tweak=tweak)
 
 
 def esr(nf=NF, nb=NB, gc=GC, **kw):
@@ -546,7 +545,7 @@ CASES = [
          extra=("legacy",)),
     case("esrgan_old_x8", "ESRGAN", 8, "old-arch keys, x8 (three upconv blocks: model.3, model.6, model.9)",
          lambda: RRDBNetOld(NF, 1, GC, 8), (8, 10), 106, esr(nb=1, unshuffle=1, keys="old"),
-         container="plain", prefix="module."),
+         prefix="module."),
     case("esrgan_old_x2", "ESRGAN", 2, "old-arch keys, x2 (one upconv block, no pixel unshuffle)",
          lambda: RRDBNetOld(NF, 1, GC, 2), (12, 16), 107, esr(nb=1, unshuffle=1, keys="old")),
     case("esrgan_old_x1", "ESRGAN", 1, "old-arch keys, x1 (no upconv block: model.2 and model.4 are the HR and last convs)",
@@ -882,8 +881,6 @@ def run_case(c, out_dir):
         detect=c["facts"], tensors=len(tensors), tensor_elems=sum(t.numel() for t in tensors),
         keys_sample=[k for k in sd.keys()][:3] + [k for k in sd.keys()][-2:],
         rel_err=errs, seed=c["seed"])
-    if c["notes"]:
-        entry["notes"] = c["notes"]
     print("%-18s out %-16s mean %+.4f std %.4f max|y| %7.3f  f32 %.2e  %s" % (
         name, "x".join(map(str, ref.shape[2:])), ref.mean().item(), ref.std().item(), ref.abs().max().item(),
         errs["torch_cpu_f32"], " ".join("%s %s" % (k[6:], ("%.2e" % v) if isinstance(v, float) else v)
