@@ -31,6 +31,7 @@ import tempfile
 import numpy as np
 import torch
 
+sys.dont_write_bytecode = True  # no __pycache__ in scripts/ or the temporary tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden_pth as G  # noqa: E402
 
