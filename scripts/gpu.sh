@@ -115,12 +115,10 @@ unpack() {
 # findpy [MODULES]: PY, a Python that imports MODULES (default torch): python3,
 # else the host's /opt/torch/.venv; python3 when neither does
 findpy() {
-	local imp="import ${*:-torch}" p
-	imp=${imp// /, }
-	imp=${imp/import,/import}
+	local mods="${*:-torch}" p
 	for p in python3 /opt/torch/.venv/bin/python3; do
 		PY=$p
-		$PY -c "$imp" 2>/dev/null && return
+		$PY -c "import ${mods// /, }" 2>/dev/null && return
 	done
 	PY=python3
 }
