@@ -12,6 +12,8 @@
 #                                   ranks kernels serve (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
 #   scripts/gpu.sh all              (GPU host) test, check, bench
+#   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
+#                                   into DIR (default $OUT/pth), for testdata/pth
 #
 # Run every subcommand from the repository root. Variables:
 #   PKGS     packages whose test binaries pack builds and test runs
@@ -107,9 +109,18 @@ unpack() {
 	OUT=${OUT:-$RUNDIR/out}
 	mkdir -p "$OUT"
 	V=$RUNDIR/vsr
-	PY=python3
-	$PY -c 'import torch' 2>/dev/null || { [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3; }
+	findpy
 	say "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPUs, $(date -u '+%F %H:%M UTC'), $(ffmpeg -version | head -1 | cut -d' ' -f1-3)"
+}
+# findpy [MODULES]: PY, a Python that imports MODULES (default torch): python3,
+# else the host's /opt/torch/.venv; python3 when neither does
+findpy() {
+	local mods="${*:-torch}" p
+	for p in python3 /opt/torch/.venv/bin/python3; do
+		PY=$p
+		$PY -c "import ${mods// /, }" 2>/dev/null && return
+	done
+	PY=python3
 }
 has_base() { [ -x "$RUNDIR/vsr-base" ]; }
 builds() { if has_base; then echo "vsr-base vsr"; else echo vsr; fi; }
@@ -381,6 +392,15 @@ if base and len(st) > len(base):
 	esac
 }
 
+# ---- golden-pth: needs only Python with PyTorch and NumPy, not .devbin ----
+golden_pth() {
+	findpy torch numpy
+	$PY -c 'import torch, numpy' 2>/dev/null || { echo "golden-pth: no Python with torch and numpy (tried python3 and /opt/torch/.venv/bin/python3)"; exit 1; }
+	local d=${1:-${OUT:-$RUNDIR/out}/pth}
+	say "golden .pth fixtures into $d: $($PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())')"
+	$PY scripts/golden_pth.py "$d"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
@@ -389,6 +409,7 @@ test) unpack && gputest ;;
 check) unpack && check ;;
 bench) unpack && bench "$@" ;;
 live) unpack && live "$@" ;;
+golden-pth) golden_pth "$@" ;;
 all)
 	unpack
 	rc=0
