@@ -36,13 +36,19 @@ var (
 // conv_up1, conv_up2, conv_hr, conv_last) and BSRGAN's (RRDB_trunk,
 // trunk_conv, upconv1, HRconv).
 func detectESRGAN(d *statedict.Dict) (*Info, bool, error) {
-	var r rrdb
+	_, info, ok, err := parseRRDB(d)
+	return info, ok, err
+}
+
+// parseRRDB is detectESRGAN with the layout it found.
+func parseRRDB(d *statedict.Dict) (*rrdb, *Info, bool, error) {
+	r := &rrdb{}
 	info := &Info{Arch: "ESRGAN", Kind: "convolutional"}
 	switch {
 	case has(d, "model.0.weight", esrganPlusK):
 		info.Variant, info.Support = "ESRGAN+", NotRun
 		info.why("model.0.weight and %s: ESRGAN+ (RRDBs with 1x1 residual convolutions and noise)", esrganPlusK)
-		return info, true, nil
+		return r, info, true, nil
 	case has(d, "model.0.weight", "model.1.sub.0.RDB1.conv1.0.weight"):
 		info.Variant = "old ESRGAN keys"
 		info.why("model.0.weight and model.1.sub.0.RDB1.conv1.0.weight: an RRDBNet with the original ESRGAN key names")
@@ -52,18 +58,18 @@ func detectESRGAN(d *statedict.Dict) (*Info, bool, error) {
 		r.conv = func(b, k, c int) string { return fmt.Sprintf("model.1.sub.%d.RDB%d.conv%d.0", b, k, c) }
 		top := indices(d, oldTop)
 		if len(top) < 3 || top[0] != 0 {
-			return nil, false, fmt.Errorf("an old-style ESRGAN state dict whose top convolutions model.N are %v: want model.0, the upsampling convolutions, the HR convolution and the last", top)
+			return nil, nil, false, fmt.Errorf("an old-style ESRGAN state dict whose top convolutions model.N are %v: want model.0, the upsampling convolutions, the HR convolution and the last", top)
 		}
 		n := len(top)
 		r.hr, r.last = fmt.Sprintf("model.%d", top[n-2]), fmt.Sprintf("model.%d", top[n-1])
 		for i, t := range top[1 : n-2] {
 			if t != 3*(i+1) {
-				return nil, false, fmt.Errorf("an old-style ESRGAN state dict with convolution model.%d where an upsampling convolution model.%d belongs", t, 3*(i+1))
+				return nil, nil, false, fmt.Errorf("an old-style ESRGAN state dict with convolution model.%d where an upsampling convolution model.%d belongs", t, 3*(i+1))
 			}
 			r.ups = append(r.ups, fmt.Sprintf("model.%d", t))
 		}
 		if want := 3*len(r.ups) + 2; top[n-2] != want || top[n-1] != want+2 {
-			return nil, false, fmt.Errorf("an old-style ESRGAN state dict whose last convolutions are model.%d and model.%d: want model.%d and model.%d", top[n-2], top[n-1], want, want+2)
+			return nil, nil, false, fmt.Errorf("an old-style ESRGAN state dict whose last convolutions are model.%d and model.%d: want model.%d and model.%d", top[n-2], top[n-1], want, want+2)
 		}
 	case has(d, "conv_first.weight", "body.0.rdb1.conv1.weight", "conv_body.weight", "conv_last.weight"):
 		info.Variant = "Real-ESRGAN keys"
@@ -84,12 +90,12 @@ func detectESRGAN(d *statedict.Dict) (*Info, bool, error) {
 			r.ups = append(r.ups, fmt.Sprintf("upconv%d", i))
 		}
 	default:
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	if err := r.read(d, info); err != nil {
-		return nil, false, fmt.Errorf("an ESRGAN (%s) state dict: %w", info.Variant, err)
+		return nil, nil, false, fmt.Errorf("an ESRGAN (%s) state dict: %w", info.Variant, err)
 	}
-	return info, true, nil
+	return r, info, true, nil
 }
 
 // read checks every convolution's shape and fills in the hyperparameters.
