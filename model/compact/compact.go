@@ -315,7 +315,11 @@ func (m *Graph) propagateScale(o *op) error {
 		}
 	case opConv:
 		c = o.raw.out
-		if !samePadded(o.conv) {
+		switch {
+		case samePadded(o.conv):
+		case blockwise(o.conv):
+			sh, sw = sh.mul(rat{1, o.conv.StrideH}), sw.mul(rat{1, o.conv.StrideW})
+		default:
 			m.tileOK, m.why = false, fmt.Sprintf("%s changes the image size", o.layer)
 		}
 	}
@@ -504,6 +508,9 @@ func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 		ih, iw := fh[o.in[0]], fw[o.in[0]]
 		switch o.kind {
 		case opConv:
+			if blockwise(o.conv) && (ih%o.conv.StrideH != 0 || iw%o.conv.StrideW != 0) {
+				return nil, nil, fmt.Errorf("%s: a %dx%d input: this model takes widths and heights that are multiples of %d (%s reads %dx%d blocks)", o.layer, w, h, m.align, o.layer, o.conv.StrideW, o.conv.StrideH)
+			}
 			ih, iw = o.conv.OutSize(ih, iw)
 		case opShuffle, opShuffleAdd:
 			ih, iw = ih*o.r, iw*o.r

@@ -21,6 +21,15 @@ func samePadded(p backend.ConvParams) bool {
 		2*p.PadT == p.DilH*(p.KH-1) && 2*p.PadL == p.DilW*(p.KW-1)
 }
 
+// blockwise reports whether a convolution reads non-overlapping blocks,
+// its kernel the size of its stride and no padding (a pixel unshuffle
+// written as a convolution): its output is the input's size over the
+// stride, and tiles whose origins are multiples of the stride are exact.
+func blockwise(p backend.ConvParams) bool {
+	return p.StrideH > 1 && p.StrideW > 1 && p.KH == p.StrideH && p.KW == p.StrideW &&
+		p.DilH == 1 && p.DilW == 1 && p.PadT == 0 && p.PadB == 0 && p.PadL == 0 && p.PadR == 0
+}
+
 // convOp reads a Convolution layer: 0=num_output 1=kernel_w 11=kernel_h
 // 2/12=dilation 3/13=stride 4/14/15/16=pad left/top/right/bottom
 // 5=bias_term 6=weight_data_size 8=int8 9=activation 10=activation params.

@@ -1,0 +1,76 @@
+package compact
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/model/arch"
+)
+
+// A PyTorch state dict (.pth, .safetensors) of an architecture package
+// arch builds an ncnn graph for (ESRGAN, SRVGGNetCompact) is a compact
+// model: its graph is built in memory and loaded like an ncnn file's, so
+// tiling, batching and the fast paths are the same. The family takes
+// (Detect) every state dict whose architecture arch recognises, so that
+// one it does not run is refused by Load with what it is; a state dict of
+// no known architecture (a CDA-VSR checkpoint) it leaves to the others.
+
+// isStateDict reports whether spec is a state dict file of an
+// architecture arch recognises.
+func isStateDict(spec string) bool {
+	_, _, ok := arch.Sniff(spec)
+	return ok
+}
+
+// StateDictGraph reads the state dict at path and builds its ncnn graph:
+// the architecture found and the graph, or the error saying what the
+// file is and why vsr does not run it.
+func StateDictGraph(path string) (*arch.Info, *arch.Graph, error) {
+	d, err := arch.Open(path, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := arch.Detect(d)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	arch.Name(info, path)
+	if err := info.Check(); err != nil {
+		return info, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	g, err := arch.Build(info, d)
+	if err != nil {
+		return info, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return info, g, nil
+}
+
+// loadStateDict loads the state dict at spec onto dev.
+func loadStateDict(dev backend.Backend, spec string) (*graphModel, error) {
+	info, ag, err := StateDictGraph(spec)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
+	g, err := LoadFiles(dev, name, ag.Param, ag.Bin)
+	if err != nil {
+		return nil, err
+	}
+	return &graphModel{g: g, arch: info}, nil
+}
+
+// Explain says what a state dict file is when no family takes it: one of
+// no architecture vsr knows (nil for anything else).
+func (family) Explain(spec string) error {
+	d, err := arch.Open(spec, true)
+	if err != nil {
+		return nil
+	}
+	if _, err := arch.Detect(d); errors.Is(err, arch.ErrUnknown) {
+		return fmt.Errorf("%s: %w; vsr runs ESRGAN and SRVGGNetCompact state dicts", spec, err)
+	}
+	return nil
+}
