@@ -109,16 +109,29 @@ func (i *Info) Title() string {
 	return i.Arch + " (" + i.Variant + ")"
 }
 
-// Check returns nil for an architecture vsr runs, else the one-line error
-// that says what the model is and that vsr does not run it.
+// Check returns nil for a model vsr runs (an architecture it runs, RGB in
+// and out), else the one-line error that says what the model is and why
+// vsr does not run it.
 func (i *Info) Check() error {
 	switch i.Support {
 	case Runs:
+		if i.In != 3 || i.Out != 3 {
+			return fmt.Errorf("%s %s model with %d input and %d output channels: vsr runs RGB models (3 and 3)", article(i.Arch), i.Title(), i.In, i.Out)
+		}
 		return nil
 	case NeedsOps:
-		return fmt.Errorf("a %s model (%s): recognised; running it needs ops not yet in vsr (%s)", i.Title(), i.Kind, i.Missing)
+		return fmt.Errorf("%s %s model (%s): recognised; running it needs ops not yet in vsr (%s)", article(i.Arch), i.Title(), i.Kind, i.Missing)
 	}
-	return fmt.Errorf("a %s model (%s): vsr does not run this architecture yet", i.Title(), i.Kind)
+	return fmt.Errorf("%s %s model (%s): vsr does not run this architecture yet", article(i.Arch), i.Title(), i.Kind)
+}
+
+// article is "a" or "an" before an architecture's name as it is read
+// aloud ("an ESRGAN", "an SRVGGNetCompact", "a SwinIR").
+func article(name string) string {
+	if strings.IndexByte("AEIOU", name[0]) >= 0 || strings.HasPrefix(name, "SRVGG") {
+		return "an"
+	}
+	return "a"
 }
 
 // Summary is one line: "ESRGAN x4, 3->3 channels, 64 features, 23 blocks".

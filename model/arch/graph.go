@@ -28,6 +28,11 @@ func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 	if err := info.Check(); err != nil {
 		return nil, err
 	}
+	for _, k := range d.Keys {
+		if t := d.Tensors[k]; t.DType.Size() == 0 || len(t.Data) != t.Elems()*t.DType.Size() {
+			return nil, fmt.Errorf("tensor %s holds %d bytes of %s for shape %v", k, len(t.Data), t.DType, t.Shape)
+		}
+	}
 	w := &writer{d: d}
 	switch info.Arch {
 	case "ESRGAN":
