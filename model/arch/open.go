@@ -92,3 +92,40 @@ func Name(info *Info, path string) {
 		}
 	}
 }
+
+// Metadata keys that Write sets from an Info (act_type, actMeta, too for
+// an SRVGGNetCompact, so that a weightless activation's kind survives).
+const (
+	MetaArch    = "architecture"
+	MetaVariant = "architecture_variant"
+	MetaScale   = "scale"
+)
+
+// Write writes d as a .safetensors file at path, its tensors in d's order
+// and types, with d's metadata and, when info is not nil, the
+// architecture found (MetaArch, MetaVariant, MetaScale and an
+// SRVGGNetCompact's act_type).
+func Write(path string, d *statedict.Dict, info *Info) error {
+	meta := map[string]string{}
+	for k, v := range d.Metadata {
+		meta[k] = v
+	}
+	if info != nil {
+		meta[MetaArch] = info.Arch
+		if info.Variant != "" {
+			meta[MetaVariant] = info.Variant
+		}
+		if info.Scale > 0 {
+			meta[MetaScale] = fmt.Sprint(info.Scale)
+		}
+		if info.Activation != "" && info.Activation != "prelu" {
+			meta[actMeta] = info.Activation
+		}
+	}
+	var ts []safetensors.WriteTensor
+	for _, k := range d.Keys {
+		t := d.Tensors[k]
+		ts = append(ts, safetensors.WriteTensor{Name: k, DType: safetensors.DType(t.DType), Shape: t.Shape, Data: t.Data})
+	}
+	return safetensors.Write(path, ts, meta)
+}
