@@ -52,7 +52,7 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 	}
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "file\t%s\n", path)
-	fmt.Fprintf(w, "architecture\t%s (%s)\n", info.Title(), info.Kind)
+	fmt.Fprintf(w, "architecture\t%s, %s\n", info.Title(), info.Kind)
 	if info.Scale > 0 {
 		fmt.Fprintf(w, "scale\tx%d\n", info.Scale)
 		fmt.Fprintf(w, "channels\t%d in, %d out\n", info.In, info.Out)
