@@ -3,6 +3,8 @@ package compact
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -73,4 +75,51 @@ func (family) Explain(spec string) error {
 		return fmt.Errorf("%s: %w; vsr runs ESRGAN and SRVGGNetCompact state dicts", spec, err)
 	}
 	return nil
+}
+
+// FolderModel is a model file of the models folder, for the service's
+// metadata.
+type FolderModel struct {
+	File string `json:"file"`
+	// Architecture is the state dict's ("ESRGAN (Real-ESRGAN keys)"), or
+	// "ncnn graph" for a .param.
+	Architecture string `json:"architecture"`
+	Scale        int    `json:"scale,omitempty"`
+	// Runs says whether vsr runs it; Why says why not.
+	Runs bool   `json:"runs"`
+	Why  string `json:"why,omitempty"`
+}
+
+// Folder lists the models in dir (not its subfolders): ncnn .param files
+// and state dicts of the architectures package arch recognises, read
+// from their headers only. A folder that does not exist has none.
+func Folder(dir string) ([]FolderModel, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []FolderModel
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if strings.HasSuffix(e.Name(), ".param") {
+			out = append(out, FolderModel{File: e.Name(), Architecture: "ncnn graph", Runs: true})
+			continue
+		}
+		info, _, ok := arch.Sniff(path)
+		if !ok {
+			continue
+		}
+		m := FolderModel{File: e.Name(), Architecture: info.Title(), Scale: info.Scale, Runs: info.Check() == nil}
+		if !m.Runs {
+			m.Why = info.Check().Error()
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
