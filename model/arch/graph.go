@@ -111,23 +111,11 @@ func (w *writer) conv(key, in string, act int, alpha float32) string {
 	return w.layer("Convolution", key, []string{in}, p)
 }
 
-// unshuffle writes PyTorch's pixel_unshuffle by r of c channels as a
-// convolution with an r x r kernel and stride r whose weights pick one
-// pixel each: output channel c*r*r + i*r + j is input channel c at
-// offset (i, j) of each r x r block.
-func (w *writer) unshuffle(in string, c, r int) string {
-	o := c * r * r
-	wt := make([]float32, o*c*r*r)
-	for ch := 0; ch < c; ch++ {
-		for i := 0; i < r; i++ {
-			for j := 0; j < r; j++ {
-				oc := ch*r*r + i*r + j
-				wt[((oc*c+ch)*r+i)*r+j] = 1
-			}
-		}
-	}
-	w.tagged(wt)
-	return w.layer("Convolution", "pixel_unshuffle", []string{in}, fmt.Sprintf("0=%d 1=%d 3=%d 5=0 6=%d", o, r, r, len(wt)))
+// unshuffle writes PyTorch's pixel_unshuffle by r as an ncnn Reorg
+// layer in its mode 0 (output channel c*r*r + i*r + j is channel c at
+// offset (i, j) of each r x r block).
+func (w *writer) unshuffle(in string, r int) string {
+	return w.layer("Reorg", "pixel_unshuffle", []string{in}, fmt.Sprintf("0=%d 1=0", r))
 }
 
 func b2i(b bool) int {
@@ -214,7 +202,7 @@ func Floats(t *statedict.Tensor) ([]float32, error) {
 func (r *rrdb) graph(w *writer) {
 	x := w.input()
 	if r.unshuffle > 1 {
-		x = w.unshuffle(x, r.in/(r.unshuffle*r.unshuffle), r.unshuffle)
+		x = w.unshuffle(x, r.unshuffle)
 	}
 	first := w.conv(r.first, x, actNone, 0)
 	x = first

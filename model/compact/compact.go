@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Interp, BinaryOp, Concat, Eltwise"
+const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -215,6 +215,8 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = m.preluOp(o, wr)
 		case "PixelShuffle":
 			err = shuffleOp(o)
+		case "Reorg":
+			err = reorgOp(o)
 		case "Interp":
 			err = resizeOp(o)
 		case "BinaryOp":
@@ -248,6 +250,9 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 				return err
 			}
 			o.in = append(o.in, id)
+		}
+		if o.kind == opConv && o.raw == nil { // a Reorg, now that its input's channels are known
+			o.raw = reorgWeights(m.chans[o.in[0]], o.conv.StrideH, o.layer.Int(1, 0))
 		}
 		o.out = newBlob()
 		produced[o.out] = true
