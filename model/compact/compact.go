@@ -252,7 +252,11 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			o.in = append(o.in, id)
 		}
 		if o.kind == opConv && o.raw == nil { // a Reorg, now that its input's channels are known
-			o.raw = reorgWeights(m.chans[o.in[0]], o.conv.StrideH, o.layer.Int(1, 0))
+			c, s := m.chans[o.in[0]], o.conv.StrideH
+			if c*s*s > 1<<12 {
+				return fmt.Errorf("%s: a reorg of %d channels by %d: vsr runs reorgs of up to 4096 output channels", l, c, s)
+			}
+			o.raw = reorgWeights(c, s, o.layer.Int(1, 0))
 		}
 		o.out = newBlob()
 		produced[o.out] = true
