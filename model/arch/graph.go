@@ -29,8 +29,8 @@ func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 		return nil, err
 	}
 	for _, k := range d.Keys {
-		if t := d.Tensors[k]; t.DType.Size() == 0 || len(t.Data) != t.Elems()*t.DType.Size() {
-			return nil, fmt.Errorf("tensor %s holds %d bytes of %s for shape %v", k, len(t.Data), t.DType, t.Shape)
+		if t := d.Tensors[k]; t == nil || t.DType.Size() == 0 || len(t.Data) != t.Elems()*t.DType.Size() {
+			return nil, fmt.Errorf("tensor %s has no values of its shape and type", k)
 		}
 	}
 	w := &writer{d: d}
