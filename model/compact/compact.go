@@ -491,6 +491,14 @@ func (m *Graph) OutputSize(w, h int) (int, int) {
 	return fw[m.output], fh[m.output]
 }
 
+// CheckSize returns the error an input of w x h meets in the graph (too
+// small or too large for it, or not a multiple of the blocks a Reorg
+// reads), or nil.
+func (m *Graph) CheckSize(w, h int) error {
+	_, _, err := m.fullSizes(h, w)
+	return err
+}
+
 // FLOPs returns the floating-point operations (2 per multiply-add) of the
 // model's convolutions for one frame of w x h.
 func (m *Graph) FLOPs(w, h int) float64 {

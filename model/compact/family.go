@@ -314,6 +314,9 @@ func (m *graphModel) FrameSize(v model.Video, p model.Params) (int, int, error) 
 	if err := m.Check(p); err != nil {
 		return 0, 0, err
 	}
+	if err := m.g.CheckSize(v.Width, v.Height); err != nil {
+		return 0, 0, fmt.Errorf("model %s: %w", m.g.Name, err)
+	}
 	w, h := m.g.OutputSize(v.Width, v.Height)
 	z, sized := outSize(model.Params{}, p)
 	return larger(w, h, z, sized)
@@ -331,6 +334,9 @@ func larger(w, h int, z model.Size, ok bool) (int, int, error) {
 func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {
 	if err := m.Check(p); err != nil {
 		return nil, err
+	}
+	if err := m.g.CheckSize(v.Width, v.Height); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.g.Name, err)
 	}
 	return withSize(newSession(m.g, v.Width, v.Height, p), model.Params{}, p, v.Width, v.Height), nil
 }

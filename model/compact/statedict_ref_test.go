@@ -7,11 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/checkpoint/statedict"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/model/arch"
 	"github.com/vsr-dev/vsr/model/arch/archtest"
 )
@@ -331,5 +333,12 @@ func TestStateDictUnshuffleTiles(t *testing.T) {
 	}
 	if err := g.Upscale(context.Background(), rgb[:39*23*3], 1, 39, 23, make([]byte, 4*39*23*3), 0); err == nil {
 		t.Error("a 39x23 frame passed a pixel unshuffle by 2")
+	}
+	gm := &graphModel{g: g}
+	if _, _, err := gm.FrameSize(model.Video{Width: 39, Height: 23}, model.Params{}); err == nil || !strings.Contains(err.Error(), "multiples of 2") {
+		t.Errorf("FrameSize of a 39x23 frame: %v", err)
+	}
+	if _, err := gm.NewSession(context.Background(), model.Video{Width: 39, Height: 24}, model.Params{}); err == nil {
+		t.Error("a session for 39x24 frames")
 	}
 }
