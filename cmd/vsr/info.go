@@ -137,7 +137,7 @@ it whole).`,
 				fs = append(fs, fetchable{f, f.Installed(dir) == nil, f.Param(dir)})
 			}
 			if asJSON {
-				return printJSON(cmd, map[string]any{"bundled": compact.Bundled(), "fetchable": fs, "models_dir": dir})
+				return printJSON(cmd, map[string]any{"bundled": compact.Bundled(), "fetchable": fs, "models_dir": dir, "state_dicts": stateDicts(dir)})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSCALE\tDESCRIPTION")
@@ -154,6 +154,13 @@ it whole).`,
 					state = "fetched"
 				}
 				fmt.Fprintf(w, "%s\tx%d\t%s; %s\n", f.Name, f.Scale, f.Description, state)
+			}
+			for _, m := range stateDicts(dir) {
+				state := "vsr runs it"
+				if !m.Runs {
+					state = m.Why
+				}
+				fmt.Fprintf(w, "%s\tx%d\t%s state dict in the models folder; %s\n", m.File, m.Scale, m.Architecture, state)
 			}
 			fmt.Fprintf(w, "\nFetched models live in %s ($VSR_MODELS).\n", dir)
 			fmt.Fprintln(w, "Other ncnn models: vsr restore --model PATH.param (the .bin beside it is read); vsr models PATH.param says what one needs.")

@@ -98,6 +98,19 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 	return w.Flush()
 }
 
+// stateDicts lists the state dicts in the models folder dir (its ncnn
+// files are listed as fetchable models).
+func stateDicts(dir string) []compact.FolderModel {
+	fm, _ := compact.Folder(dir)
+	var out []compact.FolderModel
+	for _, m := range fm {
+		if !strings.HasSuffix(m.File, ".param") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func newModelsConvert() *cobra.Command {
 	return &cobra.Command{
 		Use:   "convert IN OUT.safetensors",

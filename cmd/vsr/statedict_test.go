@@ -22,6 +22,10 @@ func TestStateDictCommands(t *testing.T) {
 	if err := arch.Write(path, b.D, nil); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("VSR_MODELS", dir)
+	if out, err := vsr(t, "models"); err != nil || !strings.Contains(out, "x2.safetensors") || !strings.Contains(out, "ESRGAN (Real-ESRGAN keys) state dict in the models folder; vsr runs it") {
+		t.Errorf("vsr models: %v\n%s", err, out)
+	}
 	out, err := vsr(t, "models", path)
 	for _, want := range []string{"ESRGAN (Real-ESRGAN keys)", "scale         x2", "pixel unshuffle by 2", "Concat", "vsr runs it"} {
 		if err != nil || !strings.Contains(out, want) {
