@@ -9,9 +9,32 @@ import (
 	"testing"
 
 	"github.com/vsr-dev/vsr/app"
+	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/model/arch"
 	"github.com/vsr-dev/vsr/model/arch/archtest"
+	"github.com/vsr-dev/vsr/model/cdavsr"
 )
+
+// TestStateDictFamily: a state dict is the compact family's, a CDA-VSR
+// checkpoint (also a .safetensors file) stays the cdavsr family's, and
+// no two families take either.
+func TestStateDictFamily(t *testing.T) {
+	dir := t.TempDir()
+	sd := filepath.Join(dir, "esrgan.safetensors")
+	if err := arch.Write(sd, archtest.New(1).ESRGAN(archtest.RRDB{Features: 8, Growth: 4, Blocks: 1, In: 3, Out: 3, Ups: 2}).D, nil); err != nil {
+		t.Fatal(err)
+	}
+	cda := filepath.Join(dir, "cda.safetensors")
+	if err := safetensors.Write(cda, cdavsr.Synthesize(2, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{sd: "compact", cda: "cdavsr"} {
+		if f, err := model.Find(path); err != nil || f.Name() != want {
+			t.Errorf("%s: %v %v, want family %s", filepath.Base(path), f, err, want)
+		}
+	}
+}
 
 // TestMetadataModelFolder: the service's metadata lists the models in
 // the models folder with their architectures, and a state dict there
