@@ -137,21 +137,18 @@ func lowResMACs(d *statedict.Dict, keep func(string) bool, scale int) float64 {
 }
 
 // seqLenNamed counts the keys prefixN.* for N from 1 up (SPAN's block_1,
-// block_2, ...).
+// block_2, ...): the largest N such that 1 to N all have keys.
 func seqLenNamed(d *statedict.Dict, prefix string) int {
+	seen := map[string]bool{}
+	for _, k := range d.Keys {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			num, _, _ := strings.Cut(rest, ".")
+			seen[num] = true
+		}
+	}
 	n := 0
-	for has := true; has; {
-		has = false
-		p := fmt.Sprintf("%s%d.", prefix, n+1)
-		for _, k := range d.Keys {
-			if strings.HasPrefix(k, p) {
-				has = true
-				break
-			}
-		}
-		if has {
-			n++
-		}
+	for seen[fmt.Sprint(n+1)] {
+		n++
 	}
 	return n
 }
