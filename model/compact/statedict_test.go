@@ -165,7 +165,47 @@ func TestStateDictX4plus(t *testing.T) {
 	if d := m.(*graphModel).Describe(); d["architecture"] != "ESRGAN (Real-ESRGAN keys)" {
 		t.Errorf("Describe: %v", d)
 	}
+	_, ag, err := StateDictGraph(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameLayers(t, param, ag.Param)
 	forwardBoth(t, b, ref, g, 20, 12)
+}
+
+// sameLayers checks that two ncnn graphs have the same layers, Split
+// layers aside: types, input counts and parameters (a parameter one
+// leaves at its default may be written in the other).
+func sameLayers(t *testing.T, want, got []byte) {
+	t.Helper()
+	layers := func(p []byte) []*ncnn.Layer {
+		net, err := ncnn.ParseParam(bytes.NewReader(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*ncnn.Layer
+		for _, l := range net.Layers {
+			if l.Type != "Split" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	a, c := layers(want), layers(got)
+	if len(a) != len(c) {
+		t.Fatalf("%d layers, want %d", len(c), len(a))
+	}
+	for i := range a {
+		if a[i].Type != c[i].Type || len(a[i].Bottoms) != len(c[i].Bottoms) {
+			t.Fatalf("layer %d: %s with %d inputs, want %s with %d", i, c[i], len(c[i].Bottoms), a[i], len(a[i].Bottoms))
+		}
+		for k := range 24 {
+			pa, pc := a[i].Params[k], c[i].Params[k]
+			if a[i].Int(k, 0) != c[i].Int(k, 0) || a[i].Float(k, 0) != c[i].Float(k, 0) || fmt.Sprint(pa.Floats) != fmt.Sprint(pc.Floats) && pa.IsArray {
+				t.Fatalf("layer %d (%s): parameter %d is %v, want %v", i, c[i], k, pc, pa)
+			}
+		}
+	}
 }
 
 // bundledTensors reads the bundled realesr-animevideov3 x4 graph's
