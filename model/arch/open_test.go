@@ -8,6 +8,7 @@ import (
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/model/arch"
+	"github.com/vsr-dev/vsr/model/arch/archtest"
 )
 
 // TestOpenFloats reads float32, float16 and bfloat16 tensors of a
@@ -51,5 +52,18 @@ func TestOpenFloats(t *testing.T) {
 	os.WriteFile(pth, []byte("\x80\x02}q\x00."), 0o644)
 	if _, err := arch.Open(pth, false); err == nil || !strings.Contains(err.Error(), "convert it to .safetensors") {
 		t.Errorf("a pickle: %v", err)
+	}
+}
+
+// TestSniffRealCUGANName reads a Real-CUGAN's variant, which its weights
+// cannot tell, from the file's name.
+func TestSniffRealCUGANName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "up2x-latest-denoise3x.safetensors")
+	if err := arch.Write(path, archtest.New(1).RealCUGAN(2, false, true).D, nil); err != nil {
+		t.Fatal(err)
+	}
+	info, _, ok := arch.Sniff(path)
+	if !ok || info.Title() != "RealCUGAN (pro, denoise3x)" || info.Scale != 2 {
+		t.Errorf("%v %+v", ok, info)
 	}
 }
