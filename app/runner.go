@@ -14,6 +14,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/model/compact"
 	"github.com/vsr-dev/vsr/pipeline"
 	"github.com/vsr-dev/vsr/serve"
 	"github.com/vsr-dev/vsr/video"
@@ -526,13 +527,20 @@ func (s *Runner) GPUMemoryBytes() (int64, bool) {
 	return n, true
 }
 
-// Metadata describes the models and the device.
+// Metadata describes the models and the device, and lists the models
+// in the models folder ($VSR_MODELS) with their architectures.
 func (s *Runner) Metadata() map[string]any {
 	var ms []map[string]any
 	for _, l := range s.models {
 		ms = append(ms, l.Model.Describe())
 	}
-	return map[string]any{"device": s.models[0].Devices(), "device_groups": strings.Fields(s.Devices()), "models": ms, "default_model": s.models[0].Model.Name()}
+	out := map[string]any{"device": s.models[0].Devices(), "device_groups": strings.Fields(s.Devices()), "models": ms, "default_model": s.models[0].Model.Name()}
+	if dir, err := compact.ModelsDir(); err == nil {
+		if fm, err := compact.Folder(dir); err == nil {
+			out["model_folder"] = map[string]any{"path": dir, "models": fm}
+		}
+	}
+	return out
 }
 
 // Close frees the models and the devices.

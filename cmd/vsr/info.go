@@ -93,24 +93,35 @@ func newProbe() *cobra.Command {
 }
 
 func newModels() *cobra.Command {
-	var asJSON bool
+	var asJSON, showParam bool
 	cmd := &cobra.Command{
-		Use:   "models [PATH.param]",
-		Short: "List the bundled and fetchable models, or say what an ncnn .param needs",
+		Use:   "models [PATH.param | PATH.pth | PATH.safetensors]",
+		Short: "List the bundled and fetchable models, or say what a model file is and what vsr runs of it",
 		Long: `With no argument: the models bundled in the binary, and those vsr downloads
 on request (vsr models fetch NAME) into the models folder ($VSR_MODELS, by
 default ~/.cache/vsr/models), with whether they are there.
 
 With an ncnn PATH.param: its layers, which of them vsr does not run, the
 weights it needs, and, when the .bin is beside it, its scale, the halo a tile
-reads and its cost per 640x360 frame.`,
+reads and its cost per 640x360 frame.
+
+With a PyTorch state dict (PATH.pth, PATH.safetensors): its architecture,
+recognised from its keys and shapes, and what gave it away; its scale,
+channels, features, blocks, parameter count and multiply-accumulates per
+output pixel; and the ncnn graph vsr builds and runs from it (--param prints
+it whole).`,
 		Example: `  vsr models
   vsr models fetch realesrgan-x4plus
-  vsr models ~/models/realesr-general-x4v3.param`,
+  vsr models ~/models/realesr-general-x4v3.param
+  vsr models ~/models/4x-UltraSharp.safetensors
+  vsr models convert RealESRGAN_x4plus.pth RealESRGAN_x4plus.safetensors`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
+			if len(args) == 1 && strings.HasSuffix(args[0], ".param") {
 				return inspectParam(cmd, args[0], asJSON)
+			}
+			if len(args) == 1 {
+				return inspectStateDict(cmd, args[0], asJSON, showParam)
 			}
 			dir, err := compact.ModelsDir()
 			if err != nil {
@@ -126,7 +137,7 @@ reads and its cost per 640x360 frame.`,
 				fs = append(fs, fetchable{f, f.Installed(dir) == nil, f.Param(dir)})
 			}
 			if asJSON {
-				return printJSON(cmd, map[string]any{"bundled": compact.Bundled(), "fetchable": fs, "models_dir": dir})
+				return printJSON(cmd, map[string]any{"bundled": compact.Bundled(), "fetchable": fs, "models_dir": dir, "state_dicts": stateDicts(dir)})
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSCALE\tDESCRIPTION")
@@ -144,13 +155,22 @@ reads and its cost per 640x360 frame.`,
 				}
 				fmt.Fprintf(w, "%s\tx%d\t%s; %s\n", f.Name, f.Scale, f.Description, state)
 			}
+			for _, m := range stateDicts(dir) {
+				state := "vsr runs it"
+				if !m.Runs {
+					state = m.Why
+				}
+				fmt.Fprintf(w, "%s\tx%d\t%s state dict in the models folder; %s\n", m.File, m.Scale, m.Architecture, state)
+			}
 			fmt.Fprintf(w, "\nFetched models live in %s ($VSR_MODELS).\n", dir)
 			fmt.Fprintln(w, "Other ncnn models: vsr restore --model PATH.param (the .bin beside it is read); vsr models PATH.param says what one needs.")
+			fmt.Fprintln(w, "PyTorch state dicts (ESRGAN, SRVGGNetCompact): vsr restore --model PATH.safetensors; vsr models PATH says what one is.")
 			return w.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
-	cmd.AddCommand(newModelsFetch())
+	cmd.Flags().BoolVar(&showParam, "param", false, "with a state dict: print the ncnn .param of the graph vsr builds from it")
+	cmd.AddCommand(newModelsFetch(), newModelsConvert())
 	return cmd
 }
 

@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Interp, BinaryOp, Concat, Eltwise"
+const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -215,6 +215,8 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = m.preluOp(o, wr)
 		case "PixelShuffle":
 			err = shuffleOp(o)
+		case "Reorg":
+			err = reorgOp(o)
 		case "Interp":
 			err = resizeOp(o)
 		case "BinaryOp":
@@ -248,6 +250,13 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 				return err
 			}
 			o.in = append(o.in, id)
+		}
+		if o.kind == opConv && o.raw == nil { // a Reorg, now that its input's channels are known
+			c, s := m.chans[o.in[0]], o.conv.StrideH
+			if c*s*s > 1<<12 {
+				return fmt.Errorf("%s: a reorg of %d channels by %d: vsr runs reorgs of up to 4096 output channels", l, c, s)
+			}
+			o.raw = reorgWeights(c, s, o.layer.Int(1, 0))
 		}
 		o.out = newBlob()
 		produced[o.out] = true
@@ -315,7 +324,11 @@ func (m *Graph) propagateScale(o *op) error {
 		}
 	case opConv:
 		c = o.raw.out
-		if !samePadded(o.conv) {
+		switch {
+		case samePadded(o.conv):
+		case blockwise(o.conv):
+			sh, sw = sh.mul(rat{1, o.conv.StrideH}), sw.mul(rat{1, o.conv.StrideW})
+		default:
 			m.tileOK, m.why = false, fmt.Sprintf("%s changes the image size", o.layer)
 		}
 	}
@@ -478,6 +491,14 @@ func (m *Graph) OutputSize(w, h int) (int, int) {
 	return fw[m.output], fh[m.output]
 }
 
+// CheckSize returns the error an input of w x h meets in the graph (too
+// small or too large for it, or not a multiple of the blocks a Reorg
+// reads), or nil.
+func (m *Graph) CheckSize(w, h int) error {
+	_, _, err := m.fullSizes(h, w)
+	return err
+}
+
 // FLOPs returns the floating-point operations (2 per multiply-add) of the
 // model's convolutions for one frame of w x h.
 func (m *Graph) FLOPs(w, h int) float64 {
@@ -504,6 +525,9 @@ func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 		ih, iw := fh[o.in[0]], fw[o.in[0]]
 		switch o.kind {
 		case opConv:
+			if blockwise(o.conv) && (ih%o.conv.StrideH != 0 || iw%o.conv.StrideW != 0) {
+				return nil, nil, fmt.Errorf("%s: a %dx%d input: this model takes widths and heights that are multiples of %d (%s reads %dx%d blocks)", o.layer, w, h, m.align, o.layer, o.conv.StrideW, o.conv.StrideH)
+			}
 			ih, iw = o.conv.OutSize(ih, iw)
 		case opShuffle, opShuffleAdd:
 			ih, iw = ih*o.r, iw*o.r

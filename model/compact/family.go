@@ -12,6 +12,7 @@ import (
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
+	"github.com/vsr-dev/vsr/model/arch"
 )
 
 func init() { model.Register(family{}) }
@@ -24,14 +25,15 @@ func (family) Name() string        { return "compact" }
 func (family) StorageType() string { return "" }
 
 // Detect takes the default model (""), the bundled names, the names of
-// the models vsr fetches, and ncnn .param files.
+// the models vsr fetches, ncnn .param files, and PyTorch state dict files
+// of an architecture package arch recognises (statedict.go).
 func (family) Detect(spec string) bool {
 	_, known := FindFetchable(spec)
-	return IsBundledName(spec) || known || strings.HasSuffix(spec, ".param")
+	return IsBundledName(spec) || known || strings.HasSuffix(spec, ".param") || isStateDict(spec)
 }
 
 func (family) About() model.About {
-	return model.About{Title: "compact", Spec: "a bundled or fetchable name (see vsr models) or an ncnn PATH.param",
+	return model.About{Title: "compact", Spec: "a bundled or fetchable name (see vsr models), an ncnn PATH.param, or an ESRGAN or SRVGGNetCompact state dict (PATH.pth, PATH.safetensors)",
 		Default: "bundled " + DefaultModel}
 }
 
@@ -63,6 +65,17 @@ func (family) Load(dev backend.Backend, spec string, p model.Params) (model.Mode
 			return nil, err
 		}
 		if _, err := m.graph(scale); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	if isStateDict(spec) {
+		m, err := loadStateDict(dev, spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Check(p); err != nil {
+			m.Close()
 			return nil, err
 		}
 		return m, nil
@@ -264,8 +277,12 @@ func (m *bundledModel) Close() {
 	m.graphs = nil
 }
 
-// graphModel is an ncnn graph loaded from disk.
-type graphModel struct{ g *Graph }
+// graphModel is an ncnn graph loaded from disk, or built from a state
+// dict of architecture arch (nil for an ncnn file).
+type graphModel struct {
+	g    *Graph
+	arch *arch.Info
+}
 
 func (m *graphModel) Name() string { return m.g.Name }
 
@@ -273,6 +290,9 @@ func (m *graphModel) Describe() map[string]any {
 	d := map[string]any{"name": m.g.Name, "family": "compact"}
 	if s := m.g.Scale(); s == float64(int(s)) {
 		d["sr_ratios"] = []int{int(s)}
+	}
+	if m.arch != nil {
+		d["architecture"] = m.arch.Title()
 	}
 	return d
 }
@@ -294,6 +314,9 @@ func (m *graphModel) FrameSize(v model.Video, p model.Params) (int, int, error) 
 	if err := m.Check(p); err != nil {
 		return 0, 0, err
 	}
+	if err := m.g.CheckSize(v.Width, v.Height); err != nil {
+		return 0, 0, fmt.Errorf("model %s: %w", m.g.Name, err)
+	}
 	w, h := m.g.OutputSize(v.Width, v.Height)
 	z, sized := outSize(model.Params{}, p)
 	return larger(w, h, z, sized)
@@ -311,6 +334,9 @@ func larger(w, h int, z model.Size, ok bool) (int, int, error) {
 func (m *graphModel) NewSession(_ context.Context, v model.Video, p model.Params) (model.Session, error) {
 	if err := m.Check(p); err != nil {
 		return nil, err
+	}
+	if err := m.g.CheckSize(v.Width, v.Height); err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.g.Name, err)
 	}
 	return withSize(newSession(m.g, v.Width, v.Height, p), model.Params{}, p, v.Width, v.Height), nil
 }
@@ -366,6 +392,7 @@ func withSize(s session, def, p model.Params, w, h int) session {
 // package model).
 var (
 	_ model.Family    = family{}
+	_ model.Explainer = family{}
 	_ model.Sizer     = (*bundledModel)(nil)
 	_ model.Checker   = (*bundledModel)(nil)
 	_ model.Resolver  = (*bundledModel)(nil)

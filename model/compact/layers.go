@@ -21,6 +21,15 @@ func samePadded(p backend.ConvParams) bool {
 		2*p.PadT == p.DilH*(p.KH-1) && 2*p.PadL == p.DilW*(p.KW-1)
 }
 
+// blockwise reports whether a convolution reads non-overlapping blocks,
+// its kernel the size of its stride and no padding (a pixel unshuffle
+// written as a convolution): its output is the input's size over the
+// stride, and tiles whose origins are multiples of the stride are exact.
+func blockwise(p backend.ConvParams) bool {
+	return p.StrideH > 1 && p.StrideW > 1 && p.KH == p.StrideH && p.KW == p.StrideW &&
+		p.DilH == 1 && p.DilW == 1 && p.PadT == 0 && p.PadB == 0 && p.PadL == 0 && p.PadR == 0
+}
+
 // convOp reads a Convolution layer: 0=num_output 1=kernel_w 11=kernel_h
 // 2/12=dilation 3/13=stride 4/14/15/16=pad left/top/right/bottom
 // 5=bias_term 6=weight_data_size 8=int8 9=activation 10=activation params.
@@ -175,6 +184,44 @@ func resizeOp(o *op) error {
 		return fmt.Errorf("bad scale %gx%g", o.ws, o.hs)
 	}
 	return nil
+}
+
+// reorgOp reads a Reorg layer (space to depth): 0=stride 1=mode (0 is
+// PyTorch's pixel_unshuffle channel order, c*s*s + i*s + j for the pixel
+// at (i, j) of each s x s block; 1 is depth_to_space's inverse,
+// (i*s + j)*C + c). vsr runs it as a convolution with an s x s kernel
+// and stride s whose weights pick one pixel each (reorgWeights): exact in
+// every dtype, tiled exactly (blockwise), on every backend.
+func reorgOp(o *op) error {
+	s := o.layer.Int(0, 1)
+	if s < 2 || s > 8 {
+		return fmt.Errorf("bad stride %d (2 to 8 are supported)", s)
+	}
+	if m := o.layer.Int(1, 0); m != 0 && m != 1 {
+		return fmt.Errorf("unknown reorg mode %d", m)
+	}
+	o.kind = opConv
+	o.conv = backend.ConvParams{KH: s, KW: s, StrideH: s, StrideW: s, DilH: 1, DilW: 1}
+	return nil
+}
+
+// reorgWeights are the weights of a Reorg by s of c channels in mode
+// (see reorgOp).
+func reorgWeights(c, s, mode int) *rawConv {
+	out := c * s * s
+	w := make([]float32, out*c*s*s)
+	for ch := 0; ch < c; ch++ {
+		for i := 0; i < s; i++ {
+			for j := 0; j < s; j++ {
+				oc := ch*s*s + i*s + j
+				if mode == 1 {
+					oc = (i*s+j)*c + ch
+				}
+				w[((oc*c+ch)*s+i)*s+j] = 1
+			}
+		}
+	}
+	return &rawConv{out: out, in: c, kh: s, kw: s, w: w}
 }
 
 // concatOp reads a Concat layer: 0=axis (0, or -3, is channels for the
