@@ -31,6 +31,9 @@ func readLegacy(r io.ReaderAt, size int64) (any, error) {
 		return nil, errors.New("a storage outside the saved object")
 	}}
 	magic, err := u.load()
+	if errors.Is(err, errTruncated) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("not a torch.save file: %w", err)
 	}

@@ -108,6 +108,10 @@ func hashKey(key any) (string, error) {
 	return "", fmt.Errorf("a dict key of type %s is not supported", typeName(key))
 }
 
+// TypeName is the Python name of the type of a value [Load] returns
+// ("dict", "OrderedDict", "tensor", "int", ...), for messages.
+func TypeName(v any) string { return typeName(v) }
+
 // typeName is the Python name of a value's type, for error messages.
 func typeName(v any) string {
 	switch v := v.(type) {
