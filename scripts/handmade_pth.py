@@ -328,8 +328,59 @@ def verify_evil(pkls):
             copyreg.remove_extension("posix", "system", 240)
 
 
+# --- plain values in every pickle protocol ------------------------------
+
+def plain_values():
+    shared = [1, "x"]
+    od = collections.OrderedDict([("a", 1), ("b", [2.5])])
+    return {
+        "str": ["", "héllo\n\\ 'q' \"dq\"", "\u20ac\U0001f600", "x" * 300],
+        "bytes": [b"", b"\x00\xff abc", b"y" * 300],
+        "int": [0, 1, -1, 255, 256, 65535, 65536, -(2 ** 31), 2 ** 31 - 1, 2 ** 31, 2 ** 63 - 1,
+                -(2 ** 63), 2 ** 63, -(2 ** 70), 0x1950A86A20F9469CFC6C],
+        "float": [0.0, 1.5, -0.25, 1e100, -1e-300],
+        "tuple": [(), (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)],
+        "const": [None, True, False],
+        "od": od,
+        "empty_od": collections.OrderedDict(),
+        "nested": {"x": [[], {}], 7: "int key", None: "none key", 2.5: "float key", b"k": "bytes key"},
+        "shared": [shared, shared],
+    }
+
+
+def canon(v):
+    """The structure the Go test renders a loaded value to, as JSON."""
+    if v is None:
+        return {"none": True}
+    if isinstance(v, bool):
+        return {"bool": v}
+    if isinstance(v, int):
+        return {"int": str(v)}
+    if isinstance(v, float):
+        return {"float": repr(v)}
+    if isinstance(v, str):
+        return {"str": v}
+    if isinstance(v, bytes):
+        return {"bytes": v.hex()}
+    if isinstance(v, list):
+        return {"list": [canon(x) for x in v]}
+    if isinstance(v, tuple):
+        return {"tuple": [canon(x) for x in v]}
+    if isinstance(v, dict):
+        return {"dict": [[canon(k), canon(x)] for k, x in v.items()],
+                "ordered": isinstance(v, collections.OrderedDict)}
+    raise TypeError(type(v))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    values = plain_values()
+    for proto in range(6):
+        with open(os.path.join(OUT, f"handmade-values-p{proto}.pkl"), "wb") as f:
+            pickle.dump(values, f, protocol=proto)
+    with open(os.path.join(OUT, "handmade-values.json"), "w") as f:
+        json.dump(canon(values), f, indent=1, sort_keys=True)
+        f.write("\n")
     sd, expected = state_dict()
     wrapped = {"params_ema": prefixed(sd, "module."), "params": collections.OrderedDict(), "iter": 7}
     write_zip(os.path.join(OUT, "handmade-zip.pth"), wrapped)

@@ -15,6 +15,8 @@ var (
 	rebuildParamState  = global{"torch._utils", "_rebuild_parameter_with_state"}
 	torchSize          = global{"torch", "Size"}
 	codecsEncode       = global{"_codecs", "encode"}
+	bytesType          = global{"builtins", "bytes"}
+	bytesType2         = global{"__builtin__", "bytes"} // as protocols 0-2 spell it
 	untypedStorage     = global{"torch", "UntypedStorage"}
 	untypedStorageFull = global{"torch.storage", "UntypedStorage"}
 )
@@ -25,7 +27,7 @@ func lookup(module, name string) (any, error) {
 	g := global{module, name}
 	switch g {
 	case orderedDict, rebuildTensorV2, rebuildTensor, rebuildParam, rebuildParamState,
-		torchSize, codecsEncode, untypedStorage, untypedStorageFull:
+		torchSize, codecsEncode, bytesType, bytesType2, untypedStorage, untypedStorageFull:
 		return g, nil
 	}
 	if module == "torch" || module == "torch.cuda" {
@@ -207,6 +209,11 @@ func (u *unpickler) call(fn any, a Tuple) (any, error) {
 		return t, nil
 	case codecsEncode:
 		return encodeLatin1(a)
+	case bytesType, bytesType2:
+		if len(a) != 0 {
+			return nil, errors.New("bytes is called with arguments; pickle only calls bytes() for b\"\"")
+		}
+		return []byte{}, nil
 	}
 	return nil, fmt.Errorf("refusing to call %s: %w", g, ErrRefused)
 }

@@ -24,8 +24,9 @@
 // _rebuild_parameter_with_state (which return the tensor and drop its
 // attributes), the typed storage classes (torch.FloatStorage and the other
 // <Type>Storage names, also under torch.cuda, and torch.UntypedStorage),
-// the torch dtypes as plain values, torch.Size, collections.OrderedDict and
-// _codecs.encode (how protocol 2 spells bytes). Any other global — from the
+// the torch dtypes as plain values, torch.Size, collections.OrderedDict,
+// and _codecs.encode(str, "latin1") and bytes() (how protocols 0 to 2 spell
+// bytes). Any other global — from the
 // GLOBAL, STACK_GLOBAL or INST opcodes — is refused the moment it is named,
 // before anything is built or called, with an error wrapping [ErrRefused]
 // that names it ("refusing posix.system: ..."). Calls (REDUCE, NEWOBJ,
