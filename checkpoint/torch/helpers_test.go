@@ -1,13 +1,13 @@
 package torch
 
 import (
-	"encoding/binary"
 	"encoding/hex"
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"math/big"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"math/big"
 )
 
 // fixture is a file of testdata/pth, made by scripts/handmade_pth.py.
@@ -35,36 +35,19 @@ func loads(data []byte) (any, error) {
 	return finish(v, u.tensors, 1<<20)
 }
 
-// Pickle text for the tests, opcode by opcode.
-func uni(s string) string { // BINUNICODE
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(s)))
-	return "X" + string(n[:]) + s
-}
-func glob(module, name string) string { return "c" + module + "\n" + name + "\n" }
-func intOp(i int) string { // BININT
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(int32(i)))
-	return "J" + string(n[:])
-}
+// Short names for the pickle builders.
+var (
+	uni   = pthtest.Uni
+	glob  = pthtest.Glob
+	intOp = pthtest.Int
+)
 
-// pid is a zip-format persistent id for a float storage of numel elements.
-func pid(key string, numel int) string {
-	return "(" + uni("storage") + glob("torch", "FloatStorage") + uni(key) + uni("cpu") + intOp(numel) + "tQ"
-}
+// pid is a persistent id for a float storage of numel elements.
+func pid(key string, numel int) string { return pthtest.Pid("FloatStorage", key, numel) }
 
-// tensorOp is _rebuild_tensor_v2 of storage key (numel elements) at offset
-// with the given size and stride.
+// tensorOp is a float tensor of storage key (numel elements).
 func tensorOp(key string, numel, offset int, size, stride []int) string {
-	tup := func(v []int) string {
-		s := "("
-		for _, x := range v {
-			s += intOp(x)
-		}
-		return s + "t"
-	}
-	return glob("torch._utils", "_rebuild_tensor_v2") + "(" + pid(key, numel) + intOp(offset) +
-		tup(size) + tup(stride) + "\x89" + glob("collections", "OrderedDict") + ")Rt" + "R"
+	return pthtest.Tensor("FloatStorage", key, numel, offset, size, stride)
 }
 
 // checkOneLine fails unless err is one line naming path (if given) and
