@@ -33,6 +33,9 @@ func readZip(r io.ReaderAt, size int64) (any, error) {
 			records[strings.TrimPrefix(f.Name, prefix)] = f
 		}
 	}
+	if records["constants.pkl"] != nil {
+		return nil, errors.New("a TorchScript archive (torch.jit.save), not a torch.save file: save the model's state_dict() with torch.save instead")
+	}
 	big := false
 	if f := records["byteorder"]; f != nil {
 		b, err := readRecord(f, size, 16)

@@ -112,6 +112,7 @@ func TestZipErrors(t *testing.T) {
 		{"deep.pth", map[string]string{"a/b/data.pkl": "N."}, "without data.pkl"},
 		{"byteorder.pth", map[string]string{"a/data.pkl": "N.", "a/byteorder": "middle"}, `byteorder is "middle"`},
 		{"empty.pth", map[string]string{}, "without data.pkl"},
+		{"script.pt", map[string]string{"m/data.pkl": "N.", "m/constants.pkl": "N.", "m/code/m.py": ""}, "a TorchScript archive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := zipOf(tc.name, tc.files)
