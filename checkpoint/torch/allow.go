@@ -185,7 +185,10 @@ func (u *unpickler) call(fn any, a Tuple) (any, error) {
 	case rebuildTensorV2, rebuildTensor:
 		return u.rebuildTensor(g, a)
 	case rebuildParam, rebuildParamState:
-		n := map[global]int{rebuildParam: 3, rebuildParamState: 4}[g]
+		n := 3
+		if g == rebuildParamState {
+			n = 4
+		}
 		if len(a) != n {
 			return nil, fmt.Errorf("%s takes %d arguments, not %d", g, n, len(a))
 		}

@@ -131,7 +131,7 @@ func (u *unpickler) memoOp(op byte) error {
 			return fmt.Errorf("bad memo index %q", clip(line))
 		}
 	case 'h', 'q', 'j', 'r':
-		x, err := u.uint(map[byte]int{'h': 1, 'q': 1, 'j': 4, 'r': 4}[op])
+		x, err := u.uint(argBytes[op])
 		if err != nil {
 			return err
 		}

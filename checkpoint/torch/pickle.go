@@ -47,6 +47,16 @@ type unpickler struct {
 	tensors []*Tensor
 }
 
+// argBytes is the size of the fixed-size argument (an integer or a length)
+// of the opcodes that have one.
+var argBytes = [256]int{
+	'K': 1, 'M': 2, 'J': 4, 0x8a: 1, 0x8b: 4, // BININT1, BININT2, BININT, LONG1, LONG4
+	'h': 1, 'q': 1, 'j': 4, 'r': 4, // BINGET, BINPUT, LONG_BINGET, LONG_BINPUT
+	'B': 4, 'C': 1, 0x8e: 8, 0x96: 8, // BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8
+	'T': 4, 'X': 4, 'U': 1, 0x8c: 1, 0x8d: 8, // BINSTRING, BINUNICODE, SHORT_BINSTRING, SHORT_BINUNICODE, BINUNICODE8
+	0x82: 1, 0x83: 2, 0x84: 4, // EXT1, EXT2, EXT4
+}
+
 // errTruncated is returned for a pickle that ends inside an opcode.
 var errTruncated = errors.New("the pickle ends early (truncated file?)")
 
@@ -176,7 +186,7 @@ func (u *unpickler) stepValue(op byte) error {
 	case 'c', 0x93, 'R', 0x81, 0x92, 'o', 'i', 'b', 'P', 'Q':
 		return u.callOp(op)
 	case 0x82, 0x83, 0x84: // EXT1, EXT2, EXT4
-		n := map[byte]int{0x82: 1, 0x83: 2, 0x84: 4}[op]
+		n := argBytes[op]
 		code, err := u.uint(n)
 		if err != nil {
 			return err
@@ -290,13 +300,13 @@ func (u *unpickler) pushInt(op byte) error {
 		}
 		return u.push(int64(int32(uint32(x))))
 	case 'K', 'M': // BININT1, BININT2
-		x, err := u.uint(map[byte]int{'K': 1, 'M': 2}[op])
+		x, err := u.uint(argBytes[op])
 		if err != nil {
 			return err
 		}
 		return u.push(int64(x))
 	case 0x8a, 0x8b: // LONG1, LONG4
-		n, err := u.length(map[byte]int{0x8a: 1, 0x8b: 4}[op])
+		n, err := u.length(argBytes[op])
 		if err != nil {
 			return err
 		}
@@ -388,12 +398,8 @@ func (u *unpickler) pushString(op byte) error {
 			return err
 		}
 		return u.push(s)
-	case 'T', 'X':
-		b, err = u.lengthBytes(4)
-	case 'U', 0x8c:
-		b, err = u.lengthBytes(1)
-	case 0x8d:
-		b, err = u.lengthBytes(8)
+	default:
+		b, err = u.lengthBytes(argBytes[op])
 	}
 	if err != nil {
 		return err
@@ -403,7 +409,7 @@ func (u *unpickler) pushString(op byte) error {
 
 // pushBytes runs the bytes opcodes.
 func (u *unpickler) pushBytes(op byte) error {
-	n := map[byte]int{'B': 4, 'C': 1, 0x8e: 8, 0x96: 8}[op]
+	n := argBytes[op]
 	b, err := u.lengthBytes(n)
 	if err != nil {
 		return err
