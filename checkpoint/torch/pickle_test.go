@@ -202,6 +202,7 @@ func TestMalformed(t *testing.T) {
 		{"no mark", "t.", "no MARK"},
 		{"odd dict", "(K\x01d.", "not key-value pairs"},
 		{"unhashable key", "}]K\x01s.", "dict key of type list"},
+		{"long key", "}" + uni(strings.Repeat("k", maxKeyLen+1)) + "K\x01s.", "longer than 1024"},
 		{"append to dict", "}K\x01a.", "only lists"},
 		{"setitem on list", "]K\x01K\x02s.", "only dicts"},
 		{"set", "\x8f.", "sets are not supported"},

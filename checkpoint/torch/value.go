@@ -80,6 +80,10 @@ func (d *Dict) set(key, value any) error {
 	return nil
 }
 
+// maxKeyLen bounds a str or bytes dict key, so that a pickle cannot make
+// every SETITEM hash a huge string it stored once (state dict keys are short).
+const maxKeyLen = 1 << 10
+
 // hashKey is the identity of a dict key: equal for keys Python finds equal
 // (1 == True, 2 == 2.0), among the key types this package accepts.
 func hashKey(key any) (string, error) {
@@ -87,8 +91,14 @@ func hashKey(key any) (string, error) {
 	case nil:
 		return "n", nil
 	case string:
+		if len(k) > maxKeyLen {
+			return "", fmt.Errorf("a dict key of %d bytes is longer than %d", len(k), maxKeyLen)
+		}
 		return "s" + k, nil
 	case []byte:
+		if len(k) > maxKeyLen {
+			return "", fmt.Errorf("a dict key of %d bytes is longer than %d", len(k), maxKeyLen)
+		}
 		return "b" + string(k), nil
 	case bool:
 		if k {

@@ -12,7 +12,7 @@ import (
 
 // maxPickle bounds the size of data.pkl (a state dict's pickle is a few
 // hundred bytes per tensor).
-const maxPickle = 1 << 30
+const maxPickle = 256 << 20
 
 // maxDeflateRatio is the most deflate can expand its input.
 const maxDeflateRatio = 1032
