@@ -69,7 +69,7 @@ func TestNotStateDicts(t *testing.T) {
 			}
 			p := pthtest.WriteZip(t, dir, tc.name+".pth", "archive", tc.pkl, st, zip.Store)
 			_, err := Open(p)
-			checkOneLine(t, err, p, tc.want)
+			pthtest.CheckOneLine(t, err, p, tc.want)
 		})
 	}
 }

@@ -5,34 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 )
 
 // fixture is a file of testdata/pth, made by scripts/handmade_pth.py.
 func fixture(name string) string { return filepath.Join("..", "..", "testdata", "pth", name) }
-
-// checkOneLine fails unless err is one line naming path and containing
-// every want.
-func checkOneLine(t *testing.T, err error, path string, want ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one containing %q", want)
-	}
-	msg := err.Error()
-	if strings.ContainsAny(msg, "\r\n") {
-		t.Errorf("error is not one line: %q", msg)
-	}
-	if !strings.Contains(msg, strconv.Quote(path)) {
-		t.Errorf("error does not name %q: %s", path, msg)
-	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("error %q does not contain %q", msg, w)
-		}
-	}
-}
 
 // equalDicts fails unless a and b hold the same keys in the same order
 // with equal shapes, dtypes and bytes.
@@ -103,7 +83,7 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(tc.name, tc.data)
 			_, err := Open(p)
-			checkOneLine(t, err, p, tc.want...)
+			pthtest.CheckOneLine(t, err, p, tc.want...)
 		})
 	}
 }

@@ -2,12 +2,13 @@ package torch
 
 import (
 	"encoding/hex"
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"math/big"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 )
 
 // fixture is a file of testdata/pth, made by scripts/handmade_pth.py.
@@ -48,27 +49,6 @@ func pid(key string, numel int) string { return pthtest.Pid("FloatStorage", key,
 // tensorOp is a float tensor of storage key (numel elements).
 func tensorOp(key string, numel, offset int, size, stride []int) string {
 	return pthtest.Tensor("FloatStorage", key, numel, offset, size, stride)
-}
-
-// checkOneLine fails unless err is one line naming path (if given) and
-// containing every want.
-func checkOneLine(t *testing.T, err error, path string, want ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one containing %q", want)
-	}
-	msg := err.Error()
-	if strings.ContainsAny(msg, "\r\n") {
-		t.Errorf("error is not one line: %q", msg)
-	}
-	if path != "" && !strings.Contains(msg, strconv.Quote(path)) {
-		t.Errorf("error does not name %q: %s", path, msg)
-	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("error %q does not contain %q", msg, w)
-		}
-	}
 }
 
 // canon renders a loaded value as scripts/handmade_pth.py's canon renders

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 )
 
 // TestPlainValues: the same plain values pickled by Python with protocols
@@ -83,7 +85,7 @@ func TestRefusals(t *testing.T) {
 			if !errors.Is(err, ErrRefused) {
 				t.Fatalf("error %v does not wrap ErrRefused", err)
 			}
-			checkOneLine(t, err, "", tc.want, ErrRefused.Error())
+			pthtest.CheckOneLine(t, err, "", tc.want, ErrRefused.Error())
 		})
 	}
 }
@@ -108,7 +110,7 @@ func TestMaliciousFixtures(t *testing.T) {
 			if !errors.Is(err, ErrRefused) {
 				t.Fatalf("error %v does not wrap ErrRefused", err)
 			}
-			checkOneLine(t, err, paths[name], "refusing "+want)
+			pthtest.CheckOneLine(t, err, paths[name], "refusing "+want)
 			if _, err := os.Stat("pwned-" + name); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("marker pwned-%s exists (or cannot be checked: %v): the payload ran", name, err)
 			}
@@ -171,7 +173,7 @@ func TestTensorChecks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loads([]byte(tensorOp("0", tc.numel, tc.off, tc.size, tc.stride) + "."))
-			checkOneLine(t, err, "", tc.want)
+			pthtest.CheckOneLine(t, err, "", tc.want)
 		})
 	}
 	// Empty and stride-0 views within bounds are fine.
@@ -217,7 +219,7 @@ func TestMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loads([]byte(tc.pickle))
-			checkOneLine(t, err, "", tc.want)
+			pthtest.CheckOneLine(t, err, "", tc.want)
 		})
 	}
 }

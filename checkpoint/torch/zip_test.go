@@ -87,7 +87,7 @@ func TestZipErrors(t *testing.T) {
 				}
 				return
 			}
-			checkOneLine(t, err, p, tc.want)
+			pthtest.CheckOneLine(t, err, p, tc.want)
 		})
 	}
 	zipOf := func(name string, files map[string]string) string {
@@ -117,7 +117,7 @@ func TestZipErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := zipOf(tc.name, tc.files)
 			_, err := Load(p)
-			checkOneLine(t, err, p, tc.want)
+			pthtest.CheckOneLine(t, err, p, tc.want)
 		})
 	}
 }
@@ -162,11 +162,11 @@ func TestFileErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Load(p)
-			checkOneLine(t, err, p, tc.want)
+			pthtest.CheckOneLine(t, err, p, tc.want)
 		})
 	}
 	if _, err := Load(filepath.Join(dir, "absent.pth")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("absent file: %v", err)
 	}
-	checkOneLine(t, func() error { _, err := Load(dir); return err }(), dir, "not a regular file")
+	pthtest.CheckOneLine(t, func() error { _, err := Load(dir); return err }(), dir, "not a regular file")
 }

@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -111,4 +113,25 @@ func F32(n int) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(i+1)))
 	}
 	return b
+}
+
+// CheckOneLine fails unless err is non-nil, one line, names path (quoted,
+// unless path is "") and contains every want.
+func CheckOneLine(t testing.TB, err error, path string, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one containing %q", want)
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("error is not one line: %q", msg)
+	}
+	if path != "" && !strings.Contains(msg, strconv.Quote(path)) {
+		t.Errorf("error does not name %q: %s", path, msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not contain %q", msg, w)
+		}
+	}
 }
