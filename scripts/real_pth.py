@@ -56,6 +56,9 @@ def main(out):
         "zip-keep-vars": (net.state_dict(keep_vars=True), floats(sd)),
         "zip-views": (views, floats(views)),
         "zip-state-dict-wrapper": ({"state_dict": sd, "epoch": 3, "lr": 1e-4, "name": "x"}, floats(sd)),
+        # float8 and uint16 have no typed storage class: _rebuild_tensor_v3
+        "zip-v3": ({"w": base, "f8": base.to(torch.float8_e4m3fn), "u16": base.to(torch.uint16)},
+                   floats({"w": base})),
     }
     for name, (obj, expected) in list(cases.items()):
         cases[name.replace("zip-", "legacy-")] = (obj, expected)

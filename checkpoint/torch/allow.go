@@ -10,6 +10,7 @@ import (
 var (
 	orderedDict        = global{"collections", "OrderedDict"}
 	rebuildTensorV2    = global{"torch._utils", "_rebuild_tensor_v2"}
+	rebuildTensorV3    = global{"torch._utils", "_rebuild_tensor_v3"}
 	rebuildTensor      = global{"torch._utils", "_rebuild_tensor"}
 	rebuildParam       = global{"torch._utils", "_rebuild_parameter"}
 	rebuildParamState  = global{"torch._utils", "_rebuild_parameter_with_state"}
@@ -26,7 +27,7 @@ var (
 func lookup(module, name string) (any, error) {
 	g := global{module, name}
 	switch g {
-	case orderedDict, rebuildTensorV2, rebuildTensor, rebuildParam, rebuildParamState,
+	case orderedDict, rebuildTensorV2, rebuildTensorV3, rebuildTensor, rebuildParam, rebuildParamState,
 		torchSize, codecsEncode, bytesType, bytesType2, untypedStorage, untypedStorageFull:
 		return g, nil
 	}
@@ -182,7 +183,7 @@ func (u *unpickler) call(fn any, a Tuple) (any, error) {
 			return nil, errors.New("collections.OrderedDict is called with arguments; torch.save never does that")
 		}
 		return &Dict{Ordered: true}, nil
-	case rebuildTensorV2, rebuildTensor:
+	case rebuildTensorV2, rebuildTensorV3, rebuildTensor:
 		return u.rebuildTensor(g, a)
 	case rebuildParam, rebuildParamState:
 		n := 3
@@ -241,12 +242,20 @@ func encodeLatin1(a Tuple) (any, error) {
 	return b, nil
 }
 
+// rebuildArgs are the fewest and most arguments of each rebuild function.
+var rebuildArgs = map[global][2]int{rebuildTensor: {4, 4}, rebuildTensorV2: {6, 7}, rebuildTensorV3: {7, 8}}
+
 // rebuildTensor is torch._utils._rebuild_tensor_v2(storage, storage_offset,
-// size, stride, requires_grad, backward_hooks[, metadata]) and the older
-// _rebuild_tensor(storage, storage_offset, size, stride). The view is
-// checked against the storage's declared size here; its data is read later.
+// size, stride, requires_grad, backward_hooks[, metadata]), the older
+// _rebuild_tensor(storage, storage_offset, size, stride), and
+// _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad,
+// backward_hooks, dtype[, metadata]), which torch writes for element types
+// without a typed storage class: an untyped (byte) storage viewed as dtype.
+// The view is checked against the storage's declared size here; its data
+// is read later.
 func (u *unpickler) rebuildTensor(g global, a Tuple) (any, error) {
-	if g == rebuildTensorV2 && len(a) != 6 && len(a) != 7 || g == rebuildTensor && len(a) != 4 {
+	nargs := rebuildArgs[g]
+	if len(a) < nargs[0] || len(a) > nargs[1] {
 		return nil, fmt.Errorf("%s with %d arguments", g, len(a))
 	}
 	st, ok := a[0].(*storage)
@@ -265,24 +274,31 @@ func (u *unpickler) rebuildTensor(g global, a Tuple) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g == rebuildTensorV2 {
+	dtype, numel := st.dtype, st.numel
+	if g != rebuildTensor {
 		if _, ok := a[4].(bool); !ok {
 			return nil, fmt.Errorf("%s: requires_grad is a %s, not a bool", g, typeName(a[4]))
 		}
 		if _, ok := a[5].(*Dict); !ok {
 			return nil, fmt.Errorf("%s: backward_hooks is a %s, not an OrderedDict", g, typeName(a[5]))
 		}
-		if len(a) == 7 {
-			if err := plainMetadata(a[6]); err != nil {
+		if g == rebuildTensorV3 {
+			if dtype, ok = a[6].(DType); !ok {
+				return nil, fmt.Errorf("%s: dtype is a %s, not a torch.dtype", g, typeName(a[6]))
+			}
+			numel = st.numel * int64(st.dtype.Size()) / int64(dtype.Size())
+		}
+		if len(a) == nargs[1] {
+			if err := plainMetadata(a[nargs[1]-1]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	v, err := newView(st, offset, size, stride)
+	v, err := newView(st, numel, offset, size, stride)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tensor{DType: st.dtype, view: v}
+	t := &Tensor{DType: dtype, view: v}
 	u.tensors = append(u.tensors, t)
 	return t, nil
 }

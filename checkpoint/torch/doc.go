@@ -20,7 +20,8 @@
 // The pickle interpreter is an allow-list. It builds dicts, OrderedDicts,
 // lists, tuples, strings, bytes, integers, floats, None and bools, and
 // tensors through these globals only: torch._utils._rebuild_tensor_v2 (and
-// the older _rebuild_tensor), torch._utils._rebuild_parameter and
+// the older _rebuild_tensor, and _rebuild_tensor_v3, which views an untyped
+// storage's bytes as a dtype given as a global), torch._utils._rebuild_parameter and
 // _rebuild_parameter_with_state (which return the tensor and drop its
 // attributes), the typed storage classes (torch.FloatStorage and the other
 // <Type>Storage names, also under torch.cuda, and torch.UntypedStorage),

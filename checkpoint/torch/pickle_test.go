@@ -132,6 +132,22 @@ func TestAllowed(t *testing.T) {
 			t.Fatalf("got %#v", d)
 		}
 	})
+	t.Run("rebuild_tensor_v3 of an untyped storage", func(t *testing.T) {
+		untyped := "(" + uni("storage") + glob("torch.storage", "UntypedStorage") + uni("0") + uni("cpu") + intOp(12) + "tQ"
+		p := glob("torch._utils", "_rebuild_tensor_v3") + "(" + untyped + intOp(1) + "(K\x02K\x02t(K\x02K\x01t\x89" +
+			glob("collections", "OrderedDict") + ")R" + glob("torch", "float16") + "tR."
+		v, err := loads([]byte(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tn := v.(*Tensor); tn.DType != F16 || fmt.Sprint(tn.Shape) != "[2 2]" || len(tn.Data) != 8 {
+			t.Errorf("tensor %v %v %d bytes", tn.DType, tn.Shape, len(tn.Data))
+		}
+		// 12 bytes hold 6 halves: offset 3 and 2x2 reaches the 7th
+		p = strings.Replace(p, intOp(1), intOp(3), 1)
+		_, err = loads([]byte(p))
+		pthtest.CheckOneLine(t, err, "", "reaches past its storage of 6 elements")
+	})
 	t.Run("parameter and Size", func(t *testing.T) {
 		p := "(" + glob("torch._utils", "_rebuild_parameter") + "(" + tensorOp("0", 6, 0, []int{2, 3}, []int{3, 1}) +
 			"\x88" + glob("collections", "OrderedDict") + ")RtR" +

@@ -20,18 +20,25 @@ const (
 	I8   DType = "I8"
 	U8   DType = "U8"
 	BOOL DType = "BOOL"
+	// Element types with no typed storage class, saved through
+	// torch.UntypedStorage and _rebuild_tensor_v3.
+	F8E4M3 DType = "F8_E4M3"
+	F8E5M2 DType = "F8_E5M2"
+	U16    DType = "U16"
+	U32    DType = "U32"
+	U64    DType = "U64"
 )
 
 // Size is the bytes of one element (0 for an unknown type).
 func (d DType) Size() int {
 	switch d {
-	case F64, I64:
+	case F64, I64, U64:
 		return 8
-	case F32, I32:
+	case F32, I32, U32:
 		return 4
-	case F16, BF16, I16:
+	case F16, BF16, I16, U16:
 		return 2
-	case I8, U8, BOOL:
+	case I8, U8, BOOL, F8E4M3, F8E5M2:
 		return 1
 	}
 	return 0
@@ -62,9 +69,11 @@ var dtypeNames = map[string]DType{
 	"int64": I64, "long": I64,
 	"int32": I32, "int": I32,
 	"int16": I16, "short": I16,
-	"int8":  I8,
-	"uint8": U8,
-	"bool":  BOOL,
+	"int8":   I8,
+	"uint8":  U8,
+	"bool":   BOOL,
+	"uint16": U16, "uint32": U32, "uint64": U64,
+	"float8_e4m3fn": F8E4M3, "float8_e5m2": F8E5M2,
 }
 
 // Tensor is a tensor read from a torch.save file: its element type, shape
@@ -88,7 +97,7 @@ type storage struct {
 	data  []byte // once read
 }
 
-// view is a tensor's place in its storage, in elements.
+// view is a tensor's place in its storage, in the tensor's elements.
 type view struct {
 	st     *storage
 	offset int64
@@ -99,16 +108,16 @@ type view struct {
 // maxDim bounds every declared tensor dimension and stride.
 const maxDim = 1 << 40
 
-// newView checks a tensor's offset, sizes and strides against its
-// storage's declared element count and returns the view. No memory is
+// newView checks a tensor's offset, sizes and strides against numel, its
+// storage's declared size in the tensor's elements, and returns the view. No memory is
 // allocated for the tensor's data here. A tensor never has more elements
 // than its storage (torch.save writes no expanded views of state dicts).
-func newView(st *storage, offset int64, size, stride []int64) (*view, error) {
+func newView(st *storage, numel, offset int64, size, stride []int64) (*view, error) {
 	if len(size) != len(stride) {
 		return nil, fmt.Errorf("tensor has %d sizes but %d strides", len(size), len(stride))
 	}
-	if offset < 0 || offset > st.numel {
-		return nil, fmt.Errorf("tensor offset %d is outside its storage of %d elements", offset, st.numel)
+	if offset < 0 || offset > numel {
+		return nil, fmt.Errorf("tensor offset %d is outside its storage of %d elements", offset, numel)
 	}
 	elems := int64(1)
 	for i := range size {
@@ -124,21 +133,21 @@ func newView(st *storage, offset int64, size, stride []int64) (*view, error) {
 	if elems == 0 {
 		return v, nil
 	}
-	if elems > st.numel {
-		return nil, fmt.Errorf("tensor of size %v has more elements than its storage of %d", size, st.numel)
+	if elems > numel {
+		return nil, fmt.Errorf("tensor of size %v has more elements than its storage of %d", size, numel)
 	}
 	// last is the index of the view's last element; it stays below numel.
 	last := offset
 	for i := range size {
 		if size[i] > 1 && stride[i] > 0 {
-			if last >= st.numel || stride[i] > (st.numel-1-last)/(size[i]-1) {
-				return nil, fmt.Errorf("tensor of size %v, stride %v at offset %d reaches past its storage of %d elements", size, stride, offset, st.numel)
+			if last >= numel || stride[i] > (numel-1-last)/(size[i]-1) {
+				return nil, fmt.Errorf("tensor of size %v, stride %v at offset %d reaches past its storage of %d elements", size, stride, offset, numel)
 			}
 			last += (size[i] - 1) * stride[i]
 		}
 	}
-	if last >= st.numel {
-		return nil, fmt.Errorf("tensor at offset %d is outside its storage of %d elements", offset, st.numel)
+	if last >= numel {
+		return nil, fmt.Errorf("tensor at offset %d is outside its storage of %d elements", offset, numel)
 	}
 	return v, nil
 }
