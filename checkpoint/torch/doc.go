@@ -19,22 +19,23 @@
 //
 // The pickle interpreter is an allow-list. It builds dicts, OrderedDicts,
 // lists, tuples, strings, bytes, integers, floats, None and bools, and
-// tensors through these globals only: torch._utils._rebuild_tensor_v2 (and
-// the older _rebuild_tensor, and _rebuild_tensor_v3, which views an untyped
-// storage's bytes as a dtype given as a global), torch._utils._rebuild_parameter and
-// _rebuild_parameter_with_state (which return the tensor and drop its
-// attributes), the typed storage classes (torch.FloatStorage and the other
-// <Type>Storage names, also under torch.cuda, and torch.UntypedStorage),
-// the torch dtypes as plain values, torch.Size, collections.OrderedDict,
-// and _codecs.encode(str, "latin1") and bytes() (how protocols 0 to 2 spell
-// bytes). Any other global — from the
-// GLOBAL, STACK_GLOBAL or INST opcodes — is refused the moment it is named,
-// before anything is built or called, with an error wrapping [ErrRefused]
-// that names it ("refusing posix.system: ..."). Calls (REDUCE, NEWOBJ,
-// NEWOBJ_EX, OBJ, INST) reach only the allow-listed callables above, BUILD
-// only sets the attributes of an OrderedDict (torch's state dicts carry
-// _metadata; the attributes are dropped), and the extension registry
-// (EXT1/EXT2/EXT4), out-of-band buffers and sets are refused.
+// tensors through these globals only: torch._utils._rebuild_tensor_v2, the
+// older _rebuild_tensor, and _rebuild_tensor_v3 (an untyped storage's bytes
+// viewed as a dtype named by a global, for float8 and the unsigned types);
+// torch._utils._rebuild_parameter and _rebuild_parameter_with_state (which
+// return the tensor and drop its attributes); the typed storage classes
+// (torch.FloatStorage and the other <Type>Storage names, also under
+// torch.cuda, and torch.UntypedStorage); the torch dtypes as plain values;
+// torch.Size; collections.OrderedDict; and _codecs.encode(str, "latin1")
+// and bytes(), how protocols 0 to 2 spell bytes. Any other global, from the
+// GLOBAL, STACK_GLOBAL or INST opcodes, is refused the moment it is named,
+// before anything is called, with an error wrapping [ErrRefused] that names
+// it ("refusing posix.system: ..."). Calls (REDUCE, NEWOBJ, NEWOBJ_EX, OBJ,
+// INST) reach only the allow-listed callables above, each implemented in
+// Go on checked arguments; BUILD only sets the attributes of an OrderedDict
+// (a module's state_dict() carries _metadata; the attributes are dropped);
+// the extension registry (EXT1, EXT2, EXT4), out-of-band buffers and sets
+// are refused.
 //
 // Every size the pickle declares is checked before memory is allocated for
 // it: a storage's element count against the bytes the file holds for it, a
