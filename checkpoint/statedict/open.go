@@ -42,7 +42,9 @@ var commonPrefixes = []string{"module.", "netG."}
 // the same prefix removal.
 //
 // The Dict holds the F32, F16 and BF16 tensors, in the file's order; other
-// entries are left out ([OpenWithSkipped] lists them). A file whose state
+// entries are left out ([OpenWithSkipped] lists them). Tensors that viewed
+// one storage of a torch.save file may share their Data: treat it as
+// read-only. A file whose state
 // dict is not a dict with string keys, or holds no such tensor, is an error.
 // Every error is one line naming the file.
 func Open(path string) (*Dict, error) {
