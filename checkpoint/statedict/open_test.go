@@ -104,32 +104,35 @@ func corruptStorage(t *testing.T, b []byte) []byte {
 	return c
 }
 
-// TestRealTorchFiles: with VSR_PTH_DIR set to a folder written by
-// scripts/real_pth.py on a host with PyTorch, every NAME.pth there reads as
-// NAME.expected.safetensors does.
+// TestRealTorchFiles: every NAME.pth written by PyTorch itself
+// (scripts/real_pth.py: testdata/pth/torch2.11, and the folder VSR_PTH_DIR
+// names, if set) reads as NAME.expected.safetensors, which PyTorch wrote
+// from the same tensors.
 func TestRealTorchFiles(t *testing.T) {
-	dir := os.Getenv("VSR_PTH_DIR")
-	if dir == "" {
-		t.Skip("VSR_PTH_DIR is not set (see scripts/real_pth.py)")
+	dirs := []string{fixture("torch2.11")}
+	if dir := os.Getenv("VSR_PTH_DIR"); dir != "" {
+		dirs = append(dirs, dir)
 	}
-	paths, err := filepath.Glob(filepath.Join(dir, "*.pth"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no .pth files in %s: %v", dir, err)
-	}
-	for _, p := range paths {
-		t.Run(filepath.Base(p), func(t *testing.T) {
-			want, err := Open(strings.TrimSuffix(p, ".pth") + ".expected.safetensors")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// safetensors orders its tensors by dtype and name
-			slices.Sort(got.Keys)
-			slices.Sort(want.Keys)
-			equalDicts(t, got, want)
-		})
+	for _, dir := range dirs {
+		paths, err := filepath.Glob(filepath.Join(dir, "*.pth"))
+		if err != nil || len(paths) == 0 {
+			t.Fatalf("no .pth files in %s: %v", dir, err)
+		}
+		for _, p := range paths {
+			t.Run(filepath.Base(p), func(t *testing.T) {
+				want, err := Open(strings.TrimSuffix(p, ".pth") + ".expected.safetensors")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// safetensors orders its tensors by dtype and name
+				slices.Sort(got.Keys)
+				slices.Sort(want.Keys)
+				equalDicts(t, got, want)
+			})
+		}
 	}
 }

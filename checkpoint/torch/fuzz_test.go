@@ -9,11 +9,14 @@ import (
 	"testing"
 )
 
-// fixtureFiles are the contents of every hand-made fixture.
+// fixtureFiles are the contents of every hand-made fixture and of the
+// files PyTorch wrote (testdata/pth/torch2.11).
 func fixtureFiles(f *testing.F) [][]byte {
-	paths, err := filepath.Glob(fixture(f, "handmade-*"))
-	if err != nil || len(paths) == 0 {
-		f.Fatalf("no fixtures: %v", err)
+	hand, err1 := filepath.Glob(fixture(f, "handmade-*"))
+	real, err2 := filepath.Glob(fixture(f, "torch2.11/*.pth"))
+	paths := append(hand, real...)
+	if err1 != nil || err2 != nil || len(hand) == 0 || len(real) == 0 {
+		f.Fatalf("no fixtures: %v %v", err1, err2)
 	}
 	var out [][]byte
 	for _, p := range paths {
@@ -51,7 +54,8 @@ func FuzzPickle(f *testing.F) {
 }
 
 // FuzzRead: reading a file never panics, whatever its bytes. Seeds: every
-// hand-made fixture (zip, legacy, big-endian, malicious, safetensors).
+// hand-made fixture (zip, legacy, big-endian, malicious, safetensors) and
+// the files PyTorch wrote.
 func FuzzRead(f *testing.F) {
 	for _, b := range fixtureFiles(f) {
 		f.Add(b)
