@@ -13,9 +13,9 @@ import (
 // files PyTorch wrote (testdata/pth/torch2.11).
 func fixtureFiles(f *testing.F) [][]byte {
 	hand, err1 := filepath.Glob(fixture(f, "handmade-*"))
-	real, err2 := filepath.Glob(fixture(f, "torch2.11/*.pth"))
-	paths := append(hand, real...)
-	if err1 != nil || err2 != nil || len(hand) == 0 || len(real) == 0 {
+	saved, err2 := filepath.Glob(fixture(f, "torch2.11/*.pth"))
+	paths := append(hand, saved...)
+	if err1 != nil || err2 != nil || len(hand) == 0 || len(saved) == 0 {
 		f.Fatalf("no fixtures: %v %v", err1, err2)
 	}
 	var out [][]byte
