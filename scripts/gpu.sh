@@ -199,7 +199,7 @@ check() {
 	mkdir $t/in && cp $t/p.png $t/in/a.png && ffmpeg -v error -i $clip -frames:v 20 $t/in/v.mp4
 	$V restore $t/in -o $t/out -f jpg --device cuda --progress none && echo "folder: $(ls $t/out)"
 	$V restore $clip -o $t/seg.mkv --device cuda --model $t/sw --progress none --frames 50 --segments 8 && echo "swiftvr, 8 segments: ok"
-	ls -a $t | grep vsr- && echo "temporaries left" || echo "no temporaries"
+	ls -A $t | grep "^\." && echo "temporaries left (hidden files)" || echo "no temporaries"
 	$V restore $clip -o $t/x.mp4 --device 'cuda:0?dtype=bf16&bogus=1' --frames 8 2>&1 | tail -1
 	rm -rf $t
 }
