@@ -308,23 +308,15 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 			return nil, err
 		}
 		w.Remove()
-		if rj, err = openResume(&req, info, enc, parts, total, cps); err != nil {
+		var load model.Resumer
+		if cps != nil {
+			load = rsm
+		}
+		if rj, from, err = openResume(&req, info, enc, parts, total, cps, load); err != nil {
 			return nil, err
 		}
 		if skip = rj.done(); skip > 0 {
 			resumed = parts[skip-1].start + parts[skip-1].count
-		}
-		cp, state, ok, err := rj.resumeAt(cps)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			err := rsm.LoadState(state)
-			state.Close()
-			if err != nil {
-				return nil, fmt.Errorf("resume: loading the model's state saved at frame %d: %v; run again with --no-resume to start over", cp.out, err)
-			}
-			from = cp
 		}
 	} else if len(parts) > 1 && !req.Discard {
 		var err error
