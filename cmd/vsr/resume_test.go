@@ -186,6 +186,18 @@ func frameLines(md5 string, s string) int {
 // vsr's stderr; finished is true when vsr ended before (nothing to stop).
 func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig os.Signal) (frames int, stderr string, finished bool) {
 	t.Helper()
+	j, stderr, finished := stopWhen(t, bin, args, out, func(j *journal.Journal) bool { return len(j.Parts) >= parts }, sig)
+	if j != nil {
+		frames = int(j.Done())
+	}
+	return frames, stderr, finished
+}
+
+// stopWhen runs bin with args until the journal of out satisfies when,
+// then sends it sig, and returns the journal a rerun finds (nil: none) and
+// vsr's stderr; finished is true when vsr ended before (nothing to stop).
+func stopWhen(t *testing.T, bin string, args []string, out string, when func(*journal.Journal) bool, sig os.Signal) (j *journal.Journal, stderr string, finished bool) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var eb strings.Builder
 	cmd.Stderr = &eb
@@ -201,32 +213,30 @@ func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig 
 			if err != nil {
 				t.Fatalf("vsr %v ended before it was stopped: %v\n%s", args, err, eb.String())
 			}
-			return 0, eb.String(), true
+			return nil, eb.String(), true
 		default:
 		}
-		if n, _ := journalParts(jdir); n >= parts {
+		if j := readJournal(jdir); j != nil && when(j) {
 			cmd.Process.Signal(sig)
 			<-exited
-			_, frames = journalParts(jdir) // what a rerun finds
-			return frames, eb.String(), false
+			return readJournal(jdir), eb.String(), false // what a rerun finds
 		}
-		time.Sleep(time.Millisecond) // polls the journal: the stop lands after part N is recorded
+		time.Sleep(time.Millisecond) // polls the journal: the stop lands right after what when waits for is recorded
 	}
 }
 
-// journalParts reads the journal in jdir: its parts and frames done (0, 0
-// when there is none yet).
-func journalParts(jdir string) (parts, frames int) {
+// readJournal reads the journal in jdir: nil when there is none yet.
+func readJournal(jdir string) *journal.Journal {
 	s, err := journal.Open(jdir)
 	if err != nil {
-		return 0, 0
+		return nil
 	}
 	defer s.Close()
 	l, err := s.Load(journal.LoadOptions{})
 	if err != nil {
-		return 0, 0
+		return nil
 	}
-	return len(l.Journal.Parts), int(l.Journal.Done())
+	return l.Journal
 }
 
 // TestResumeKilled: vsr restore killed (SIGKILL, and SIGTERM) at several

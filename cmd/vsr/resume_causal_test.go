@@ -1,0 +1,222 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vsr-dev/vsr/journal"
+	"github.com/vsr-dev/vsr/pipeline"
+)
+
+// checkpointFrames are the output frames of the checkpoints a causal
+// model's journal plans (its "checkpoints" setting, batch:in:out each).
+func checkpointFrames(t *testing.T, j *journal.Journal) []int {
+	t.Helper()
+	var outs []int
+	for _, c := range strings.Split(j.Settings.Values["checkpoints"], ",") {
+		f := strings.Split(c, ":")
+		n, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 3 || err != nil {
+			t.Fatalf("journal's checkpoints %q", j.Settings.Values["checkpoints"])
+		}
+		outs = append(outs, n)
+	}
+	return outs
+}
+
+// causalRun is a restore of one clip by a causal model, run by a built
+// vsr: an uninterrupted reference, runs stopped, and their reruns.
+type causalRun struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	in    string
+	flags []string // the model and its settings
+	n     int      // runs made, for unique outputs
+}
+
+func (c *causalRun) args(out string, flags ...string) []string {
+	return append(append([]string{"restore", c.in, "-o", out, "--device", "cpu", "--checkpoint-every", "0.2",
+		"--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none", "--json"}, c.flags...), flags...)
+}
+
+// output names a new output.
+func (c *causalRun) output() string {
+	c.n++
+	return filepath.Join(c.dir, fmt.Sprintf("out%d.mkv", c.n))
+}
+
+// reference restores the clip uninterrupted with flags and returns the
+// framemd5 of its video and audio.
+func (c *causalRun) reference(flags ...string) string {
+	t := c.t
+	t.Helper()
+	ref := c.output()
+	if out, err := exec.Command(c.bin, c.args(ref, flags...)...).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	md5 := framemd5(t, ref)
+	if v, a := frameLines(md5, "0"), frameLines(md5, "1"); v != 50 || a == 0 {
+		t.Fatalf("reference %v: %d video frames, %d audio", flags, v, a)
+	}
+	return md5
+}
+
+// stop runs the restore into out with flags until when holds of its
+// journal, then sends it sig: it returns the journal a rerun finds, which
+// must hold a state (false: the run ended before).
+func (c *causalRun) stop(out string, when func(*journal.Journal) bool, sig os.Signal, flags ...string) (*journal.Journal, bool) {
+	t := c.t
+	t.Helper()
+	j, stderr, finished := stopWhen(t, c.bin, c.args(out, flags...), out, when, sig)
+	if finished {
+		t.Logf("%v: the run ended before it was stopped", flags)
+		os.Remove(out)
+		return nil, false
+	}
+	if _, err := os.Lstat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output visible after a stopped run: %v", err)
+	}
+	if j == nil || j.State == nil || j.Done() != j.State.Frame {
+		t.Fatalf("the journal after the stop holds no state at its parts' end: %+v", j)
+	}
+	if sig != os.Kill && !strings.Contains(stderr, "run the same command again to resume") {
+		t.Errorf("after %v: stderr %q", sig, stderr)
+	}
+	return j, true
+}
+
+var resumingAt = regexp.MustCompile(`resuming at frame (\d+) of 50`)
+
+// rerun runs the restore into out with flags again and checks its
+// output's frames against want (if set), its frame count, that its
+// stderr says notice and that it resumed at frame from (0: not at all),
+// in --json too; the journal is gone after it.
+func (c *causalRun) rerun(out, want string, from int, notice string, flags ...string) {
+	t := c.t
+	t.Helper()
+	cmd := exec.Command(c.bin, c.args(out, flags...)...)
+	var eb strings.Builder
+	cmd.Stderr = &eb
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rerun %v: %v\n%s", flags, err, eb.String())
+	}
+	stderr := eb.String()
+	m := resumingAt.FindStringSubmatch(stderr)
+	switch {
+	case from == 0 && m != nil:
+		t.Errorf("%v: resumed: %q", flags, stderr)
+	case from > 0 && (m == nil || m[1] != strconv.Itoa(from)):
+		t.Errorf("%v: stderr %q, want resuming at frame %d of 50", flags, stderr, from)
+	}
+	if !strings.Contains(stderr, notice) {
+		t.Errorf("%v: stderr %q, want %q", flags, stderr, notice)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(stdout, &res); err != nil || res["frames"] != 50.0 {
+		t.Errorf("%v: JSON %s: %v", flags, stdout, err)
+	}
+	if got, ok := res["resumed_from_frame"]; (from > 0) != ok || ok && got != float64(from) {
+		t.Errorf("%v: JSON resumed_from_frame %v, want %d", flags, got, from)
+	}
+	md5 := framemd5(t, out)
+	if v := frameLines(md5, "0"); v != 50 {
+		t.Errorf("%v: %d frames, want 50", flags, v)
+	}
+	if want != "" && md5 != want {
+		t.Errorf("%v: resumed at %d: the output's frames differ from an uninterrupted run's", flags, from)
+	}
+	if _, err := os.Lstat(pipeline.JournalDir(out)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("journal directory left: %v", err)
+	}
+}
+
+// TestResumeKilledCausal: vsr restore with the tiny SwiftVR checkpoint and
+// its DiT (chunks of 8 frames; alone, over a device list of two ranks in
+// chunks and in sequence) and with CDA-VSR (a reset every 6 frames),
+// killed right after its first checkpoint is recorded (on a boundary),
+// after a middle one while the part after it is being written (inside the
+// chunks after it) and after its last (in the last chunk), then run again
+// with the same command, resumes at the journal's state, says where (in
+// --json too), and writes an output whose every video and audio frame is
+// that of a run never stopped; no output is visible before the end.
+func TestResumeKilledCausal(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := buildVSR(t, dir)
+	in := filepath.Join(dir, "in.mp4")
+	audioClip(t, in, 24, 16, 50)
+	ck, cda := filepath.Join(dir, "ck"), filepath.Join(dir, "cda.safetensors")
+	for _, s := range [][]string{
+		{"--family", "swiftvr", "--preset", "tiny", "-o", ck},
+		{"--family", "cdavsr", "--scale", "2", "-o", cda},
+	} {
+		if out, err := exec.Command(bin, append([]string{"checkpoint", "synth"}, s...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		every bool // stops at every kind of point; else on a boundary only
+	}{
+		{"swiftvr", []string{"--model", ck, "--clip-len", "8"}, true},
+		{"swiftvr on cpu,cpu", []string{"--model", ck, "--clip-len", "8", "--device", "cpu,cpu"}, false},
+		{"swiftvr on cpu,cpu in sequence", []string{"--model", ck, "--clip-len", "8", "--device", "cpu,cpu", "--parallel", "sequence"}, false},
+		{"cdavsr", []string{"--model", cda, "--reset-every", "6"}, true},
+	} {
+		r := &causalRun{t: t, bin: bin, dir: t.TempDir(), in: in, flags: c.flags}
+		want := r.reference()
+		var cps []int // the checkpoints' frames, from the first journal
+		// On a boundary: as soon as the first checkpoint is recorded.
+		out := r.output()
+		if j, ok := r.stop(out, func(j *journal.Journal) bool {
+			cps = checkpointFrames(t, j)
+			return j.State != nil
+		}, os.Kill); ok {
+			t.Logf("%s, on a boundary: stopped at the state at frame %d (checkpoints %v)", c.name, j.State.Frame, cps)
+			r.rerun(out, want, int(j.Done()), "resuming at frame")
+		}
+		if !c.every {
+			continue
+		}
+		if len(cps) < 3 {
+			t.Fatalf("%s: checkpoints at %v, want 3 at least", c.name, cps)
+		}
+		// Inside a chunk: a middle checkpoint recorded, and the part after
+		// it begun; in the last chunk: the last checkpoint recorded
+		// (stopped by SIGTERM, which keeps the journal too).
+		out = r.output()
+		inside := func(j *journal.Journal) bool {
+			if j.State == nil || j.State.Frame < int64(cps[len(cps)/2]) {
+				return false
+			}
+			fi, err := os.Stat(filepath.Join(pipeline.JournalDir(out), fmt.Sprintf("part%04d.mkv", len(j.Parts))))
+			return err == nil && fi.Size() > 0
+		}
+		last := func(j *journal.Journal) bool { return j.State != nil && j.State.Frame == int64(cps[len(cps)-1]) }
+		for _, p := range []struct {
+			name string
+			when func(j *journal.Journal) bool
+			sig  os.Signal
+		}{{"inside a chunk", inside, os.Kill}, {"in the last chunk", last, syscall.SIGTERM}} {
+			j, ok := r.stop(out, p.when, p.sig)
+			if !ok {
+				continue
+			}
+			t.Logf("%s, %s: stopped at the state at frame %d (checkpoints %v)", c.name, p.name, j.State.Frame, cps)
+			r.rerun(out, want, int(j.Done()), "resuming at frame")
+			out = r.output()
+		}
+	}
+}
