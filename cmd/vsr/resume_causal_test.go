@@ -142,7 +142,8 @@ func (c *causalRun) rerun(out, want string, from int, notice string, flags ...st
 }
 
 // TestResumeKilledCausal: vsr restore with the tiny SwiftVR checkpoint and
-// its DiT (chunks of 8 frames; alone, over a device list of two ranks in
+// its DiT (chunks of 8 frames, --dit-overlap 1 so that the DiT's history
+// crosses each boundary; alone, and over a device list of two ranks in
 // chunks and in sequence) and with CDA-VSR (a reset every 6 frames),
 // killed right after its first checkpoint is recorded (on a boundary),
 // after a middle one while the part after it is being written (inside the
@@ -170,9 +171,9 @@ func TestResumeKilledCausal(t *testing.T) {
 		flags []string
 		every bool // stops at every kind of point; else on a boundary only
 	}{
-		{"swiftvr", []string{"--model", ck, "--clip-len", "8"}, true},
-		{"swiftvr on cpu,cpu", []string{"--model", ck, "--clip-len", "8", "--device", "cpu,cpu"}, false},
-		{"swiftvr on cpu,cpu in sequence", []string{"--model", ck, "--clip-len", "8", "--device", "cpu,cpu", "--parallel", "sequence"}, false},
+		{"swiftvr", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1"}, true},
+		{"swiftvr on cpu,cpu", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--device", "cpu,cpu"}, false},
+		{"swiftvr on cpu,cpu in sequence", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--device", "cpu,cpu", "--parallel", "sequence"}, false},
 		{"cdavsr", []string{"--model", cda, "--reset-every", "6"}, true},
 	} {
 		r := &causalRun{t: t, bin: bin, dir: t.TempDir(), in: in, flags: c.flags}
