@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/journal"
 	"github.com/vsr-dev/vsr/pipeline"
@@ -219,5 +220,76 @@ func TestResumeKilledCausal(t *testing.T) {
 			r.rerun(out, want, int(j.Done()), "resuming at frame")
 			out = r.output()
 		}
+	}
+}
+
+// TestResumeSetAsideCausal: a SwiftVR restore (tiny, with its DiT) killed
+// after a checkpoint and run again resumes from the checkpoint before when
+// its journal is torn, and starts over, saying why, when the input, the
+// model (another synthetic seed), a setting or the devices of its session
+// (a device list of 2 ranks in sequence, then one device: the same
+// batches, another layout of its state) changed since.
+func TestResumeSetAsideCausal(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := buildVSR(t, dir)
+	in := filepath.Join(dir, "in.mp4")
+	audioClip(t, in, 24, 16, 50)
+	ck, ck2 := filepath.Join(dir, "ck"), filepath.Join(dir, "ck2")
+	for _, s := range [][]string{{"-o", ck}, {"--seed", "2", "-o", ck2}} {
+		if out, err := exec.Command(bin, append([]string{"checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny"}, s...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	r := &causalRun{t: t, bin: bin, dir: dir, in: in, flags: []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1"}}
+	want := r.reference()
+	second := func(j *journal.Journal) bool { // the second checkpoint recorded
+		cps := checkpointFrames(t, j)
+		return j.State != nil && len(cps) > 1 && j.State.Frame >= int64(cps[1])
+	}
+
+	// A torn journal.json: the one before it names the state before.
+	out := r.output()
+	if _, ok := r.stop(out, second, os.Kill); ok {
+		jdir := pipeline.JournalDir(out)
+		if err := os.WriteFile(filepath.Join(jdir, journal.FileName), []byte(`{"format":"vsr-journal","sha`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		prev := readJournal(jdir)
+		if prev == nil || prev.State == nil || prev.State.Frame == 0 {
+			t.Fatalf("the journal before holds no state: %+v", prev)
+		}
+		r.rerun(out, want, int(prev.State.Frame), "took the previous checkpoint")
+	}
+
+	for _, c := range []struct {
+		name          string
+		before, after []string // flags of the run stopped and of the rerun
+		change        func()
+		notice        string
+	}{
+		{"input", nil, nil, func() {
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(in, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}, "journal set aside: the input changed (modified"},
+		{"model", nil, []string{"--model", ck2}, nil, "journal set aside: the model changed"},
+		{"setting", nil, []string{"--dit-overlap", "2"}, nil, `journal set aside: the settings changed (setting:params`},
+		{"devices", []string{"--device", "cpu,cpu", "--parallel", "sequence"}, []string{"--device", "cpu", "--parallel", "sequence"}, nil,
+			`journal set aside: the settings changed (setting:devices "2" -> "1")`},
+	} {
+		out := r.output()
+		if _, ok := r.stop(out, second, os.Kill, c.before...); !ok {
+			continue
+		}
+		if c.change != nil {
+			c.change()
+		}
+		w := ""
+		if c.after == nil { // the same settings: the same frames
+			w = want
+		}
+		r.rerun(out, w, 0, c.notice, c.after...)
 	}
 }
