@@ -301,3 +301,27 @@ func TestResumeCausal(t *testing.T) {
 		refuse = false
 	}
 }
+
+// TestResumeCausalNoCheckpoint: a causal engine that can save its state
+// after no batch of the video (CDA-VSR with no forced reset after the
+// first frame) keeps no journal, though its output goes to two encoders:
+// there would be nothing to resume from.
+func TestResumeCausalNoCheckpoint(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mkv")
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-t", "3", "-c:v", "libx264", in)
+	info := probeWith(t, in)
+	t.Cleanup(func() { journaled = nil })
+	journaled = func(j *journal.Journal) error { return fmt.Errorf("journaled %d parts", len(j.Parts)) }
+	out := filepath.Join(dir, "out.mkv")
+	// Chunks of 40 frames: one batch, no checkpoint.
+	res, err := Restore(context.Background(), Request{Input: info.Path, Output: out, Engine: &causalEngine{chunk: 40, lag: 3}, Info: info,
+		Segments: 2, CheckpointEvery: 0.5, Encode: video.EncodeOptions{Codec: "ffv1"}, Resume: &Resume{Model: "causal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Frames != 30 {
+		t.Errorf("%d frames", res.Frames)
+	}
+}

@@ -253,10 +253,12 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 	resumable := req.Resume != nil && !req.Discard && times == nil && req.Encode.AlphaFrom == nil && (plan == nil || rsm != nil)
 	if resumable {
 		var ps []part
-		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 {
+		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 && (plan == nil || len(cps) > 0) {
 			parts = ps
 		} else {
-			resumable, cps = false, nil // one part: nothing worth a journal
+			// One part, or a causal engine that can save its state
+			// after no batch: nothing a rerun could resume from.
+			resumable, cps = false, nil
 		}
 	}
 

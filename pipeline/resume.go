@@ -30,9 +30,10 @@ import (
 // every frame before the boundary is in recorded parts, and a rerun loads
 // it into the new session and goes on from there (a state the engine
 // refuses sets the journal aside, with a notice). Resume is ignored for a
-// Planner without it, for an output that keeps variable frame times or
-// takes its alpha from the input, and for an output of one part (a video
-// shorter than CheckpointEvery restored in one segment). An error in the
+// Planner without it or whose state can be saved after no batch of the
+// video, for an output that keeps variable frame times or takes its alpha
+// from the input, and for an output of one part (a video shorter than
+// CheckpointEvery restored in one segment). An error in the
 // input itself (its decoder fails, it ends early) discards the journal;
 // any other error, and a cancellation, keeps it.
 type Resume struct {
