@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -302,5 +306,87 @@ func TestResumeSetAsideCausal(t *testing.T) {
 			w = want
 		}
 		r.rerun(out, w, 0, c.notice, c.after...)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer written and read from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLiveNoJournal: a live stream is not resumable (its source cannot be
+// replayed): SwiftVR, which can save its state, restoring a stream from
+// stdin into a file with --checkpoint-every keeps no journal beside it,
+// while its frames come out and after the end.
+func TestLiveNoJournal(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, err := vsr(t, "checkpoint", "synth", "--family", "swiftvr", "--preset", "tiny", "-o", ck); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src.ts")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=24:duration=2", "-c:v", "libx264", "-f", "mpegts", src)
+	in, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "live.mkv")
+	pr, pw := io.Pipe()
+	var stdout, stderr lockedBuffer
+	root := newRoot()
+	root.SetArgs([]string{"restore", "-", "-o", out, "--model", ck, "--clip-len", "8", "--device", "cpu", "--checkpoint-every", "0.1",
+		"--json", "--stats-every", "20ms", "--idle-timeout", "0", "--progress", "none"})
+	root.SetIn(pr)
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(context.Background()) }()
+	go func() { pw.Write(in) }() // the whole stream, left open: the run waits for more
+	journals := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, ".*.vsr-journal"))
+		return m
+	}
+	deadline := time.After(2 * time.Minute)
+	for n := 0; n < 24; {
+		select {
+		case err := <-done:
+			t.Fatalf("the live run ended with its source open: %v\n%s", err, stderr.String())
+		case <-deadline:
+			t.Fatalf("no frames out: %s\n%s", stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond): // polls the statistics
+		}
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			var s pipeline.LiveStats
+			if json.Unmarshal([]byte(l), &s) == nil {
+				n = max(n, s.OutFrames)
+			}
+		}
+	}
+	if j := journals(); len(j) > 0 {
+		t.Errorf("a live stream's journal, mid-stream: %v", j)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if j := journals(); len(j) > 0 {
+		t.Errorf("a live stream's journal, at the end: %v", j)
+	}
+	if i := probe(t, out); i.Frames != 48 {
+		t.Errorf("%d frames, want 48", i.Frames)
 	}
 }
