@@ -310,11 +310,7 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 			return nil, err
 		}
 		w.Remove()
-		var load model.Resumer
-		if cps != nil {
-			load = rsm
-		}
-		if rj, from, err = openResume(&req, info, enc, parts, total, cps, load); err != nil {
+		if rj, from, err = openResume(&req, info, enc, parts, total, cps, rsm); err != nil {
 			return nil, err
 		}
 		if skip = rj.done(); skip > 0 {

@@ -109,13 +109,12 @@ func stateFile(n int) string { return fmt.Sprintf("state-%04d.bin", n) }
 
 // openResume opens (making it if need be) the journal of req's output for
 // the part plan parts, and returns it with the parts already finished
-// (done). For a causal engine rsm, cps are its checkpoints: the parts kept
-// are those before the journal's state, which is loaded into rsm, and from
-// is its checkpoint (the zero checkpoint when the run starts from frame 0:
-// then done is 0). A state that
-// rsm refuses (one of another shape: settings that the journal's do not
-// tell apart, such as memory that chose other bands) sets the journal
-// aside, as a changed setting does.
+// (done). For a causal engine rsm (nil for one without state), cps are
+// its checkpoints: the parts kept are those before the journal's state,
+// which is loaded into rsm, and from is its checkpoint (the zero
+// checkpoint when the run starts from frame 0: then done is 0). A state
+// that rsm refuses (one of another shape: settings that the journal's do
+// not tell apart) sets the journal aside, as a changed setting does.
 func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int, cps []checkpoint, rsm model.Resumer) (r *resumer, from checkpoint, err error) {
 	r, err = openJournal(req, info, enc, parts, total, cps)
 	if err != nil {
