@@ -151,7 +151,8 @@ func (c *causalRun) rerun(out, want string, from int, notice string, flags ...st
 // TestResumeKilledCausal: vsr restore with the tiny SwiftVR checkpoint and
 // its DiT (chunks of 8 frames, --dit-overlap 1 so that the DiT's history
 // crosses each boundary; alone, and over a device list of two ranks in
-// chunks and in sequence) and with CDA-VSR (a reset every 6 frames),
+// chunks and in sequence) and with CDA-VSR (a reset every 6 frames and at
+// each key frame, every 7),
 // killed right after its first checkpoint is recorded (on a boundary),
 // after a middle one while the part after it is being written (inside the
 // chunks after it) and after its last (in the last chunk), then run again
@@ -162,8 +163,11 @@ func TestResumeKilledCausal(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
 	bin := buildVSR(t, dir)
+	// 50 frames with a tone, a key frame every 7 (CDA-VSR's recurrence
+	// restarts at each, as at every --reset-every).
 	in := filepath.Join(dir, "in.mp4")
-	audioClip(t, in, 24, 16, 50)
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=24x16:rate=25", "-f", "lavfi", "-i", "sine=f=440:sample_rate=48000",
+		"-t", "2", "-c:v", "libx264", "-g", "7", "-pix_fmt", "yuv420p", "-c:a", "aac", in)
 	ck, cda := filepath.Join(dir, "ck"), filepath.Join(dir, "cda.safetensors")
 	for _, s := range [][]string{
 		{"--family", "swiftvr", "--preset", "tiny", "-o", ck},
