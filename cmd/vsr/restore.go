@@ -340,7 +340,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	})
 	prog.finish(err == nil)
 	if err != nil {
-		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil {
+		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil && resume != nil {
 			again := "the same command again"
 			if output != f.output && !f.skip && !f.overwrite { // a folder's file: the outputs finished are in the way
 				again += " with --skip-existing"
