@@ -150,8 +150,8 @@ func (c *causalRun) rerun(out, want string, from int, notice string, flags ...st
 
 // TestResumeKilledCausal: vsr restore with the tiny SwiftVR checkpoint and
 // its DiT (chunks of 8 frames, --dit-overlap 1 so that the DiT's history
-// crosses each boundary; alone, and over a device list of two ranks in
-// chunks and in sequence) and with CDA-VSR (a reset every 6 frames and at
+// crosses each boundary; alone, in 2 bands (--reae-bands), and over a
+// device list of two ranks in chunks and in sequence) and with CDA-VSR (a reset every 6 frames and at
 // each key frame, every 7),
 // killed right after its first checkpoint is recorded (on a boundary),
 // after a middle one while the part after it is being written (inside the
@@ -183,6 +183,7 @@ func TestResumeKilledCausal(t *testing.T) {
 		every bool // stops at every kind of point; else on a boundary only
 	}{
 		{"swiftvr", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1"}, true},
+		{"swiftvr in 2 bands", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--reae-bands", "2"}, false},
 		{"swiftvr on cpu,cpu", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--device", "cpu,cpu"}, false},
 		{"swiftvr on cpu,cpu in sequence", []string{"--model", ck, "--clip-len", "8", "--dit-overlap", "1", "--device", "cpu,cpu", "--parallel", "sequence"}, false},
 		{"cdavsr", []string{"--model", cda, "--reset-every", "6"}, true},
