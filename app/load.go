@@ -220,7 +220,8 @@ type Job struct {
 	// Resume, if set, makes the job resumable (pipeline.Request.Resume)
 	// where the session can resume (see resumable); Run fills in its model
 	// hash and the settings that change the output (the model, its
-	// parameters, the batch size and the device).
+	// parameters, the batch size and the device; for a model that runs a
+	// video on several devices at once, how many).
 	Resume *pipeline.Resume
 	// CheckpointEvery is the seconds of video per part of a resumable job
 	// (pipeline.Request.CheckpointEvery; 0: the default).
@@ -309,6 +310,11 @@ func (l *Loaded) Run(ctx context.Context, job Job) (*pipeline.Result, error) {
 			device = g.DeviceName() + " " + g.StorageType()
 		}
 		r.Settings = map[string]string{"model": l.Model.Name(), "params": string(params), "batch": strconv.Itoa(batch), "device": device}
+		if _, grouped := l.Model.(model.Grouped); grouped {
+			// The devices of one video's session make its batches and
+			// the layout of its state.
+			r.Settings["devices"] = strconv.Itoa(len(l.All()))
+		}
 		for k, v := range job.Resume.Settings {
 			r.Settings[k] = v
 		}

@@ -275,7 +275,9 @@ type Streamer interface {
 // Start takes batch i+1 of the same plan (the caller decodes from the
 // input frame after batch i). The state is opaque to the caller, read back
 // only by the same build of the same model (the journal's model hash
-// covers both); LoadState refuses a state it cannot read with an error.
+// covers both); LoadState refuses a state it cannot read, or one of a
+// session of another shape, with an error, and leaves the session new: the
+// caller then sets the journal aside and starts from the first batch.
 type Resumer interface {
 	Checkpoint(total, i int) (out int, ok bool)
 	SaveState(w io.Writer) error

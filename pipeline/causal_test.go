@@ -34,7 +34,8 @@ type causalEngine struct {
 	acc        []byte   // the sum of the frames taken, byte by byte
 	held       [][]byte // output frames held back by the lag
 	started    *int     // counts the chunks started, if set
-	loads      int      // LoadState calls
+	loads      int      // states loaded
+	refuse     bool     // LoadState refuses every state, as one of another shape
 }
 
 type causalBatch struct {
@@ -117,6 +118,9 @@ func (e *causalEngine) SaveState(w io.Writer) error {
 }
 
 func (e *causalEngine) LoadState(r io.Reader) error {
+	if e.refuse {
+		return errors.New("a state of another shape")
+	}
 	e.loads++
 	magic := make([]byte, len(causalMagic))
 	var hdr [3]uint32
@@ -151,8 +155,9 @@ var _ model.Resumer = (*causalEngine)(nil)
 // in one segment and in two (its output spread over two encoders), resumes
 // from the state saved there, runs only the chunks after it, and writes an
 // output whose frames and audio are those of a run never stopped; a torn
-// journal resumes from the checkpoint before, a damaged state file sets the
-// journal aside, and either way the output is the same.
+// journal resumes from the checkpoint before, a damaged state file and a
+// state the engine refuses set the journal aside, and either way the
+// output is the same.
 func TestResumeCausal(t *testing.T) {
 	needTools(t)
 	dir := t.TempDir()
@@ -183,7 +188,10 @@ func TestResumeCausal(t *testing.T) {
 	framemd5 := func(path string) string {
 		return string(runTool(t, "ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0", "-f", "framemd5", "-"))
 	}
-	newEngine := func(started *int) *causalEngine { return &causalEngine{chunk: 4, lag: 3, started: started} }
+	refuse := false // the engines made refuse their states
+	newEngine := func(started *int) *causalEngine {
+		return &causalEngine{chunk: 4, lag: 3, started: started, refuse: refuse}
+	}
 	out := filepath.Join(dir, "out.mkv")
 	jdir := JournalDir(out)
 
@@ -285,5 +293,35 @@ func TestResumeCausal(t *testing.T) {
 			t.Fatal(err)
 		}
 		resume(segments, want, 0, "journal set aside: it holds no usable state")
+		// A state the engine refuses (of another shape: settings the
+		// journal does not tell apart): set aside, and a fresh start.
+		stop(segments, cps[1])
+		refuse = true
+		resume(segments, want, 0, "journal set aside: the model cannot resume from its saved state (a state of another shape)")
+		refuse = false
+	}
+}
+
+// TestResumeCausalNoCheckpoint: a causal engine that can save its state
+// after no batch of the video (CDA-VSR with no forced reset after the
+// first frame) keeps no journal, though its output goes to two encoders:
+// there would be nothing to resume from.
+func TestResumeCausalNoCheckpoint(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.mkv")
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc2=s=32x24:r=10", "-t", "3", "-c:v", "libx264", in)
+	info := probeWith(t, in)
+	t.Cleanup(func() { journaled = nil })
+	journaled = func(j *journal.Journal) error { return fmt.Errorf("journaled %d parts", len(j.Parts)) }
+	out := filepath.Join(dir, "out.mkv")
+	// Chunks of 40 frames: one batch, no checkpoint.
+	res, err := Restore(context.Background(), Request{Input: info.Path, Output: out, Engine: &causalEngine{chunk: 40, lag: 3}, Info: info,
+		Segments: 2, CheckpointEvery: 0.5, Encode: video.EncodeOptions{Codec: "ffv1"}, Resume: &Resume{Model: "causal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Frames != 30 {
+		t.Errorf("%d frames", res.Frames)
 	}
 }

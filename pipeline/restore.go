@@ -253,10 +253,12 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 	resumable := req.Resume != nil && !req.Discard && times == nil && req.Encode.AlphaFrom == nil && (plan == nil || rsm != nil)
 	if resumable {
 		var ps []part
-		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 {
+		if ps, cps = resumableParts(total, nseg, partFrames(req.CheckpointEvery, fps.Float()), plan, rsm); len(ps) > 1 && (plan == nil || len(cps) > 0) {
 			parts = ps
 		} else {
-			resumable, cps = false, nil // one part: nothing worth a journal
+			// One part, or a causal engine that can save its state
+			// after no batch: nothing a rerun could resume from.
+			resumable, cps = false, nil
 		}
 	}
 
@@ -308,23 +310,11 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 			return nil, err
 		}
 		w.Remove()
-		if rj, err = openResume(&req, info, enc, parts, total, cps); err != nil {
+		if rj, from, err = openResume(&req, info, enc, parts, total, cps, rsm); err != nil {
 			return nil, err
 		}
 		if skip = rj.done(); skip > 0 {
 			resumed = parts[skip-1].start + parts[skip-1].count
-		}
-		cp, state, ok, err := rj.resumeAt(cps)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			err := rsm.LoadState(state)
-			state.Close()
-			if err != nil {
-				return nil, fmt.Errorf("resume: loading the model's state saved at frame %d: %v; run again with --no-resume to start over", cp.out, err)
-			}
-			from = cp
 		}
 	} else if len(parts) > 1 && !req.Discard {
 		var err error

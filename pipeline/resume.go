@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsr-dev/vsr/internal/flock"
 	"github.com/vsr-dev/vsr/journal"
+	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -27,10 +28,12 @@ import (
 // (a model.Planner) is resumable only if it is a model.Resumer: its state
 // is saved after a batch at each part boundary, into the journal once
 // every frame before the boundary is in recorded parts, and a rerun loads
-// it into the new session and goes on from there. Resume is ignored for a
-// Planner without it, for an output that keeps variable frame times or
-// takes its alpha from the input, and for an output of one part (a video
-// shorter than CheckpointEvery restored in one segment). An error in the
+// it into the new session and goes on from there (a state the engine
+// refuses sets the journal aside, with a notice). Resume is ignored for a
+// Planner without it or whose state can be saved after no batch of the
+// video, for an output that keeps variable frame times or takes its alpha
+// from the input, and for an output of one part (a video shorter than
+// CheckpointEvery restored in one segment). An error in the
 // input itself (its decoder fails, it ends early) discards the journal;
 // any other error, and a cancellation, keeps it.
 type Resume struct {
@@ -86,6 +89,8 @@ type resumer struct {
 	j     *journal.Journal
 	parts []part
 	names []string
+	// notice is Resume.Notice, or does nothing.
+	notice func(string)
 
 	mu      sync.Mutex
 	pending map[int]journal.Part // finished, waiting for those before them
@@ -104,9 +109,36 @@ func stateFile(n int) string { return fmt.Sprintf("state-%04d.bin", n) }
 
 // openResume opens (making it if need be) the journal of req's output for
 // the part plan parts, and returns it with the parts already finished
-// (done). For a causal engine, cps are its checkpoints: the parts kept are
-// those before the journal's state, whose checkpoint resumeAt finds.
-func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int, cps []checkpoint) (*resumer, error) {
+// (done). For a causal engine rsm (nil for one without state), cps are
+// its checkpoints: the parts kept are those before the journal's state,
+// which is loaded into rsm, and from is its checkpoint (the zero
+// checkpoint when the run starts from frame 0: then done is 0). A state
+// that rsm refuses (one of another shape: settings that the journal's do
+// not tell apart) sets the journal aside, as a changed setting does.
+func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int, cps []checkpoint, rsm model.Resumer) (r *resumer, from checkpoint, err error) {
+	r, err = openJournal(req, info, enc, parts, total, cps)
+	if err != nil {
+		return nil, checkpoint{}, err
+	}
+	if rsm != nil {
+		if from, err = r.load(cps, rsm); err != nil {
+			r.notice("journal set aside: the model cannot resume from its saved state (" + err.Error() + ")")
+			from = checkpoint{}
+			if err = r.reset(); err != nil {
+				r.close()
+				return nil, checkpoint{}, err
+			}
+		}
+	}
+	if n := r.j.Done(); n > 0 {
+		r.notice(fmt.Sprintf("resuming at frame %d of %d", n, total))
+	}
+	return r, from, nil
+}
+
+// openJournal is openResume but for the state: it opens the journal and
+// keeps the parts finished before its state.
+func openJournal(req *Request, info *video.Info, enc video.EncodeOptions, parts []part, total int, cps []checkpoint) (*resumer, error) {
 	rs := req.Resume
 	notice := func(s string) {
 		if rs.Notice != nil {
@@ -171,7 +203,7 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	} else if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("journal: %s is not a private directory: remove it", dir)
 	}
-	r := &resumer{dir: dir, parts: parts, pending: map[int]journal.Part{}}
+	r := &resumer{dir: dir, parts: parts, pending: map[int]journal.Part{}, notice: notice}
 	if r.df, err = os.Open(dir); err != nil {
 		return nil, fmt.Errorf("journal: %v", err)
 	}
@@ -224,15 +256,12 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 			r.j.Parts = r.j.Parts[:n-1]
 		}
 		if cps != nil && len(r.j.Parts) > 0 {
-			err = r.keepToState(cps, notice)
+			err = r.keepToState(cps)
 		}
 	}
 	if err != nil {
 		r.close()
 		return nil, err
-	}
-	if n := len(r.j.Parts); n > 0 {
-		notice(fmt.Sprintf("resuming at frame %d of %d", r.j.Done(), total))
 	}
 	return r, nil
 }
@@ -240,7 +269,7 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 // keepToState keeps, for a causal engine with checkpoints cps, the parts
 // up to the journal's state, which must be at one of cps; without a usable
 // state the journal is set aside.
-func (r *resumer) keepToState(cps []checkpoint, notice func(string)) error {
+func (r *resumer) keepToState(cps []checkpoint) error {
 	if s := r.j.State; s != nil && slices.ContainsFunc(cps, func(c checkpoint) bool { return int64(c.out) == s.Frame }) {
 		for len(r.j.Parts) > 0 && r.j.Done() > s.Frame {
 			r.j.Parts = r.j.Parts[:len(r.j.Parts)-1]
@@ -249,25 +278,30 @@ func (r *resumer) keepToState(cps []checkpoint, notice func(string)) error {
 			return nil
 		}
 	}
-	notice("journal set aside: it holds no usable state of the model to resume from")
+	r.notice("journal set aside: it holds no usable state of the model to resume from")
 	return r.reset()
 }
 
-// resumeAt returns the checkpoint of cps the run resumes after (ok false:
-// from the start) and the state saved there.
-func (r *resumer) resumeAt(cps []checkpoint) (cp checkpoint, state *os.File, ok bool, err error) {
+// load loads the journal's state into rsm and returns its checkpoint of
+// cps (the zero checkpoint when there are no parts to resume after); an
+// error when the state cannot be read or rsm refuses it.
+func (r *resumer) load(cps []checkpoint, rsm model.Resumer) (checkpoint, error) {
 	if len(r.j.Parts) == 0 || r.j.State == nil {
-		return checkpoint{}, nil, false, nil
+		return checkpoint{}, nil
 	}
 	i := slices.IndexFunc(cps, func(c checkpoint) bool { return int64(c.out) == r.j.State.Frame })
 	if i < 0 || r.j.Done() != r.j.State.Frame {
-		return checkpoint{}, nil, false, fmt.Errorf("journal: the state at frame %d is at no checkpoint", r.j.State.Frame)
+		return checkpoint{}, fmt.Errorf("the state at frame %d is at no checkpoint", r.j.State.Frame)
 	}
 	f, err := r.store.Root().Open(r.j.State.File)
 	if err != nil {
-		return checkpoint{}, nil, false, fmt.Errorf("journal: %v", err)
+		return checkpoint{}, err
 	}
-	return cps[i], f, true, nil
+	defer f.Close()
+	if err := rsm.LoadState(f); err != nil {
+		return checkpoint{}, err
+	}
+	return cps[i], nil
 }
 
 // reset empties the journal directory.

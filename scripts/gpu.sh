@@ -8,10 +8,13 @@
 #   scripts/gpu.sh pack             (build machine) build and pack into .devbin
 #   scripts/gpu.sh test             (GPU host) run the GPU test binaries
 #   scripts/gpu.sh check            (GPU host) outputs: CPU against GPU, this build against BASE's
+#   scripts/gpu.sh resume           (GPU host) restores killed after a checkpoint and resumed, against
+#                                   uninterrupted runs: SwiftVR tiny (one device, a device list in
+#                                   chunks and in sequence), CDA-VSR
 #   scripts/gpu.sh bench [SUITE...] (GPU host) benchmarks: compact depth x4plus cdavsr swiftvr fp8
-#                                   ranks kernels serve (default: compact depth x4plus cdavsr kernels)
+#                                   ranks kernels serve resume (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
-#   scripts/gpu.sh all              (GPU host) test, check, bench
+#   scripts/gpu.sh all              (GPU host) test, check, resume, bench
 #   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
 #                                   into DIR (default $OUT/pth), for testdata/pth
 #
@@ -32,6 +35,10 @@
 #   OUT      where logs and profiles go (default .devrun/out)
 #   FULL=1   bench swiftvr, fp8, ranks: the full-size synthetic checkpoint (minutes to synthesise)
 #   RATES, SECS, STEADY   live: the rates in frames/s, seconds per stream, seconds before "steady"
+#   RESUME_DEVICE, RESUME_SIZE   resume: the device (default cuda; cpu runs it anywhere, with
+#            cpu,cpu for the device list) and the input's size (default 640x360)
+#   EVERY, ROUNDS   bench resume: the --checkpoint-every values (default "0 60 5 1"; 0 is no
+#            journal) and the rounds over them (default 2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -204,6 +211,95 @@ check() {
 	rm -rf $t
 }
 
+# ---- resume ----
+# jdir OUT: the journal directory of the output OUT (pipeline.JournalDir)
+jdir() { local b; b=$(basename "$1"); echo "$(dirname "$1")/.${b%.*}.vsr-journal"; }
+# stop_at_state OUT INPUT ARGS...: vsr restore INPUT -o OUT ARGS, killed
+# (SIGKILL) as soon as its journal records a state of the model; prints
+# the state's frame and size in bytes ("FRAME SIZE", from the journal a
+# rerun finds), or "finished" when the run ended before
+stop_at_state() {
+	local out=$1 in=$2 j pid
+	shift 2
+	j=$(jdir "$out")
+	"$V" restore "$in" -o "$out" "$@" >/dev/null 2>"$out.stopped.err" &
+	pid=$!
+	while kill -0 $pid 2>/dev/null; do
+		if grep -q '"state":{' "$j/journal.json" 2>/dev/null; then
+			kill -9 $pid
+			wait $pid 2>/dev/null
+			$PY -c 'import json,sys
+s=json.load(open(sys.argv[1]))["body"]["state"]
+print(s["frame"], s["size"])' "$j/journal.json"
+			return
+		fi
+		sleep 0.05
+	done
+	wait $pid
+	echo finished
+}
+resume_check() {
+	local t dev=${RESUME_DEVICE:-cuda} two fail=0
+	two=cuda:0,cuda:0
+	[ "$dev" = cpu ] && two=cpu,cpu
+	t=$(mktemp -d)
+	say "resume on $dev: restores killed (SIGKILL) after a checkpoint and run again: MD5 of the decoded frames (ffv1, gbrp) against an uninterrupted run"
+	$V checkpoint synth --family swiftvr --preset tiny -o $t/sw >/dev/null
+	$V checkpoint synth --family cdavsr --seed 1 -o $t/cda.safetensors >/dev/null
+	ffmpeg -v error -i $clip -frames:v 96 -vf scale=${RESUME_SIZE:-640x360} -c:v ffv1 -c:a copy $t/in.mkv
+	local common="--codec ffv1 --pix-fmt gbrp --progress none --checkpoint-every 0.5"
+	local sw="--model $t/sw --sr-ratio 2 --clip-len 8 --dit-overlap 1"
+	local c name args st from a b cases=(
+		"swiftvr tiny on $dev|--device $dev $sw"
+		"swiftvr tiny on $two, chunks|--device $two $sw"
+		"swiftvr tiny on $two, sequence|--device $two --parallel sequence $sw"
+		"cdavsr on $dev|--device $dev --model $t/cda.safetensors --reset-every 12"
+	)
+	for c in "${cases[@]}"; do
+		name=${c%%|*} args=${c#*|}
+		rm -rf $t/ref.mkv $t/out.mkv "$(jdir $t/out.mkv)"
+		# shellcheck disable=SC2086 # args are words
+		if ! $V restore $t/in.mkv -o $t/ref.mkv $args $common 2>$t/ref.err; then
+			echo "$name: FAIL: the uninterrupted run failed: $(tail -1 $t/ref.err)"
+			fail=1
+			continue
+		fi
+		st=$(stop_at_state $t/out.mkv $t/in.mkv $args $common)
+		if [ "$st" = finished ]; then
+			echo "$name: FAIL: the run ended before its journal recorded a state"
+			fail=1
+			continue
+		fi
+		$V restore $t/in.mkv -o $t/out.mkv $args $common 2>$t/rerun.err || echo "$name: the rerun failed: $(tail -1 $t/rerun.err)"
+		from=$(grep -o 'resuming at frame [0-9]* of [0-9]*' $t/rerun.err)
+		a=$(md5v $t/ref.mkv) b=$(md5v $t/out.mkv 2>/dev/null)
+		case "$from" in
+		"resuming at frame ${st% *} of "*) [ "$a" = "$b" ] ;;
+		*) false ;;
+		esac
+		if [ $? = 0 ]; then
+			echo "$name: ok: killed with a state at frame ${st% *} (${st#* } bytes), $from, $b"
+		else
+			echo "$name: FAIL: killed with a state at frame ${st% *}, rerun said \"$from\", MD5 $b, uninterrupted $a"
+			fail=1
+		fi
+	done
+	rm -rf $t
+	return $fail
+}
+
+# rbench LABEL INPUT ARGS...: one vsr restore INPUT ARGS on cuda (RESUME_DEVICE), encoded,
+# from no journal: its seconds and frames/s
+rbench() {
+	local l=$1 in=$2 o=$OUT/resume-bench.mkv
+	shift 2
+	rm -rf "$(jdir $o)"
+	"$V" restore "$in" -o $o -y --device ${RESUME_DEVICE:-cuda} --progress none --json "$@" 2>"$OUT/bench.err" | $PY -c 'import json,sys
+try: r=json.load(sys.stdin)
+except Exception: print(sys.argv[1]+": failed"); sys.exit()
+print("%s: %.2f s, %.1f frames/s" % (sys.argv[1], r["seconds"], r["fps"]))' "$l" || tail -2 "$OUT/bench.err"
+}
+
 # ---- bench ----
 mean() { # label, then a vsr bench command's --json on stdin
 	$PY -c 'import json,sys
@@ -306,6 +402,18 @@ bench() {
 		serve)
 			serve_smoke
 			;;
+		resume)
+			swck
+			local e enc="--codec libx264 --preset ultrafast --crf 20"
+			say "checkpointing's cost: encoded restores of 361 frames 640x360 -> 2560x1440 journaled every --checkpoint-every seconds of video (0: no journal) in ${ROUNDS:-2} rounds; the compact model, then SwiftVR ($SWCK)"
+			for r in $(seq ${ROUNDS:-2}); do for e in ${EVERY:-0 60 5 1}; do
+				rbench "round $r compact --checkpoint-every $e" $RUNDIR/ref361.mkv --checkpoint-every $e $enc
+				rbench "round $r swiftvr --checkpoint-every $e" $RUNDIR/ref361.mkv --model $SWCK --size 2560x1440 --checkpoint-every $e $enc
+			done; done
+			say "one SwiftVR state at 2560x1440 ($SWCK): frame and bytes"
+			stop_at_state $OUT/resume-state.mkv $RUNDIR/ref361.mkv --device cuda --model $SWCK --size 2560x1440 --checkpoint-every 5 $enc
+			rm -rf $OUT/resume-state.mkv "$(jdir $OUT/resume-state.mkv)"
+			;;
 		*) echo "unknown bench suite $s" ;;
 		esac
 	done
@@ -407,6 +515,7 @@ case $cmd in
 pack) pack ;;
 test) unpack && gputest ;;
 check) unpack && check ;;
+resume) unpack && resume_check ;;
 bench) unpack && bench "$@" ;;
 live) unpack && live "$@" ;;
 golden-pth) golden_pth "$@" ;;
@@ -415,6 +524,7 @@ all)
 	rc=0
 	gputest || rc=1
 	check
+	resume_check || rc=1
 	bench "$@"
 	exit $rc
 	;;

@@ -87,7 +87,10 @@ SIGTERM restores only the parts missing and says "resuming at frame N of
 M" (a model with state from frame to frame resumes where it saved its
 state, if it can: SwiftVR, CDA-VSR). A journal made with another input,
 model or setting is set aside with a notice saying what differs;
---no-resume starts over; an error in the input discards it.`,
+--no-resume starts over; an error in the input discards it.
+--checkpoint-every 0 keeps no journal: the output is written as one part
+per segment, as a run that cannot resume (for measuring what the journal
+costs, or a disk without room for it).`,
 		Example: `  vsr restore in.mp4 -o out.mp4
   vsr restore -i in.mkv -o out.mkv -s 2 --codec libx265 --crf 22 --encoder-opt x265-params=aq-mode=3
   vsr restore in.mp4 -o lossless.mkv --codec ffv1 --pix-fmt gbrp
@@ -134,7 +137,7 @@ model or setting is set aside with a notice saying what differs;
 	fl.StringVar(&f.dtype, "dtype", "auto", dtypeHelp())
 	fl.BoolVar(&f.playlists, "allow-playlists", false, playlistsHelp)
 	fl.StringVar(&f.deinterlace, "deinterlace", "auto", "an interlaced file input (stated, or found by ffmpeg's idet filter): auto (bwdif, one frame per frame), bwdif, yadif, double (one frame per field: twice the frames and rate), off (as it is, with a warning)")
-	fl.Float64Var(&f.checkEvery, "checkpoint-every", pipeline.DefaultCheckpointEvery, "seconds of video per part of the output kept for a resume: a run stopped loses about this much work at most")
+	fl.Float64Var(&f.checkEvery, "checkpoint-every", pipeline.DefaultCheckpointEvery, "seconds of video per part of the output kept for a resume: a run stopped loses about this much work at most; 0: no journal (a run stopped starts over, as with --no-resume; a journal left beside the output stays as it is)")
 	fl.BoolVar(&f.noResume, "no-resume", false, "start over: set aside the journal an interrupted run of the same output left, rather than resume from it")
 	fl.BoolVar(&f.noSubs, "no-subtitles", false, "leave the input's subtitles and attachments (fonts) out of the output")
 	fl.BoolVar(&f.noMeta, "no-metadata", false, "leave the input's title, tags, chapters, stream tags (language, title) and timecode out of the output")
@@ -165,8 +168,8 @@ func runRestore(cmd *cobra.Command, input string, f restoreFlags) error {
 		return fmt.Errorf("--frames %d: want 0 (all) or a positive count", f.frames)
 	case f.batch < 0 || f.batch > 256:
 		return fmt.Errorf("--batch %d: want 0 (automatic) to 256", f.batch)
-	case !(f.checkEvery > 0) || f.checkEvery > 1e6:
-		return fmt.Errorf("--checkpoint-every %g: want seconds of video above 0 (default 60)", f.checkEvery)
+	case !(f.checkEvery >= 0) || f.checkEvery > 1e6:
+		return fmt.Errorf("--checkpoint-every %g: want seconds of video (default 60), or 0 for no journal", f.checkEvery)
 	case f.segments < 0 || f.segments > 64:
 		return fmt.Errorf("--segments %d: want 0 (automatic) to 64", f.segments)
 	}
@@ -322,19 +325,22 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 		total = f.frames
 	}
 	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
+	var resume *pipeline.Resume
+	if f.checkEvery > 0 {
+		resume = &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) }}
+	}
 	res, err := ld.Run(cmd.Context(), app.Job{
 		Input: info.Path, Output: output, Info: info, Params: set,
 		MaxFrames: f.frames, Batch: f.batch, Segments: f.segments, CFR: f.vfr == "cfr",
-		Encode:   enc,
-		Progress: prog.update,
-		Warn:     func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },
-		Resume:   &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) }},
-
+		Encode:          enc,
+		Progress:        prog.update,
+		Warn:            func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", m) },
+		Resume:          resume,
 		CheckpointEvery: f.checkEvery,
 	})
 	prog.finish(err == nil)
 	if err != nil {
-		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil {
+		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil && resume != nil {
 			again := "the same command again"
 			if output != f.output && !f.skip && !f.overwrite { // a folder's file: the outputs finished are in the way
 				again += " with --skip-existing"

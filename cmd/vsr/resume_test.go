@@ -20,8 +20,10 @@ import (
 // TestResumeJournalSetAside: restore in segments finds a journal that is
 // not its own beside the output (another input), sets it aside with a
 // notice saying why, and so does --no-resume with any journal; the
-// journal directory is gone once the output is written. (The resume
-// itself, after an interruption, is pipeline's TestResumeSegments.)
+// journal directory is gone once the output is written. --checkpoint-every
+// 0 keeps no journal: it leaves the one it finds as it is, and a negative
+// value is refused. (The resume itself, after an interruption, is
+// pipeline's TestResumeSegments.)
 func TestResumeJournalSetAside(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -61,6 +63,7 @@ func TestResumeJournalSetAside(t *testing.T) {
 	}{
 		{nil, "journal set aside: the input changed"},
 		{[]string{"--no-resume"}, "journal set aside: --no-resume"},
+		{[]string{"--checkpoint-every", "0"}, ""},
 	} {
 		plant()
 		args := append([]string{"restore", in, "-o", out, "-y", "--device", "cpu", "--segments", "4", "--codec", "libx264", "--preset", "ultrafast", "--progress", "none", "--json"}, c.flags...)
@@ -68,7 +71,7 @@ func TestResumeJournalSetAside(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", c.flags, err, stderr)
 		}
-		if !strings.Contains(stderr, c.notice) {
+		if c.notice == "" && strings.Contains(stderr, "journal") || !strings.Contains(stderr, c.notice) {
 			t.Errorf("%v: stderr %q, want %q", c.flags, stderr, c.notice)
 		}
 		if strings.Contains(stderr, "resuming at frame") {
@@ -81,12 +84,20 @@ func TestResumeJournalSetAside(t *testing.T) {
 		if _, ok := res["resumed_from_frame"]; ok || res["frames"] != 12.0 {
 			t.Errorf("%v: JSON %v", c.flags, res)
 		}
-		if _, err := os.Lstat(jdir); !errors.Is(err, os.ErrNotExist) {
+		if c.notice == "" { // no journal: the one planted stays as it was
+			if _, err := os.Stat(filepath.Join(jdir, journal.FileName)); err != nil {
+				t.Errorf("%v: the journal found: %v", c.flags, err)
+			}
+			os.RemoveAll(jdir)
+		} else if _, err := os.Lstat(jdir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%v: journal directory left: %v", c.flags, err)
 		}
 		if _, err := os.Stat(out); err != nil {
 			t.Error(err)
 		}
+	}
+	if _, err := vsr(t, "restore", in, "-o", out, "-y", "--checkpoint-every", "-1"); err == nil || !strings.Contains(err.Error(), "or 0 for no journal") {
+		t.Errorf("--checkpoint-every -1: %v", err)
 	}
 }
 
@@ -186,6 +197,18 @@ func frameLines(md5 string, s string) int {
 // vsr's stderr; finished is true when vsr ended before (nothing to stop).
 func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig os.Signal) (frames int, stderr string, finished bool) {
 	t.Helper()
+	j, stderr, finished := stopWhen(t, bin, args, out, func(j *journal.Journal) bool { return len(j.Parts) >= parts }, sig)
+	if j != nil {
+		frames = int(j.Done())
+	}
+	return frames, stderr, finished
+}
+
+// stopWhen runs bin with args until the journal of out satisfies when,
+// then sends it sig, and returns the journal a rerun finds (nil: none) and
+// vsr's stderr; finished is true when vsr ended before (nothing to stop).
+func stopWhen(t *testing.T, bin string, args []string, out string, when func(*journal.Journal) bool, sig os.Signal) (j *journal.Journal, stderr string, finished bool) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var eb strings.Builder
 	cmd.Stderr = &eb
@@ -201,32 +224,30 @@ func stopAt(t *testing.T, bin string, args []string, out string, parts int, sig 
 			if err != nil {
 				t.Fatalf("vsr %v ended before it was stopped: %v\n%s", args, err, eb.String())
 			}
-			return 0, eb.String(), true
+			return nil, eb.String(), true
 		default:
 		}
-		if n, _ := journalParts(jdir); n >= parts {
+		if j := readJournal(jdir); j != nil && when(j) {
 			cmd.Process.Signal(sig)
 			<-exited
-			_, frames = journalParts(jdir) // what a rerun finds
-			return frames, eb.String(), false
+			return readJournal(jdir), eb.String(), false // what a rerun finds
 		}
-		time.Sleep(time.Millisecond) // polls the journal: the stop lands after part N is recorded
+		time.Sleep(time.Millisecond) // polls the journal: the stop lands right after what when waits for is recorded
 	}
 }
 
-// journalParts reads the journal in jdir: its parts and frames done (0, 0
-// when there is none yet).
-func journalParts(jdir string) (parts, frames int) {
+// readJournal reads the journal in jdir: nil when there is none yet.
+func readJournal(jdir string) *journal.Journal {
 	s, err := journal.Open(jdir)
 	if err != nil {
-		return 0, 0
+		return nil
 	}
 	defer s.Close()
 	l, err := s.Load(journal.LoadOptions{})
 	if err != nil {
-		return 0, 0
+		return nil
 	}
-	return len(l.Journal.Parts), int(l.Journal.Done())
+	return l.Journal
 }
 
 // TestResumeKilled: vsr restore killed (SIGKILL, and SIGTERM) at several
