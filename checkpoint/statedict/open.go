@@ -200,5 +200,6 @@ func build(path string, entries []entry, metadata map[string]string) (*Dict, []S
 	if len(d.Keys) == 0 {
 		return nil, nil, fmt.Errorf("statedict: %q holds no F32, F16 or BF16 tensors: not a state dict of a model vsr can run", path)
 	}
+	d.Skipped = skipped
 	return d, skipped, nil
 }
