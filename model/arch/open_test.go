@@ -104,3 +104,25 @@ func TestSniffRealCUGANName(t *testing.T) {
 		t.Errorf("%v %+v", ok, info)
 	}
 }
+
+// TestProMarker finds a Real-CUGAN pro model whose "pro" entry is an int
+// (no tensor, so not in the Dict's Keys), and again in the .safetensors
+// file Write makes of it, which cannot hold the int.
+func TestProMarker(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "pth", "cugan_2x_pro.pth")
+	d, err := arch.Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := arch.Detect(d)
+	if err != nil || info.Variant != "pro" || d.Get("pro") != nil {
+		t.Fatalf("%v, variant %q, pro tensor %v: want pro from a non-tensor entry", err, info.Variant, d.Get("pro"))
+	}
+	out := filepath.Join(t.TempDir(), "c.safetensors")
+	if err := arch.Write(out, d, info); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, ok := arch.Sniff(out); !ok || got.Variant != "pro" {
+		t.Errorf("converted: %v %+v, want pro", ok, got)
+	}
+}
