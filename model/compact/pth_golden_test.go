@@ -1,103 +1,36 @@
 package compact
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/model/arch"
-	"github.com/vsr-dev/vsr/tensor/npy"
 )
 
 // The golden fixtures of testdata/pth (README.md there says how they were
 // made): torch.save files of small models with random weights, the input
 // and the output of an independent PyTorch implementation of each
-// architecture.
-
-// pthDir is testdata/pth.
-var pthDir = filepath.Join("..", "..", "testdata", "pth")
-
-// pthCase is one case of testdata/pth/manifest.json: the fields these
-// tests read.
-type pthCase struct {
-	Name  string `json:"name"`
-	Arch  string `json:"arch"`
-	Scale int    `json:"scale"`
-	Files []struct {
-		Path   string `json:"path"`
-		Format string `json:"format"`
-	} `json:"files"`
-	Input       string         `json:"input"`
-	InputShape  []int          `json:"input_shape"`
-	Output      string         `json:"output"`
-	OutputShape []int          `json:"output_shape"`
-	Detect      map[string]any `json:"detect"`
-	TensorElems int64          `json:"tensor_elems"`
-}
-
-// pthCases reads the manifest's cases.
-func pthCases(t *testing.T) []pthCase {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pthDir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Tolerance struct {
-			CPUF32Rel float64 `json:"cpu_f32_rel"`
-		} `json:"tolerance"`
-		Cases []pthCase `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Tolerance.CPUF32Rel != pthTolerance || len(m.Cases) == 0 {
-		t.Fatalf("manifest: tolerance %g, %d cases; want %g and some", m.Tolerance.CPUF32Rel, len(m.Cases), pthTolerance)
-	}
-	return m.Cases
-}
-
-// pthTolerance is the issue's bound for the CPU in float32: the relative
-// error ||out-ref|| / ||ref||.
-const pthTolerance = 1e-5
-
-// nchwToNHWC reorders a (1, c, h, w) array as vsr's (1, h, w, c).
-func nchwToNHWC(v []float32, c, h, w int) []float32 {
-	out := make([]float32, len(v))
-	for ch := range c {
-		for i := range h * w {
-			out[i*c+ch] = v[ch*h*w+i]
-		}
-	}
-	return out
-}
+// architecture (testutil.PthCases reads their manifest).
 
 // pthGolden runs the case's input through the graph model m on b and
 // returns the relative error against the reference output.
-func pthGolden(t *testing.T, b backend.Backend, m model.Model, c pthCase) float64 {
+func pthGolden(t *testing.T, b backend.Backend, m model.Model, c testutil.PthCase) float64 {
 	t.Helper()
 	gm, ok := m.(*graphModel)
 	if !ok {
 		t.Fatalf("%s loads as a %T, not a graph", c.Name, m)
 	}
-	in, err := npy.Read(filepath.Join(pthDir, c.Input), c.InputShape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := npy.Read(filepath.Join(pthDir, c.Output), c.OutputShape)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, ref := c.Arrays(t)
 	ic, ih, iw := c.InputShape[1], c.InputShape[2], c.InputShape[3]
 	oc, oh, ow := c.OutputShape[1], c.OutputShape[2], c.OutputShape[3]
-	x, err := b.Upload(backend.Shape{N: 1, H: ih, W: iw, C: ic}, nchwToNHWC(in, ic, ih, iw))
+	x, err := b.Upload(backend.Shape{N: 1, H: ih, W: iw, C: ic}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +47,7 @@ func pthGolden(t *testing.T, b backend.Backend, m model.Model, c pthCase) float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	return relErr(got, nchwToNHWC(ref, oc, oh, ow))
+	return relErr(got, ref)
 }
 
 // loadPth finds the family of path and loads it on b as --model would.
@@ -132,7 +65,7 @@ func loadPth(b backend.Backend, path string) (model.Model, error) {
 // detectFacts compares what detection found in path with the manifest's
 // detect entry: channels, width, depth, growth, pixel unshuffle,
 // activation, Real-CUGAN's pro, and the elements of every tensor.
-func detectFacts(t *testing.T, c pthCase, path string) *arch.Info {
+func detectFacts(t *testing.T, c testutil.PthCase, path string) *arch.Info {
 	t.Helper()
 	info, _, ok := arch.Sniff(path)
 	if !ok {
@@ -189,32 +122,31 @@ func detectFacts(t *testing.T, c pthCase, path string) *arch.Info {
 // reference once its state dict carries act_type=leakyrelu.
 func TestPthGolden(t *testing.T) {
 	b := cpu.New(0)
-	for _, c := range pthCases(t) {
+	for _, c := range testutil.PthCases(t) {
 		for _, f := range c.Files {
 			t.Run(filepath.Base(f.Path), func(t *testing.T) {
-				path := filepath.Join(pthDir, f.Path)
+				path := filepath.Join(testutil.PthDir, f.Path)
 				if c.Detect["act"] == "leakyrelu" {
 					path = leakyCopy(t, path)
 				}
 				info := detectFacts(t, c, path)
 				m, err := loadPth(b, path)
-				switch c.Arch {
-				case "ESRGAN", "SRVGGNetCompact":
+				if c.Runs() {
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer m.Close()
-					if e := pthGolden(t, b, m, c); e > pthTolerance || math.IsNaN(e) {
-						t.Errorf("relative error %.3g against the reference, want <= %g", e, pthTolerance)
+					if e := pthGolden(t, b, m, c); e > testutil.PthTolerance || math.IsNaN(e) {
+						t.Errorf("relative error %.3g against the reference, want <= %g", e, testutil.PthTolerance)
 					}
-				default:
-					if err == nil {
-						m.Close()
-						t.Fatalf("a %s ran", c.Arch)
-					}
-					if want := "recognised; running it needs ops not yet in vsr"; info.Support != arch.NeedsOps || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-						t.Errorf("%v (support %q), want one line saying %q", err, info.Support, want)
-					}
+					return
+				}
+				if err == nil {
+					m.Close()
+					t.Fatalf("a %s ran", c.Arch)
+				}
+				if want := "recognised; running it needs ops not yet in vsr"; info.Support != arch.NeedsOps || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+					t.Errorf("%v (support %q), want one line saying %q", err, info.Support, want)
 				}
 			})
 		}
