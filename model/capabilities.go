@@ -127,9 +127,9 @@ type Grouper interface {
 // Inspect checks, and InspectParams are its options besides the path
 // (flags of the command, each Help naming the family). Inspect returns
 // its report, problems and all, or an error when path is no checkpoint of
-// the family at all (a PyTorch pickle, a directory without the layout's
-// files). vsr checkpoint inspect reads no checkpoint of a family without
-// it.
+// the family at all (a PyTorch pickle where the family needs safetensors,
+// a directory without the layout's files). vsr checkpoint inspect reads
+// no checkpoint of a family without it.
 type Inspector interface {
 	Inspects(path string) bool
 	InspectHelp() string

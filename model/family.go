@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 )
 
 // Kind is the type of a parameter's values.
@@ -192,13 +190,10 @@ func Find(spec string) (Family, error) {
 	if found != nil {
 		return found, nil
 	}
-	// Say what spec is instead: a pickle, a directory a family can
-	// explain, or nothing at all.
-	if st, err := os.Stat(spec); err == nil && st.Mode().IsRegular() {
-		if err := safetensors.CheckNotPickle(spec); err != nil {
-			return nil, fmt.Errorf("--model: %w", err)
-		}
-	} else if errors.Is(err, fs.ErrNotExist) {
+	// Say what spec is instead: a file or directory a family can explain
+	// (a .pth that is no state dict of an architecture vsr knows, a
+	// directory without a checkpoint's layout), or nothing at all.
+	if _, err := os.Stat(spec); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("--model %q: no such file or directory, and no model vsr knows by that name: give %s", spec, Specs())
 	}
 	for _, f := range fams {

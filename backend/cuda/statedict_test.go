@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/cpu"
 	"github.com/vsr-dev/vsr/checkpoint/statedict"
+	"github.com/vsr-dev/vsr/internal/testutil"
 	"github.com/vsr-dev/vsr/model/arch"
 	"github.com/vsr-dev/vsr/model/arch/archtest"
 	"github.com/vsr-dev/vsr/model/compact"
@@ -79,5 +81,48 @@ func TestStateDictAgainstCPU(t *testing.T) {
 	}
 	if !bytes.Equal(whole, tiled) {
 		t.Error("ESRGAN x2 f16: tiles of 16 differ from the whole frame")
+	}
+}
+
+// TestPthGoldenGPU runs the first file of every ESRGAN and
+// SRVGGNetCompact case of testdata/pth on the GPU in float16 against the
+// reference output of the independent PyTorch implementation, within the
+// float16 bound against the CPU. An SRVGGNetCompact with LeakyReLU, which
+// its weights cannot tell, is given act_type=leakyrelu as a converted
+// file carries it.
+func TestPthGoldenGPU(t *testing.T) {
+	g := open(t, F16)
+	for _, c := range testutil.PthCases(t) {
+		if !c.Runs() {
+			continue
+		}
+		d, err := arch.Open(filepath.Join(testutil.PthDir, c.Files[0].Path), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Detect["act"] == "leakyrelu" {
+			d.Metadata = map[string]string{"act_type": "leakyrelu"}
+		}
+		m := stateDictGraph(t, g, d)
+		in, ref := c.Arrays(t)
+		x, err := g.Upload(backend.Shape{N: 1, H: c.InputShape[2], W: c.InputShape[3], C: c.InputShape[1]}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := m.Forward(x)
+		x.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.Download(y)
+		y.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(got, ref); !(e <= bound(F16)) {
+			t.Errorf("%s f16: relative error %.3g against the reference, want <= %.3g", c.Name, e, bound(F16))
+		} else {
+			t.Logf("%s f16: relative error %.3g against the reference", c.Name, e)
+		}
 	}
 }

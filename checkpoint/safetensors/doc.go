@@ -1,5 +1,5 @@
 // Package safetensors reads and writes the safetensors checkpoint format and
-// refuses PyTorch pickles.
+// recognises PyTorch pickles, which it does not read.
 //
 // A safetensors file is an 8-byte little-endian header length N, N bytes of
 // JSON header, then the data section:
@@ -20,7 +20,10 @@
 // "shard file"}}) and presents all shards as one namespace.
 //
 // PyTorch's torch.save files (.pt, .pth, .bin, .ckpt) are Python pickles,
-// which can run arbitrary code when loaded. This package recognises them by
-// their content ([CheckNotPickle]) and reports them with [ErrPickle]; it never
-// parses, let alone executes, a pickle.
+// which can run arbitrary code when Python loads them. This package
+// recognises them by their content ([CheckNotPickle]) and reports them with
+// [ErrPickle] where a safetensors file is required (SwiftVR and CDA-VSR
+// checkpoints); it never parses a pickle. Package checkpoint/torch reads the
+// state dicts in them with an allow-list interpreter that runs none of their
+// code, and package checkpoint/statedict reads either format.
 package safetensors

@@ -12,9 +12,10 @@ import (
 )
 
 // ErrPickle is wrapped by the error for a file that is a PyTorch pickle
-// (what torch.save writes: .pt, .pth, .bin, .ckpt). Such files can run
-// arbitrary code when loaded, so this package only recognises them, by
-// content, and never parses them.
+// (what torch.save writes: .pt, .pth, .bin, .ckpt). Loaded by Python, such
+// files can run arbitrary code; this package only recognises them, by
+// content, and never parses them (package checkpoint/torch reads the state
+// dicts in them without running any of their code).
 var ErrPickle = errors.New("PyTorch pickle (torch.save)")
 
 var (
@@ -54,7 +55,7 @@ func CheckNotPickle(path string) error {
 
 // pickleError is the error for a pickle at path.
 func pickleError(path string) error {
-	return fmt.Errorf("%q is a %w; vsr never loads pickles because they can run code: convert it with safetensors (e.g. safetensors.torch.save_file) and pass the .safetensors file", path, ErrPickle)
+	return fmt.Errorf("%q is a %w, where a .safetensors file is needed: vsr reads .pth files only as state dicts of the super-resolution architectures it knows (vsr models FILE); convert this one with safetensors.torch.save_file and pass the .safetensors file", path, ErrPickle)
 }
 
 // checkPickle is CheckNotPickle on an open file of the given size.

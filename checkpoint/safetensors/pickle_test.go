@@ -39,7 +39,7 @@ func wantPickle(t *testing.T, err error, path string) {
 	if !errors.Is(err, ErrPickle) {
 		t.Fatalf("%s: error %v does not wrap ErrPickle", path, err)
 	}
-	want := `"` + path + `" is a PyTorch pickle (torch.save); vsr never loads pickles because they can run code: convert it with safetensors (e.g. safetensors.torch.save_file) and pass the .safetensors file`
+	want := `"` + path + `" is a PyTorch pickle (torch.save), where a .safetensors file is needed: vsr reads .pth files only as state dicts of the super-resolution architectures it knows (vsr models FILE); convert this one with safetensors.torch.save_file and pass the .safetensors file`
 	if err.Error() != want {
 		t.Errorf("message:\n got %s\nwant %s", err, want)
 	}

@@ -54,12 +54,33 @@ func Open(path string) (*Dict, error) {
 
 // OpenWithSkipped is [Open] that also returns the entries it left out.
 func OpenWithSkipped(path string) (*Dict, []Skipped, error) {
+	return open(path, false)
+}
+
+// OpenHeader is [OpenWithSkipped] without the tensors' values: the Dict's
+// keys, shapes and types are Open's, and every Data is nil. Of a
+// .safetensors file it reads only the header; a torch.save file keeps its
+// storages inside its pickle's framing, so it is read whole.
+func OpenHeader(path string) (*Dict, []Skipped, error) {
+	return open(path, true)
+}
+
+// open is OpenWithSkipped, or OpenHeader with header set.
+func open(path string, header bool) (*Dict, []Skipped, error) {
 	err := safetensors.CheckNotPickle(path)
 	switch {
 	case err == nil:
-		return openSafetensors(path)
+		return openSafetensors(path, header)
 	case errors.Is(err, safetensors.ErrPickle):
-		return openTorch(path)
+		d, skipped, err := openTorch(path)
+		if err == nil && header {
+			for _, k := range d.Keys {
+				t := *d.Tensors[k]
+				t.Data = nil
+				d.Tensors[k] = &t
+			}
+		}
+		return d, skipped, err
 	}
 	return nil, nil, err
 }
@@ -82,8 +103,8 @@ func floatDType(name string) (DType, bool) {
 }
 
 // openSafetensors reads a .safetensors file, copying the tensors out of its
-// mapping.
-func openSafetensors(path string) (*Dict, []Skipped, error) {
+// mapping (none, with header set).
+func openSafetensors(path string, header bool) (*Dict, []Skipped, error) {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -102,11 +123,15 @@ func openSafetensors(path string) (*Dict, []Skipped, error) {
 			entries = append(entries, entry{key: info.Name, why: "a " + string(info.DType) + " tensor"})
 			continue
 		}
-		b, err := f.Bytes(info.Name)
-		if err != nil {
-			return nil, nil, err
+		t := &Tensor{Shape: slices.Clone(info.Shape), DType: d}
+		if !header {
+			b, err := f.Bytes(info.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			t.Data = slices.Clone(b)
 		}
-		entries = append(entries, entry{key: info.Name, t: &Tensor{Shape: slices.Clone(info.Shape), DType: d, Data: slices.Clone(b)}})
+		entries = append(entries, entry{key: info.Name, t: t})
 	}
 	return build(path, entries, f.Metadata())
 }
@@ -175,5 +200,6 @@ func build(path string, entries []entry, metadata map[string]string) (*Dict, []S
 	if len(d.Keys) == 0 {
 		return nil, nil, fmt.Errorf("statedict: %q holds no F32, F16 or BF16 tensors: not a state dict of a model vsr can run", path)
 	}
+	d.Skipped = skipped
 	return d, skipped, nil
 }

@@ -51,10 +51,14 @@ func (t *Tensor) Elems() int {
 
 // Dict is a state dict: tensors by name, in the file's order, and the
 // file's metadata (safetensors' __metadata__; none for a pickle).
+// Skipped lists the file's entries that are not F32, F16 or BF16 tensors
+// (Open leaves them out of Keys): their keys still tell an architecture's
+// variant (Real-CUGAN's "pro" may be an int).
 type Dict struct {
 	Keys     []string
 	Tensors  map[string]*Tensor
 	Metadata map[string]string
+	Skipped  []Skipped
 }
 
 // Get returns the tensor named key, or nil.

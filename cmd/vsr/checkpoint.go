@@ -40,7 +40,7 @@ func newCheckpointInspect() *cobra.Command {
 		Use:   "inspect PATH",
 		Short: "Check a checkpoint and list its tensors, sizes and every problem",
 		Long: wrap("Check a checkpoint without loading its weights: "+model.List(helps, "or")+".\n"+
-			"A PyTorch pickle or zip is named as such. Exits non-zero when the checkpoint has problems.", helpWidth),
+			"A PyTorch pickle (.pth) is named as such (vsr models FILE.pth shows a state dict's architecture). Exits non-zero when the checkpoint has problems.", helpWidth),
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]

@@ -143,8 +143,9 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// TestNotAModel: PyTorch pickles, plain directories and missing paths
-// given as --model or to checkpoint inspect are named for what they are.
+// TestNotAModel: PyTorch pickles that are no state dict, plain
+// directories and missing paths given as --model or to checkpoint inspect
+// are named for what they are.
 func TestNotAModel(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
@@ -158,7 +159,7 @@ func TestNotAModel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", pth}, "PyTorch pickle"},
+		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", pth}, "not a torch.save file"},
 		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", plain}, "no transformer/"},
 		{[]string{"restore", in, "-o", filepath.Join(dir, "a.mp4"), "--model", filepath.Join(dir, "nothing")}, "no such file"},
 		{[]string{"checkpoint", "inspect", pth}, "PyTorch pickle"},

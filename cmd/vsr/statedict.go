@@ -120,7 +120,9 @@ code, or a .safetensors file) and writes its tensors, unchanged, to
 OUT.safetensors, with the architecture vsr recognises in the metadata
 (architecture, architecture_variant, scale; act_type for an SRVGGNetCompact
 with a weightless activation). A state dict of an architecture vsr does not
-know is written without them.`,
+know is written without them. Entries that are not F32, F16 or BF16 tensors
+(BatchNorm's num_batches_tracked, values that are not tensors) are left out
+and listed.`,
 		Example: `  vsr models convert RealESRGAN_x4plus.pth RealESRGAN_x4plus.safetensors`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -133,7 +135,7 @@ know is written without them.`,
 			} else if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
 				return usageError(cmd, fmt.Sprintf("the output %q is the input: give another path", out))
 			}
-			d, err := arch.Open(in, false)
+			d, skipped, err := arch.OpenWithSkipped(in)
 			if err != nil {
 				return err
 			}
@@ -149,6 +151,17 @@ know is written without them.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d tensors, %s\n", out, len(d.Keys), what)
+			if len(skipped) > 0 {
+				var s []string
+				for _, e := range skipped {
+					s = append(s, e.Key+" ("+e.Why+")")
+				}
+				what := "entries that are no float tensors"
+				if len(s) == 1 {
+					what = "entry that is no float tensor"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "left out %d %s: %s\n", len(s), what, strings.Join(s, ", "))
+			}
 			return nil
 		},
 	}

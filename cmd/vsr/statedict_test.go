@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,63 @@ func TestStateDictCommands(t *testing.T) {
 	}
 	if _, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "b.mp4"), "--model", swin, "--device", "cpu", "--progress", "none"); err == nil || !strings.Contains(err.Error(), "a SwinIR model (transformer): vsr does not run this architecture yet") {
 		t.Errorf("restore with a SwinIR: %v", err)
+	}
+}
+
+// TestPthCommands: PyTorch .pth files (testdata/pth, written by
+// torch.save) in restore, in the models folder, in vsr models and
+// convert; one of no known architecture and one whose pickle names
+// posix.system are refused in one line.
+func TestPthCommands(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	pth := func(name string) string { return filepath.Join("..", "..", "testdata", "pth", name) }
+	in := genClip(t, dir, 2, false, "mp4")
+	for _, m := range []string{"esrgan_new_x4.pth", "esrgan_old_x4.legacy.pth"} {
+		out := filepath.Join(dir, m+".mp4")
+		if _, err := vsr(t, "restore", in, "-o", out, "--model", pth(m), "--device", "cpu", "--progress", "none"); err != nil {
+			t.Fatalf("restore --model %s: %v", m, err)
+		}
+		if info := probe(t, out); info.Width != 96 || info.Height != 64 || info.Frames != 2 {
+			t.Errorf("restore --model %s: %dx%d, %d frames; want 96x64, 2", m, info.Width, info.Height, info.Frames)
+		}
+	}
+	out, err := vsr(t, "models", pth("esrgan_new_x4.pth"))
+	for _, want := range []string{"ESRGAN (Real-ESRGAN keys)", "scale         x4", "blocks        2", "vsr runs it"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("vsr models esrgan_new_x4.pth: %v, want %q in\n%s", err, want, out)
+		}
+	}
+	b, err := os.ReadFile(pth("compact_prelu_x4.pth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := filepath.Join(dir, "models")
+	os.Mkdir(models, 0o755)
+	os.WriteFile(filepath.Join(models, "animevideo.pth"), b, 0o644)
+	t.Setenv("VSR_MODELS", models)
+	if out, err := vsr(t, "models"); err != nil || !strings.Contains(out, "animevideo.pth") || !strings.Contains(out, "SRVGGNetCompact state dict in the models folder; vsr runs it") {
+		t.Errorf("vsr models with a .pth in the folder: %v\n%s", err, out)
+	}
+	conv := filepath.Join(dir, "cugan.safetensors")
+	if out, err := vsr(t, "models", "convert", pth("cugan_2x_pro.pth"), conv); err != nil || !strings.Contains(out, "RealCUGAN (pro) x2") || !strings.Contains(out, "left out 1 entry that is no float tensor: pro (a int, not a tensor)") {
+		t.Errorf("convert: %v\n%s", err, out)
+	}
+	if f, err := safetensors.Open(conv); err != nil {
+		t.Error(err)
+	} else {
+		if m := f.Metadata(); m["architecture"] != "RealCUGAN" || m["architecture_variant"] != "pro" || m["scale"] != "2" {
+			t.Errorf("converted metadata %v", m)
+		}
+		f.Close()
+	}
+	for m, want := range map[string]string{
+		"handmade-zip.pth":         "a state dict of no architecture vsr knows (keys conv.weight, conv.bias, half.weight, bf.weight, ... (8 keys)); vsr runs ESRGAN and SRVGGNetCompact state dicts",
+		"handmade-evil-system.pth": "refusing posix.system",
+	} {
+		_, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "x.mp4"), "--model", pth(m), "--device", "cpu", "--progress", "none")
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("restore --model %s: %v, want one line with %q", m, err, want)
+		}
 	}
 }

@@ -207,6 +207,17 @@ func params(d *statedict.Dict) int64 {
 	return n
 }
 
+// marked reports whether d has key as a tensor or as an entry of another
+// type (Dict.Skipped), or, in a file Write wrote, as a word of its
+// MetaVariant: a marker such as Real-CUGAN's "pro", whose value says
+// nothing.
+func marked(d *statedict.Dict, key string) bool {
+	if has(d, key) || slices.ContainsFunc(d.Skipped, func(s statedict.Skipped) bool { return s.Key == key }) {
+		return true
+	}
+	return slices.Contains(strings.Split(d.Metadata[MetaVariant], ", "), key)
+}
+
 // has reports whether d has every key.
 func has(d *statedict.Dict, keys ...string) bool {
 	for _, k := range keys {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/checkpoint/statedict"
@@ -14,42 +16,87 @@ import (
 // Open reads the state dict in the file at path, tensors and all; with
 // header set, only the names, shapes and types (the Data of each tensor
 // is nil), which is all Detect needs. It is the one place vsr opens a
-// state dict file.
+// state dict file: a .safetensors file or a PyTorch torch.save file (.pth,
+// zip or legacy format, read by package checkpoint/torch without running
+// any pickle code), through statedict.Open, so the containers and key
+// prefixes training code adds are removed as spandrel removes them.
+// Entries that are not F32, F16 or BF16 tensors are left out
+// ([OpenWithSkipped] lists them).
 //
-// Today it reads .safetensors files (checkpoint/safetensors) and refuses
-// PyTorch pickles; package checkpoint/torch's statedict.Open (issue 39,
-// item 1) takes its place for both.
+// With header set, a .safetensors file's header is all that is read. A
+// torch.save file must be read whole; its header is kept, keyed by the
+// path, size and modification time, so that Sniff, which runs on every
+// model.Find, reads each .pth once. The Dict returned with header set may
+// be shared: treat it as read-only.
 func Open(path string, header bool) (*statedict.Dict, error) {
-	if err := safetensors.CheckNotPickle(path); err != nil {
-		if errors.Is(err, safetensors.ErrPickle) {
-			return nil, fmt.Errorf("%s is a PyTorch pickle (.pth): this vsr cannot read them yet; convert it to .safetensors (safetensors.torch.save_file)", path)
-		}
-		return nil, err
+	if header {
+		return headers.open(path)
 	}
-	f, err := safetensors.Open(path)
+	d, _, err := statedict.OpenWithSkipped(path)
+	return d, err
+}
+
+// OpenWithSkipped is Open, tensors and all, that also returns the
+// entries of the file's state dict it left out and why.
+func OpenWithSkipped(path string) (*statedict.Dict, []statedict.Skipped, error) {
+	return statedict.OpenWithSkipped(path)
+}
+
+// headerCache holds the headers of the torch.save files Open has read.
+type headerCache struct {
+	mu sync.Mutex
+	m  map[headerKey]headerEntry
+	// read reads a header (statedict.OpenHeader; tests count the reads).
+	read func(path string) (*statedict.Dict, []statedict.Skipped, error)
+}
+
+// headerKey names one version of a file.
+type headerKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+type headerEntry struct {
+	d   *statedict.Dict
+	err error
+}
+
+// maxHeaders bounds the cache; when full it starts again empty.
+const maxHeaders = 256
+
+var headers = &headerCache{m: map[headerKey]headerEntry{}, read: statedict.OpenHeader}
+
+// open returns the header of the file at path: read anew for a
+// .safetensors file, from the cache for a torch.save file read before
+// at the same size and modification time.
+func (c *headerCache) open(path string) (*statedict.Dict, error) {
+	if err := safetensors.CheckNotPickle(path); !errors.Is(err, safetensors.ErrPickle) {
+		if err != nil {
+			return nil, err
+		}
+		d, _, err := c.read(path)
+		return d, err
+	}
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	d := &statedict.Dict{Metadata: f.Metadata()}
-	for _, name := range f.Names() {
-		ti, _ := f.Info(name)
-		t := &statedict.Tensor{Shape: ti.Shape, DType: statedict.DType(ti.DType)}
-		if t.DType.Size() == 0 {
-			return nil, fmt.Errorf("%s: tensor %s is %s: vsr reads F32, F16 and BF16 state dicts", path, name, ti.DType)
-		}
-		if !header {
-			b, err := f.Bytes(name)
-			if err != nil {
-				return nil, err
-			}
-			t.Data = append([]byte(nil), b...)
-		}
-		if err := d.Add(name, t); err != nil {
-			return nil, err
-		}
+	k := headerKey{path, st.Size(), st.ModTime()}
+	c.mu.Lock()
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return e.d, e.err
 	}
-	return d, nil
+	e.d, _, e.err = c.read(path)
+	c.mu.Lock()
+	if len(c.m) >= maxHeaders {
+		clear(c.m)
+	}
+	c.m[k] = e
+	c.mu.Unlock()
+	return e.d, e.err
 }
 
 // Sniff reports whether the file at path is a state dict of an

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/model/arch"
@@ -12,8 +13,7 @@ import (
 )
 
 // TestOpenFloats reads float32, float16 and bfloat16 tensors of a
-// .safetensors file, whole and header only, and refuses a pickle with
-// what to do.
+// .safetensors file, whole and header only.
 func TestOpenFloats(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.safetensors")
@@ -48,10 +48,47 @@ func TestOpenFloats(t *testing.T) {
 	if err != nil || h.Get("b").Data != nil || len(h.Shape("b")) != 2 {
 		t.Errorf("header only: %v %+v", err, h.Get("b"))
 	}
-	pth := filepath.Join(dir, "m.pth")
-	os.WriteFile(pth, []byte("\x80\x02}q\x00."), 0o644)
-	if _, err := arch.Open(pth, false); err == nil || !strings.Contains(err.Error(), "convert it to .safetensors") {
-		t.Errorf("a pickle: %v", err)
+}
+
+// TestOpenPth reads a torch.save file (a Real-ESRGAN x4 with random
+// weights under "params_ema") whole and header only, detects it, reads
+// its header once while the file stays the same and again once it
+// changes, and says of a bare pickle that it is no torch.save file.
+func TestOpenPth(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "pth", "esrgan_new_x4.pth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "m.pth")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := arch.Open(path, false)
+	if err != nil || len(d.Keys) != 72 || d.Get("conv_first.weight").Data == nil {
+		t.Fatalf("whole: %v", err)
+	}
+	var reads int
+	defer arch.CountHeaderReads(&reads)()
+	for range 2 {
+		info, h, ok := arch.Sniff(path)
+		if !ok || info.Arch != "ESRGAN" || info.Scale != 4 || h.Get("conv_first.weight").Data != nil || len(h.Keys) != 72 {
+			t.Fatalf("sniff: %v %+v", ok, info)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("two sniffs of one file read it %d times, want 1", reads)
+	}
+	if err := os.Chtimes(path, time.Time{}, time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := arch.Sniff(path); !ok || reads != 2 {
+		t.Errorf("after the file changed: %v, %d reads, want 2", ok, reads)
+	}
+	bad := filepath.Join(dir, "n.pth")
+	os.WriteFile(bad, []byte("\x80\x02}q\x00."), 0o644)
+	if _, err := arch.Open(bad, true); err == nil || !strings.Contains(err.Error(), "not a torch.save file") || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a pickle without torch's magic number: %v", err)
 	}
 }
 
@@ -65,5 +102,27 @@ func TestSniffRealCUGANName(t *testing.T) {
 	info, _, ok := arch.Sniff(path)
 	if !ok || info.Title() != "RealCUGAN (pro, denoise3x)" || info.Scale != 2 {
 		t.Errorf("%v %+v", ok, info)
+	}
+}
+
+// TestProMarker finds a Real-CUGAN pro model whose "pro" entry is an int
+// (no tensor, so not in the Dict's Keys), and again in the .safetensors
+// file Write makes of it, which cannot hold the int.
+func TestProMarker(t *testing.T) {
+	path := filepath.Join("..", "..", "testdata", "pth", "cugan_2x_pro.pth")
+	d, err := arch.Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := arch.Detect(d)
+	if err != nil || info.Variant != "pro" || d.Get("pro") != nil {
+		t.Fatalf("%v, variant %q, pro tensor %v: want pro from a non-tensor entry", err, info.Variant, d.Get("pro"))
+	}
+	out := filepath.Join(t.TempDir(), "c.safetensors")
+	if err := arch.Write(out, d, info); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, ok := arch.Sniff(out); !ok || got.Variant != "pro" {
+		t.Errorf("converted: %v %+v, want pro", ok, got)
 	}
 }

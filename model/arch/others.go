@@ -23,7 +23,7 @@ func detectRealCUGAN(d *statedict.Dict) (*Info, bool, error) {
 	}
 	info.In, info.Out, info.Features = in, 3, f
 	var variant []string
-	if has(d, "pro") {
+	if marked(d, "pro") {
 		variant = append(variant, "pro")
 		info.why("the key pro: a pro model")
 	}

@@ -135,10 +135,15 @@ func Sniff(path string) bool {
 // Inspect reads the header of the checkpoint at path and checks it against
 // the contract, without reading any tensor value. A file that is not a
 // safetensors file at all (a PyTorch pickle or zip, an engine file) is an
-// error; a safetensors file that breaks the contract comes back with its
-// problems listed. w and h, when not 0, size the state.
+// error: a CDA-VSR checkpoint must be safetensors (vsr reads .pth files
+// only as state dicts of the super-resolution architectures it knows). A
+// safetensors file that breaks the contract comes back with its problems
+// listed. w and h, when not 0, size the state.
 func Inspect(path string, w, h int) (*Contract, error) {
 	if err := safetensors.CheckNotPickle(path); err != nil {
+		if errors.Is(err, safetensors.ErrPickle) {
+			return nil, fmt.Errorf("a CDA-VSR checkpoint must be safetensors: %w", err)
+		}
 		return nil, err
 	}
 	f, err := safetensors.Open(path)

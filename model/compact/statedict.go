@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/model/arch"
 )
 
@@ -64,15 +65,22 @@ func loadStateDict(dev backend.Backend, spec string) (*graphModel, error) {
 	return &graphModel{g: g, arch: info}, nil
 }
 
+// runs names the architectures whose state dicts the family runs.
+const runs = "vsr runs ESRGAN and SRVGGNetCompact state dicts (.pth or .safetensors)"
+
 // Explain says what a state dict file is when no family takes it: one of
-// no architecture vsr knows (nil for anything else).
+// no architecture vsr knows, or a PyTorch pickle (.pth) that is no state
+// dict vsr can read, with why; nil for anything else.
 func (family) Explain(spec string) error {
 	d, err := arch.Open(spec, true)
 	if err != nil {
+		if errors.Is(safetensors.CheckNotPickle(spec), safetensors.ErrPickle) {
+			return fmt.Errorf("%w; %s", err, runs)
+		}
 		return nil
 	}
 	if _, err := arch.Detect(d); errors.Is(err, arch.ErrUnknown) {
-		return fmt.Errorf("%s: %w; vsr runs ESRGAN and SRVGGNetCompact state dicts", spec, err)
+		return fmt.Errorf("%s: %w; %s", spec, err, runs)
 	}
 	return nil
 }

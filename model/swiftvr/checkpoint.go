@@ -15,8 +15,10 @@
 //
 // Every width is read from the files (tensor shapes and config.json), never
 // assumed, so reduced test models load through the same code as the published
-// one. Files are only ever parsed as safetensors and JSON: a pickle in place of
-// a .safetensors file is refused, never executed.
+// one. Files are only ever parsed as safetensors and JSON: a SwiftVR
+// checkpoint must be safetensors, and a PyTorch pickle in place of a
+// .safetensors file is refused, never read (vsr reads .pth files only as
+// state dicts of the super-resolution architectures it knows).
 package swiftvr
 
 import (
@@ -90,6 +92,9 @@ func CheckDir(path string) error {
 		return err
 	case !st.IsDir():
 		if err := safetensors.CheckNotPickle(path); err != nil {
+			if errors.Is(err, safetensors.ErrPickle) {
+				return fmt.Errorf("a SwiftVR checkpoint is a directory of safetensors files: %w", err)
+			}
 			return err
 		}
 		return fmt.Errorf("%s is a file, not a SwiftVR checkpoint directory (which holds %s, %s and %s/)", path, ReAEFile, PromptFile, TransformerDir)
@@ -290,7 +295,7 @@ func (l *ckLoader) openDiT() {
 	if _, err := os.Stat(l.path(DiTFile)); err != nil && errors.Is(err, fs.ErrNotExist) {
 		msg := fmt.Sprintf("%s (or the sharded %s): missing", DiTFile, filepath.Base(DiTIndexFile))
 		if _, err := os.Stat(l.path(TransformerDir + "/diffusion_pytorch_model.bin")); err == nil {
-			msg += "; found diffusion_pytorch_model.bin, a PyTorch pickle, which is never loaded"
+			msg += "; found diffusion_pytorch_model.bin, a PyTorch pickle: a SwiftVR checkpoint must be safetensors (vsr reads .pth only as state dicts of the super-resolution architectures it knows)"
 		}
 		l.problem("%s", msg)
 		return
