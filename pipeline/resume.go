@@ -198,14 +198,9 @@ func openJournal(req *Request, info *video.Info, enc video.EncodeOptions, parts 
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("journal: %v", err)
 	}
-	if fi, err := os.Lstat(dir); err != nil {
-		return nil, fmt.Errorf("journal: %v", err)
-	} else if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("journal: %s is not a private directory: remove it", dir)
-	}
 	r := &resumer{dir: dir, parts: parts, pending: map[int]journal.Part{}, notice: notice}
-	if r.df, err = os.Open(dir); err != nil {
-		return nil, fmt.Errorf("journal: %v", err)
+	if r.df, err = openPrivateDir(dir); err != nil {
+		return nil, err
 	}
 	if err := lockDir(r.df); err != nil {
 		r.df.Close()
@@ -214,8 +209,8 @@ func openJournal(req *Request, info *video.Info, enc video.EncodeOptions, parts 
 		}
 		return nil, fmt.Errorf("journal: locking %s: %v", dir, err)
 	}
-	r.path = video.FDPath(r.df, dir)
-	if r.store, err = journal.Open(dir); err != nil {
+	r.path = video.FDPath(r.df, dir) // the directory opened, whatever dir names now
+	if r.store, err = journal.Open(r.path); err != nil {
 		r.df.Close()
 		return nil, err
 	}
@@ -304,13 +299,42 @@ func (r *resumer) load(cps []checkpoint, rsm model.Resumer) (checkpoint, error) 
 	return cps[i], nil
 }
 
+// openPrivateDir opens the journal directory dir, which must be a
+// directory (not a symbolic link) that only its owner can reach. What is
+// checked is what was opened: a name swapped for a link or another
+// directory between the check and the open is refused.
+func openPrivateDir(dir string) (*os.File, error) {
+	bad := fmt.Errorf("journal: %s is not a private directory: remove it", dir)
+	named, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %v", err)
+	}
+	if !named.IsDir() {
+		return nil, bad
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %v", err)
+	}
+	opened, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: %v", err)
+	}
+	if !opened.IsDir() || opened.Mode().Perm()&0o077 != 0 || !os.SameFile(named, opened) {
+		f.Close()
+		return nil, bad
+	}
+	return f, nil
+}
+
 // reset empties the journal directory.
 func (r *resumer) reset() error {
 	r.j.Parts, r.j.State = nil, nil
 	if err := r.store.Remove(); err != nil {
 		return err
 	}
-	es, err := os.ReadDir(r.dir)
+	es, err := os.ReadDir(r.path)
 	if err != nil {
 		return err
 	}

@@ -256,3 +256,38 @@ func TestResumeStopAndInputError(t *testing.T) {
 		t.Errorf("journal directory left after an error of the input: %v", err)
 	}
 }
+
+// TestOpenPrivateDir: the journal directory is used only when what was
+// opened is a directory of its owner's alone, never through a link.
+func TestOpenPrivateDir(t *testing.T) {
+	dir := t.TempDir()
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openPrivateDir(private)
+	if err != nil {
+		t.Fatalf("a private directory: %v", err)
+	}
+	f.Close()
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(private, link); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{open, link, file} {
+		if f, err := openPrivateDir(p); err == nil {
+			f.Close()
+			t.Errorf("%s: opened", filepath.Base(p))
+		} else if !strings.Contains(err.Error(), "is not a private directory: remove it") {
+			t.Errorf("%s: %v", filepath.Base(p), err)
+		}
+	}
+}
