@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -28,27 +26,6 @@ func bytesFile(t testing.TB, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// checkOneLine fails unless err is non-nil, one line, names path and
-// contains every want.
-func checkOneLine(t testing.TB, err error, path string, want ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one containing %q", want)
-	}
-	msg := err.Error()
-	if strings.ContainsAny(msg, "\r\n") {
-		t.Errorf("error is not one line: %q", msg)
-	}
-	if path != "" && !strings.Contains(msg, strconv.Quote(path)) {
-		t.Errorf("error does not name %q: %s", path, msg)
-	}
-	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("error %q does not contain %q", msg, w)
-		}
-	}
 }
 
 // mustOpen opens path or fails.

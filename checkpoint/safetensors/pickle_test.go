@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,7 +125,7 @@ func TestNotPickles(t *testing.T) {
 		t.Errorf("plain zip: %v", err)
 	}
 	_, err := Open(plainZip)
-	checkOneLine(t, err, plainZip, "header length", "zip archive, not safetensors")
+	pthtest.CheckOneLine(t, err, plainZip, "header length", "zip archive, not safetensors")
 	if errors.Is(err, ErrPickle) {
 		t.Error("plain zip taken for a pickle")
 	}

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"github.com/vsr-dev/vsr/tensor/half"
 
 	"bytes"
@@ -115,7 +116,7 @@ func TestRoundTripEveryDType(t *testing.T) {
 			t.Errorf("%q: Float32 error %v", w.Name, err)
 		}
 		if err != nil {
-			checkOneLine(t, err, path, "is "+string(w.DType)+", not BF16, F16, F32 or F8_E4M3")
+			pthtest.CheckOneLine(t, err, path, "is "+string(w.DType)+", not BF16, F16, F32 or F8_E4M3")
 		}
 	}
 	// Info is a copy.
@@ -128,7 +129,7 @@ func TestRoundTripEveryDType(t *testing.T) {
 		t.Error("Info of a missing tensor")
 	}
 	_, err := f.Bytes("nope")
-	checkOneLine(t, err, path, `no tensor "nope"`)
+	pthtest.CheckOneLine(t, err, path, `no tensor "nope"`)
 }
 
 // The bytes Write produces match the reference implementation's, e.g. from
@@ -192,14 +193,14 @@ func TestWriteErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := Write(p, c.tensors, c.meta)
-		checkOneLine(t, err, p, c.want)
+		pthtest.CheckOneLine(t, err, p, c.want)
 	}
 	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a failed Write left %q behind: %v", p, err)
 	}
 	missing := filepath.Join(dir, "no", "such", "w.safetensors")
 	err := Write(missing, []WriteTensor{good}, nil)
-	checkOneLine(t, err, missing)
+	pthtest.CheckOneLine(t, err, missing)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing directory: %v does not wrap ErrNotExist", err)
 	}
@@ -244,9 +245,9 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.Bytes("a")
-	checkOneLine(t, err, p, "closed")
+	pthtest.CheckOneLine(t, err, p, "closed")
 	_, err = f.Float32("a")
-	checkOneLine(t, err, p, "closed")
+	pthtest.CheckOneLine(t, err, p, "closed")
 }
 
 // When mapping fails Open reads the file instead.

@@ -3,6 +3,7 @@ package safetensors
 import (
 	"encoding/json"
 	"errors"
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +36,7 @@ func TestSetSingleFile(t *testing.T) {
 		t.Errorf("Info = %+v %v", info, ok)
 	}
 	_, err = s.Bytes("missing")
-	checkOneLine(t, err, p, `no tensor "missing"`)
+	pthtest.CheckOneLine(t, err, p, `no tensor "missing"`)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestSetSharded(t *testing.T) {
 		}
 	}
 	_, err = s.Float32("nope")
-	checkOneLine(t, err, idx, `no tensor "nope"`)
+	pthtest.CheckOneLine(t, err, idx, `no tensor "nope"`)
 }
 
 func TestSetErrors(t *testing.T) {
@@ -171,7 +172,7 @@ func TestSetErrors(t *testing.T) {
 			if c.name == "missing shard" {
 				path = ""
 			}
-			checkOneLine(t, err, path, c.want...)
+			pthtest.CheckOneLine(t, err, path, c.want...)
 		})
 	}
 }
@@ -200,9 +201,9 @@ func TestSetIndexMetadataAnyType(t *testing.T) {
 
 func TestWriteIndexErrors(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.index.json")
-	checkOneLine(t, WriteIndex(p, nil, nil), p, "weight_map is empty")
-	checkOneLine(t, WriteIndex(p, map[string]string{"a": "../s"}, nil), p, `tensor "a": shard "../s", which is not a file inside`)
-	checkOneLine(t, WriteIndex(p, map[string]string{"": "s"}, nil), p, "empty")
+	pthtest.CheckOneLine(t, WriteIndex(p, nil, nil), p, "weight_map is empty")
+	pthtest.CheckOneLine(t, WriteIndex(p, map[string]string{"a": "../s"}, nil), p, `tensor "a": shard "../s", which is not a file inside`)
+	pthtest.CheckOneLine(t, WriteIndex(p, map[string]string{"": "s"}, nil), p, "empty")
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("failed WriteIndex left a file: %v", err)
 	}

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"encoding/binary"
+	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,7 +98,7 @@ func TestValidationErrors(t *testing.T) {
 			if err == nil {
 				f.Close()
 			}
-			checkOneLine(t, err, p, c.want...)
+			pthtest.CheckOneLine(t, err, p, c.want...)
 			if !strings.HasPrefix(err.Error(), "safetensors: ") {
 				t.Errorf("error %q lacks the package prefix", err)
 			}
@@ -153,7 +154,7 @@ func TestValidationAccepts(t *testing.T) {
 func TestOpenNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Open(dir)
-	checkOneLine(t, err, dir, "not a regular file")
+	pthtest.CheckOneLine(t, err, dir, "not a regular file")
 	_, err = Open(dir + "/missing.safetensors")
-	checkOneLine(t, err, "", "missing.safetensors", "no such file")
+	pthtest.CheckOneLine(t, err, "", "missing.safetensors", "no such file")
 }
