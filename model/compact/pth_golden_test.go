@@ -108,13 +108,13 @@ func detectFacts(t *testing.T, c testutil.PthCase, path string) *arch.Info {
 	return info
 }
 
-// TestPthGolden loads every file of every ESRGAN and SRVGGNetCompact case
+// TestPthGolden loads every file of every ESRGAN, SRVGGNetCompact and SPAN case
 // of testdata/pth (zip, legacy and shared-storage .pth files, safetensors;
 // plain, params_ema, params and module.-prefixed state dicts; F32, F16
 // and BF16 tensors) as --model does, checks what detection finds, and
 // runs the case's input on the CPU in float32 against the reference
 // output within 1e-5 relative. The cases of the architectures vsr
-// recognises but does not run yet (SPAN, Real-CUGAN, RealPLKSR) are
+// recognises but does not run yet (Real-CUGAN, RealPLKSR) are
 // detected with the manifest's facts and refused as such.
 //
 // An SRVGGNetCompact with LeakyReLU cannot be told from its weights (no
