@@ -138,6 +138,8 @@ func TestPthGolden(t *testing.T) {
 					defer m.Close()
 					if e := pthGolden(t, b, m, c); e > testutil.PthTolerance || math.IsNaN(e) {
 						t.Errorf("relative error %.3g against the reference, want <= %g", e, testutil.PthTolerance)
+					} else {
+						t.Logf("relative error %.3g against the reference", e)
 					}
 					return
 				}
