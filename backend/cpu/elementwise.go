@@ -5,9 +5,15 @@ import (
 	"math"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
+// slope checks act and returns its PReLU slopes for c channels (nil for
+// the other kinds).
 func (b *Backend) slope(act backend.Activation, c int) ([]float32, error) {
+	if err := check.Activation(act); err != nil {
+		return nil, err
+	}
 	if act.Kind != backend.ActPReLU {
 		return nil, nil
 	}

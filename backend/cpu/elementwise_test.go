@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -43,5 +44,19 @@ func TestActivatePointwise(t *testing.T) {
 		}
 		x.Free()
 		y.Free()
+	}
+}
+
+// TestActivateUnknown refuses an activation kind backend.ActKind does not
+// list rather than passing its input through.
+func TestActivateUnknown(t *testing.T) {
+	b := New(1)
+	x, err := b.Upload(backend.Shape{N: 1, H: 1, W: 1, C: 1}, []float32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	if _, err := b.Activate(x, backend.Activation{Kind: backend.ActMulScalar + 1}); err == nil || !strings.Contains(err.Error(), "unknown activation") {
+		t.Errorf("Activate of an unknown kind: %v", err)
 	}
 }
