@@ -22,8 +22,10 @@ type Graph struct {
 // with the weights converted to float32. The graphs have the layers of
 // the ncnn files of the same networks (realesrgan-x4plus for ESRGAN,
 // realesr-animevideov3 for SRVGGNetCompact), so that compact's fast paths
-// (its dense-block buffers, the fused shuffle and add) find them. An
-// architecture vsr does not run is info.Check's error.
+// (its dense-block buffers, the fused shuffle and add) find them; SPAN's
+// has its Conv3XCs folded into 3x3 convolutions and its attention as
+// Swish, Sigmoid and BinaryOp layers (span.graph). An architecture vsr
+// does not run is info.Check's error.
 func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 	if err := info.Check(); err != nil {
 		return nil, err
