@@ -59,12 +59,16 @@ const (
 	ActLeaky             // x < 0 ? Alpha*x : x
 	ActPReLU             // x < 0 ? Slope[c]*x : x, with a per-channel slope tensor
 	ActSoftClamp         // Alpha * tanh(x / Alpha)
+	ActSiLU              // x * sigmoid(x) (ncnn's Swish)
+	ActSigmoid           // 1 / (1 + exp(-x))
+	ActAddScalar         // x + Alpha (ncnn's BinaryOp add or sub with a scalar)
+	ActMulScalar         // x * Alpha (ncnn's BinaryOp mul with a scalar)
 )
 
 // Activation is an activation function with its parameters.
 type Activation struct {
 	Kind  ActKind
-	Alpha float32 // ActLeaky
+	Alpha float32 // ActLeaky, ActSoftClamp, ActAddScalar, ActMulScalar
 	Slope Tensor  // ActPReLU: shape [1 1 1 C]
 }
 

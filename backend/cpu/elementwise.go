@@ -2,11 +2,18 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vsr-dev/vsr/backend"
+	"github.com/vsr-dev/vsr/backend/internal/check"
 )
 
+// slope checks act and returns its PReLU slopes for c channels (nil for
+// the other kinds).
 func (b *Backend) slope(act backend.Activation, c int) ([]float32, error) {
+	if err := check.Activation(act); err != nil {
+		return nil, err
+	}
 	if act.Kind != backend.ActPReLU {
 		return nil, nil
 	}
@@ -39,6 +46,22 @@ func activate(d []float32, c int, act backend.Activation, slope []float32) {
 		for i, v := range d {
 			d[i] = softClamp(v, act.Alpha)
 		}
+	case backend.ActSiLU:
+		for i, v := range d {
+			d[i] = v * sigmoid(v)
+		}
+	case backend.ActSigmoid:
+		for i, v := range d {
+			d[i] = sigmoid(v)
+		}
+	case backend.ActAddScalar:
+		for i, v := range d {
+			d[i] = v + act.Alpha
+		}
+	case backend.ActMulScalar:
+		for i, v := range d {
+			d[i] = v * act.Alpha
+		}
 	case backend.ActPReLU:
 		if len(slope) == 1 {
 			for i, v := range d {
@@ -57,6 +80,11 @@ func activate(d []float32, c int, act backend.Activation, slope []float32) {
 			}
 		}
 	}
+}
+
+// sigmoid is 1 / (1 + exp(-v)), computed in float64 and rounded once.
+func sigmoid(v float32) float32 {
+	return float32(1 / (1 + math.Exp(-float64(v))))
 }
 
 // Activate applies an activation to a copy of x.

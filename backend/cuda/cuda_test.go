@@ -220,8 +220,23 @@ func TestOpsAgainstCPU(t *testing.T) {
 				return b.Binary(op, up(b, s, x), up(b, s, y))
 			})
 		}
-		both(t, dt, "soft clamp", func(b backend.Backend) (backend.Tensor, error) {
-			return b.Activate(up(b, s, x), backend.Activation{Kind: backend.ActSoftClamp, Alpha: 0.5})
+		for _, act := range []backend.Activation{
+			{Kind: backend.ActSoftClamp, Alpha: 0.5},
+			{Kind: backend.ActSiLU},
+			{Kind: backend.ActSigmoid},
+			{Kind: backend.ActAddScalar, Alpha: -0.5},
+			{Kind: backend.ActMulScalar, Alpha: 255},
+		} {
+			both(t, dt, fmt.Sprintf("activation %d", act.Kind), func(b backend.Backend) (backend.Tensor, error) {
+				return b.Activate(up(b, s, x), act)
+			})
+		}
+		both(t, dt, "conv3x3 64->64 +bias +silu", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(64, 64, 3, 3, w, bias)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, s, x), cw, p, backend.Activation{Kind: backend.ActSiLU})
 		})
 		both(t, dt, "pixel unshuffle", func(b backend.Backend) (backend.Tensor, error) {
 			return b.PixelUnshuffle(up(b, backend.Shape{N: 2, H: 18, W: 22, C: 3}, x3[:2*18*22*3]), 2)

@@ -17,6 +17,14 @@ func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, sl
 		kind, alpha = 2, act.Alpha
 	case backend.ActSoftClamp:
 		kind, alpha = 4, act.Alpha
+	case backend.ActSiLU:
+		kind = 5
+	case backend.ActSigmoid:
+		kind = 6
+	case backend.ActAddScalar:
+		kind, alpha = 7, act.Alpha
+	case backend.ActMulScalar:
+		kind, alpha = 8, act.Alpha
 	case backend.ActPReLU:
 		st, ok := act.Slope.(*Tensor)
 		if !ok || st.f32 == nil {

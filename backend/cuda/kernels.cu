@@ -26,7 +26,8 @@ __device__ __forceinline__ u8 quantize(float v) {
 }
 
 // activate applies activation act to v of channel ch: 0 none, 1 relu, 2 leaky (alpha), 3 prelu
-// (slope[ch], or slope[0] when nslope == 1), 4 soft clamp alpha * tanh(v / alpha).
+// (slope[ch], or slope[0] when nslope == 1), 4 soft clamp alpha * tanh(v / alpha), 5 silu, 6 sigmoid,
+// 7 add alpha, 8 multiply by alpha (backend.ActKind order).
 __device__ __forceinline__ float activate(float v, int ch, int act, float alpha, const float* __restrict__ slope, int nslope) {
     if (v < 0.0f) {
         if (act == 1) v = 0.0f;
@@ -34,6 +35,10 @@ __device__ __forceinline__ float activate(float v, int ch, int act, float alpha,
         else if (act == 3) v *= slope[nslope == 1 ? 0 : ch];
     }
     if (act == 4) v = alpha * tanhf(v / alpha);
+    else if (act == 5) v = v / (1.0f + expf(-v));
+    else if (act == 6) v = 1.0f / (1.0f + expf(-v));
+    else if (act == 7) v += alpha;
+    else if (act == 8) v *= alpha;
     return v;
 }
 

@@ -84,8 +84,8 @@ func TestStateDictAgainstCPU(t *testing.T) {
 	}
 }
 
-// TestPthGoldenGPU runs the first file of every ESRGAN and
-// SRVGGNetCompact case of testdata/pth on the GPU in float16 against the
+// TestPthGoldenGPU runs the first file of every ESRGAN, SRVGGNetCompact
+// and SPAN case of testdata/pth on the GPU in float16 against the
 // reference output of the independent PyTorch implementation, within the
 // float16 bound against the CPU. An SRVGGNetCompact with LeakyReLU, which
 // its weights cannot tell, is given act_type=leakyrelu as a converted

@@ -60,8 +60,10 @@ func PthCases(t testing.TB) []PthCase {
 }
 
 // Runs reports whether vsr runs the case's architecture (ESRGAN,
-// SRVGGNetCompact) rather than only recognising it.
-func (c PthCase) Runs() bool { return c.Arch == "ESRGAN" || c.Arch == "SRVGGNetCompact" }
+// SRVGGNetCompact, SPAN) rather than only recognising it.
+func (c PthCase) Runs() bool {
+	return c.Arch == "ESRGAN" || c.Arch == "SRVGGNetCompact" || c.Arch == "SPAN"
+}
 
 // Arrays reads the case's input and reference output, reordered from
 // PyTorch's (1, c, h, w) to vsr's (1, h, w, c).

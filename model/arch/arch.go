@@ -12,10 +12,11 @@
 //
 //   - Runs: ESRGAN (RRDBNet in its old, new and BSRGAN key layouts, any
 //     number of blocks, features and growth channels, x1 and x2 through
-//     Real-ESRGAN's pixel unshuffle, x4, x8) and SRVGGNetCompact (any
-//     depth, width, scale; PReLU, ReLU or LeakyReLU). Graph builds the
-//     ncnn graph.
-//   - NeedsOps: SPAN, Real-CUGAN and RealPLKSR, recognised and described,
+//     Real-ESRGAN's pixel unshuffle, x4, x8), SRVGGNetCompact (any
+//     depth, width, scale; PReLU, ReLU or LeakyReLU) and SPAN (any width,
+//     channels and scale, with or without the input normalisation). Build
+//     builds the ncnn graph.
+//   - NeedsOps: Real-CUGAN and RealPLKSR, recognised and described,
 //     whose graphs need ops vsr's backends do not have yet.
 //   - NotRun: transformers and others (SwinIR, HAT, DAT, OmniSR, ...),
 //     named so that the user knows what the file is.

@@ -50,7 +50,7 @@ func TestDetect(t *testing.T) {
 		{"Compact x1 one channel", archtest.New(1).Compact(8, 1, 1, 1, true).D,
 			arch.Info{Arch: "SRVGGNetCompact", Scale: 1, In: 1, Out: 1, Features: 8, Blocks: 1, Activation: "prelu"}},
 		{"SPAN", archtest.New(1).SPAN(8, 3, 4).D,
-			arch.Info{Arch: "SPAN", Support: arch.NeedsOps, Scale: 4, In: 3, Out: 3, Features: 8, Blocks: 6}},
+			arch.Info{Arch: "SPAN", Support: arch.Runs, Scale: 4, In: 3, Out: 3, Features: 8, Blocks: 6}},
 		{"Real-CUGAN 2x", archtest.New(1).RealCUGAN(2, false, false).D,
 			arch.Info{Arch: "RealCUGAN", Support: arch.NeedsOps, Scale: 2, In: 3, Out: 3, Features: 32}},
 		{"Real-CUGAN 3x pro", archtest.New(1).RealCUGAN(3, false, true).D,
@@ -143,9 +143,9 @@ func TestDetectNamed(t *testing.T) {
 	if err := got.Check(); err == nil || err.Error() != "a SwinIR model (transformer): vsr does not run this architecture yet" {
 		t.Errorf("SwinIR: %v", err)
 	}
-	span, _ := arch.Detect(archtest.New(1).SPAN(8, 3, 4).D)
-	if err := span.Check(); err == nil || !strings.Contains(err.Error(), "a SPAN model (convolutional): recognised; running it needs ops not yet in vsr") {
-		t.Errorf("SPAN: %v", err)
+	plksr, _ := arch.Detect(archtest.New(1).PLKSR(true, 16, 4, 9, 4, 2).D)
+	if err := plksr.Check(); err == nil || !strings.Contains(err.Error(), "a RealPLKSR model (convolutional): recognised; running it needs ops not yet in vsr") {
+		t.Errorf("RealPLKSR: %v", err)
 	}
 }
 
@@ -170,6 +170,16 @@ func TestDetectUnknown(t *testing.T) {
 	b.D.Tensors["body.0.rdb1.conv2.weight"].Shape = []int{8, 17, 3, 3}
 	if _, err := arch.Detect(b.D); err == nil || !strings.Contains(err.Error(), "body.0.rdb1.conv2.weight is [8 17 3 3], want [8 24 3 3]") {
 		t.Errorf("bad shape: %v", err)
+	}
+	// SPANs vsr cannot build: a conv_cat of the wrong width, and four
+	// input channels with the RGB mean normalisation.
+	b = archtest.New(1).SPAN(8, 3, 4)
+	b.D.Tensors["conv_cat.weight"].Shape = []int{8, 31, 1, 1}
+	if _, err := arch.Detect(b.D); err == nil || !strings.Contains(err.Error(), "conv_cat.weight is [8 31 1 1], want [8 32 1 1]") {
+		t.Errorf("SPAN conv_cat: %v", err)
+	}
+	if _, err := arch.Detect(archtest.New(1).SPAN(8, 4, 4).D); err == nil || !strings.Contains(err.Error(), "4 input channels with the RGB mean normalisation") {
+		t.Errorf("SPAN of 4 channels: %v", err)
 	}
 }
 

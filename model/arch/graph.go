@@ -22,8 +22,10 @@ type Graph struct {
 // with the weights converted to float32. The graphs have the layers of
 // the ncnn files of the same networks (realesrgan-x4plus for ESRGAN,
 // realesr-animevideov3 for SRVGGNetCompact), so that compact's fast paths
-// (its dense-block buffers, the fused shuffle and add) find them. An
-// architecture vsr does not run is info.Check's error.
+// (its dense-block buffers, the fused shuffle and add) find them; SPAN's
+// has its Conv3XCs folded into 3x3 convolutions and its attention as
+// Swish, Sigmoid and BinaryOp layers (span.graph). An architecture vsr
+// does not run is info.Check's error.
 func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 	if err := info.Check(); err != nil {
 		return nil, err
@@ -47,6 +49,12 @@ func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 			return nil, err
 		}
 		c.graph(w)
+	case "SPAN":
+		var s span
+		if err := s.read(d, &Info{}); err != nil {
+			return nil, err
+		}
+		s.graph(w)
 	default:
 		return nil, fmt.Errorf("no graph builder for %s", info.Arch)
 	}
@@ -96,7 +104,17 @@ func (w *writer) conv(key, in string, act int, alpha float32) string {
 		w.fail(fmt.Errorf("%s.weight is %v, want a convolution", key, w.d.Shape(key+".weight")))
 		return key
 	}
-	bias := w.d.Get(key + ".bias")
+	var bias []float32
+	if w.d.Get(key+".bias") != nil {
+		bias = w.floats(key + ".bias")
+	}
+	return w.convValues(key, in, o, i, k, w.floats(key+".weight"), bias, act, alpha)
+}
+
+// convValues writes a kxk, stride 1, same-padded Convolution named name
+// of o outputs and i inputs with the weights wt (o*i*k*k, PyTorch's
+// order) and bias (none when nil), with the activation act.
+func (w *writer) convValues(name, in string, o, i, k int, wt, bias []float32, act int, alpha float32) string {
 	p := fmt.Sprintf("0=%d 1=%d 4=%d 5=%d 6=%d", o, k, k/2, b2i(bias != nil), o*i*k*k)
 	switch act {
 	case actReLU:
@@ -104,11 +122,11 @@ func (w *writer) conv(key, in string, act int, alpha float32) string {
 	case actLeaky:
 		p += fmt.Sprintf(" 9=2 -23310=1,%e", alpha)
 	}
-	w.tagged(w.floats(key + ".weight"))
+	w.tagged(wt)
 	if bias != nil {
-		w.raw(w.floats(key + ".bias"))
+		w.raw(bias)
 	}
-	return w.layer("Convolution", key, []string{in}, p)
+	return w.layer("Convolution", name, []string{in}, p)
 }
 
 // unshuffle writes PyTorch's pixel_unshuffle by r as an ncnn Reorg

@@ -52,33 +52,6 @@ func detectRealCUGAN(d *statedict.Dict) (*Info, bool, error) {
 	return info, true, nil
 }
 
-// detectSPAN recognises SPAN by spandrel's keys.
-func detectSPAN(d *statedict.Dict) (*Info, bool, error) {
-	if !has(d, "conv_1.sk.weight", "block_1.c1_r.sk.weight", "block_1.c1_r.eval_conv.weight",
-		"conv_cat.weight", "conv_2.eval_conv.weight", "upsampler.0.weight") {
-		return nil, false, nil
-	}
-	info := &Info{Arch: "SPAN", Kind: "convolutional", Support: NeedsOps,
-		Missing: "SiLU and sigmoid attention gates"}
-	info.why("conv_1.sk.weight, block_1.c1_r.eval_conv.weight, conv_cat.weight and upsampler.0.weight: SPAN's parameter-free attention blocks")
-	f, in, _, ok := conv(d, "conv_1.sk.weight")
-	up, _, _, ok2 := conv(d, "upsampler.0.weight")
-	if !ok || !ok2 {
-		return nil, false, fmt.Errorf("a SPAN state dict whose conv_1.sk.weight is %v and upsampler.0.weight %v, want convolutions", d.Shape("conv_1.sk.weight"), d.Shape("upsampler.0.weight"))
-	}
-	s, out, ok := scaleAndOut(up, in)
-	if !ok {
-		return nil, false, fmt.Errorf("a SPAN state dict whose upsampler.0.weight has %d outputs: no scale and channel count make it", up)
-	}
-	info.Scale, info.In, info.Out, info.Features = s, in, out, f
-	info.Blocks = seqLenNamed(d, "block_")
-	info.why("%d features from conv_1.sk.weight %v; x%d from upsampler.0.weight's %d outputs", f, d.Shape("conv_1.sk.weight"), s, up)
-	info.MACs = lowResMACs(d, func(k string) bool {
-		return strings.HasSuffix(k, "eval_conv.weight") || k == "conv_cat.weight" || k == "upsampler.0.weight"
-	}, s)
-	return info, true, nil
-}
-
 // detectPLKSR recognises PLKSR and RealPLKSR by spandrel's keys: the
 // large-kernel convolution of the first block, and its channel mixer
 // (misspelt channe_mixer in PLKSR, which is how the two are told apart).

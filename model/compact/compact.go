@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise"
+const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise, Sigmoid, Swish"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -221,6 +221,10 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = resizeOp(o)
 		case "BinaryOp":
 			err = binaryOp(o)
+		case "Sigmoid":
+			err = pointwiseOp(o, backend.ActSigmoid)
+		case "Swish":
+			err = pointwiseOp(o, backend.ActSiLU)
 		case "Concat":
 			err = concatOp(o)
 		case "Eltwise":

@@ -260,16 +260,37 @@ func eltwiseOp(o *op) error {
 }
 
 // binaryOp reads a BinaryOp layer: 0=op_type (0 add, 1 sub, 2 mul)
-// 1=with_scalar.
+// 1=with_scalar 2=b (the scalar). With a scalar it is a pointwise
+// activation (x + b, x - b or x * b) of its one input.
 func binaryOp(o *op) error {
 	ops := map[int]backend.BinaryOp{0: backend.OpAdd, 1: backend.OpSub, 2: backend.OpMul}
 	bo, ok := ops[o.layer.Int(0, 0)]
 	if !ok {
 		return fmt.Errorf("unsupported op_type %d (add, sub and mul are supported)", o.layer.Int(0, 0))
 	}
-	if o.layer.Int(1, 0) != 0 {
-		return fmt.Errorf("with_scalar is not supported")
+	switch ws := o.layer.Int(1, 0); ws {
+	case 0:
+		o.kind, o.binop = opBinary, bo
+	case 1:
+		b := o.layer.Float(2, 0)
+		o.kind = opAct
+		switch bo {
+		case backend.OpAdd:
+			o.act = backend.Activation{Kind: backend.ActAddScalar, Alpha: b}
+		case backend.OpSub:
+			o.act = backend.Activation{Kind: backend.ActAddScalar, Alpha: -b}
+		case backend.OpMul:
+			o.act = backend.Activation{Kind: backend.ActMulScalar, Alpha: b}
+		}
+	default:
+		return fmt.Errorf("bad with_scalar %d (0 or 1)", ws)
 	}
-	o.kind, o.binop = opBinary, bo
+	return nil
+}
+
+// pointwiseOp reads a weightless activation layer, Sigmoid or Swish
+// (x * sigmoid(x), PyTorch's SiLU).
+func pointwiseOp(o *op, kind backend.ActKind) error {
+	o.kind, o.act = opAct, backend.Activation{Kind: kind}
 	return nil
 }

@@ -3,6 +3,7 @@ package compact
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestLoadErrors(t *testing.T) {
 		{"truncated bin", param, bin[:len(bin)/2], "layer Conv_"},
 		{"extra bytes", param, append(append([]byte(nil), bin...), 1, 2, 3, 4), "does not belong"},
 		{"empty bin", param, nil, "too short"},
-		{"unsupported op", strings.Replace(param, "PReLU                    PRelu_3", "Sigmoid                  PRelu_3", 1), bin, `layer PRelu_3 (Sigmoid): unsupported op "Sigmoid"`},
+		{"unsupported op", strings.Replace(param, "PReLU                    PRelu_3", "Mish                     PRelu_3", 1), bin, `layer PRelu_3 (Mish): unsupported op "Mish"`},
 		{"bad interp", strings.Replace(param, "0=1 1=4.000000e+00", "0=7 1=4.000000e+00", 1), bin, "layer Resize_37 (Interp): unsupported resize_type 7"},
 		{"missing blob", strings.Replace(param, "1 1 54 56 0=64", "1 1 nosuch 56 0=64", 1), bin, `reads blob "nosuch"`},
 		{"garbage", "\x00\x01garbage", bin, "not a text ncnn .param file"},
@@ -81,4 +82,53 @@ func loadUnfused(t *testing.T, b backend.Backend, scale int) *Graph {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestPointwiseLayers runs Swish, Sigmoid and BinaryOp with a scalar
+// (sub, mul) against their definitions, and refuses a BinaryOp whose
+// with_scalar is neither 0 nor 1 and a scalar BinaryOp of two inputs.
+func TestPointwiseLayers(t *testing.T) {
+	b := cpu.New(1)
+	graph := func(last string) string {
+		return "7767517\n5 5\nInput in 0 1 data\nSwish s 1 1 data a\nSigmoid g 1 1 a b\n" +
+			"BinaryOp sub 1 1 b c 0=1 1=1 2=0.5\n" + last + "\n"
+	}
+	m, err := LoadFiles(b, "test", []byte(graph("BinaryOp mul 1 1 c d 0=2 1=1 2=3")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	in := []float32{-4, -1, 0, 0.5, 2, 7}
+	x, err := b.Upload(backend.Shape{N: 1, H: 1, W: 2, C: 3}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	y, err := m.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Free()
+	got, err := b.Download(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
+	for i, v := range in {
+		want := 3 * (sig(float64(v)*sig(float64(v))) - 0.5)
+		if math.Abs(float64(got[i])-want) > 1e-6 {
+			t.Errorf("%g: %g, want %g", v, got[i], want)
+		}
+	}
+	for _, c := range []struct{ last, want string }{
+		{"BinaryOp mul 1 1 c d 0=2 1=2 2=3", "bad with_scalar 2"},
+		{"BinaryOp mul 2 1 c a d 0=2 1=1 2=3", "want 1 input(s)"},
+	} {
+		if m, err := LoadFiles(b, "test", []byte(graph(c.last)), nil); err == nil {
+			m.Close()
+			t.Errorf("%s: loaded", c.last)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.last, err, c.want)
+		}
+	}
 }

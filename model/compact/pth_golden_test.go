@@ -108,13 +108,13 @@ func detectFacts(t *testing.T, c testutil.PthCase, path string) *arch.Info {
 	return info
 }
 
-// TestPthGolden loads every file of every ESRGAN and SRVGGNetCompact case
+// TestPthGolden loads every file of every ESRGAN, SRVGGNetCompact and SPAN case
 // of testdata/pth (zip, legacy and shared-storage .pth files, safetensors;
 // plain, params_ema, params and module.-prefixed state dicts; F32, F16
 // and BF16 tensors) as --model does, checks what detection finds, and
 // runs the case's input on the CPU in float32 against the reference
 // output within 1e-5 relative. The cases of the architectures vsr
-// recognises but does not run yet (SPAN, Real-CUGAN, RealPLKSR) are
+// recognises but does not run yet (Real-CUGAN, RealPLKSR) are
 // detected with the manifest's facts and refused as such.
 //
 // An SRVGGNetCompact with LeakyReLU cannot be told from its weights (no
@@ -138,6 +138,8 @@ func TestPthGolden(t *testing.T) {
 					defer m.Close()
 					if e := pthGolden(t, b, m, c); e > testutil.PthTolerance || math.IsNaN(e) {
 						t.Errorf("relative error %.3g against the reference, want <= %g", e, testutil.PthTolerance)
+					} else {
+						t.Logf("relative error %.3g against the reference", e)
 					}
 					return
 				}
@@ -175,4 +177,71 @@ func leakyCopy(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPthSPANTiles checks that SPAN's graph tiles exactly: its sigmoid,
+// SiLU and scalar ops are pointwise, so the halo is the 3x3
+// convolutions' alone (conv_1, three per block, conv_2, upsampler.0: 21
+// pixels), and a tile computed from its region with the halo gives the
+// whole frame's float32 values bit for bit (SPAN's gates damp distant
+// pixels below a byte, so the bytes of Upscale would not tell).
+func TestPthSPANTiles(t *testing.T) {
+	b := cpu.New(0)
+	m, err := loadPth(b, filepath.Join(testutil.PthDir, "span_x4.pth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := m.(*graphModel).g
+	if g.Halo() != 21 || !g.tileOK {
+		t.Fatalf("halo %d, tiles exact %v (%s): want 21 and true", g.Halo(), g.tileOK, g.why)
+	}
+	const w, h, s = 60, 50, 4
+	frame := randFrames(1, w, h, 39)
+	in := make([]float32, len(frame))
+	for i, v := range frame {
+		in[i] = float32(v) / 255
+	}
+	fh, fw, err := g.fullSizes(h, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(rg region) []float32 {
+		rw, rh := rg.x1-rg.x0, rg.y1-rg.y0
+		crop := make([]float32, 0, rw*rh*3)
+		for y := rg.y0; y < rg.y1; y++ {
+			crop = append(crop, in[(y*w+rg.x0)*3:(y*w+rg.x1)*3]...)
+		}
+		x, err := b.Upload(backend.Shape{N: 1, H: rh, W: rw, C: 3}, crop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Free()
+		y, err := g.forward(x, rg, fh, fw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Free()
+		out, err := b.Download(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	whole := run(region{0, h, 0, w, h, w})
+	// a tile in the middle, [25, 30) x [24, 28), with the halo on every side
+	ty0, ty1, tx0, tx1 := 24, 28, 25, 30
+	rg := region{ty0 - g.Halo(), ty1 + g.Halo(), tx0 - g.Halo(), tx1 + g.Halo(), h, w}
+	tile := run(rg)
+	rw := (rg.x1 - rg.x0) * s
+	for y := ty0 * s; y < ty1*s; y++ {
+		for x := tx0 * s; x < tx1*s; x++ {
+			for c := 0; c < 3; c++ {
+				got := tile[((y-rg.y0*s)*rw+x-rg.x0*s)*3+c]
+				if want := whole[(y*w*s+x)*3+c]; got != want {
+					t.Fatalf("output (%d, %d) channel %d: %g in the tile, %g in the whole frame", x, y, c, got, want)
+				}
+			}
+		}
+	}
 }

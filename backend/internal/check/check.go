@@ -14,6 +14,14 @@ import (
 // Checks every backend makes on its arguments, in one place so that all of
 // them accept and refuse the same calls with the same messages.
 
+// Activation checks that act is one of the kinds backend.ActKind lists.
+func Activation(act backend.Activation) error {
+	if act.Kind < backend.ActNone || act.Kind > backend.ActMulScalar {
+		return fmt.Errorf("unknown activation %d", act.Kind)
+	}
+	return nil
+}
+
 // ConvWeights validates PrepareConv's arguments.
 func ConvWeights(out, in, kh, kw int, w, bias []float32) error {
 	if out <= 0 || in <= 0 || kh <= 0 || kw <= 0 || len(w) != out*in*kh*kw {
