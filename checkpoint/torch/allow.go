@@ -206,12 +206,20 @@ func (u *unpickler) call(fn any, a Tuple) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := u.charge(len(dims)); err != nil {
+			return nil, err
+		}
 		t := make(Tuple, len(dims))
 		for i, d := range dims {
 			t[i] = d
 		}
 		return t, nil
 	case codecsEncode:
+		if s, ok := a[0].(string); ok && len(a) == 2 {
+			if err := u.charge(len(s)); err != nil {
+				return nil, err
+			}
+		}
 		return encodeLatin1(a)
 	case bytesType, bytesType2:
 		if len(a) != 0 {
@@ -274,6 +282,12 @@ func (u *unpickler) rebuildTensor(g global, a Tuple) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(size) > maxRank {
+		return nil, fmt.Errorf("%s: a tensor of %d dimensions (at most %d)", g, len(size), maxRank)
+	}
+	if err := u.charge(tensorCost + len(size) + len(stride)); err != nil {
+		return nil, err
+	}
 	dtype, numel := st.dtype, st.numel
 	if g != rebuildTensor {
 		if _, ok := a[4].(bool); !ok {
@@ -302,6 +316,13 @@ func (u *unpickler) rebuildTensor(g global, a Tuple) (any, error) {
 	u.tensors = append(u.tensors, t)
 	return t, nil
 }
+
+// maxRank bounds a tensor's dimensions; tensorCost is what a tensor counts
+// against the call budget besides its size and stride.
+const (
+	maxRank    = 64
+	tensorCost = 64
+)
 
 // plainMetadata accepts the metadata torch.save adds to a tensor only if it
 // changes nothing (every flag false): a negated or conjugated view is not a

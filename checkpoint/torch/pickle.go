@@ -45,6 +45,23 @@ type unpickler struct {
 	legacy bool
 	// tensors are the tensors built so far, to read once the storages are.
 	tensors []*Tensor
+	// built counts what calls have allocated (elements, bytes, a fixed
+	// cost a tensor), bounded by callBudget: the memo lets a few bytes of
+	// pickle repeat a call on one large argument any number of times.
+	built int64
+}
+
+// callBudget bounds what calls may allocate for a pickle of n bytes: a
+// few times what the pickle itself holds.
+func callBudget(n int) int64 { return 4*int64(n) + 1<<16 }
+
+// charge counts n more units allocated by a call against the budget.
+func (u *unpickler) charge(n int) error {
+	u.built += int64(n)
+	if u.built > callBudget(len(u.data)) {
+		return fmt.Errorf("the pickle's calls build more than %d values, more than a %d-byte pickle can describe", callBudget(len(u.data)), len(u.data))
+	}
+	return nil
 }
 
 // argBytes is the size of the fixed-size argument (an integer or a length)

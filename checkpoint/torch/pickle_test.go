@@ -239,3 +239,24 @@ func TestMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestCallBudget: the memo cannot make a small pickle allocate without
+// bound by repeating a call on one large argument, and a tensor's rank is
+// bounded.
+func TestCallBudget(t *testing.T) {
+	big := strings.Repeat("a", 100_000)
+	p := "]" + glob("_codecs", "encode") + "q\x01" + uni(big) + uni("latin1") + "\x86q\x02Ra" +
+		strings.Repeat("h\x01h\x02Ra", 100) + "."
+	_, err := loads([]byte(p))
+	pthtest.CheckOneLine(t, err, "", "the pickle's calls build more than")
+	if _, err := loads([]byte("]" + glob("_codecs", "encode") + uni(big) + uni("latin1") + "\x86Ra.")); err != nil {
+		t.Errorf("one call: %v", err)
+	}
+
+	ones := make([]int, maxRank+1)
+	for i := range ones {
+		ones[i] = 1
+	}
+	_, err = loads([]byte(tensorOp("0", 6, 0, ones, ones) + "."))
+	pthtest.CheckOneLine(t, err, "", "65 dimensions (at most 64)")
+}
