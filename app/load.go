@@ -31,20 +31,28 @@ type Loaded struct {
 	// independent segments spread over Dev and these.
 	Ranks []*Loaded
 
-	hashOnce sync.Once
-	hash     string // of Spec's files (specHash), for resumable jobs
-	hashErr  error
+	hashMu sync.Mutex
+	hash   string // of Spec's files (specHash), once known
 }
 
-// modelHash hashes the model's files once, at the first resumable job. A
-// spec with no files (a test's stand-in) has no hash: its jobs are not
-// resumable (ok false, no error).
+// modelHash hashes the model's files at the first resumable job and keeps
+// the hash; a failure is not kept (the next job tries again). A spec with
+// no files (a test's stand-in) has no hash: its jobs are not resumable (ok
+// false, no error).
 func (l *Loaded) modelHash() (h string, ok bool, err error) {
-	l.hashOnce.Do(func() { l.hash, l.hashErr = specHash(l.Spec) })
-	if errors.Is(l.hashErr, fs.ErrNotExist) {
-		return "", false, nil
+	l.hashMu.Lock()
+	defer l.hashMu.Unlock()
+	if l.hash == "" {
+		h, err := specHash(l.Spec)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		l.hash = h
 	}
-	return l.hash, l.hashErr == nil, l.hashErr
+	return l.hash, true, nil
 }
 
 // Load finds the family of spec and loads it onto dev. set are the

@@ -27,16 +27,16 @@ import (
 // run when Request.CheckpointEvery is 0.
 const DefaultCheckpointEvery = 60.0
 
-// partFrames is the frames of about sec seconds of video at fps (sec 0:
-// DefaultCheckpointEvery), at least 1.
+// partFrames is the frames of about sec seconds of video at fps (sec not
+// a positive finite number: DefaultCheckpointEvery), at least 1.
 func partFrames(sec float64, fps float64) int {
-	if sec <= 0 {
+	if !(sec > 0) || math.IsInf(sec, 0) {
 		sec = DefaultCheckpointEvery
 	}
-	if fps <= 0 || math.IsNaN(fps) || math.IsInf(fps, 0) {
+	if !(fps > 0) || math.IsInf(fps, 0) {
 		fps = 25
 	}
-	return max(int(math.Round(sec*fps)), 1)
+	return int(min(max(math.Round(sec*fps), 1), math.MaxInt32))
 }
 
 // checkpoint is a batch of a causal engine's plan after which its state is

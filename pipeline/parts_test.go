@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -29,5 +30,25 @@ func TestPartsAndGroups(t *testing.T) {
 		if g := group(ps, c.nseg); !slices.Equal(g, c.groups) {
 			t.Errorf("group(%v, %d) = %v, want %v", ps, c.nseg, g, c.groups)
 		}
+	}
+}
+
+// TestPartFrames: seconds that are no positive finite number take the
+// default; the result is at least 1 frame and fits an int32.
+func TestPartFrames(t *testing.T) {
+	def := partFrames(DefaultCheckpointEvery, 25)
+	for _, sec := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if got := partFrames(sec, 25); got != def {
+			t.Errorf("partFrames(%v, 25) = %d, want the default's %d", sec, got, def)
+		}
+	}
+	if got := partFrames(1e-9, 25); got != 1 {
+		t.Errorf("a tiny part: %d frames, want 1", got)
+	}
+	if got := partFrames(1e300, 25); got != math.MaxInt32 {
+		t.Errorf("a huge part: %d frames, want MaxInt32", got)
+	}
+	if got := partFrames(2, math.NaN()); got != 50 {
+		t.Errorf("no frame rate: %d frames, want 2 s at 25", got)
 	}
 }

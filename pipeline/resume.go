@@ -467,8 +467,19 @@ func (r *resumer) close() {
 	r.df.Close()
 }
 
-// remove deletes the journal directory: the output is done.
+// remove deletes the journal directory: the output is done. It is emptied
+// through the directory opened while the lock is held, and removed by name
+// only if the name still is that directory.
 func (r *resumer) remove() {
+	if es, err := os.ReadDir(r.path); err == nil {
+		for _, e := range es {
+			r.store.Root().RemoveAll(e.Name())
+		}
+	}
+	if named, err := os.Lstat(r.dir); err == nil {
+		if opened, err := r.df.Stat(); err == nil && os.SameFile(named, opened) {
+			os.Remove(r.dir)
+		}
+	}
 	r.close()
-	os.RemoveAll(r.dir)
 }
