@@ -34,8 +34,9 @@ import (
 // video, for an output that keeps variable frame times or takes its alpha
 // from the input, and for an output of one part (a video shorter than
 // CheckpointEvery restored in one segment). An error in the
-// input itself (its decoder fails, it ends early) discards the journal;
-// any other error, and a cancellation, keeps it.
+// input itself while its frames are read (the decoder fails, the input
+// ends early) discards the journal; any other error (a decoder that cannot
+// start included), and a cancellation, keeps it.
 type Resume struct {
 	// Model is the caller's hash of the model (weights and code).
 	Model string
