@@ -183,6 +183,20 @@ func gpu(t *testing.T, dt cuda.DType) *cuda.Backend {
 	return g
 }
 
+// fullReplica loads the full-size checkpoint ck on a fresh bf16 backend of
+// GPU 0 (both closed at the end of the test) and returns it with that
+// backend.
+func fullReplica(t *testing.T, ck *Checkpoint) (Replica, *cuda.Backend) {
+	t.Helper()
+	b := gpu(t, cuda.BF16)
+	r, err := NewReAE(b, FileSource{ck.ReAE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return Replica{R: r, DiT: loadDiT(t, b, ck)}, b
+}
+
 // TestBackToBackRequestsGPU is TestBackToBackRequests on the GPU in bf16.
 func TestBackToBackRequestsGPU(t *testing.T) {
 	runtime.LockOSThread()
@@ -283,13 +297,8 @@ func TestParallelFullGPU(t *testing.T) {
 	ck := synthCheckpoint(t, "full")
 	var ranks []Replica
 	for range 3 {
-		b := gpu(t, cuda.BF16)
-		r, err := NewReAE(b, FileSource{ck.ReAE})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Close)
-		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
+		rep, _ := fullReplica(t, ck)
+		ranks = append(ranks, rep)
 	}
 	v := video(frames, w, h, 3)
 	opt := Options{Width: ow, Height: oh}
@@ -379,14 +388,8 @@ func TestSequenceFullGPU(t *testing.T) {
 	var ranks []Replica
 	var gpus []*cuda.Backend
 	for range 4 {
-		b := gpu(t, cuda.BF16)
-		r, err := NewReAE(b, FileSource{ck.ReAE})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Close)
-		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
-		gpus = append(gpus, b)
+		rep, b := fullReplica(t, ck)
+		ranks, gpus = append(ranks, rep), append(gpus, b)
 	}
 	noDiT := make([]Replica, len(ranks))
 	for i, r := range ranks {
@@ -512,16 +515,9 @@ func TestSequenceMemoryGPU(t *testing.T) {
 	var ranks []Replica
 	var gpus []*cuda.Backend
 	for range 2 {
-		b := gpu(t, cuda.BF16)
-		r, err := NewReAE(b, FileSource{ck.ReAE})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Close)
-		d := loadDiT(t, b, ck)
-		d.Graphs = false
-		ranks = append(ranks, Replica{R: r, DiT: d})
-		gpus = append(gpus, b)
+		rep, b := fullReplica(t, ck)
+		rep.DiT.Graphs = false
+		ranks, gpus = append(ranks, rep), append(gpus, b)
 	}
 	var base []int64
 	run := func(e engine, v []byte, frames, w, h, ow, oh int) ([]byte, time.Duration) {
@@ -682,13 +678,8 @@ func TestResumeFullGPU(t *testing.T) {
 	ck := synthCheckpoint(t, "full")
 	var ranks []Replica
 	for range 2 {
-		b := gpu(t, cuda.BF16)
-		r, err := NewReAE(b, FileSource{ck.ReAE})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Close)
-		ranks = append(ranks, Replica{R: r, DiT: loadDiT(t, b, ck)})
+		rep, _ := fullReplica(t, ck)
+		ranks = append(ranks, rep)
 	}
 	opt := Options{Width: ow, Height: oh}
 	cs, _ := PlanChunks(frames, 24)
