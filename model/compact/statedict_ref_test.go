@@ -231,18 +231,8 @@ func buildGraph(t *testing.T, b backend.Backend, d *statedict.Dict) *Graph {
 // channel-major output.
 func compareRef(t *testing.T, b backend.Backend, g *Graph, rgb []byte, w, h int, want chw) {
 	t.Helper()
-	x, err := b.FromRGB8(rgb, 1, h, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Free()
-	y, err := g.Forward(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Free()
-	got, _ := b.Download(y)
-	if s := y.Shape(); s.C != want.c || s.H != want.h || s.W != want.w {
+	s, got := forwardRGB8(t, b, g, rgb, w, h)
+	if s.C != want.c || s.H != want.h || s.W != want.w {
 		t.Fatalf("%s: output %v, want %dx%dx%d", g.Name, s, want.h, want.w, want.c)
 	}
 	ref := make([]float32, len(got))

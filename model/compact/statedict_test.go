@@ -80,6 +80,45 @@ func writeStateDict(t *testing.T, names []string, ts []ncnnTensor, meta map[stri
 // wb names a convolution's weight and bias.
 func wb(key string) []string { return []string{key + ".weight", key + ".bias"} }
 
+// forwardRGB8 runs g on b on one w x h frame of 8-bit RGB and returns the
+// output's shape and values.
+func forwardRGB8(t *testing.T, b backend.Backend, g *Graph, rgb []byte, w, h int) (backend.Shape, []float32) {
+	t.Helper()
+	x, err := b.FromRGB8(rgb, 1, h, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	y, err := g.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Free()
+	v, err := b.Download(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y.Shape(), v
+}
+
+// loadPair loads the ncnn graph param/bin and the state dict at path on b
+// (both closed at the end of the test) and returns the ncnn graph and the
+// model of the state dict.
+func loadPair(t *testing.T, b backend.Backend, param, bin []byte, path string) (*Graph, *graphModel) {
+	t.Helper()
+	ref, err := LoadFiles(b, "ncnn", param, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ref.Close)
+	m, err := family{}.Load(b, path, model.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return ref, m.(*graphModel)
+}
+
 // forwardBoth runs the same frame through two graphs and fails unless the
 // outputs are bitwise the same.
 func forwardBoth(t *testing.T, b backend.Backend, want, got *Graph, w, h int) {
@@ -92,21 +131,8 @@ func forwardBoth(t *testing.T, b backend.Backend, want, got *Graph, w, h int) {
 	for y := 0; y < h; y++ {
 		crop = append(crop, rgb[y*48*3:][:w*3]...)
 	}
-	run := func(g *Graph) []float32 {
-		x, err := b.FromRGB8(crop, 1, h, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Free()
-		y, err := g.Forward(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer y.Free()
-		v, _ := b.Download(y)
-		return v
-	}
-	a, c := run(want), run(got)
+	_, a := forwardRGB8(t, b, want, crop, w, h)
+	_, c := forwardRGB8(t, b, got, crop, w, h)
 	if len(a) != len(c) {
 		t.Fatalf("outputs of %d and %d values", len(a), len(c))
 	}
@@ -145,24 +171,15 @@ func TestStateDictX4plus(t *testing.T) {
 	}
 	path := writeStateDict(t, names, ncnnTensors(t, param, bin), nil)
 	b := cpu.New(0)
-	ref, err := LoadFiles(b, "ncnn", param, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	m, err := family{}.Load(b, path, model.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	g := m.(*graphModel).g
+	ref, m := loadPair(t, b, param, bin, path)
+	g := m.g
 	if n, c := countOps(g, opBuffer), countOps(g, opConcat); n != 69 || c != 0 {
 		t.Errorf("%d dense-block buffers and %d concatenations, want 69 (23 RRDBs of 3 blocks) and 0", n, c)
 	}
 	if g.Halo() != ref.Halo() || g.Scale() != 4 {
 		t.Errorf("halo %d, scale %g; the ncnn file's: %d, 4", g.Halo(), g.Scale(), ref.Halo())
 	}
-	if d := m.(*graphModel).Describe(); d["architecture"] != "ESRGAN (Real-ESRGAN keys)" {
+	if d := m.Describe(); d["architecture"] != "ESRGAN (Real-ESRGAN keys)" {
 		t.Errorf("Describe: %v", d)
 	}
 	_, ag, err := StateDictGraph(path)
@@ -238,17 +255,8 @@ func TestStateDictCompact(t *testing.T) {
 	}
 	path := writeStateDict(t, names, ts, nil)
 	b := cpu.New(0)
-	ref, err := LoadFiles(b, "ncnn", param, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	m, err := family{}.Load(b, path, model.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	g := m.(*graphModel).g
+	ref, m := loadPair(t, b, param, bin, path)
+	g := m.g
 	if g.Halo() != ref.Halo() || g.Scale() != 4 {
 		t.Errorf("halo %d, scale %g; the bundled graph's: %d, 4", g.Halo(), g.Scale(), ref.Halo())
 	}
