@@ -466,7 +466,7 @@ func (s *Runner) Run(ctx context.Context, t *serve.Task, progress func(done, tot
 	}
 	job.Encode.NoReplace = !t.Replace
 	if t.Resume {
-		job.Resume = &pipeline.Resume{Notice: taskNotice(t)}
+		job.Resume = &pipeline.Resume{Notice: t.Notice, Resumed: t.Resumed}
 	}
 	job.Encode.NoSubtitles = job.Encode.NoSubtitles || q.NoSubtitles
 	job.Encode.NoMetadata = job.Encode.NoMetadata || q.NoMetadata
@@ -496,21 +496,6 @@ func (s *Runner) Run(ctx context.Context, t *serve.Task, progress func(done, tot
 	t.Carried, t.Dropped = res.Carried.Carried, res.Dropped
 	t.ResumedFrom = res.ResumedFrom
 	return nil
-}
-
-// taskNotice passes the pipeline's notices on a task's journal to the
-// task's Notice, and the frame the run resumes at (its notice "resuming at
-// frame N of M") to its Resumed.
-func taskNotice(t *serve.Task) func(string) {
-	return func(line string) {
-		var n, total int
-		if _, err := fmt.Sscanf(line, "resuming at frame %d of %d", &n, &total); err == nil && t.Resumed != nil {
-			t.Resumed(n)
-		}
-		if t.Notice != nil {
-			t.Notice(line)
-		}
-	}
 }
 
 // GPUMemoryBytes reports the peaks of the GPU pools, summed over the

@@ -49,6 +49,10 @@ type Resume struct {
 	// Notice, if set, is told in one line each that a journal was set
 	// aside and why, and where the run resumes.
 	Notice func(string)
+	// Resumed, if set, is told the frame the run resumes at, before the
+	// first frame after it is restored (Result.ResumedFrom says it again
+	// at the end).
+	Resumed func(frame int)
 }
 
 // Test hooks: journaled is called after a journal is saved, with what it
@@ -133,6 +137,9 @@ func openResume(req *Request, info *video.Info, enc video.EncodeOptions, parts [
 	}
 	if n := r.j.Done(); n > 0 {
 		r.notice(fmt.Sprintf("resuming at frame %d of %d", n, total))
+		if req.Resume.Resumed != nil {
+			req.Resume.Resumed(int(n))
+		}
 	}
 	return r, from, nil
 }
