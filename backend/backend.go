@@ -296,6 +296,21 @@ type GPU interface {
 	Spans() []Span
 }
 
+// Stored is implemented by backends whose storage type may be narrower
+// than float32 (GPU's StorageType): it moves a tensor's values between
+// the host and the device as the device stores them, little-endian, with
+// no widening to float32 and back (half the bytes in f16 and bf16, and no
+// conversion on the host). Absent: Download and Upload, whose float32
+// values narrow back to the stored bits.
+type Stored interface {
+	// DownloadStored copies t to the host in the storage type; a tensor
+	// of another type (Wide's float32) is refused.
+	DownloadStored(t Tensor) ([]byte, error)
+	// UploadStored makes a tensor of shape s from bytes DownloadStored
+	// gave (len(data) is s.Elems() values of the storage type).
+	UploadStored(s Shape, data []byte) (Tensor, error)
+}
+
 // Trimmer is implemented by backends that keep buffers for reuse (the CPU
 // backend's tensor pool and im2col scratch): Trim drops them, so that
 // memory can return to the system between jobs. The service trims after

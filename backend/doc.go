@@ -70,6 +70,9 @@
 //     device is a CPU to its callers: no GPU memory or busy time is
 //     reported, memory-bound choices (SwiftVR's height bands) take their
 //     defaults, and values are float32 (4 bytes).
+//   - Stored: DownloadStored and UploadStored, a tensor's bytes in the
+//     storage type (SwiftVR's saved states). Absent: Download and Upload
+//     in float32, with the same values.
 //   - Owner: Owns tells the backend's tensors from others'. Absent: models
 //     skip that check, and an op given another backend's tensor fails on
 //     its own.

@@ -239,6 +239,9 @@ func TestResumeCausal(t *testing.T) {
 		if res.ResumedFrom != from || res.Frames != 30 {
 			t.Errorf("ResumedFrom %d of %d frames, want %d of 30", res.ResumedFrom, res.Frames, from)
 		}
+		if saves := from < cps[len(cps)-1]; saves != (res.Stages.Checkpoint > 0) {
+			t.Errorf("resumed at %d: checkpoint_seconds %g (states saved: %v)", from, res.Stages.Checkpoint, saves)
+		}
 		if chunks := chunksAfter(from); started != chunks || (e.loads > 0) != (from > 0) {
 			t.Errorf("resumed at %d: %d chunks run, %d states loaded; want %d chunks", from, started, e.loads, chunks)
 		}

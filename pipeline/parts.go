@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/model"
@@ -212,7 +213,8 @@ type saver struct {
 	next  int                // the plan's index of the next batch started
 	at    map[int]checkpoint // by batch
 	save  func(cp checkpoint, state []byte) error
-	saved int // bytes of the last state, for the next buffer's size
+	saved int           // bytes of the last state, for the next buffer's size
+	spent time.Duration // in SaveState
 }
 
 func (s *saver) Start(ctx context.Context, b backend.Batch, k int) error {
@@ -225,11 +227,13 @@ func (s *saver) Start(ctx context.Context, b backend.Batch, k int) error {
 	if !ok {
 		return nil
 	}
+	t := time.Now()
 	var buf bytes.Buffer
 	buf.Grow(s.saved)
 	if err := s.r.SaveState(&buf); err != nil {
 		return fmt.Errorf("saving the model's state after batch %d: %w", i, err)
 	}
 	s.saved = buf.Len()
+	s.spent += time.Since(t)
 	return s.save(cp, buf.Bytes())
 }

@@ -144,6 +144,11 @@ type Stages struct {
 	// Latency is how long a batch's frames took from the decoder to the
 	// encoder: its first frame read to its first output frame written.
 	Latency Latency `json:"latency"`
+	// Checkpoint is the time spent keeping work for a resume beyond the
+	// parts' syncs: saving the model's state (the model waits) and
+	// writing state files (the goroutine recording a part waits). Its
+	// share of the wall time bounds what checkpointing costs.
+	Checkpoint float64 `json:"checkpoint_seconds"`
 }
 
 // Latency summarises the batches' latencies (for a causal model, a batch
@@ -448,6 +453,12 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 		}
 		st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(len(streams)), waits.encoder.Seconds()/float64(len(streams))
 		st.Latency = latency(waits.latency)
+	}
+	if sv, ok := engines[0].(*saver); ok {
+		st.Checkpoint += sv.spent.Seconds()
+	}
+	if rj != nil {
+		st.Checkpoint += rj.spent().Seconds()
 	}
 	done()
 	done = mark(&st.Finish)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vsr-dev/vsr/internal/flock"
 	"github.com/vsr-dev/vsr/journal"
@@ -100,6 +101,14 @@ type resumer struct {
 	mu      sync.Mutex
 	pending map[int]journal.Part // finished, waiting for those before them
 	states  []savedState         // states saved, not yet in the journal, in order
+	writing time.Duration        // in writing state files
+}
+
+// spent is the time spent writing state files.
+func (r *resumer) spent() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writing
 }
 
 // savedState is a causal engine's state after checkpoint n, at output
@@ -425,10 +434,12 @@ func (r *resumer) commit() error {
 	if k > 0 {
 		s := r.states[k-1]
 		name := stateFile(s.n)
+		t := time.Now()
 		if err := r.writeState(name, s.data); err != nil {
 			return err
 		}
 		sum := sha256.Sum256(s.data)
+		r.writing += time.Since(t)
 		r.j.State = &journal.State{File: name, Size: int64(len(s.data)), SHA256: hex.EncodeToString(sum[:]), Frame: int64(s.frame)}
 		r.states = r.states[k:]
 	}

@@ -289,7 +289,7 @@ resume_check() {
 }
 
 # rbench LABEL INPUT ARGS...: one vsr restore INPUT ARGS on cuda (RESUME_DEVICE), encoded,
-# from no journal: its seconds and frames/s
+# from no journal: its seconds, frames/s and checkpoint_seconds (saving states, writing them)
 rbench() {
 	local l=$1 in=$2 o=$OUT/resume-bench.mkv
 	shift 2
@@ -297,7 +297,8 @@ rbench() {
 	"$V" restore "$in" -o $o -y --device ${RESUME_DEVICE:-cuda} --progress none --json "$@" 2>"$OUT/bench.err" | $PY -c 'import json,sys
 try: r=json.load(sys.stdin)
 except Exception: print(sys.argv[1]+": failed"); sys.exit()
-print("%s: %.2f s, %.1f frames/s" % (sys.argv[1], r["seconds"], r["fps"]))' "$l" || tail -2 "$OUT/bench.err"
+c=r["stages"].get("checkpoint_seconds",0)
+print("%s: %.2f s, %.1f frames/s, checkpoints %.3f s (%.2f%%)" % (sys.argv[1], r["seconds"], r["fps"], c, 100*c/r["seconds"]))' "$l" || tail -2 "$OUT/bench.err"
 }
 
 # ---- bench ----

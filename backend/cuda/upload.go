@@ -71,3 +71,38 @@ func (b *Backend) Download(tt backend.Tensor) ([]float32, error) {
 	}
 	return out, b.compute.Synchronize()
 }
+
+// DownloadStored copies a tensor of the storage type to the host as it is
+// stored (backend.Stored).
+func (b *Backend) DownloadStored(tt backend.Tensor) ([]byte, error) {
+	t, err := b.anyTensor(tt)
+	if err != nil {
+		return nil, err
+	}
+	if t.dt() != b.dtype {
+		return nil, fmt.Errorf("download stored: a %v tensor on a device that stores %v", t.dt(), b.dtype)
+	}
+	out := make([]byte, t.shape.Elems()*b.dtype.size())
+	if err := b.compute.CopyDtoH(out, t.ptr()); err != nil {
+		return nil, err
+	}
+	return out, b.compute.Synchronize()
+}
+
+// UploadStored makes a tensor from host bytes of the storage type
+// (backend.Stored).
+func (b *Backend) UploadStored(s backend.Shape, data []byte) (backend.Tensor, error) {
+	if len(data) != s.Elems()*b.dtype.size() {
+		return nil, fmt.Errorf("upload stored %v: got %d bytes for %d %v values", s, len(data), s.Elems(), b.dtype)
+	}
+	t, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.compute.CopyHtoD(t.ptr(), data); err != nil {
+		t.Free()
+		return nil, err
+	}
+	// The host slice must stay valid until the copy ran.
+	return t, b.compute.Synchronize()
+}

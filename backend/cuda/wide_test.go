@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -163,4 +164,55 @@ func got(t *testing.T, b backend.Backend, x backend.Tensor) []float32 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestStoredGPU: DownloadStored gives a tensor's stored bits (those of
+// Download narrowed back, on the host's half package), UploadStored makes
+// the same tensor from them, and a float32 tensor beside narrower storage
+// or a wrong byte count is refused.
+func TestStoredGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := rand.New(rand.NewPCG(9, 10))
+	s := backend.Shape{N: 2, H: 5, W: 7, C: 3}
+	v := randSlice(r, s.Elems(), -5, 5)
+	for _, dt := range []DType{F16, BF16, F32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			b := open(t, dt)
+			x := must(t)(b.Upload(s, v))
+			data, err := b.DownloadStored(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := got(t, b, x)
+			want := make([]byte, 4*len(vals))
+			if dt != F32 {
+				want = want[:0]
+				for _, u := range half.EncodeSlice(vals, dt == BF16) {
+					want = append(want, byte(u), byte(u>>8))
+				}
+			} else {
+				for i, f := range vals {
+					u := math.Float32bits(f)
+					want[4*i], want[4*i+1], want[4*i+2], want[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+				}
+			}
+			if !slices.Equal(data, want) {
+				t.Fatal("DownloadStored is not the stored values' bits")
+			}
+			y := must(t)(b.UploadStored(s, data))
+			if !slices.Equal(got(t, b, y), vals) {
+				t.Fatal("UploadStored of DownloadStored's bytes is not the same tensor")
+			}
+			if _, err := b.UploadStored(s, data[1:]); err == nil {
+				t.Error("UploadStored took a wrong byte count")
+			}
+			if w := backend.WideOf(b); w != nil {
+				f := must(t)(w.UploadF32(s, v))
+				if _, err := b.DownloadStored(f); err == nil || !strings.Contains(err.Error(), "stores") {
+					t.Errorf("DownloadStored of a float32 tensor on %v: %v", dt, err)
+				}
+			}
+		})
+	}
 }

@@ -135,11 +135,16 @@ type hostTensor struct {
 
 // toHost copies t from b to the host in b's value type.
 func toHost(b backend.Backend, t backend.Tensor) (hostTensor, error) {
+	h := hostTensor{shape: t.Shape(), value: storageOf(b)}
+	if s, ok := b.(backend.Stored); ok {
+		var err error
+		h.data, err = s.DownloadStored(t)
+		return h, err
+	}
 	v, err := b.Download(t)
 	if err != nil {
 		return hostTensor{}, err
 	}
-	h := hostTensor{shape: t.Shape(), value: storageOf(b)}
 	if h.value == valueF32 {
 		h.data = make([]byte, 4*len(v))
 		for i, x := range v {
@@ -160,6 +165,9 @@ func toHost(b backend.Backend, t backend.Tensor) (hostTensor, error) {
 func (h hostTensor) upload(b backend.Backend) (backend.Tensor, error) {
 	if v := storageOf(b); v != h.value {
 		return nil, fmt.Errorf("swiftvr state: a tensor of %v values for a device that stores %v", h.value, v)
+	}
+	if s, ok := b.(backend.Stored); ok {
+		return s.UploadStored(h.shape, h.data)
 	}
 	var v []float32
 	if h.value == valueF32 {
