@@ -296,6 +296,34 @@ type GPU interface {
 	Spans() []Span
 }
 
+// PadMode is what Pad fills new pixels with.
+type PadMode int
+
+const (
+	// PadZero fills with zeros.
+	PadZero PadMode = iota
+	// PadReflect mirrors the image about its edge pixel, which is not
+	// repeated (PyTorch's "reflect"): each pad must be less than the side
+	// it mirrors.
+	PadReflect
+)
+
+// UNet is implemented by backends with the ops of convolutional U-Nets
+// with squeeze-excitation blocks (Real-CUGAN): padding and cropping each
+// side of a frame, global average pooling and per-channel gates.
+type UNet interface {
+	// Pad adds top, bottom, left and right pixels around each frame of x,
+	// filled as mode says; a negative count crops that many pixels from
+	// that side instead (crops apply before pads).
+	Pad(x Tensor, top, bottom, left, right int, mode PadMode) (Tensor, error)
+	// ChannelMean returns (N 1 1 C): the mean of each channel of each
+	// frame over its pixels, summed in at least float32.
+	ChannelMean(x Tensor) (Tensor, error)
+	// ScaleChannels returns x (N H W C) times s (N 1 1 C): each channel
+	// of each frame times its own factor.
+	ScaleChannels(x, s Tensor) (Tensor, error)
+}
+
 // Stored is implemented by backends whose storage type may be narrower
 // than float32 (GPU's StorageType): it moves a tensor's values between
 // the host and the device as the device stores them, little-endian, with

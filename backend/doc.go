@@ -70,6 +70,10 @@
 //     device is a CPU to its callers: no GPU memory or busy time is
 //     reported, memory-bound choices (SwiftVR's height bands) take their
 //     defaults, and values are float32 (4 bytes).
+//   - UNet: Pad (zeros or reflection, and crops, per side), ChannelMean
+//     (global average pooling) and ScaleChannels (per-channel gates): the
+//     ops of Real-CUGAN's U-Nets. Absent: graphs with those layers are
+//     refused, naming the op.
 //   - Stored: DownloadStored and UploadStored, a tensor's bytes in the
 //     storage type (SwiftVR's saved states). Absent: Download and Upload
 //     in float32, with the same values.

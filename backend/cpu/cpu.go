@@ -49,6 +49,7 @@ func (t *Tensor) Shape() backend.Shape { return t.shape }
 var _ backend.Owner = (*Backend)(nil)
 var _ backend.SliceConver = (*Backend)(nil)
 var _ backend.Trimmer = (*Backend)(nil)
+var _ backend.UNet = (*Backend)(nil)
 
 // Owns reports whether t is a CPU tensor: any CPU backend reads any of
 // them.

@@ -206,3 +206,87 @@ func (b *Backend) UnfoldFrames(xt backend.Tensor, st int) (backend.Tensor, error
 func softClamp(v, alpha float32) float32 {
 	return alpha * float32(math.Tanh(float64(v/alpha)))
 }
+
+// Pad pads or crops each side of every frame (backend.UNet).
+func (b *Backend) Pad(xt backend.Tensor, top, bottom, left, right int, mode backend.PadMode) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	os, err := check.PadShape(s, top, bottom, left, right, mode)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]int, os.W)
+	for i := range cols {
+		cols[i] = check.PadSource(i, s.W, left, right, mode)
+	}
+	out := b.alloc(os)
+	b.parallel(os.N*os.H, func(row int) {
+		n, y := row/os.H, row%os.H
+		dst := out.Data[row*os.W*s.C:][:os.W*s.C]
+		sy := check.PadSource(y, s.H, top, bottom, mode)
+		if sy < 0 {
+			clear(dst)
+			return
+		}
+		src := x.Data[(n*s.H+sy)*s.W*s.C:][:s.W*s.C]
+		for i, sx := range cols {
+			if sx < 0 {
+				clear(dst[i*s.C:][:s.C])
+			} else {
+				copy(dst[i*s.C:][:s.C], src[sx*s.C:][:s.C])
+			}
+		}
+	})
+	return out, nil
+}
+
+// ChannelMean returns each frame's channel means, summed in float64
+// (backend.UNet).
+func (b *Backend) ChannelMean(xt backend.Tensor) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	out := b.alloc(backend.Shape{N: s.N, H: 1, W: 1, C: s.C})
+	px := s.H * s.W
+	b.parallel(s.N, func(n int) {
+		sum := make([]float64, s.C)
+		for p, v := range x.Data[n*px*s.C:][:px*s.C] {
+			sum[p%s.C] += float64(v)
+		}
+		for c, v := range sum {
+			out.Data[n*s.C+c] = float32(v / float64(px))
+		}
+	})
+	return out, nil
+}
+
+// ScaleChannels multiplies each channel of each frame by its factor
+// (backend.UNet).
+func (b *Backend) ScaleChannels(xt, st backend.Tensor) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	f, err := b.tensor(st)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	if err := check.ScaleChannelsShapes(s, f.shape); err != nil {
+		return nil, err
+	}
+	out := b.alloc(s)
+	b.parallel(s.N*s.H, func(row int) {
+		k := f.Data[row/s.H*s.C:][:s.C]
+		src, dst := x.Data[row*s.W*s.C:][:s.W*s.C], out.Data[row*s.W*s.C:][:s.W*s.C]
+		for i, v := range src {
+			dst[i] = v * k[i%s.C]
+		}
+	})
+	return out, nil
+}

@@ -83,3 +83,71 @@ func TestFrameOps(t *testing.T) {
 		t.Error("frames past the end accepted")
 	}
 }
+
+// TestUNetOps checks Pad against PyTorch's F.pad written out for one row
+// (reflect: [1 2 3 4] padded by 2 and 1 is [3 2 1 2 3 4 3]; negative pads
+// crop), ChannelMean and ScaleChannels against sums by hand, and the
+// refusals.
+func TestUNetOps(t *testing.T) {
+	b := New(2)
+	row := backend.Shape{N: 1, H: 1, W: 4, C: 1}
+	r, _ := b.Upload(row, []float32{1, 2, 3, 4})
+	for _, c := range []struct {
+		left, right int
+		mode        backend.PadMode
+		want        []float32
+	}{
+		{2, 1, backend.PadReflect, []float32{3, 2, 1, 2, 3, 4, 3}},
+		{3, 3, backend.PadReflect, []float32{4, 3, 2, 1, 2, 3, 4, 3, 2, 1}},
+		{2, 1, backend.PadZero, []float32{0, 0, 1, 2, 3, 4, 0}},
+		{-1, -2, backend.PadZero, []float32{2}},
+		{-1, 2, backend.PadReflect, []float32{2, 3, 4, 3, 2}},
+		{1, -1, backend.PadReflect, []float32{2, 1, 2, 3}},
+	} {
+		y, err := b.Pad(r, 0, 0, c.left, c.right, c.mode)
+		if got := get(t, b, y, err); !slices.Equal(got, c.want) {
+			t.Errorf("pad %d/%d mode %d: %v, want %v", c.left, c.right, c.mode, got, c.want)
+		}
+	}
+	for _, bad := range [][4]int{{0, 0, 4, 0}, {0, 0, -2, -2}, {1, 0, 0, 0}} {
+		if _, err := b.Pad(r, bad[0], bad[1], bad[2], bad[3], backend.PadReflect); err == nil {
+			t.Errorf("reflection pad %v of a 4x1 row accepted", bad)
+		}
+	}
+	// A 2-frame, 3x2, 2-channel tensor: rows and columns both move.
+	s := backend.Shape{N: 2, H: 3, W: 2, C: 2}
+	x, _ := b.Upload(s, seq(s.Elems()))
+	xv, _ := b.Download(x)
+	at := func(n, y, x, c int) float32 { return xv[((n*s.H+y)*s.W+x)*s.C+c] }
+	// Top 1 (reflected), bottom -1 (row 2 cropped), left 1: rows 1 0 1
+	// and columns 1 0 1 of each frame.
+	p, err := b.Pad(x, 1, -1, 1, 0, backend.PadReflect)
+	pv := get(t, b, p, err)
+	if p.Shape() != (backend.Shape{N: 2, H: 3, W: 3, C: 2}) {
+		t.Fatalf("pad shape %v", p.Shape())
+	}
+	var want []float32
+	for n := range 2 {
+		for _, y := range []int{1, 0, 1} {
+			for _, x := range []int{1, 0, 1} {
+				want = append(want, at(n, y, x, 0), at(n, y, x, 1))
+			}
+		}
+	}
+	if !slices.Equal(pv, want) {
+		t.Errorf("2-D reflection pad %v, want %v", pv, want)
+	}
+	m, err := b.ChannelMean(x)
+	mv := get(t, b, m, err)
+	if m.Shape() != (backend.Shape{N: 2, H: 1, W: 1, C: 2}) || !slices.Equal(mv, []float32{6, 7, 18, 19}) {
+		t.Errorf("channel mean %v %v, want [6 7 18 19]", m.Shape(), mv)
+	}
+	g, err := b.ScaleChannels(x, m)
+	gv := get(t, b, g, err)
+	if gv[0] != 1*6 || gv[1] != 2*7 || gv[12] != 13*18 || gv[23] != 24*19 {
+		t.Errorf("scale channels %v", gv)
+	}
+	if _, err := b.ScaleChannels(m, x); err == nil {
+		t.Error("scale channels with factors of the wrong shape accepted")
+	}
+}

@@ -170,6 +170,55 @@ func CropPadShape(s backend.Shape, h, w int) (backend.Shape, error) {
 	return backend.Shape{N: s.N, H: h, W: w, C: s.C}, nil
 }
 
+// PadShape checks Pad(x, top, bottom, left, right, mode) on a tensor of
+// shape s and returns the result's shape.
+func PadShape(s backend.Shape, top, bottom, left, right int, mode backend.PadMode) (backend.Shape, error) {
+	os := backend.Shape{N: s.N, H: s.H + top + bottom, W: s.W + left + right, C: s.C}
+	if os.H <= 0 || os.W <= 0 || max(-top, 0)+max(-bottom, 0) >= s.H || max(-left, 0)+max(-right, 0) >= s.W {
+		return backend.Shape{}, fmt.Errorf("pad %d/%d/%d/%d (top/bottom/left/right) of a %dx%d frame leaves nothing", top, bottom, left, right, s.W, s.H)
+	}
+	switch mode {
+	case backend.PadZero:
+	case backend.PadReflect:
+		// Reflection mirrors the frame left after the crops.
+		h := s.H - max(-top, 0) - max(-bottom, 0)
+		w := s.W - max(-left, 0) - max(-right, 0)
+		if max(top, bottom) >= h || max(left, right) >= w {
+			return backend.Shape{}, fmt.Errorf("reflection pad %d/%d/%d/%d (top/bottom/left/right) of a %dx%d frame: each pad must be less than the side it mirrors", top, bottom, left, right, w, h)
+		}
+	default:
+		return backend.Shape{}, fmt.Errorf("unknown pad mode %d", mode)
+	}
+	return os, nil
+}
+
+// PadSource maps an output coordinate i of Pad along an axis of n input
+// pixels, lo and hi added before and after (negative: cropped), to the
+// input coordinate it reads, or -1 for a zero.
+func PadSource(i, n, lo, hi int, mode backend.PadMode) int {
+	a := max(-lo, 0)         // first pixel kept
+	m := n - a - max(-hi, 0) // pixels kept
+	j := i - max(lo, 0)
+	switch {
+	case j >= 0 && j < m:
+	case mode == backend.PadZero:
+		return -1
+	case j < 0:
+		j = -j
+	default:
+		j = 2*(m-1) - j
+	}
+	return a + j
+}
+
+// ScaleChannelsShapes checks ScaleChannels(x, s).
+func ScaleChannelsShapes(x, s backend.Shape) error {
+	if s.N != x.N || s.H != 1 || s.W != 1 || s.C != x.C {
+		return fmt.Errorf("scale channels: factors %v for a tensor %v, want (%d 1 1 %d)", s, x, x.N, x.C)
+	}
+	return nil
+}
+
 // ShuffleAddShape checks ShuffleAddNearest(x, base, r).
 func ShuffleAddShape(x, base backend.Shape, r int) (backend.Shape, error) {
 	if r <= 0 || x.C != base.C*r*r || x.N != base.N || x.H != base.H || x.W != base.W {
