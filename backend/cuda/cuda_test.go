@@ -244,6 +244,27 @@ func TestOpsAgainstCPU(t *testing.T) {
 		both(t, dt, "crop/pad", func(b backend.Backend) (backend.Tensor, error) {
 			return b.CropPad(up(b, s, x), 32, 16)
 		})
+		for _, pad := range [][5]int{{3, 2, 1, 4, int(backend.PadReflect)}, {0, 1, 0, 1, int(backend.PadZero)}, {-4, -4, -3, -2, int(backend.PadZero)}, {2, -1, -2, 1, int(backend.PadReflect)}} {
+			both(t, dt, fmt.Sprintf("pad %v", pad), func(b backend.Backend) (backend.Tensor, error) {
+				return b.(backend.UNet).Pad(up(b, s, x), pad[0], pad[1], pad[2], pad[3], backend.PadMode(pad[4]))
+			})
+		}
+		both(t, dt, "channel mean", func(b backend.Backend) (backend.Tensor, error) {
+			return b.(backend.UNet).ChannelMean(up(b, s, x))
+		})
+		both(t, dt, "squeeze-excitation gate", func(b backend.Backend) (backend.Tensor, error) {
+			u := b.(backend.UNet)
+			xt := up(b, s, x)
+			m, err := u.ChannelMean(xt)
+			if err != nil {
+				return nil, err
+			}
+			g, err := b.Activate(m, backend.Activation{Kind: backend.ActSigmoid})
+			if err != nil {
+				return nil, err
+			}
+			return u.ScaleChannels(xt, g)
+		})
 		both(t, dt, "frames+concat", func(b backend.Backend) (backend.Tensor, error) {
 			xt := up(b, s, x)
 			f1, _ := b.Frames(xt, 1, 1)

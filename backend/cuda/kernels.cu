@@ -102,6 +102,28 @@ __device__ __forceinline__ void yuv_block(P px, void* out, long long i, int h, i
 }
 
 #define KERNELS(T, S, LD, ST)                                                                          \
+/* channel_mean: out[f][c] = the mean of channel c of frame f over its px pixels, summed in float. \
+   Launch: grid (ceil(c/32), n), block (32, 8): threadIdx.x picks the channel (coalesced), threadIdx.y \
+   strides over the pixels, then a tree over y. */                                                  \
+extern "C" __global__ void channel_mean_##T(const S* __restrict__ x, S* __restrict__ out, long long px, int c) { \
+    __shared__ float part[8][32];                                                                   \
+    int ch = blockIdx.x * 32 + threadIdx.x, f = blockIdx.y;                                         \
+    float s = 0.0f;                                                                                 \
+    if (ch < c)                                                                                     \
+        for (long long p = threadIdx.y; p < px; p += 8) s += LD(x[((long long)f * px + p) * c + ch]); \
+    part[threadIdx.y][threadIdx.x] = s;                                                             \
+    __syncthreads();                                                                                \
+    for (int h = 4; h > 0; h >>= 1) {                                                               \
+        if (threadIdx.y < h) part[threadIdx.y][threadIdx.x] += part[threadIdx.y + h][threadIdx.x];  \
+        __syncthreads();                                                                            \
+    }                                                                                               \
+    if (threadIdx.y == 0 && ch < c) out[(long long)f * c + ch] = ST(part[0][threadIdx.x] / (float)px); \
+}                                                                                                   \
+/* scale_channels: out = x * s[f][c], per frame f and channel c. */                                 \
+extern "C" __global__ void scale_channels_##T(const S* __restrict__ x, const S* __restrict__ k, S* __restrict__ out, \
+                                              long long px, int c, long long n) {                   \
+    GRID_STRIDE(i, n) out[i] = ST(LD(x[i]) * LD(k[i / (px * c) * c + i % c]));                      \
+}                                                                                                   \
 /* from_rgb8: bytes -> [0,1] (v / 255). */                                                          \
 extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, S* __restrict__ out, long long n) { \
     GRID_STRIDE(i, n) out[i] = ST((float)in[i] / 255.0f);                                           \
@@ -335,6 +357,17 @@ extern "C" __global__ void bias_act8_##T(const uint4* in, uint4* out, const floa
     }                                                                                               \
 }
 
+/* pad_source: the input coordinate output coordinate i of a pad reads along an axis of n pixels, lo
+   and hi added before and after (negative: cropped), or -1 for a zero (backend/internal/check.PadSource). */
+__device__ __forceinline__ int pad_source(int i, int n, int lo, int hi, int mode) {
+    int a = max(-lo, 0), m = n - a - max(-hi, 0), j = i - max(lo, 0);
+    if (j < 0 || j >= m) {
+        if (mode == 0) return -1;
+        j = j < 0 ? -j : 2 * (m - 1) - j;
+    }
+    return a + j;
+}
+
 #define MOVES(W, S)                                                                                 \
 /* Data movement between frames and pixels: values are only moved, never converted, so these are    \
    made for each storage width W (w2: f16 and bf16, w4: f32) and named name_wW. */                  \
@@ -358,6 +391,20 @@ extern "C" __global__ void crop_pad_##W(const S* __restrict__ in, S* __restrict_
         int x = t % ow; t /= ow;                                                                    \
         int y = t % oh; int f = t / oh;                                                             \
         out[i] = (y < ih && x < iw) ? in[(((long long)f * ih + y) * iw + x) * c + ch] : (S)0;       \
+    }                                                                                               \
+}                                                                                                   \
+/* pad: (n,ih,iw,c) with t/b/l/r pixels added (negative: cropped) per side, zeros (mode 0) or the \
+   image mirrored about its edge pixel (mode 1, PyTorch's reflect), as check.PadSource maps them. */ \
+extern "C" __global__ void pad_##W(const S* __restrict__ in, S* __restrict__ out, int n, int ih, int iw, int c, \
+                                   int t, int b, int l, int r, int mode) {                          \
+    int oh = ih + t + b, ow = iw + l + r;                                                           \
+    long long total = (long long)n * oh * ow * c;                                                   \
+    GRID_STRIDE(i, total) {                                                                         \
+        int ch = i % c; long long q = i / c;                                                        \
+        int x = q % ow; q /= ow;                                                                    \
+        int y = q % oh; int f = q / oh;                                                             \
+        int sy = pad_source(y, ih, t, b, mode), sx = pad_source(x, iw, l, r, mode);                 \
+        out[i] = (sy < 0 || sx < 0) ? (S)0 : in[(((long long)f * ih + sy) * iw + sx) * c + ch];     \
     }                                                                                               \
 }                                                                                                   \
 /* concat_prev: out[f] = [x[f], f > 0 ? x[f-1] : (prev ? prev[0] : 0)] along channels. */           \
