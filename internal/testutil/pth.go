@@ -62,7 +62,7 @@ func PthCases(t testing.TB) []PthCase {
 // Runs reports whether vsr runs the case's architecture (ESRGAN,
 // SRVGGNetCompact, SPAN) rather than only recognising it.
 func (c PthCase) Runs() bool {
-	return c.Arch == "ESRGAN" || c.Arch == "SRVGGNetCompact" || c.Arch == "SPAN"
+	return c.Arch == "ESRGAN" || c.Arch == "SRVGGNetCompact" || c.Arch == "SPAN" || c.Arch == "RealCUGAN"
 }
 
 // Arrays reads the case's input and reference output, reordered from

@@ -55,6 +55,8 @@ func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 			return nil, err
 		}
 		s.graph(w)
+	case "RealCUGAN":
+		cugan{scale: info.Scale, pro: strings.Contains(info.Variant, "pro")}.graph(w)
 	default:
 		return nil, fmt.Errorf("no graph builder for %s", info.Arch)
 	}
@@ -111,17 +113,71 @@ func (w *writer) conv(key, in string, act int, alpha float32) string {
 	return w.convValues(key, in, o, i, k, w.floats(key+".weight"), bias, act, alpha)
 }
 
+// convAt writes the Convolution KEY (weights KEY.weight, KEY.bias) of
+// stride stride and padding pad on every side, with the activation act.
+func (w *writer) convAt(key, in string, stride, pad, act int, alpha float32) string {
+	o, i, k, ok := conv(w.d, key+".weight")
+	if !ok {
+		w.fail(fmt.Errorf("%s.weight is %v, want a convolution", key, w.d.Shape(key+".weight")))
+		return key
+	}
+	var bias []float32
+	if w.d.Get(key+".bias") != nil {
+		bias = w.floats(key + ".bias")
+	}
+	p := fmt.Sprintf("0=%d 1=%d 3=%d 4=%d 5=%d 6=%d", o, k, stride, pad, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
+	w.tagged(w.floats(key + ".weight"))
+	if bias != nil {
+		w.raw(bias)
+	}
+	return w.layer("Convolution", key, []string{in}, p)
+}
+
+// deconv writes the ConvTranspose2d KEY (weights in x out x k x k, as
+// PyTorch stores them, written out x in x k x k as ncnn's Deconvolution
+// reads them) of stride stride and padding pad, with the activation act.
+func (w *writer) deconv(key, in string, stride, pad, act int, alpha float32) string {
+	s := shape(w.d, key+".weight", 4)
+	if s == nil || s[2] != s[3] {
+		w.fail(fmt.Errorf("%s.weight is %v, want a transposed convolution", key, w.d.Shape(key+".weight")))
+		return key
+	}
+	i, o, k := s[0], s[1], s[2]
+	v := w.floats(key + ".weight")
+	t := make([]float32, len(v))
+	for a := 0; a < i; a++ {
+		for b := 0; b < o; b++ {
+			copy(t[(b*i+a)*k*k:][:k*k], v[(a*o+b)*k*k:][:k*k])
+		}
+	}
+	var bias []float32
+	if w.d.Get(key+".bias") != nil {
+		bias = w.floats(key + ".bias")
+	}
+	p := fmt.Sprintf("0=%d 1=%d 3=%d 4=%d 5=%d 6=%d", o, k, stride, pad, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
+	w.tagged(t)
+	if bias != nil {
+		w.raw(bias)
+	}
+	return w.layer("Deconvolution", key, []string{in}, p)
+}
+
+// actParams are a convolution's activation parameters.
+func actParams(act int, alpha float32) string {
+	switch act {
+	case actReLU:
+		return " 9=1"
+	case actLeaky:
+		return fmt.Sprintf(" 9=2 -23310=1,%e", alpha)
+	}
+	return ""
+}
+
 // convValues writes a kxk, stride 1, same-padded Convolution named name
 // of o outputs and i inputs with the weights wt (o*i*k*k, PyTorch's
 // order) and bias (none when nil), with the activation act.
 func (w *writer) convValues(name, in string, o, i, k int, wt, bias []float32, act int, alpha float32) string {
-	p := fmt.Sprintf("0=%d 1=%d 4=%d 5=%d 6=%d", o, k, k/2, b2i(bias != nil), o*i*k*k)
-	switch act {
-	case actReLU:
-		p += " 9=1"
-	case actLeaky:
-		p += fmt.Sprintf(" 9=2 -23310=1,%e", alpha)
-	}
+	p := fmt.Sprintf("0=%d 1=%d 4=%d 5=%d 6=%d", o, k, k/2, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
 	w.tagged(wt)
 	if bias != nil {
 		w.raw(bias)

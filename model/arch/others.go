@@ -14,8 +14,7 @@ func detectRealCUGAN(d *statedict.Dict) (*Info, bool, error) {
 		"unet1.conv_bottom.weight", "unet2.conv1.conv.0.weight", "unet2.conv_bottom.weight") {
 		return nil, false, nil
 	}
-	info := &Info{Arch: "RealCUGAN", Kind: "convolutional U-Net", Support: NeedsOps,
-		Missing: "squeeze-excitation (average pooling, sigmoid gates), transposed convolutions, crops and reflection pads"}
+	info := &Info{Arch: "RealCUGAN", Kind: "convolutional U-Net", Support: Runs}
 	info.why("unet1.conv1.conv.0.weight, unet1.conv2.seblock.conv1.weight and unet2.conv_bottom.weight: Real-CUGAN's two U-Nets with squeeze-excitation blocks")
 	f, in, _, ok := conv(d, "unet1.conv1.conv.0.weight")
 	if !ok {

@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, PReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise, Sigmoid, Swish"
+const Supported = "Input, Split, Convolution, Deconvolution, PReLU, ReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise, Sigmoid, Swish, Padding, Crop, Pooling"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -66,6 +66,9 @@ const (
 	opConcat     // along channels
 	opEltwise    // sum (with coefficients) or product of its inputs
 	opBuffer     // a dense block's buffer, with in[0] copied into its first channels (see denseBuffers)
+	opPad        // pad or crop each side (backend.UNet)
+	opMean       // global average pooling: each channel's mean (backend.UNet)
+	opScaleCh    // in[0] times the per-channel factors in[1], a pooled blob (backend.UNet)
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
@@ -89,6 +92,16 @@ type op struct {
 	binop backend.BinaryOp
 	coef  []float32 // Eltwise sum coefficients, nil for all ones
 	into  *sliceOut // a convolution writing into a dense block's buffer
+	// opPad: pixels added to the top, bottom, left and right (negative:
+	// cropped), and how. With multiple > 1 the bottom and right grow
+	// further to make the input's height and width multiples of it; with
+	// fit the bottom and right are cropped to the graph input's size
+	// times the output's scale. fullSizes gives the sizes; forward pads
+	// the difference.
+	pad      [4]int
+	padMode  backend.PadMode
+	multiple int
+	fit      bool
 }
 
 // Graph is an ncnn graph bound to a backend.
@@ -104,6 +117,7 @@ type Graph struct {
 	scaleH []rat // each blob's size relative to the input, per axis
 	scaleW []rat
 	chans  []int  // each blob's channel count
+	pooled []bool // each blob's: one pixel per frame (after global pooling)
 	tileOK bool   // every op is local and position-exact, so tiles are exact
 	why    string // why not, when !tileOK
 	halo   int    // input pixels of context a tile needs on each side
@@ -149,7 +163,6 @@ func LoadFiles(b backend.Backend, name string, param, bin []byte) (*Graph, error
 
 func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 	blob := map[string]int{}
-	produced := map[int]bool{}
 	ref := func(l *ncnn.Layer, name string) (int, error) {
 		id, ok := blob[name]
 		if !ok {
@@ -169,7 +182,18 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 		m.scaleH = append(m.scaleH, rat{1, 1})
 		m.scaleW = append(m.scaleW, rat{1, 1})
 		m.chans = append(m.chans, 3)
+		m.pooled = append(m.pooled, false)
 		return m.nblobs - 1
+	}
+	// emit adds o, reading in, and returns its output blob.
+	emit := func(o *op, in ...int) (int, error) {
+		o.in = in
+		o.out = newBlob()
+		if err := m.propagateScale(o); err != nil {
+			return 0, err
+		}
+		m.ops = append(m.ops, o)
+		return o.out, nil
 	}
 	arity := func(l *ncnn.Layer, nin, nout int) error {
 		if len(l.Bottoms) != nin || len(l.Tops) != nout {
@@ -206,6 +230,23 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			}
 			continue
 		}
+		if l.Type == "Deconvolution" {
+			if err := arity(l, 1, 1); err != nil {
+				return err
+			}
+			in, err := ref(l, l.Bottoms[0])
+			if err != nil {
+				return err
+			}
+			out, err := m.deconv(l, wr, in, emit)
+			if err != nil {
+				return fmt.Errorf("%s: %w", l, err)
+			}
+			if err := def(l, l.Tops[0], out); err != nil {
+				return err
+			}
+			continue
+		}
 		o := &op{layer: l}
 		var err error
 		switch l.Type {
@@ -229,6 +270,14 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = concatOp(o)
 		case "Eltwise":
 			err = eltwiseOp(o)
+		case "ReLU":
+			err = reluOp(o)
+		case "Padding":
+			err = padOp(o)
+		case "Crop":
+			err = cropOp(o)
+		case "Pooling":
+			err = poolOp(o)
 		default:
 			return fmt.Errorf("%s: unsupported op %q (vsr supports %s)", l, l.Type, Supported)
 		}
@@ -262,15 +311,13 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			}
 			o.raw = reorgWeights(c, s, o.layer.Int(1, 0))
 		}
-		o.out = newBlob()
-		produced[o.out] = true
-		if err := def(l, l.Tops[0], o.out); err != nil {
+		out, err := emit(o, o.in...)
+		if err != nil {
 			return err
 		}
-		if err := m.propagateScale(o); err != nil {
+		if err := def(l, l.Tops[0], out); err != nil {
 			return err
 		}
-		m.ops = append(m.ops, o)
 	}
 	if m.input < 0 {
 		return fmt.Errorf("the graph has no Input layer")
@@ -312,7 +359,29 @@ func (m *Graph) propagateScale(o *op) error {
 			return fmt.Errorf("%s: scale %gx%g is not a simple fraction", o.layer, o.ws, o.hs)
 		}
 		sh, sw = sh.mul(rh), sw.mul(rw)
-	case opBinary, opConcat, opEltwise:
+	case opPad:
+		m.tileOK, m.why = false, fmt.Sprintf("%s pads or crops the image", o.layer)
+	case opMean:
+		m.tileOK, m.why = false, fmt.Sprintf("%s averages the whole image", o.layer)
+		m.pooled[o.out] = true
+	case opBinary, opEltwise:
+		if len(o.in) == 2 && m.pooled[o.in[0]] != m.pooled[o.in[1]] {
+			// A product with a pooled blob: a gate per channel.
+			if o.binop != backend.OpMul {
+				return fmt.Errorf("%s: only a product takes a pooled input beside a whole image", o.layer)
+			}
+			if m.pooled[o.in[0]] {
+				o.in[0], o.in[1] = o.in[1], o.in[0]
+			}
+			if m.chans[o.in[1]] != m.chans[o.in[0]] {
+				return fmt.Errorf("%s: %d factors for %d channels", o.layer, m.chans[o.in[1]], m.chans[o.in[0]])
+			}
+			o.kind = opScaleCh
+			sh, sw, c = m.scaleH[o.in[0]], m.scaleW[o.in[0]], m.chans[o.in[0]]
+			break
+		}
+		fallthrough
+	case opConcat:
 		total := 0
 		for _, b := range o.in {
 			if m.scaleH[b] != sh || m.scaleW[b] != sw {
@@ -337,6 +406,9 @@ func (m *Graph) propagateScale(o *op) error {
 		}
 	}
 	m.scaleH[o.out], m.scaleW[o.out], m.chans[o.out] = sh, sw, c
+	if o.kind != opScaleCh && o.kind != opMean {
+		m.pooled[o.out] = m.pooled[in]
+	}
 	m.align = lcm(m.align, lcm(sh.den, sw.den))
 	return nil
 }
@@ -537,6 +609,11 @@ func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 			ih, iw = ih*o.r, iw*o.r
 		case opResize:
 			ih, iw = int(float32(ih)*o.hs), int(float32(iw)*o.ws)
+		case opPad:
+			ih, iw = o.padded(ih, iw, m.scaleH[o.out], m.scaleW[o.out], h, w)
+		case opMean:
+			ih, iw = 1, 1
+		case opScaleCh:
 		case opBinary, opConcat, opEltwise:
 			for _, b := range o.in[1:] {
 				if fh[b] != ih || fw[b] != iw {

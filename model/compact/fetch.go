@@ -245,7 +245,7 @@ func Inspect(b backend.Backend, param, bin []byte) (*GraphInfo, error) {
 			gi.Unsupported = append(gi.Unsupported, l.Type)
 		}
 		switch l.Type {
-		case "Convolution":
+		case "Convolution", "Deconvolution":
 			gi.Weights += l.Int(6, 0)
 			if l.Int(5, 0) != 0 {
 				gi.Weights += l.Int(0, 0)

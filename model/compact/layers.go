@@ -294,3 +294,260 @@ func pointwiseOp(o *op, kind backend.ActKind) error {
 	o.kind, o.act = opAct, backend.Activation{Kind: kind}
 	return nil
 }
+
+// reluOp reads a ReLU layer: 0=slope (leaky below zero when not 0).
+func reluOp(o *op) error {
+	o.kind, o.act = opAct, backend.Activation{Kind: backend.ActReLU}
+	if a := o.layer.Float(0, 0); a != 0 {
+		o.act = backend.Activation{Kind: backend.ActLeaky, Alpha: a}
+	}
+	return nil
+}
+
+// padOp reads a Padding layer: 0=top 1=bottom 2=left 3=right 4=type (0
+// zeros, 2 reflection) 5=value (0); vsr's 21=multiple rounds the input's
+// height and width up to a multiple of it with more padding at the bottom
+// and right (Real-CUGAN's input, whose padding depends on its size).
+func padOp(o *op) error {
+	l := o.layer
+	o.kind = opPad
+	o.pad = [4]int{l.Int(0, 0), l.Int(1, 0), l.Int(2, 0), l.Int(3, 0)}
+	for _, p := range o.pad {
+		if p < 0 || p > 64 {
+			return fmt.Errorf("bad padding %d (0 to 64)", p)
+		}
+	}
+	switch t := l.Int(4, 0); t {
+	case 0:
+		o.padMode = backend.PadZero
+	case 2:
+		o.padMode = backend.PadReflect
+	default:
+		return fmt.Errorf("padding type %d is not supported (0 zeros and 2 reflection are)", t)
+	}
+	if v := l.Float(5, 0); v != 0 {
+		return fmt.Errorf("pad value %g is not supported (only zeros)", v)
+	}
+	if o.multiple = l.Int(21, 1); o.multiple < 1 || o.multiple > 64 {
+		return fmt.Errorf("bad multiple %d (1 to 64)", o.multiple)
+	}
+	return nil
+}
+
+// cropOp reads a Crop layer: 0=woffset 1=hoffset (pixels cropped from the
+// left and top) 6=woffset2 7=hoffset2 (from the right and bottom); vsr's
+// 21=1 crops the bottom and right to the graph input's size times the
+// blob's scale (Real-CUGAN's output, made of an input rounded up). Channel
+// crops and fixed output sizes are not supported.
+func cropOp(o *op) error {
+	l := o.layer
+	for _, k := range []int{2, 3, 4, 5, 8, 9, 10, 11} {
+		if _, ok := l.Params[k]; ok && l.Int(k, 0) != 0 {
+			return fmt.Errorf("crop parameter %d is not supported (only woffset, hoffset, woffset2, hoffset2)", k)
+		}
+	}
+	o.kind, o.padMode = opPad, backend.PadZero
+	o.pad = [4]int{-l.Int(1, 0), -l.Int(7, 0), -l.Int(0, 0), -l.Int(6, 0)}
+	for _, p := range o.pad {
+		if p > 0 || p < -1<<12 {
+			return fmt.Errorf("bad crop %d", -p)
+		}
+	}
+	o.fit = l.Int(21, 0) == 1
+	if o.fit && (o.pad[1] != 0 || o.pad[3] != 0) {
+		return fmt.Errorf("a crop to the input's size takes no woffset2 or hoffset2")
+	}
+	return nil
+}
+
+// poolOp reads a Pooling layer; vsr runs global average pooling only:
+// 0=pooling_type 1 (average), 4=global_pooling 1.
+func poolOp(o *op) error {
+	if o.layer.Int(0, 0) != 1 || o.layer.Int(4, 0) != 1 {
+		return fmt.Errorf("only global average pooling is supported (pooling_type=1, global_pooling=1)")
+	}
+	o.kind = opMean
+	return nil
+}
+
+// padded is the size an opPad makes of an ih x iw blob of scale sh x sw,
+// in a graph whose input is h x w.
+func (o *op) padded(ih, iw int, sh, sw rat, h, w int) (int, int) {
+	k := max(o.multiple, 1)
+	up := func(n int) int { return (n + k - 1) / k * k }
+	oh, ow := up(ih)+o.pad[0]+o.pad[1], up(iw)+o.pad[2]+o.pad[3]
+	if o.fit {
+		fh, _ := sh.at(h)
+		fw, _ := sw.at(w)
+		oh, ow = min(oh, fh), min(ow, fw)
+	}
+	return oh, ow
+}
+
+// deconv adds the ops of a Deconvolution layer l (a transposed
+// convolution; 0=num_output 1/11=kernel 2/12=dilation 3/13=stride
+// 4/14/15/16=pad left/top/right/bottom, which crop the output, 5=bias_term
+// 6=weight_data_size, 9/10=activation, 18/19=output padding; weights
+// num_output x inputs x kh x kw) reading blob in, and returns its output
+// blob. A transposed convolution of stride s is s*s convolutions of the
+// input, one per output phase, which run as one convolution into s*s
+// times the channels (zero padded or cropped first so that every phase
+// reads its taps), a pixel shuffle by s, and a crop of what lies beyond
+// the output.
+func (m *Graph) deconv(l *ncnn.Layer, wr *ncnn.WeightReader, in int, emit func(*op, ...int) (int, error)) (int, error) {
+	out, kw := l.Int(0, 0), l.Int(1, 0)
+	kh := l.Int(11, kw)
+	sw := l.Int(3, 1)
+	sh := l.Int(13, sw)
+	pl := l.Int(4, 0)
+	pt, pr := l.Int(14, pl), l.Int(15, pl)
+	pb := l.Int(16, pt)
+	if out <= 0 || kw <= 0 || kh <= 0 || kw > 31 || kh > 31 || sw < 1 || sh < 1 || sw > 8 || sh > 8 {
+		return 0, fmt.Errorf("bad num_output %d, kernel %dx%d or stride %dx%d", out, kw, kh, sw, sh)
+	}
+	if l.Int(2, 1) != 1 || l.Int(12, 1) != 1 {
+		return 0, fmt.Errorf("dilated transposed convolutions are not supported")
+	}
+	if l.Int(18, 0) != 0 || l.Int(19, 0) != 0 || l.Int(20, 0) != 0 || l.Int(21, 0) != 0 {
+		return 0, fmt.Errorf("output padding and fixed output sizes are not supported")
+	}
+	for _, p := range []int{pl, pt, pr, pb} {
+		if p < 0 || p >= 32 {
+			return 0, fmt.Errorf("bad padding %d", p)
+		}
+	}
+	wsize := l.Int(6, 0)
+	if wsize <= 0 || wsize%(out*kh*kw) != 0 {
+		return 0, fmt.Errorf("weight_data_size %d is not a multiple of %d outputs x %dx%d kernel", wsize, out, kw, kh)
+	}
+	cin := wsize / (out * kh * kw)
+	if cin != m.chans[in] {
+		return 0, fmt.Errorf("weights for %d input channels, the input has %d", cin, m.chans[in])
+	}
+	w, err := wr.Tagged(wsize, "weights")
+	if err != nil {
+		return 0, err
+	}
+	var bias []float32
+	if l.Int(5, 0) != 0 {
+		if bias, err = wr.Raw(out, "bias"); err != nil {
+			return 0, err
+		}
+	}
+	var act backend.Activation
+	switch a := l.Int(9, 0); a {
+	case 0:
+	case 1:
+		act.Kind = backend.ActReLU
+	case 2:
+		act.Kind = backend.ActLeaky
+		if pp := l.Params[10]; len(pp.Floats) > 0 {
+			act.Alpha = pp.Floats[0]
+		}
+	default:
+		return 0, fmt.Errorf("fused activation type %d is not supported (only none, ReLU, leaky ReLU)", a)
+	}
+	if sh != sw {
+		return 0, fmt.Errorf("strides %dx%d: only square strides are supported", sw, sh)
+	}
+	ay, ax := phasesOf(kh, sh, pt, pb), phasesOf(kw, sw, pl, pr)
+	// The convolution: output channel c*s*s + i*s + j is phase (i, j) of
+	// channel c (PyTorch's pixel shuffle order).
+	oc := out * sh * sw
+	cw := make([]float32, oc*cin*ay.taps*ax.taps)
+	var cb []float32
+	if bias != nil {
+		cb = make([]float32, oc)
+	}
+	for c := 0; c < out; c++ {
+		for i := 0; i < sh; i++ {
+			for j := 0; j < sw; j++ {
+				o := (c*sh+i)*sw + j
+				if cb != nil {
+					cb[o] = bias[c]
+				}
+				for _, ty := range ay.tap[i] {
+					for _, tx := range ax.tap[j] {
+						for ci := 0; ci < cin; ci++ {
+							cw[((o*cin+ci)*ay.taps+ty.u)*ax.taps+tx.u] = w[((c*cin+ci)*kh+ty.k)*kw+tx.k]
+						}
+					}
+				}
+			}
+		}
+	}
+	x := in
+	if ay.lo != 0 || ay.hi != 0 || ax.lo != 0 || ax.hi != 0 {
+		if x, err = emit(&op{layer: l, kind: opPad, pad: [4]int{ay.lo, ay.hi, ax.lo, ax.hi}, padMode: backend.PadZero}, x); err != nil {
+			return 0, err
+		}
+	}
+	conv := &op{layer: l, kind: opConv, act: act,
+		conv: backend.ConvParams{KH: ay.taps, KW: ax.taps, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+		raw:  &rawConv{out: oc, in: cin, kh: ay.taps, kw: ax.taps, w: cw, bias: cb}}
+	if x, err = emit(conv, x); err != nil {
+		return 0, err
+	}
+	if x, err = emit(&op{layer: l, kind: opShuffle, r: sh, order: backend.ShuffleCRD}, x); err != nil {
+		return 0, err
+	}
+	if ay.crop != 0 || ax.crop != 0 {
+		x, err = emit(&op{layer: l, kind: opPad, pad: [4]int{0, -ay.crop, 0, -ax.crop}, padMode: backend.PadZero}, x)
+	}
+	return x, err
+}
+
+// phaseAxis is a transposed convolution along one axis as s phases of an
+// ordinary one: output pixel s*i + a, for i from 0, is the sum over
+// tap[a] of w[k] * in[i + u - lo], in zero-padded by lo before and hi
+// after (negative: cropped), which a convolution of taps taps without
+// padding computes for every phase at once; the phases then hold crop
+// pixels beyond the output.
+type phaseAxis struct {
+	taps, lo, hi, crop int
+	tap                [][]struct{ k, u int }
+}
+
+// phasesOf splits a transposed convolution of kernel k, stride s and
+// padding before and after (pixels cropped from its output) into phases.
+// Output pixel o is input pixel j's tap o + before - s*j; for o = s*i + a
+// and q = a + before = s*m + r, the taps are k = s*t + r at input pixel
+// i + m - t. An input of n pixels gives (n-1)*s + k - before - after
+// output pixels: n + ceil(e/s) phases with e = k - s - before - after,
+// whatever n is, so the padding and the crop are constants.
+func phasesOf(k, s, before, after int) phaseAxis {
+	type tap = struct{ k, u int }
+	var p phaseAxis
+	dmin, dmax := 1<<30, -(1 << 30)
+	ds := make([][]tap, s) // with u holding the offset d = m - t for now
+	for a := 0; a < s; a++ {
+		q := a + before
+		m, r := q/s, q%s
+		for t := 0; s*t+r < k; t++ {
+			d := m - t
+			ds[a] = append(ds[a], tap{k: s*t + r, u: d})
+			dmin, dmax = min(dmin, d), max(dmax, d)
+		}
+	}
+	if dmin > dmax { // no taps at all (k < s with no phase reached): one zero tap
+		dmin, dmax = 0, 0
+	}
+	for a := range ds {
+		for i := range ds[a] {
+			ds[a][i].u -= dmin
+		}
+	}
+	e := k - s - before - after
+	ce := -floorDiv(-e, s) // ceil(e / s)
+	p.taps, p.tap = dmax-dmin+1, ds
+	p.lo, p.hi, p.crop = -dmin, ce+dmax, s*ce-e
+	return p
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

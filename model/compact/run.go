@@ -62,6 +62,15 @@ func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.concat(o, vals)
 		case opEltwise:
 			y, err = m.eltwise(o, vals)
+		case opPad:
+			// fullSizes made the output's size: the bottom and right
+			// take what the top and left leave.
+			ih, iw, oh, ow := fh[o.in[0]], fw[o.in[0]], fh[o.out], fw[o.out]
+			y, err = m.b.(backend.UNet).Pad(in, o.pad[0], oh-ih-o.pad[0], o.pad[2], ow-iw-o.pad[2], o.padMode)
+		case opMean:
+			y, err = m.b.(backend.UNet).ChannelMean(in)
+		case opScaleCh:
+			y, err = m.b.(backend.UNet).ScaleChannels(in, vals[o.in[1]])
 		case opResize:
 			i, out := o.in[0], o.out
 			sy0, _ := span(m.scaleH[i], rg.y0, rg.y1, rg.h, fh[i])
