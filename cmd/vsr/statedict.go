@@ -87,7 +87,11 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 			layers = append(layers, fmt.Sprintf("%s %d", k, gi.Layers[k]))
 		}
 		fmt.Fprintf(w, "graph\tncnn layers %s (vsr models %s --param prints them)\n", strings.Join(layers, ", "), path)
-		fmt.Fprintf(w, "halo\t%d pixels (tiles smaller than about %d pixels mostly recompute it)\n", gi.Halo, 4*gi.Halo)
+		if gi.Whole != "" {
+			fmt.Fprintf(w, "tiles\tnone: whole frames only (%s)\n", gi.Whole)
+		} else {
+			fmt.Fprintf(w, "halo\t%d pixels (tiles smaller than about %d pixels mostly recompute it)\n", gi.Halo, 4*gi.Halo)
+		}
 		fmt.Fprintf(w, "cost\t%.2f TFLOP per 640x360 frame\n", gi.TFLOP)
 	}
 	if runErr != nil {

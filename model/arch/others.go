@@ -32,6 +32,7 @@ func detectRealCUGAN(d *statedict.Dict) (*Info, bool, error) {
 		info.Scale, info.In = 2, 3
 		variant = append(variant, "fast")
 		info.why("conv_final.weight with 12 input channels: UpCunet2x_fast (x2)")
+		info.Support = NotRun // its pixel-unshuffled U-Nets are not written as a graph yet
 	case has(d, "conv_final.weight"):
 		info.Scale = 4
 		info.why("conv_final.weight: UpCunet4x (x4)")

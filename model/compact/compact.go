@@ -360,9 +360,9 @@ func (m *Graph) propagateScale(o *op) error {
 		}
 		sh, sw = sh.mul(rh), sw.mul(rw)
 	case opPad:
-		m.tileOK, m.why = false, fmt.Sprintf("%s pads or crops the image", o.layer)
+		m.untile("%s pads or crops the image", o.layer)
 	case opMean:
-		m.tileOK, m.why = false, fmt.Sprintf("%s averages the whole image", o.layer)
+		m.untile("%s averages the whole image", o.layer)
 		m.pooled[o.out] = true
 	case opBinary, opEltwise:
 		if len(o.in) == 2 && m.pooled[o.in[0]] != m.pooled[o.in[1]] {
@@ -402,7 +402,7 @@ func (m *Graph) propagateScale(o *op) error {
 		case blockwise(o.conv):
 			sh, sw = sh.mul(rat{1, o.conv.StrideH}), sw.mul(rat{1, o.conv.StrideW})
 		default:
-			m.tileOK, m.why = false, fmt.Sprintf("%s changes the image size", o.layer)
+			m.untile("%s changes the image size", o.layer)
 		}
 	}
 	m.scaleH[o.out], m.scaleW[o.out], m.chans[o.out] = sh, sw, c
@@ -414,6 +414,13 @@ func (m *Graph) propagateScale(o *op) error {
 }
 
 func lcm(a, b int) int { return a / gcd(a, b) * b }
+
+// untile records that tiles are not exact, and the first reason why.
+func (m *Graph) untile(format string, args ...any) {
+	if m.tileOK {
+		m.tileOK, m.why = false, fmt.Sprintf(format, args...)
+	}
+}
 
 // fuse folds a PReLU/ReLU that is the only reader of a convolution's output
 // into the convolution, and an Eltwise sum a*conv(x) + y into the

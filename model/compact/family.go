@@ -128,6 +128,9 @@ func (s session) Warnings() []string { return s.warn }
 // newSession is a session of g for frames of w x h with the tile asked for.
 func newSession(g *Graph, w, h int, p model.Params) session {
 	s := session{Engine: Engine{M: g, Tile: p.Int("tile")}}
+	if why := g.Untiled(); why != "" && s.Tile > 0 && (s.Tile < w || s.Tile < h) {
+		s.warn = append(s.warn, fmt.Sprintf("--tile %d: model %s runs whole frames (%s): the tile size is not used", s.Tile, g.Name, why))
+	}
 	if c := g.TileCost(w, h, s.Tile); c > 2 {
 		s.warn = append(s.warn, fmt.Sprintf("--tile %d: with model %s's halo of %d pixels, tiles compute %.1f times the frame's pixels; use --tile 0 (automatic) or a tile of at least %d", s.Tile, g.Name, g.Halo(), c, 4*g.Halo()))
 	}

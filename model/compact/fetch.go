@@ -228,6 +228,7 @@ type GraphInfo struct {
 	Weights     int            `json:"weights"`               // values the .bin holds
 	Scale       float64        `json:"scale,omitempty"`
 	Halo        int            `json:"halo_pixels,omitempty"` // context a tile reads beyond its edges
+	Whole       string         `json:"whole_frames,omitempty"` // why the model runs whole frames only, if it does
 	TFLOP       float64        `json:"tflop_per_640x360_frame,omitempty"`
 	Problem     string         `json:"problem,omitempty"` // why vsr cannot load it, if it cannot
 }
@@ -263,6 +264,9 @@ func Inspect(b backend.Backend, param, bin []byte) (*GraphInfo, error) {
 		return gi, nil
 	}
 	defer m.Close()
-	gi.Scale, gi.Halo, gi.TFLOP = m.Scale(), m.Halo(), m.FLOPs(640, 360)/1e12
+	gi.Scale, gi.Halo, gi.TFLOP, gi.Whole = m.Scale(), m.Halo(), m.FLOPs(640, 360)/1e12, m.Untiled()
+	if gi.Whole != "" {
+		gi.Halo = 0
+	}
 	return gi, nil
 }

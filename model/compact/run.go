@@ -180,6 +180,15 @@ func (m *Graph) AutoTile(w, h int, budget int64) int {
 // Halo is the context in input pixels a tile reads beyond its edges.
 func (m *Graph) Halo() int { return m.halo }
 
+// Untiled says why the model runs whole frames only (an op that pads,
+// crops or pools the whole image), or "" when tiles are exact.
+func (m *Graph) Untiled() string {
+	if m.tileOK {
+		return ""
+	}
+	return m.why
+}
+
 // TileCost is how many times the pixels of a w x h frame the model
 // computes in tiles of tile pixels, halos included (1 without tiles).
 func (m *Graph) TileCost(w, h, tile int) float64 {
