@@ -63,6 +63,7 @@ const (
 	ActSigmoid           // 1 / (1 + exp(-x))
 	ActAddScalar         // x + Alpha (ncnn's BinaryOp add or sub with a scalar)
 	ActMulScalar         // x * Alpha (ncnn's BinaryOp mul with a scalar)
+	ActMish              // x * tanh(softplus(x)), softplus(x) = x above 20 (PyTorch's Mish)
 )
 
 // Activation is an activation function with its parameters.
@@ -322,6 +323,20 @@ type UNet interface {
 	// ScaleChannels returns x (N H W C) times s (N 1 1 C): each channel
 	// of each frame times its own factor.
 	ScaleChannels(x, s Tensor) (Tensor, error)
+}
+
+// Norm is implemented by backends with the normalisations of
+// convolutional networks (RealPLKSR). scale and shift are (1 1 1 C)
+// tensors from Upload: each channel's values are normalised (to zero
+// mean and unit variance, the variance biased, eps added to it), then
+// times its scale plus its shift.
+type Norm interface {
+	// GroupNorm normalises each frame's channels in groups consecutive
+	// groups, each over all of the frame's pixels (PyTorch's GroupNorm).
+	GroupNorm(x Tensor, groups int, scale, shift Tensor, eps float32) (Tensor, error)
+	// ChannelNorm normalises each pixel's channels (a LayerNorm over
+	// channels, channels-first).
+	ChannelNorm(x Tensor, scale, shift Tensor, eps float32) (Tensor, error)
 }
 
 // Stored is implemented by backends whose storage type may be narrower

@@ -74,6 +74,9 @@
 //     (global average pooling) and ScaleChannels (per-channel gates): the
 //     ops of Real-CUGAN's U-Nets. Absent: graphs with those layers are
 //     refused, naming the op.
+//   - Norm: GroupNorm and ChannelNorm, with a scale and shift per
+//     channel (RealPLKSR). Absent: graphs with those layers are refused,
+//     naming the op.
 //   - Stored: DownloadStored and UploadStored, a tensor's bytes in the
 //     storage type (SwiftVR's saved states). Absent: Download and Upload
 //     in float32, with the same values.

@@ -50,6 +50,7 @@ var _ backend.Owner = (*Backend)(nil)
 var _ backend.SliceConver = (*Backend)(nil)
 var _ backend.Trimmer = (*Backend)(nil)
 var _ backend.UNet = (*Backend)(nil)
+var _ backend.Norm = (*Backend)(nil)
 
 // Owns reports whether t is a CPU tensor: any CPU backend reads any of
 // them.

@@ -62,6 +62,14 @@ func activate(d []float32, c int, act backend.Activation, slope []float32) {
 		for i, v := range d {
 			d[i] = v * act.Alpha
 		}
+	case backend.ActMish:
+		for i, v := range d {
+			sp := float64(v)
+			if v <= 20 {
+				sp = math.Log1p(math.Exp(sp))
+			}
+			d[i] = float32(float64(v) * math.Tanh(sp))
+		}
 	case backend.ActPReLU:
 		if len(slope) == 1 {
 			for i, v := range d {

@@ -290,3 +290,82 @@ func (b *Backend) ScaleChannels(xt, st backend.Tensor) (backend.Tensor, error) {
 	})
 	return out, nil
 }
+
+// GroupNorm normalises each frame's channel groups over its pixels, in
+// float64 (backend.Norm).
+func (b *Backend) GroupNorm(xt backend.Tensor, groups int, scale, shift backend.Tensor, eps float32) (backend.Tensor, error) {
+	x, a, c, err := b.normArgs(xt, groups, scale, shift)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	px, cg := s.H*s.W, s.C/groups
+	out := b.alloc(s)
+	b.parallel(s.N*groups, func(i int) {
+		n, g := i/groups, i%groups
+		frame, dst := x.Data[n*px*s.C:][:px*s.C], out.Data[n*px*s.C:][:px*s.C]
+		var sum, sq float64
+		for p := 0; p < px; p++ {
+			for _, v := range frame[p*s.C+g*cg:][:cg] {
+				sum += float64(v)
+			}
+		}
+		mean := sum / float64(px*cg)
+		for p := 0; p < px; p++ {
+			for _, v := range frame[p*s.C+g*cg:][:cg] {
+				sq += (float64(v) - mean) * (float64(v) - mean)
+			}
+		}
+		r := 1 / math.Sqrt(sq/float64(px*cg)+float64(eps))
+		for p := 0; p < px; p++ {
+			for k := g * cg; k < (g+1)*cg; k++ {
+				dst[p*s.C+k] = float32((float64(frame[p*s.C+k])-mean)*r)*a.Data[k] + c.Data[k]
+			}
+		}
+	})
+	return out, nil
+}
+
+// ChannelNorm normalises each pixel's channels, in float64 (backend.Norm).
+func (b *Backend) ChannelNorm(xt backend.Tensor, scale, shift backend.Tensor, eps float32) (backend.Tensor, error) {
+	x, a, c, err := b.normArgs(xt, 1, scale, shift)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	out := b.alloc(s)
+	b.parallel(s.N*s.H, func(row int) {
+		src, dst := x.Data[row*s.W*s.C:][:s.W*s.C], out.Data[row*s.W*s.C:][:s.W*s.C]
+		for p := 0; p < s.W; p++ {
+			v := src[p*s.C:][:s.C]
+			var sum, sq float64
+			for _, f := range v {
+				sum += float64(f)
+			}
+			mean := sum / float64(s.C)
+			for _, f := range v {
+				sq += (float64(f) - mean) * (float64(f) - mean)
+			}
+			r := 1 / math.Sqrt(sq/float64(s.C)+float64(eps))
+			for k, f := range v {
+				dst[p*s.C+k] = float32((float64(f)-mean)*r)*a.Data[k] + c.Data[k]
+			}
+		}
+	})
+	return out, nil
+}
+
+// normArgs checks GroupNorm's and ChannelNorm's arguments.
+func (b *Backend) normArgs(xt backend.Tensor, groups int, scale, shift backend.Tensor) (x, a, c *Tensor, err error) {
+	if x, err = b.tensor(xt); err != nil {
+		return
+	}
+	if a, err = b.tensor(scale); err != nil {
+		return
+	}
+	if c, err = b.tensor(shift); err != nil {
+		return
+	}
+	err = check.Norm(x.shape, groups, a.shape, c.shape)
+	return
+}

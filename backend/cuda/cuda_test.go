@@ -226,6 +226,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 			{Kind: backend.ActSigmoid},
 			{Kind: backend.ActAddScalar, Alpha: -0.5},
 			{Kind: backend.ActMulScalar, Alpha: 255},
+			{Kind: backend.ActMish},
 		} {
 			both(t, dt, fmt.Sprintf("activation %d", act.Kind), func(b backend.Backend) (backend.Tensor, error) {
 				return b.Activate(up(b, s, x), act)
@@ -249,6 +250,17 @@ func TestOpsAgainstCPU(t *testing.T) {
 				return b.(backend.UNet).Pad(up(b, s, x), pad[0], pad[1], pad[2], pad[3], backend.PadMode(pad[4]))
 			})
 		}
+		affine := func(b backend.Backend) (backend.Tensor, backend.Tensor) {
+			return up(b, backend.Shape{N: 1, H: 1, W: 1, C: s.C}, bias), up(b, backend.Shape{N: 1, H: 1, W: 1, C: s.C}, x[:s.C])
+		}
+		both(t, dt, "group norm", func(b backend.Backend) (backend.Tensor, error) {
+			a, c := affine(b)
+			return b.(backend.Norm).GroupNorm(up(b, s, x), 4, a, c, 1e-5)
+		})
+		both(t, dt, "channel norm", func(b backend.Backend) (backend.Tensor, error) {
+			a, c := affine(b)
+			return b.(backend.Norm).ChannelNorm(up(b, s, x), a, c, 1e-6)
+		})
 		both(t, dt, "channel mean", func(b backend.Backend) (backend.Tensor, error) {
 			return b.(backend.UNet).ChannelMean(up(b, s, x))
 		})

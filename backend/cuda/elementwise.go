@@ -25,6 +25,8 @@ func (b *Backend) actArgs(act backend.Activation) (kind int32, alpha float32, sl
 		kind, alpha = 7, act.Alpha
 	case backend.ActMulScalar:
 		kind, alpha = 8, act.Alpha
+	case backend.ActMish:
+		kind = 9
 	case backend.ActPReLU:
 		st, ok := act.Slope.(*Tensor)
 		if !ok || st.f32 == nil {

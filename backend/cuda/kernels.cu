@@ -27,7 +27,7 @@ __device__ __forceinline__ u8 quantize(float v) {
 
 // activate applies activation act to v of channel ch: 0 none, 1 relu, 2 leaky (alpha), 3 prelu
 // (slope[ch], or slope[0] when nslope == 1), 4 soft clamp alpha * tanh(v / alpha), 5 silu, 6 sigmoid,
-// 7 add alpha, 8 multiply by alpha (backend.ActKind order).
+// 7 add alpha, 8 multiply by alpha, 9 mish (backend.ActKind order).
 __device__ __forceinline__ float activate(float v, int ch, int act, float alpha, const float* __restrict__ slope, int nslope) {
     if (v < 0.0f) {
         if (act == 1) v = 0.0f;
@@ -39,6 +39,7 @@ __device__ __forceinline__ float activate(float v, int ch, int act, float alpha,
     else if (act == 6) v = 1.0f / (1.0f + expf(-v));
     else if (act == 7) v += alpha;
     else if (act == 8) v *= alpha;
+    else if (act == 9) v *= tanhf(v > 20.0f ? v : log1pf(expf(v)));
     return v;
 }
 
@@ -123,6 +124,54 @@ extern "C" __global__ void channel_mean_##T(const S* __restrict__ x, S* __restri
 extern "C" __global__ void scale_channels_##T(const S* __restrict__ x, const S* __restrict__ k, S* __restrict__ out, \
                                               long long px, int c, long long n) {                   \
     GRID_STRIDE(i, n) out[i] = ST(LD(x[i]) * LD(k[i / (px * c) * c + i % c]));                      \
+}                                                                                                   \
+/* group_stats: stats[f*groups + g] += (sum, sum of squares) in double of group g of frame f, whose \
+   cg channels at every one of px pixels are spread over gridDim.x blocks of 256 threads (atomics; \
+   stats zeroed first). Launch: grid (chunks, n*groups), block 256. */                             \
+extern "C" __global__ void group_stats_##T(const S* __restrict__ x, double* __restrict__ stats, long long px, int c, int cg) { \
+    __shared__ double ps[256], pq[256];                                                             \
+    int fg = blockIdx.y, groups = c / cg, f = fg / groups, g = fg % groups;                         \
+    long long m = px * cg;                                                                          \
+    double s = 0.0, q = 0.0;                                                                        \
+    for (long long j = blockIdx.x * 256LL + threadIdx.x; j < m; j += (long long)gridDim.x * 256) {  \
+        double v = LD(x[((long long)f * px + j / cg) * c + g * cg + j % cg]);                       \
+        s += v; q += v * v;                                                                         \
+    }                                                                                               \
+    ps[threadIdx.x] = s; pq[threadIdx.x] = q;                                                       \
+    __syncthreads();                                                                                \
+    for (int h = 128; h > 0; h >>= 1) {                                                             \
+        if (threadIdx.x < h) { ps[threadIdx.x] += ps[threadIdx.x + h]; pq[threadIdx.x] += pq[threadIdx.x + h]; } \
+        __syncthreads();                                                                            \
+    }                                                                                               \
+    if (threadIdx.x == 0) { atomicAdd(&stats[2 * fg], ps[0]); atomicAdd(&stats[2 * fg + 1], pq[0]); } \
+}                                                                                                   \
+/* group_norm: out = (x - mean) * rsqrt(var + eps) * scale[c] + shift[c], mean and var of x's group \
+   from group_stats. */                                                                            \
+extern "C" __global__ void group_norm_##T(const S* __restrict__ x, const double* __restrict__ stats, \
+                                          const float* __restrict__ scale, const float* __restrict__ shift, \
+                                          S* __restrict__ out, long long px, int c, int cg, float eps, long long n) { \
+    GRID_STRIDE(i, n) {                                                                             \
+        int ch = i % c; long long f = i / (px * c);                                                 \
+        long long fg = f * (c / cg) + ch / cg;                                                      \
+        double cnt = (double)px * cg, mean = stats[2 * fg] / cnt;                                   \
+        double var = fmax(stats[2 * fg + 1] / cnt - mean * mean, 0.0);                              \
+        float r = (float)(1.0 / sqrt(var + (double)eps));                                           \
+        out[i] = ST((LD(x[i]) - (float)mean) * r * scale[ch] + shift[ch]);                          \
+    }                                                                                               \
+}                                                                                                   \
+/* channel_norm: each pixel's c channels normalised (two passes in float), times scale plus shift; \
+   one thread per pixel. */                                                                        \
+extern "C" __global__ void channel_norm_##T(const S* __restrict__ x, const float* __restrict__ scale, \
+                                            const float* __restrict__ shift, S* __restrict__ out, int c, float eps, long long px) { \
+    GRID_STRIDE(p, px) {                                                                            \
+        const S* v = x + p * c; S* o = out + p * c;                                                 \
+        float s = 0.0f, q = 0.0f;                                                                   \
+        for (int k = 0; k < c; k++) s += LD(v[k]);                                                  \
+        float mean = s / c;                                                                         \
+        for (int k = 0; k < c; k++) { float d = LD(v[k]) - mean; q += d * d; }                      \
+        float r = rsqrtf(q / c + eps);                                                              \
+        for (int k = 0; k < c; k++) o[k] = ST((LD(v[k]) - mean) * r * scale[k] + shift[k]);         \
+    }                                                                                               \
 }                                                                                                   \
 /* from_rgb8: bytes -> [0,1] (v / 255). */                                                          \
 extern "C" __global__ void from_rgb8_##T(const u8* __restrict__ in, S* __restrict__ out, long long n) { \

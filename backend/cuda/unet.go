@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
@@ -68,4 +70,74 @@ func (b *Backend) ScaleChannels(xt, kt backend.Tensor) (backend.Tensor, error) {
 	}
 	n := int64(s.Elems())
 	return b.finish(y, b.launch("scale_channels", true, n, x.ptr(), k.ptr(), int64(s.H*s.W), int32(s.C), n))
+}
+
+var _ backend.Norm = (*Backend)(nil)
+
+// GroupNorm normalises each frame's channel groups over its pixels
+// (backend.Norm): one pass sums each group in double, a second
+// normalises.
+func (b *Backend) GroupNorm(xt backend.Tensor, groups int, scale, shift backend.Tensor, eps float32) (backend.Tensor, error) {
+	x, a, c, err := b.normArgs(xt, groups, scale, shift)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	px, cg := int64(s.H*s.W), int32(s.C/groups)
+	stats, err := b.pool.get(int64(16 * s.N * groups))
+	if err != nil {
+		return nil, err
+	}
+	defer b.pool.put(stats)
+	if err := b.compute.Memset8(stats.ptr, 0, 16*s.N*groups); err != nil {
+		return nil, err
+	}
+	f, err := b.fn("group_stats", true)
+	if err != nil {
+		return nil, err
+	}
+	chunks := uint32(min((px*int64(cg)+255)/256, int64(max(b.sms*4/(s.N*groups), 1))))
+	if err := f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: chunks, Y: uint32(s.N * groups)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
+		x.ptr(), stats.ptr, px, int32(s.C), cg); err != nil {
+		return nil, err
+	}
+	y, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(s.Elems())
+	return b.finish(y, b.launch("group_norm", true, n, x.ptr(), stats.ptr, a, c, y.ptr(), px, int32(s.C), cg, eps, n))
+}
+
+// ChannelNorm normalises each pixel's channels (backend.Norm).
+func (b *Backend) ChannelNorm(xt backend.Tensor, scale, shift backend.Tensor, eps float32) (backend.Tensor, error) {
+	x, a, c, err := b.normArgs(xt, 1, scale, shift)
+	if err != nil {
+		return nil, err
+	}
+	s := x.shape
+	y, err := b.alloc(s)
+	if err != nil {
+		return nil, err
+	}
+	px := int64(s.N * s.H * s.W)
+	return b.finish(y, b.launch("channel_norm", true, px, x.ptr(), a, c, y.ptr(), int32(s.C), eps, px))
+}
+
+// normArgs checks GroupNorm's and ChannelNorm's arguments and returns the
+// scale and shift's float32 copies.
+func (b *Backend) normArgs(xt backend.Tensor, groups int, scale, shift backend.Tensor) (x *Tensor, a, c cu.DevicePtr, err error) {
+	if x, err = b.tensor(xt); err != nil {
+		return
+	}
+	st, ok1 := scale.(*Tensor)
+	ht, ok2 := shift.(*Tensor)
+	if !ok1 || !ok2 || st.f32 == nil || ht.f32 == nil {
+		err = fmt.Errorf("norm: the scale and shift must come from Upload")
+		return
+	}
+	if err = check.Norm(x.shape, groups, st.shape, ht.shape); err != nil {
+		return
+	}
+	return x, st.f32.ptr, ht.f32.ptr, nil
 }

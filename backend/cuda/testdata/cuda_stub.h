@@ -32,7 +32,7 @@ float __shfl_sync(unsigned, float, int, int w=32);
 float __expf(float); float __frcp_rn(float); float __fdividef(float,float);
 float exp2f(float); float expf(float); float tanhf(float); float fminf(float,float); float fmaxf(float,float);
 float floorf(float); float ceilf(float); float rintf(float); float fabsf(float); float sqrtf(float); float rsqrtf(float); float erff(float); float roundf(float); float nearbyintf(float); float logf(float); float sinf(float); float cosf(float); float powf(float,float); float truncf(float);
-double fabs(double);
+double fabs(double); double fmax(double,double); double sqrt(double); float log1pf(float);
 int min(int,int); int max(int,int); long long min(long long,long long); long long max(long long,long long);
 unsigned min(unsigned,unsigned); unsigned max(unsigned,unsigned);
 float atomicAdd(float*, float); int atomicAdd(int*, int); double atomicAdd(double*, double); unsigned atomicAdd(unsigned*, unsigned);

@@ -16,7 +16,7 @@ import (
 
 // Activation checks that act is one of the kinds backend.ActKind lists.
 func Activation(act backend.Activation) error {
-	if act.Kind < backend.ActNone || act.Kind > backend.ActMulScalar {
+	if act.Kind < backend.ActNone || act.Kind > backend.ActMish {
 		return fmt.Errorf("unknown activation %d", act.Kind)
 	}
 	return nil
@@ -209,6 +209,19 @@ func PadSource(i, n, lo, hi int, mode backend.PadMode) int {
 		j = 2*(m-1) - j
 	}
 	return a + j
+}
+
+// Norm checks GroupNorm(x, groups, scale, shift) (ChannelNorm: groups 1)
+// on a tensor of shape s with scale and shift of shapes a and b.
+func Norm(s backend.Shape, groups int, a, b backend.Shape) error {
+	if groups < 1 || s.C%groups != 0 {
+		return fmt.Errorf("norm: %d groups of %d channels", groups, s.C)
+	}
+	want := backend.Shape{N: 1, H: 1, W: 1, C: s.C}
+	if a != want || b != want {
+		return fmt.Errorf("norm: scale %v and shift %v for %d channels, want %v", a, b, s.C, want)
+	}
+	return nil
 }
 
 // ScaleChannelsShapes checks ScaleChannels(x, s).
