@@ -314,8 +314,8 @@ func TestModelsCommand(t *testing.T) {
 		t.Errorf("vsr models dense-8.param: %v\n%s", err, out)
 	}
 	bad := filepath.Join(dir, "bad.param")
-	os.WriteFile(bad, []byte("7767517\n2 2\nInput in 0 1 data\nMish s 1 1 data out\n"), 0o644)
-	if out, err = vsr(t, "models", bad); err != nil || !strings.Contains(out, "vsr cannot run it: no Mish") {
+	os.WriteFile(bad, []byte("7767517\n2 2\nInput in 0 1 data\nHardSwish s 1 1 data out\n"), 0o644)
+	if out, err = vsr(t, "models", bad); err != nil || !strings.Contains(out, "vsr cannot run it: no HardSwish") {
 		t.Errorf("vsr models bad.param: %v\n%s", err, out)
 	}
 	in := genClip(t, dir, 2, false, "mp4")

@@ -268,7 +268,7 @@ func TestBadInput(t *testing.T) {
 	param, _ := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x4.param")
 	bin, _ := os.ReadFile("../../assets/realesr-animevideov3/realesr-animevideov3-x4.bin")
 	badOp := filepath.Join(src, "badop.param")
-	os.WriteFile(badOp, bytes.Replace(param, []byte("PReLU                    PRelu_1"), []byte("Mish                     PRelu_1"), 1), 0o644)
+	os.WriteFile(badOp, bytes.Replace(param, []byte("PReLU                    PRelu_1"), []byte("HardSwish                PRelu_1"), 1), 0o644)
 	os.WriteFile(filepath.Join(src, "badop.bin"), bin, 0o644)
 	cut := filepath.Join(src, "cut.param")
 	os.WriteFile(cut, param, 0o644)
@@ -291,7 +291,7 @@ func TestBadInput(t *testing.T) {
 		{"corrupt", []string{corrupt}, "", ""},
 		{"audio only", []string{audioOnly}, "", "no video"},
 		{"zero frames", []string{zero}, "", "no video frames"},
-		{"unsupported op", []string{good, "--model", badOp}, "", `layer PRelu_1 (Mish): unsupported op "Mish"`},
+		{"unsupported op", []string{good, "--model", badOp}, "", `layer PRelu_1 (HardSwish): unsupported op "HardSwish"`},
 		{"truncated weights", []string{good, "--model", cut}, "", "too short"},
 		{"missing weights", []string{good, "--model", noBin}, "", "nobin.bin"},
 		{"unknown model", []string{good, "--model", "nosuch"}, "", "nosuch"},

@@ -59,12 +59,6 @@ func PthCases(t testing.TB) []PthCase {
 	return m.Cases
 }
 
-// Runs reports whether vsr runs the case's architecture (ESRGAN,
-// SRVGGNetCompact, SPAN) rather than only recognising it.
-func (c PthCase) Runs() bool {
-	return c.Arch == "ESRGAN" || c.Arch == "SRVGGNetCompact" || c.Arch == "SPAN" || c.Arch == "RealCUGAN"
-}
-
 // Arrays reads the case's input and reference output, reordered from
 // PyTorch's (1, c, h, w) to vsr's (1, h, w, c).
 func (c PthCase) Arrays(t testing.TB) (in, ref []float32) {

@@ -60,7 +60,7 @@ func TestDetect(t *testing.T) {
 		{"Real-CUGAN 2x fast", archtest.New(1).RealCUGAN(2, true, false).D,
 			arch.Info{Arch: "RealCUGAN", Variant: "fast", Support: arch.NotRun, Scale: 2, In: 3, Out: 3, Features: 32}},
 		{"RealPLKSR", archtest.New(1).PLKSR(true, 16, 4, 9, 4, 2).D,
-			arch.Info{Arch: "RealPLKSR", Support: arch.NeedsOps, Scale: 2, In: 3, Out: 3, Features: 16, Blocks: 4}},
+			arch.Info{Arch: "RealPLKSR", Support: arch.Runs, Scale: 2, In: 3, Out: 3, Features: 16, Blocks: 4}},
 		{"PLKSR", archtest.New(1).PLKSR(false, 16, 3, 9, 4, 4).D,
 			arch.Info{Arch: "PLKSR", Support: arch.NeedsOps, Scale: 4, In: 3, Out: 3, Features: 16, Blocks: 3}},
 	}
@@ -143,9 +143,9 @@ func TestDetectNamed(t *testing.T) {
 	if err := got.Check(); err == nil || err.Error() != "a SwinIR model (transformer): vsr does not run this architecture yet" {
 		t.Errorf("SwinIR: %v", err)
 	}
-	plksr, _ := arch.Detect(archtest.New(1).PLKSR(true, 16, 4, 9, 4, 2).D)
-	if err := plksr.Check(); err == nil || !strings.Contains(err.Error(), "a RealPLKSR model (convolutional): recognised; running it needs ops not yet in vsr") {
-		t.Errorf("RealPLKSR: %v", err)
+	plksr, _ := arch.Detect(archtest.New(1).PLKSR(false, 16, 4, 9, 4, 2).D)
+	if err := plksr.Check(); err == nil || !strings.Contains(err.Error(), "a PLKSR model (convolutional): recognised; running it needs ops not yet in vsr") {
+		t.Errorf("PLKSR: %v", err)
 	}
 }
 

@@ -55,6 +55,12 @@ func Build(info *Info, d *statedict.Dict) (*Graph, error) {
 			return nil, err
 		}
 		s.graph(w)
+	case "RealPLKSR":
+		var p plksr
+		if err := p.read(d, info); err != nil {
+			return nil, err
+		}
+		p.graph(w)
 	case "RealCUGAN":
 		cugan{scale: info.Scale, pro: strings.Contains(info.Variant, "pro")}.graph(w)
 	default:

@@ -63,8 +63,7 @@ func detectPLKSR(d *statedict.Dict) (*Info, bool, error) {
 	var tail int
 	switch {
 	case has(d, "feats.1.channel_mixer.0.weight"):
-		info.Arch, tail = "RealPLKSR", 3
-		info.Missing = "Mish, group normalisation, sigmoid gates and a channel repeat"
+		info.Arch, tail, info.Support = "RealPLKSR", 3, Runs
 		info.why("feats.0.weight, feats.1.lk.conv.weight and feats.1.channel_mixer.0.weight: RealPLKSR's partial large-kernel blocks")
 	case has(d, "feats.1.channe_mixer.0.weight"):
 		info.Arch, tail = "PLKSR", 2

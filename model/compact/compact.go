@@ -21,7 +21,7 @@ import (
 )
 
 // Supported lists the ncnn layer types this package runs.
-const Supported = "Input, Split, Convolution, Deconvolution, PReLU, ReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise, Sigmoid, Swish, Padding, Crop, Pooling"
+const Supported = "Input, Split, Convolution, Deconvolution, PReLU, ReLU, PixelShuffle, Reorg, Interp, BinaryOp, Concat, Eltwise, Sigmoid, Swish, Mish, Padding, Crop, Pooling, GroupNorm, ChannelNorm"
 
 // rat is a positive rational scale factor.
 type rat struct{ num, den int }
@@ -69,6 +69,8 @@ const (
 	opPad        // pad or crop each side (backend.UNet)
 	opMean       // global average pooling: each channel's mean (backend.UNet)
 	opScaleCh    // in[0] times the per-channel factors in[1], a pooled blob (backend.UNet)
+	opChannels   // channels [at, at+n) of its input
+	opNorm       // GroupNorm (groups > 0) or ChannelNorm (backend.Norm)
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
@@ -102,6 +104,13 @@ type op struct {
 	padMode  backend.PadMode
 	multiple int
 	fit      bool
+	// opChannels: the first channel and the count; opNorm: the groups (0
+	// for a ChannelNorm), eps, and the scale and shift (owned by the
+	// graph).
+	at, n        int
+	groups       int
+	eps          float32
+	scale, shift backend.Tensor
 }
 
 // Graph is an ncnn graph bound to a backend.
@@ -266,6 +275,10 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 			err = pointwiseOp(o, backend.ActSigmoid)
 		case "Swish":
 			err = pointwiseOp(o, backend.ActSiLU)
+		case "Mish":
+			err = pointwiseOp(o, backend.ActMish)
+		case "GroupNorm", "ChannelNorm":
+			err = m.normOp(o, wr)
 		case "Concat":
 			err = concatOp(o)
 		case "Eltwise":
@@ -364,6 +377,18 @@ func (m *Graph) propagateScale(o *op) error {
 	case opMean:
 		m.untile("%s averages the whole image", o.layer)
 		m.pooled[o.out] = true
+	case opChannels:
+		if o.at+o.n > c {
+			return fmt.Errorf("%s: channels %d to %d of %d", o.layer, o.at, o.at+o.n, c)
+		}
+		c = o.n
+	case opNorm:
+		if o.scale.Shape().C != c || (o.groups > 0 && c%o.groups != 0) {
+			return fmt.Errorf("%s: a norm of %d channels (%d groups) of a blob of %d", o.layer, o.scale.Shape().C, o.groups, c)
+		}
+		if o.groups > 0 {
+			m.untile("%s normalises over the whole image", o.layer)
+		}
 	case opBinary, opEltwise:
 		if len(o.in) == 2 && m.pooled[o.in[0]] != m.pooled[o.in[1]] {
 			// A product with a pooled blob: a gate per channel.
@@ -620,7 +645,7 @@ func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 			ih, iw = o.padded(ih, iw, m.scaleH[o.out], m.scaleW[o.out], h, w)
 		case opMean:
 			ih, iw = 1, 1
-		case opScaleCh:
+		case opScaleCh, opChannels, opNorm:
 		case opBinary, opConcat, opEltwise:
 			for _, b := range o.in[1:] {
 				if fh[b] != ih || fw[b] != iw {

@@ -341,10 +341,23 @@ func padOp(o *op) error {
 // crops and fixed output sizes are not supported.
 func cropOp(o *op) error {
 	l := o.layer
-	for _, k := range []int{2, 3, 4, 5, 8, 9, 10, 11} {
-		if _, ok := l.Params[k]; ok && l.Int(k, 0) != 0 {
-			return fmt.Errorf("crop parameter %d is not supported (only woffset, hoffset, woffset2, hoffset2)", k)
+	for _, k := range []int{2, 3, 4, 8, 9, 10, 11} {
+		if _, ok := l.Params[k]; ok && l.Int(k, 0) != 0 && !(k == 2 && l.Int(5, 0) > 0) {
+			return fmt.Errorf("crop parameter %d is not supported (only woffset, hoffset, woffset2, hoffset2, or coffset with outc)", k)
 		}
+	}
+	if outc := l.Int(5, 0); outc > 0 {
+		// A channel crop: 2=coffset 5=outc, nothing spatial.
+		for _, k := range []int{0, 1, 3, 4, 6, 7, 8, 21} {
+			if l.Int(k, 0) != 0 {
+				return fmt.Errorf("a channel crop (outc) with parameter %d is not supported", k)
+			}
+		}
+		o.kind, o.at, o.n = opChannels, l.Int(2, 0), outc
+		if o.at < 0 {
+			return fmt.Errorf("bad coffset %d", o.at)
+		}
+		return nil
 	}
 	o.kind, o.padMode = opPad, backend.PadZero
 	o.pad = [4]int{-l.Int(1, 0), -l.Int(7, 0), -l.Int(0, 0), -l.Int(6, 0)}
@@ -550,4 +563,41 @@ func floorDiv(a, b int) int {
 		q--
 	}
 	return q
+}
+
+// normOp reads a GroupNorm layer (0=group 1=channels 2=eps 3=affine, 1:
+// the scale then the shift as raw floats) or vsr's ChannelNorm, a
+// LayerNorm over each pixel's channels (0=channels 1=eps, then the scale
+// and shift), which ncnn has no layer for.
+func (m *Graph) normOp(o *op, wr *ncnn.WeightReader) error {
+	l := o.layer
+	c := l.Int(1, 0)
+	o.eps = l.Float(2, 1e-5)
+	if l.Type == "GroupNorm" {
+		o.groups = l.Int(0, 1)
+		if o.groups < 1 {
+			return fmt.Errorf("bad group %d", o.groups)
+		}
+		if l.Int(3, 1) != 1 {
+			return fmt.Errorf("a GroupNorm without its affine scale and shift is not supported")
+		}
+	} else {
+		c, o.eps = l.Int(0, 0), l.Float(1, 1e-5)
+	}
+	if c <= 0 || c > 1<<16 || !(o.eps > 0) {
+		return fmt.Errorf("bad channels %d or eps %g", c, o.eps)
+	}
+	s := backend.Shape{N: 1, H: 1, W: 1, C: c}
+	for _, t := range []*backend.Tensor{&o.scale, &o.shift} {
+		v, err := wr.Raw(c, "scale and shift")
+		if err != nil {
+			return err
+		}
+		if *t, err = m.b.Upload(s, v); err != nil {
+			return err
+		}
+		m.owned = append(m.owned, *t)
+	}
+	o.kind = opNorm
+	return nil
 }

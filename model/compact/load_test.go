@@ -35,7 +35,7 @@ func TestLoadErrors(t *testing.T) {
 		{"truncated bin", param, bin[:len(bin)/2], "layer Conv_"},
 		{"extra bytes", param, append(append([]byte(nil), bin...), 1, 2, 3, 4), "does not belong"},
 		{"empty bin", param, nil, "too short"},
-		{"unsupported op", strings.Replace(param, "PReLU                    PRelu_3", "Mish                     PRelu_3", 1), bin, `layer PRelu_3 (Mish): unsupported op "Mish"`},
+		{"unsupported op", strings.Replace(param, "PReLU                    PRelu_3", "HardSwish                PRelu_3", 1), bin, `layer PRelu_3 (HardSwish): unsupported op "HardSwish"`},
 		{"bad interp", strings.Replace(param, "0=1 1=4.000000e+00", "0=7 1=4.000000e+00", 1), bin, "layer Resize_37 (Interp): unsupported resize_type 7"},
 		{"missing blob", strings.Replace(param, "1 1 54 56 0=64", "1 1 nosuch 56 0=64", 1), bin, `reads blob "nosuch"`},
 		{"garbage", "\x00\x01garbage", bin, "not a text ncnn .param file"},

@@ -71,6 +71,14 @@ func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.(backend.UNet).ChannelMean(in)
 		case opScaleCh:
 			y, err = m.b.(backend.UNet).ScaleChannels(in, vals[o.in[1]])
+		case opChannels:
+			y, err = m.b.Channels(in, o.at, o.n)
+		case opNorm:
+			if o.groups > 0 {
+				y, err = m.b.(backend.Norm).GroupNorm(in, o.groups, o.scale, o.shift, o.eps)
+			} else {
+				y, err = m.b.(backend.Norm).ChannelNorm(in, o.scale, o.shift, o.eps)
+			}
 		case opResize:
 			i, out := o.in[0], o.out
 			sy0, _ := span(m.scaleH[i], rg.y0, rg.y1, rg.h, fh[i])
