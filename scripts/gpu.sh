@@ -12,7 +12,7 @@
 #                                   uninterrupted runs: SwiftVR tiny (one device, a device list in
 #                                   chunks and in sequence), CDA-VSR
 #   scripts/gpu.sh bench [SUITE...] (GPU host) benchmarks: compact depth x4plus cdavsr swiftvr fp8
-#                                   ranks kernels serve resume (default: compact depth x4plus cdavsr kernels)
+#                                   ranks kernels serve resume pth (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
 #   scripts/gpu.sh all              (GPU host) test, check, resume, bench
 #   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
@@ -37,6 +37,7 @@
 #   RATES, SECS, STEADY   live: the rates in frames/s, seconds per stream, seconds before "steady"
 #   RESUME_DEVICE, RESUME_SIZE   resume: the device (default cuda; cpu runs it anywhere, with
 #            cpu,cpu for the device list) and the input's size (default 640x360)
+#   DEADLINE   bench pth: seconds torch.compile may take in all (default 240)
 #   EVERY, ROUNDS   bench resume: the --checkpoint-every values (default "0 60 5 1"; 0 is no
 #            journal) and the rounds over them (default 2)
 set -uo pipefail
@@ -402,6 +403,15 @@ bench() {
 			;;
 		serve)
 			serve_smoke
+			;;
+		pth)
+			local d=$RUNDIR/pth-bench n
+			say ".pth architectures at their published sizes (random weights), 640x360 -> x4 in fp16: PyTorch eager, vsr, torch.compile"
+			$PY scripts/bench_torch_pth.py save $d
+			for n in esrgan_x4plus compact_x4 span_x4 cugan_x4 realplksr_x4; do
+				for b in $(builds); do vbench $b "$n --no-encode (24 frames)" $RUNDIR/ref361.mkv --model $d/$n.pth --frames 24 --requests 3 --no-encode; done
+			done
+			DEADLINE=${DEADLINE:-240} $PY scripts/bench_torch_pth.py compile $d
 			;;
 		resume)
 			swck
