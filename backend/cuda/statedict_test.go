@@ -93,33 +93,35 @@ func TestStateDictAgainstCPU(t *testing.T) {
 func TestPthGoldenGPU(t *testing.T) {
 	g := open(t, F16)
 	for _, c := range testutil.PthCases(t) {
-		d, err := arch.Open(filepath.Join(testutil.PthDir, c.Files[0].Path), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Detect["act"] == "leakyrelu" {
-			d.Metadata = map[string]string{"act_type": "leakyrelu"}
-		}
-		m := stateDictGraph(t, g, d)
-		in, ref := c.Arrays(t)
-		x, err := g.Upload(backend.Shape{N: 1, H: c.InputShape[2], W: c.InputShape[3], C: c.InputShape[1]}, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := m.Forward(x)
-		x.Free()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := g.Download(y)
-		y.Free()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e := relErr(got, ref); !(e <= bound(F16)) {
-			t.Errorf("%s f16: relative error %.3g against the reference, want <= %.3g", c.Name, e, bound(F16))
-		} else {
-			t.Logf("%s f16: relative error %.3g against the reference", c.Name, e)
-		}
+		t.Run(c.Name, func(t *testing.T) {
+			d, err := arch.Open(filepath.Join(testutil.PthDir, c.Files[0].Path), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Detect["act"] == "leakyrelu" {
+				d.Metadata = map[string]string{"act_type": "leakyrelu"}
+			}
+			m := stateDictGraph(t, g, d)
+			in, ref := c.Arrays(t)
+			x, err := g.Upload(backend.Shape{N: 1, H: c.InputShape[2], W: c.InputShape[3], C: c.InputShape[1]}, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := m.Forward(x)
+			x.Free()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.Download(y)
+			y.Free()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(got, ref); !(e <= bound(F16)) {
+				t.Errorf("f16: relative error %.3g against the reference, want <= %.3g", e, bound(F16))
+			} else {
+				t.Logf("f16: relative error %.3g against the reference", e)
+			}
+		})
 	}
 }

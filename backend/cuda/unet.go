@@ -69,7 +69,7 @@ func (b *Backend) ScaleChannels(xt, kt backend.Tensor) (backend.Tensor, error) {
 		return nil, err
 	}
 	n := int64(s.Elems())
-	return b.finish(y, b.launch("scale_channels", true, n, x.ptr(), k.ptr(), int64(s.H*s.W), int32(s.C), n))
+	return b.finish(y, b.launch("scale_channels", true, n, x.ptr(), k.ptr(), y.ptr(), int64(s.H*s.W), int32(s.C), n))
 }
 
 var _ backend.Norm = (*Backend)(nil)
