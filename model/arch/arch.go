@@ -13,13 +13,15 @@
 //   - Runs: ESRGAN (RRDBNet in its old, new and BSRGAN key layouts, any
 //     number of blocks, features and growth channels, x1 and x2 through
 //     Real-ESRGAN's pixel unshuffle, x4, x8), SRVGGNetCompact (any
-//     depth, width, scale; PReLU, ReLU or LeakyReLU) and SPAN (any width,
-//     channels and scale, with or without the input normalisation). Build
-//     builds the ncnn graph.
-//   - NeedsOps: Real-CUGAN and RealPLKSR, recognised and described,
-//     whose graphs need ops vsr's backends do not have yet.
-//   - NotRun: transformers and others (SwinIR, HAT, DAT, OmniSR, ...),
-//     named so that the user knows what the file is.
+//     depth, width, scale; PReLU, ReLU or LeakyReLU), SPAN (any width,
+//     channels and scale, with or without the input normalisation),
+//     Real-CUGAN (2x, 3x, 4x, pro) and RealPLKSR (GroupNorm or LayerNorm,
+//     with or without attention). Build builds the ncnn graph.
+//   - NeedsOps: PLKSR, recognised and described, whose graph needs ops
+//     vsr's backends do not have yet.
+//   - NotRun: transformers and others (SwinIR, HAT, DAT, OmniSR, ...)
+//     and Real-CUGAN's 2x fast, named so that the user knows what the
+//     file is.
 //
 // A state dict none of them matches is ErrUnknown. Detect never panics,
 // whatever the keys and shapes (it is fuzzed).
