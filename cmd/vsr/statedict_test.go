@@ -118,8 +118,28 @@ func TestPthCommands(t *testing.T) {
 		}
 		f.Close()
 	}
+	// Real-CUGAN: the converted file keeps "pro" in its metadata and
+	// restores the same frames; RealPLKSR runs; a frame smaller than
+	// Real-CUGAN's reflection pad is refused in one line.
+	big := filepath.Join(dir, "big.mkv")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=40x26:rate=25", "-frames:v", "2", "-c:v", "ffv1", big)
+	var sums []string
+	for _, m := range []string{pth("cugan_2x_pro.pth"), conv, pth("realplksr_x4.pth")} {
+		out := filepath.Join(dir, filepath.Base(m)+".mkv")
+		if _, err := vsr(t, "restore", big, "-o", out, "--model", m, "--device", "cpu", "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none"); err != nil {
+			t.Fatalf("restore --model %s: %v", m, err)
+		}
+		sums = append(sums, framemd5(t, out))
+	}
+	if sums[0] != sums[1] {
+		t.Error("the converted Real-CUGAN pro restores other frames than its .pth")
+	}
+	if info := probe(t, filepath.Join(dir, "realplksr_x4.pth.mkv")); info.Width != 160 || info.Height != 104 {
+		t.Errorf("RealPLKSR x4: %dx%d, want 160x104", info.Width, info.Height)
+	}
 	for m, want := range map[string]string{
-		"handmade-zip.pth":         "a state dict of no architecture vsr knows (keys conv.weight, conv.bias, half.weight, bf.weight, ... (8 keys)); vsr runs ESRGAN and SRVGGNetCompact state dicts",
+		"cugan_2x.pth":             "a 24x16 input is too small for this model: its reflection padding needs more than 18x18 pixels",
+		"handmade-zip.pth":         "a state dict of no architecture vsr knows (keys conv.weight, conv.bias, half.weight, bf.weight, ... (8 keys)); vsr runs ESRGAN, SRVGGNetCompact, SPAN, Real-CUGAN and RealPLKSR state dicts",
 		"handmade-evil-system.pth": "refusing posix.system",
 	} {
 		_, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "x.mp4"), "--model", pth(m), "--device", "cpu", "--progress", "none")

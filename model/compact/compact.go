@@ -642,7 +642,11 @@ func (m *Graph) fullSizes(h, w int) ([]int, []int, error) {
 		case opResize:
 			ih, iw = int(float32(ih)*o.hs), int(float32(iw)*o.ws)
 		case opPad:
-			ih, iw = o.padded(ih, iw, m.scaleH[o.out], m.scaleW[o.out], h, w)
+			ph, pw := o.padded(ih, iw, m.scaleH[o.out], m.scaleW[o.out], h, w)
+			if o.padMode == backend.PadReflect && (max(o.pad[0], ph-ih-o.pad[0]) >= ih || max(o.pad[2], pw-iw-o.pad[2]) >= iw) {
+				return nil, nil, fmt.Errorf("%s: a %dx%d input is too small for this model: its reflection padding needs more than %dx%d pixels", o.layer, w, h, max(o.pad[2], pw-iw-o.pad[2]), max(o.pad[0], ph-ih-o.pad[0]))
+			}
+			ih, iw = ph, pw
 		case opMean:
 			ih, iw = 1, 1
 		case opScaleCh, opChannels, opNorm:

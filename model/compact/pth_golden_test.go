@@ -167,24 +167,55 @@ func leakyCopy(t *testing.T, path string) string {
 	return out
 }
 
-// TestPthSPANTiles checks that SPAN's graph tiles exactly: its sigmoid,
-// SiLU and scalar ops are pointwise, so the halo is the 3x3
-// convolutions' alone (conv_1, three per block, conv_2, upsampler.0: 21
-// pixels), and a tile computed from its region with the halo gives the
-// whole frame's float32 values bit for bit (SPAN's gates damp distant
-// pixels below a byte, so the bytes of Upscale would not tell).
-func TestPthSPANTiles(t *testing.T) {
-	b := cpu.New(0)
-	m, err := loadPth(b, filepath.Join(testutil.PthDir, "span_x4.pth"))
-	if err != nil {
-		t.Fatal(err)
+// TestPthTiles checks that the graphs of the state dicts whose ops are
+// all pointwise or convolutions tile exactly, with the halo their 3x3 and
+// large-kernel convolutions add up to: SPAN's sigmoid, SiLU and scalar ops
+// (conv_1, three per block, conv_2, upsampler.0: 21 pixels), RealPLKSR's
+// LayerNorm variant with its per-pixel ChannelNorm, Mish and channel crops
+// (per block two 3x3 and one 13x13: 8, twice, the first and last
+// convolutions and the nearest upsample of the input: 19). A tile computed from its region with the halo gives
+// the whole frame's float32 values bit for bit (the bytes of Upscale
+// would not tell: gates damp distant pixels below a byte). Graphs that
+// pad, crop, pool or normalise over the image run whole frames and say
+// why.
+func TestPthTiles(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		halo, scale int
+		whole       string
+	}{
+		{"span_x4.pth", 21, 4, ""},
+		{"realplksr_x2_ln.pth", 19, 2, ""},
+		{"realplksr_x4.pth", 0, 4, "layer feats.1.norm (GroupNorm) normalises over the whole image"},
+		{"cugan_2x.pth", 0, 2, "layer pad (Padding) pads or crops the image"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			b := cpu.New(0)
+			m, err := loadPth(b, filepath.Join(testutil.PthDir, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			g := m.(*graphModel).g
+			if c.whole != "" {
+				if why := g.Untiled(); why != c.whole {
+					t.Errorf("whole frames because %q, want %q", why, c.whole)
+				}
+				return
+			}
+			if g.Halo() != c.halo || g.Untiled() != "" {
+				t.Fatalf("halo %d, whole frames because %q: want %d and tiles", g.Halo(), g.Untiled(), c.halo)
+			}
+			tileExact(t, b, g, c.scale)
+		})
 	}
-	defer m.Close()
-	g := m.(*graphModel).g
-	if g.Halo() != 21 || !g.tileOK {
-		t.Fatalf("halo %d, tiles exact %v (%s): want 21 and true", g.Halo(), g.tileOK, g.why)
-	}
-	const w, h, s = 60, 50, 4
+}
+
+// tileExact runs a tile of g (of scale s) with its halo and checks it
+// against the whole frame, bit for bit.
+func tileExact(t *testing.T, b backend.Backend, g *Graph, s int) {
+	t.Helper()
+	const w, h = 60, 50
 	frame := randFrames(1, w, h, 39)
 	in := make([]float32, len(frame))
 	for i, v := range frame {
@@ -231,5 +262,54 @@ func TestPthSPANTiles(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPthBatch runs two different frames as one batch through the graphs
+// whose ops look at a whole frame (Real-CUGAN's reflection pad and
+// squeeze-excitation means, RealPLKSR's GroupNorm) and checks each output
+// against the frame run alone: the statistics are per frame.
+func TestPthBatch(t *testing.T) {
+	const w, h = 23, 22
+	for _, file := range []string{"cugan_4x.pth", "cugan_3x_pro.pth", "realplksr_x4.pth"} {
+		t.Run(file, func(t *testing.T) {
+			b := cpu.New(0)
+			m, err := loadPth(b, filepath.Join(testutil.PthDir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			g := m.(*graphModel).g
+			frames := randFrames(2, w, h, 7)
+			in := make([]float32, len(frames))
+			for i, v := range frames {
+				in[i] = float32(v) / 255
+			}
+			run := func(n int, v []float32) []float32 {
+				x, err := b.Upload(backend.Shape{N: n, H: h, W: w, C: 3}, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer x.Free()
+				y, err := g.Forward(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer y.Free()
+				out, err := b.Download(y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			both := run(2, in)
+			half := len(both) / 2
+			for k := range 2 {
+				one := run(1, in[k*w*h*3:][:w*h*3])
+				if e := testutil.RelErr(both[k*half:][:half], one); e > 1e-6 {
+					t.Errorf("frame %d of a batch of 2: relative error %.3g against it alone", k, e)
+				}
+			}
+		})
 	}
 }

@@ -66,7 +66,7 @@ func loadStateDict(dev backend.Backend, spec string) (*graphModel, error) {
 }
 
 // runs names the architectures whose state dicts the family runs.
-const runs = "vsr runs ESRGAN and SRVGGNetCompact state dicts (.pth or .safetensors)"
+const runs = "vsr runs ESRGAN, SRVGGNetCompact, SPAN, Real-CUGAN and RealPLKSR state dicts (.pth or .safetensors)"
 
 // Explain says what a state dict file is when no family takes it: one of
 // no architecture vsr knows, or a PyTorch pickle (.pth) that is no state
