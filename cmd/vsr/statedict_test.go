@@ -1,14 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
 	"github.com/vsr-dev/vsr/model/arch"
 	"github.com/vsr-dev/vsr/model/arch/archtest"
+	"github.com/vsr-dev/vsr/serve"
 )
 
 // TestStateDictCommands: vsr models FILE says what a state dict is and
@@ -145,6 +149,41 @@ func TestPthCommands(t *testing.T) {
 		_, err := vsr(t, "restore", in, "-o", filepath.Join(dir, "x.mp4"), "--model", pth(m), "--device", "cpu", "--progress", "none")
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("restore --model %s: %v, want one line with %q", m, err, want)
+		}
+	}
+}
+
+// TestServePth: vsr serve with .pth models (a Real-CUGAN pro and a
+// RealPLKSR) lists them in its metadata with their architectures, and a
+// task naming each gives the frames vsr restore gives.
+func TestServePth(t *testing.T) {
+	needFFmpeg(t)
+	dir := t.TempDir()
+	bin := buildVSR(t, dir)
+	data := filepath.Join(dir, "data")
+	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	sizedClip(t, filepath.Join(in, "c.mp4"), 40, 26, 2)
+	models := []string{filepath.Join("..", "..", "testdata", "pth", "cugan_2x_pro.pth"), filepath.Join("..", "..", "testdata", "pth", "realplksr_x2_ln.pth")}
+	srv := startServe(t, bin, data, "--model", models[0], "--model", models[1])
+	defer srv.stop()
+	a := api{t, srv.url}
+	code, meta := a.call("GET", "/v1/service/metadata", nil)
+	js, _ := json.Marshal(meta)
+	if code != 200 || !strings.Contains(string(js), `"architecture":"RealCUGAN (pro)","family":"compact","name":"cugan_2x_pro"`) || !strings.Contains(string(js), `"architecture":"RealPLKSR","family":"compact","name":"realplksr_x2_ln"`) {
+		t.Fatalf("metadata %d %s", code, js)
+	}
+	for i, m := range models {
+		name := fmt.Sprintf("m%d.mkv", i)
+		id := a.submit(map[string]any{"video_path": "c.mp4", "save_result_path": name, "model": strings.TrimSuffix(filepath.Base(m), ".pth"), "codec": "ffv1", "pix_fmt": "gbrp"})
+		a.wait(id, serve.Completed, 120*time.Second)
+		ref := filepath.Join(dir, name)
+		if _, err := vsr(t, "restore", filepath.Join(in, "c.mp4"), "-o", ref, "--model", m, "--device", "cpu", "--codec", "ffv1", "--pix-fmt", "gbrp", "--progress", "none"); err != nil {
+			t.Fatal(err)
+		}
+		if framemd5(t, filepath.Join(out, name)) != framemd5(t, ref) {
+			t.Errorf("the service's %s differs from vsr restore's", filepath.Base(m))
 		}
 	}
 }
