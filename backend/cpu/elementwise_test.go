@@ -56,7 +56,7 @@ func TestActivateUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Free()
-	if _, err := b.Activate(x, backend.Activation{Kind: backend.ActMulScalar + 1}); err == nil || !strings.Contains(err.Error(), "unknown activation") {
+	if _, err := b.Activate(x, backend.Activation{Kind: backend.ActMish + 1}); err == nil || !strings.Contains(err.Error(), "unknown activation") {
 		t.Errorf("Activate of an unknown kind: %v", err)
 	}
 }
