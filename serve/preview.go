@@ -1,0 +1,281 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vsr-dev/vsr/video"
+)
+
+// GET /v1/tasks/{id}/preview?t=SECONDS&which=input|output renders one
+// frame of a completed task as PNG, for the page's before/after slider:
+// the output's frame at t, or the input's at t upscaled with bicubic to
+// the output's size. ffmpeg runs on the files opened inside their roots
+// (no name from the request reaches the file system), at most
+// previewRuns at once, each for previewTimeout; a frame larger than
+// previewMaxPixels is scaled down (both alike), a PNG over previewMaxBytes
+// is refused. Rendered frames are cached, previewCacheBytes in all.
+//
+// The input of an uploaded task is removed when the task ends; a
+// completed task's upload is kept instead in DATA/previews, under a name
+// made from a hash of the task id, for the previewKeep latest such tasks.
+
+const (
+	previewMaxPixels  = 3840 * 2160
+	previewMaxBytes   = 32 << 20
+	previewCacheBytes = 64 << 20
+	previewTimeout    = 20 * time.Second
+	previewRuns       = 2
+	previewKeep       = 16
+)
+
+// previews is the cache of rendered frames and the bound on ffmpeg runs.
+type previews struct {
+	runs chan struct{}
+
+	mu    sync.Mutex
+	png   map[string][]byte
+	order []string // keys, oldest first
+	size  int
+}
+
+func newPreviews() *previews {
+	return &previews{runs: make(chan struct{}, previewRuns), png: map[string][]byte{}}
+}
+
+func (p *previews) get(key string) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.png[key]
+	return b, ok
+}
+
+// put caches b, dropping the oldest frames past previewCacheBytes.
+func (p *previews) put(key string, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.png[key]; ok {
+		return
+	}
+	p.png[key], p.size, p.order = b, p.size+len(b), append(p.order, key)
+	for p.size > previewCacheBytes && len(p.order) > 1 {
+		old := p.order[0]
+		p.order = p.order[1:]
+		p.size -= len(p.png[old])
+		delete(p.png, old)
+	}
+}
+
+// previewDir is where the inputs of completed uploaded tasks are kept.
+func (s *Service) previewDir() string { return filepath.Join(s.cfg.Data, "previews") }
+
+// previewInputName is the name of task id's kept input in previewDir.
+func previewInputName(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return "input-" + hex.EncodeToString(h[:16])
+}
+
+// keepPreviewInput moves the upload of completed task t into previewDir
+// (removing it if that fails), and removes the oldest kept inputs beyond
+// previewKeep.
+func (s *Service) keepPreviewInput(t *Task) {
+	dir := s.previewDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil || os.Rename(t.Input, filepath.Join(dir, previewInputName(t.ID))) != nil {
+		os.Remove(t.Input)
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) <= previewKeep {
+		return
+	}
+	type kept struct {
+		name string
+		mod  time.Time
+	}
+	var all []kept
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			all = append(all, kept{e.Name(), info.ModTime()})
+		}
+	}
+	for len(all) > previewKeep {
+		oldest := 0
+		for i, k := range all {
+			if k.mod.Before(all[oldest].mod) {
+				oldest = i
+			}
+		}
+		os.Remove(filepath.Join(dir, all[oldest].name))
+		all = append(all[:oldest], all[oldest+1:]...)
+	}
+}
+
+// previewError is a refusal of a preview: its HTTP status and message.
+type previewError struct {
+	code int
+	msg  string
+}
+
+func (e *previewError) Error() string { return e.msg }
+
+func (a *api) handlePreview(w http.ResponseWriter, r *http.Request) {
+	png, err := a.preview(r)
+	var pe *previewError
+	switch {
+	case errors.As(err, &pe):
+		writeError(w, pe.code, pe.msg)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "private, max-age=3600")
+	w.Header().Set("Content-Length", strconv.Itoa(len(png)))
+	w.Write(png)
+}
+
+// preview returns the PNG that r asks for.
+func (a *api) preview(r *http.Request) ([]byte, error) {
+	q := r.URL.Query()
+	which := q.Get("which")
+	if which != "input" && which != "output" {
+		return nil, &previewError{http.StatusBadRequest, `which: want "input" or "output"`}
+	}
+	sec, err := strconv.ParseFloat(q.Get("t"), 64)
+	if err != nil || math.IsNaN(sec) || sec < 0 || sec > 1e6 {
+		return nil, &previewError{http.StatusBadRequest, fmt.Sprintf("t: want a time in seconds from 0, got %q", q.Get("t"))}
+	}
+	sec = math.Round(sec*1000) / 1000 // one frame per millisecond at most: the cache's key
+	t, ok := a.svc.get(r.PathValue("id"))
+	if !ok {
+		return nil, &previewError{http.StatusNotFound, "task not found"}
+	}
+	if t.Status != Completed {
+		return nil, &previewError{http.StatusNotFound, fmt.Sprintf("task not completed (status %s)", t.Status)}
+	}
+	if t.Result != "" || a.place.checkResult(t) != nil || t.Width <= 0 || t.Height <= 0 {
+		return nil, &previewError{http.StatusConflict, "no preview of this task: its result is not in this server's output root"}
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%.3f", t.ID, t.Ended.UnixNano(), which, sec)
+	if b, ok := a.previews.get(key); ok {
+		return b, nil
+	}
+	f, err := a.previewSource(t, which)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	select {
+	case a.previews.runs <- struct{}{}:
+		defer func() { <-a.previews.runs }()
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	w, h := previewSize(t.Width, t.Height)
+	b, err := renderFrame(r.Context(), video.ChildPath(video.FDPath(f, f.Name())), sec, w, h)
+	if err != nil {
+		return nil, err
+	}
+	a.previews.put(key, b)
+	return b, nil
+}
+
+// previewSource opens the file a preview of task t reads: its output, or
+// its input (an upload's kept copy).
+func (a *api) previewSource(t *Task, which string) (*os.File, error) {
+	var f *os.File
+	var err error
+	switch {
+	case which == "output":
+		f, err = openIn(a.cfg.OutputRoot, t.Output)
+	case t.Upload:
+		f, err = os.Open(filepath.Join(a.svc.previewDir(), previewInputName(t.ID)))
+	default:
+		f, err = openIn(a.cfg.InputRoot, t.Input)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &previewError{http.StatusNotFound, fmt.Sprintf("the task's %s file is no longer there", which)}
+	}
+	if err != nil {
+		return nil, &previewError{http.StatusForbidden, fmt.Sprintf("the task's %s file cannot be opened inside its root", which)}
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, &previewError{http.StatusNotFound, fmt.Sprintf("the task's %s file is no regular file", which)}
+	}
+	return f, nil
+}
+
+// previewSize is w x h scaled down to previewMaxPixels, even.
+func previewSize(w, h int) (int, int) {
+	if w*h > previewMaxPixels {
+		f := math.Sqrt(float64(previewMaxPixels) / float64(w*h))
+		w, h = int(float64(w)*f), int(float64(h)*f)
+	}
+	return max(w&^1, 2), max(h&^1, 2)
+}
+
+// capped keeps the first 4 KiB written to it (ffmpeg's stderr).
+type capped struct{ bytes.Buffer }
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := 4<<10 - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// renderFrame has ffmpeg write the frame of path at sec, scaled with
+// bicubic to w x h, as PNG.
+func renderFrame(ctx context.Context, path string, sec float64, w, h int) ([]byte, error) {
+	bin, err := video.FFmpeg()
+	if err != nil {
+		return nil, &previewError{http.StatusServiceUnavailable, err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
+		"-ss", strconv.FormatFloat(sec, 'f', 3, 64), "-i", path, "-an", "-sn", "-dn", "-frames:v", "1",
+		"-vf", fmt.Sprintf("scale=%d:%d:flags=bicubic,setsar=1", w, h), "-f", "image2pipe", "-c:v", "png", "-")
+	cmd.WaitDelay = 5 * time.Second
+	var stderr capped
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	b, rerr := io.ReadAll(io.LimitReader(out, previewMaxBytes+1))
+	if len(b) > previewMaxBytes {
+		cancel()
+	}
+	werr := cmd.Wait()
+	switch {
+	case len(b) > previewMaxBytes:
+		return nil, &previewError{http.StatusUnprocessableEntity, fmt.Sprintf("the frame's PNG is over %d bytes", previewMaxBytes)}
+	case ctx.Err() == context.DeadlineExceeded:
+		return nil, &previewError{http.StatusServiceUnavailable, fmt.Sprintf("rendering the frame took over %s", previewTimeout)}
+	case werr != nil || rerr != nil:
+		return nil, &previewError{http.StatusUnprocessableEntity, oneLine("ffmpeg could not render the frame: " + stderr.String())}
+	case len(b) == 0:
+		return nil, &previewError{http.StatusUnprocessableEntity, fmt.Sprintf("no frame at %.3f s: the video is shorter", sec)}
+	}
+	return b, nil
+}
