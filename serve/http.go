@@ -80,6 +80,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/events", a.handleEvents)
 	mux.HandleFunc("GET /v1/devices", a.handleDevices)
 	mux.HandleFunc("GET /v1/tasks/{id}/preview", a.handlePreview)
+	mux.HandleFunc("GET /v1/tasks/{id}/preview/info", a.handlePreviewInfo)
 	page := pageHandler()
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /web/", page)
@@ -92,7 +93,7 @@ func (s *Service) Handler() http.Handler {
 	// The same paths with other methods: 405 as JSON (the mux's own is text).
 	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
 		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata",
-		"/v1/events", "/v1/devices", "/v1/tasks/{id}/preview", "/web/", "/healthz", "/health", "/metrics", "/v1/streams", "/v1/streams/{id}"} {
+		"/v1/events", "/v1/devices", "/v1/tasks/{id}/preview", "/v1/tasks/{id}/preview/info", "/web/", "/healthz", "/health", "/metrics", "/v1/streams", "/v1/streams/{id}"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 		})

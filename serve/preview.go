@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,8 @@ import (
 )
 
 // GET /v1/tasks/{id}/preview?t=SECONDS&which=input|output renders one
-// frame of a completed task as PNG, for the page's before/after slider:
+// frame of a completed task as PNG, for the page's before/after slider
+// (GET /v1/tasks/{id}/preview/info tells the output's frames and span):
 // the output's frame at t, or the input's at t upscaled with bicubic to
 // the output's size. ffmpeg runs on the files opened inside their roots
 // (no name from the request reaches the file system), at most
@@ -161,6 +163,50 @@ func (a *api) preview(r *http.Request) ([]byte, error) {
 		return nil, &previewError{http.StatusBadRequest, fmt.Sprintf("t: want a time in seconds from 0, got %q", q.Get("t"))}
 	}
 	sec = math.Round(sec*1000) / 1000 // one frame per millisecond at most: the cache's key
+	return a.rendered(r, which, fmt.Sprintf("%.3f", sec), func(ctx context.Context, t *Task, path string) ([]byte, error) {
+		w, h := previewSize(t.Width, t.Height)
+		return renderFrame(ctx, path, sec, w, h)
+	})
+}
+
+// previewInfo is the answer of GET /v1/tasks/{id}/preview/info: the
+// output's frames, their rate and the clip's span, for the page's choice
+// of a time.
+type previewInfo struct {
+	Frames   int     `json:"frames"`
+	FPS      float64 `json:"fps"`
+	Duration float64 `json:"duration_seconds"` // from the first frame's start to the last one's end
+	Width    int     `json:"width"`
+	Height   int     `json:"height"`
+}
+
+func (a *api) handlePreviewInfo(w http.ResponseWriter, r *http.Request) {
+	b, err := a.rendered(r, "output", "info", func(ctx context.Context, t *Task, path string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		defer cancel()
+		info, err := video.Probe(ctx, path)
+		if err != nil {
+			return nil, &previewError{http.StatusUnprocessableEntity, oneLine(err.Error())}
+		}
+		return json.Marshal(previewInfo{Frames: info.Frames, FPS: info.FPS.Float(), Duration: info.Span(info.Frames), Width: info.Width, Height: info.Height})
+	})
+	var pe *previewError
+	switch {
+	case errors.As(err, &pe):
+		writeError(w, pe.code, pe.msg)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}
+}
+
+// rendered returns what render makes of the which file of the
+// completed task that r names, from the cache (under what) or rendered now:
+// render gets the file's path as ffmpeg names it, and runs while no more
+// than previewRuns others do.
+func (a *api) rendered(r *http.Request, which, what string, render func(context.Context, *Task, string) ([]byte, error)) ([]byte, error) {
 	t, ok := a.svc.get(r.PathValue("id"))
 	if !ok {
 		return nil, &previewError{http.StatusNotFound, "task not found"}
@@ -171,7 +217,7 @@ func (a *api) preview(r *http.Request) ([]byte, error) {
 	if t.Result != "" || a.place.checkResult(t) != nil || t.Width <= 0 || t.Height <= 0 {
 		return nil, &previewError{http.StatusConflict, "no preview of this task: its result is not in this server's output root"}
 	}
-	key := fmt.Sprintf("%s\x00%d\x00%s\x00%.3f", t.ID, t.Ended.UnixNano(), which, sec)
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%s", t.ID, t.Ended.UnixNano(), which, what)
 	if b, ok := a.previews.get(key); ok {
 		return b, nil
 	}
@@ -186,8 +232,7 @@ func (a *api) preview(r *http.Request) ([]byte, error) {
 	case <-r.Context().Done():
 		return nil, r.Context().Err()
 	}
-	w, h := previewSize(t.Width, t.Height)
-	b, err := renderFrame(r.Context(), video.ChildPath(video.FDPath(f, f.Name())), sec, w, h)
+	b, err := render(r.Context(), t, video.ChildPath(video.FDPath(f, f.Name())))
 	if err != nil {
 		return nil, err
 	}
