@@ -177,7 +177,15 @@ func TestEvents(t *testing.T) {
 	e.input("a.mp4")
 	e.input("b.mp4")
 	first := e.submit(map[string]any{"video_path": "a.mp4"})
-	<-f.started
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) { // the fake runner's first progress
+		_, m, _ := e.do("GET", "/v1/tasks/"+first+"/status", nil)
+		if m["progress"].(map[string]any)["frames_done"] == 1.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task did not start: %v", m)
+		}
+	}
 	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/events", nil)
 	req.Header.Set("Authorization", "Bearer wrong")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
