@@ -300,6 +300,17 @@ func TestPageInBrowser(t *testing.T) {
 		b.shot("09-task-cancelled")
 	})
 
+	t.Run("javascript units", func(t *testing.T) {
+		b.t = t
+		src, err := os.ReadFile("testdata/format_test.js")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range eval[[]string](b, string(src)) {
+			t.Error(f)
+		}
+	})
+
 	t.Run("layouts", func(t *testing.T) {
 		b.t = t
 		call(b, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 2, Mobile: true}, false)

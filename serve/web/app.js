@@ -4,7 +4,7 @@
 // format.js.
 
 import { APIError, blob, call, token, upload, watchTasks } from './api.js';
-import { baseName, formatBytes, formatDuration, outputName, percent, rates } from './format.js';
+import { RateMeter, baseName, formatBytes, formatDuration, outputName, percent, rates } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -24,6 +24,7 @@ const state = {
   meta: null,
   tasks: new Map(), // id -> status view
   cards: new Map(), // id -> card
+  meters: new Map(), // id -> RateMeter of a running task
   files: [], // {file, row, bar, note}
   hidden: new Set(JSON.parse(sessionStorage.getItem('vsr.hidden') || '[]')),
   stopWatch: null,
@@ -367,6 +368,10 @@ function makeCard(id) {
 function showTask(v) {
   if (state.hidden.has(v.task_id)) return;
   state.tasks.set(v.task_id, v);
+  if (v.status === 'processing') {
+    if (!state.meters.has(v.task_id)) state.meters.set(v.task_id, new RateMeter());
+    state.meters.get(v.task_id).add(Date.now(), (v.progress && v.progress.frames_done) || 0);
+  } else state.meters.delete(v.task_id);
   let c = state.cards.get(v.task_id);
   if (!c) {
     c = makeCard(v.task_id);
@@ -422,7 +427,8 @@ function placeCard(c, v) {
 }
 
 function showTimes(c, v) {
-  const { fps, eta, run } = rates(v, Date.now());
+  const rm = state.meters.get(v.task_id);
+  const { fps, eta, run } = rates(v, Date.now(), rm ? rm.samples : []);
   const p = v.progress || {};
   const parts = [];
   if (v.status === 'pending') parts.push(v.queue_position ? `Position ${v.queue_position} in the queue` : 'Queued');
@@ -453,6 +459,7 @@ function removeTask(id) {
   if (c) c.li.remove();
   state.cards.delete(id);
   state.tasks.delete(id);
+  state.meters.delete(id);
   $('no-tasks').hidden = state.cards.size > 0;
   summarize();
 }
@@ -525,6 +532,8 @@ async function loadFrames() {
     previewURLs.forEach(URL.revokeObjectURL);
     previewURLs = [URL.createObjectURL(before), URL.createObjectURL(after)];
     await Promise.all([setImage($('cmp-before'), previewURLs[0]), setImage($('cmp-after'), previewURLs[1])]);
+    const img = $('cmp-after');
+    if (img.naturalHeight > 0) box.style.setProperty('--aspect', String(img.naturalWidth / img.naturalHeight));
     box.setAttribute('aria-busy', 'false');
     $('cmp-status').textContent = `Frame at ${t.toFixed(2)} s, ${$('cmp-after').naturalWidth}×${$('cmp-after').naturalHeight}: drag the divider or use the arrow keys on it.`;
   } catch (e) {

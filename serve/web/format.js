@@ -22,19 +22,44 @@ export function formatDuration(s) {
 /**
  * rates says how fast a task runs and when it should end, from its
  * status view (as GET /v1/tasks/{id}/status has it) at time now (ms):
- * frames/s of this run (frames resumed from a journal not counted), the
- * seconds left (null when unknown) and the seconds run so far.
+ * frames/s, the seconds left (null when unknown) and the seconds run so
+ * far. The rate is that of the last window seconds of samples (see
+ * RateMeter) when they span one second or more, else of the whole run
+ * (frames resumed from a journal not counted).
  */
-export function rates(v, now) {
+export function rates(v, now, samples = []) {
   const p = v.progress || {};
   const done = p.frames_done || 0, total = p.frames_total || 0;
   const started = v.status === 'pending' ? NaN : Date.parse(v.start_time);
   const end = v.end_time ? Date.parse(v.end_time) : now;
   const run = Number.isFinite(started) ? Math.max(0, (end - started) / 1000) : 0;
   const frames = done - (v.resumed_from_frame || 0);
-  const fps = run > 0 && frames > 0 ? frames / run : 0;
+  let fps = run > 0 && frames > 0 ? frames / run : 0;
+  if (v.status === 'processing' && samples.length >= 2) {
+    const [t0, d0] = samples[0], [t1, d1] = samples[samples.length - 1];
+    if (t1 - t0 >= 1000 && d1 > d0) fps = (1000 * (d1 - d0)) / (t1 - t0);
+  }
   const eta = v.status === 'processing' && fps > 0 && total >= done ? (total - done) / fps : null;
   return { fps, eta, run };
+}
+
+/**
+ * RateMeter keeps a running task's recent progress: samples of [time ms,
+ * frames done] over the last window seconds, for rates.
+ */
+export class RateMeter {
+  constructor(window = 10) {
+    this.window = window * 1000;
+    this.samples = [];
+  }
+
+  add(now, done) {
+    const last = this.samples[this.samples.length - 1];
+    if (last && done < last[1]) this.samples = []; // a new run
+    if (!last || done !== last[1]) this.samples.push([now, done]);
+    while (this.samples.length > 2 && now - this.samples[1][0] > this.window) this.samples.shift();
+    return this.samples;
+  }
 }
 
 /** percent of a task's frames done, 0 to 100. */
