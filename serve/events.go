@@ -81,12 +81,13 @@ func (a *api) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer a.events.leave()
 	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve other requests
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	sent := map[string][]byte{} // each task's last view sent
+	sent := map[string]eventKey{} // what each task's last event showed
 	tick := time.NewTicker(eventInterval)
 	defer tick.Stop()
 	lastWrite := time.Now()
@@ -120,9 +121,35 @@ func (a *api) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// eventKey is what a task's event shows that may change: a task whose
+// key is the same as when its last event was sent is not marshalled again.
+type eventKey struct {
+	status             Status
+	done, total, pos   int
+	attempts, resumed  int
+	started, ended     time.Time
+	errText, errType   string
+	width, height      int
+	devices, worker    string
+	resumeNote, result string
+}
+
+func keyOf(t *Task, pos int) eventKey {
+	k := eventKey{status: t.Status, done: t.FramesDone, total: t.FramesTotal, pos: pos, attempts: t.Attempts,
+		resumed: t.ResumedFrom, errText: t.Error, errType: t.ErrorType, width: t.Width, height: t.Height,
+		devices: t.Devices, worker: t.Worker, resumeNote: t.ResumeNote, result: t.Output}
+	if t.Started != nil {
+		k.started = *t.Started
+	}
+	if t.Ended != nil {
+		k.ended = *t.Ended
+	}
+	return k
+}
+
 // taskEvents writes to buf the events of the tasks that changed since
 // sent, and records what it wrote in sent.
-func (a *api) taskEvents(buf *bytes.Buffer, sent map[string][]byte) {
+func (a *api) taskEvents(buf *bytes.Buffer, sent map[string]eventKey) {
 	pos := map[string]int{}
 	for i, id := range a.svc.snapshot(false).pending {
 		pos[id] = i + 1
@@ -130,13 +157,17 @@ func (a *api) taskEvents(buf *bytes.Buffer, sent map[string][]byte) {
 	seen := make(map[string]bool, len(sent))
 	for _, t := range a.svc.list() {
 		seen[t.ID] = true
+		k := keyOf(t, pos[t.ID])
+		if last, ok := sent[t.ID]; ok && last == k {
+			continue
+		}
 		v := view(t, pos[t.ID])
 		v.QueueSeconds, v.RunSeconds = 0, 0 // they change every instant: the page counts them from the times
 		j, err := json.Marshal(v)
-		if err != nil || bytes.Equal(j, sent[t.ID]) {
+		if err != nil {
 			continue
 		}
-		sent[t.ID] = j
+		sent[t.ID] = k
 		fmt.Fprintf(buf, "event: task\ndata: %s\n\n", j)
 	}
 	for id := range sent {
