@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/serve"
@@ -289,15 +290,45 @@ func TestPageInBrowser(t *testing.T) {
 		b.do(chromedp.Click(chromedp.CSS("#picked li.failed button")))
 	})
 
-	t.Run("cancel", func(t *testing.T) {
+	t.Run("queue and cancel", func(t *testing.T) {
 		b.t = t
 		b.do(chromedp.SetUploadFiles(chromedp.ID("files"), []string{long}), chromedp.Click(chromedp.ID("submit")))
-		card := taskCard("long_vsr.mp4")
-		b.wait(card+"?.dataset.status === 'processing' && "+card+".querySelector('.stats').textContent.includes('frames/s')", tasksText, 60*time.Second)
-		b.shot("08-task-running")
-		b.do(chromedp.Click(chromedp.JSPath(card + ".querySelector('button[aria-label^=Cancel]')")))
-		b.wait(card+"?.dataset.status === 'cancelled'", tasksText, 60*time.Second)
-		b.shot("09-task-cancelled")
+		running := taskCard("long_vsr.mp4")
+		b.wait(running+"?.dataset.status === 'processing' && "+running+".querySelector('.stats').textContent.includes('frames/s')", tasksText, 60*time.Second)
+		// A second task waits behind it, at position 1.
+		b.do(chromedp.SetValue(chromedp.ID("outname"), "{name}_queued.mp4"),
+			chromedp.SetUploadFiles(chromedp.ID("files"), []string{clip}), chromedp.Click(chromedp.ID("submit")))
+		queued := taskCard("clip_queued.mp4")
+		b.wait(queued+"?.dataset.status === 'pending' && "+queued+".querySelector('.stats').textContent.includes('Position 1 in the queue')", tasksText, 30*time.Second)
+		b.shot("08-running-and-queued")
+		b.do(chromedp.Click(chromedp.JSPath(queued + ".querySelector('button[aria-label^=Cancel]')")))
+		b.wait(queued+"?.dataset.status === 'cancelled'", tasksText, 30*time.Second)
+		b.do(chromedp.Click(chromedp.JSPath(running + ".querySelector('button[aria-label^=Cancel]')")))
+		b.wait(running+"?.dataset.status === 'cancelled'", tasksText, 60*time.Second)
+		if _, err := os.Stat(filepath.Join(svc.OutputRoot(), "long_vsr.mp4")); err == nil {
+			t.Error("the cancelled task left its output")
+		}
+		b.shot("09-tasks-cancelled")
+	})
+
+	t.Run("labels and keyboard", func(t *testing.T) {
+		b.t = t
+		// Every visible control has a name a screen reader reads.
+		unnamed := eval[[]string](b, `[...document.querySelectorAll('input, select, button, [role=progressbar]')]
+			.filter((e) => e.getClientRects().length > 0 || e.type === 'file')
+			.filter((e) => !((e.labels && e.labels.length) || e.getAttribute('aria-label') || e.getAttribute('aria-labelledby') || (e.tagName === 'BUTTON' && e.textContent.trim())))
+			.map((e) => e.outerHTML.slice(0, 80))`)
+		for _, u := range unnamed {
+			t.Errorf("a control without a label: %s", u)
+		}
+		// The divider moves with the arrow keys.
+		b.do(chromedp.Focus(chromedp.ID("cmp-pos")), chromedp.SendKeys(chromedp.ID("cmp-pos"), kb.ArrowRight+kb.ArrowRight))
+		if pos := eval[string](b, "document.getElementById('cmp').style.getPropertyValue('--pos')"); pos != "32%" {
+			t.Errorf("the divider after two right arrows from 30%%: %q", pos)
+		}
+		// Escape closes the comparison and gives the focus back to its task.
+		b.do(chromedp.SendKeys(chromedp.ID("cmp-pos"), kb.Escape))
+		b.wait("document.getElementById('compare').hidden && document.activeElement.textContent === 'Compare & download'", "document.activeElement.outerHTML", 5*time.Second)
 	})
 
 	t.Run("javascript units", func(t *testing.T) {
