@@ -1,19 +1,16 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -26,8 +23,9 @@ import (
 // frame of a completed task as PNG, for the page's before/after slider
 // (GET /v1/tasks/{id}/preview/info tells the output's frames and span):
 // the output's frame at t, or the input's at t upscaled with bicubic to
-// the output's size. ffmpeg runs on the files opened inside their roots
-// (no name from the request reaches the file system), at most
+// the output's size. ffmpeg (video.Still, video.Probe) reads the files
+// opened inside their roots, with the demuxers of inputs only (no name
+// from the request reaches the file system), at most
 // previewRuns at once, each for previewTimeout; a frame larger than
 // previewMaxPixels is scaled down (both alike), a PNG over previewMaxBytes
 // is refused. Rendered frames are cached, previewCacheBytes in all.
@@ -232,7 +230,7 @@ func (a *api) rendered(r *http.Request, which, what string, render func(context.
 	case <-r.Context().Done():
 		return nil, r.Context().Err()
 	}
-	b, err := render(r.Context(), t, video.ChildPath(video.FDPath(f, f.Name())))
+	b, err := render(r.Context(), t, video.FDPath(f, f.Name()))
 	if err != nil {
 		return nil, err
 	}
@@ -275,52 +273,23 @@ func previewSize(w, h int) (int, int) {
 	return max(w&^1, 2), max(h&^1, 2)
 }
 
-// capped keeps the first 4 KiB written to it (ffmpeg's stderr).
-type capped struct{ bytes.Buffer }
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := 4<<10 - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-// renderFrame has ffmpeg write the frame of path at sec, scaled with
-// bicubic to w x h, as PNG.
+// renderFrame renders the frame of path at sec, scaled with bicubic to
+// w x h, as PNG (video.Still), within previewTimeout and previewMaxBytes.
 func renderFrame(ctx context.Context, path string, sec float64, w, h int) ([]byte, error) {
-	bin, err := video.FFmpeg()
-	if err != nil {
-		return nil, &previewError{http.StatusServiceUnavailable, err.Error()}
-	}
 	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
-		"-ss", strconv.FormatFloat(sec, 'f', 3, 64), "-i", path, "-an", "-sn", "-dn", "-frames:v", "1",
-		"-vf", fmt.Sprintf("scale=%d:%d:flags=bicubic,setsar=1", w, h), "-f", "image2pipe", "-c:v", "png", "-")
-	cmd.WaitDelay = 5 * time.Second
-	var stderr capped
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	b, rerr := io.ReadAll(io.LimitReader(out, previewMaxBytes+1))
-	if len(b) > previewMaxBytes {
-		cancel()
-	}
-	werr := cmd.Wait()
+	b, err := video.Still(ctx, path, sec, w, h, previewMaxBytes)
 	switch {
-	case len(b) > previewMaxBytes:
-		return nil, &previewError{http.StatusUnprocessableEntity, fmt.Sprintf("the frame's PNG is over %d bytes", previewMaxBytes)}
-	case ctx.Err() == context.DeadlineExceeded:
+	case err == nil:
+		return b, nil
+	case errors.Is(err, context.DeadlineExceeded):
 		return nil, &previewError{http.StatusServiceUnavailable, fmt.Sprintf("rendering the frame took over %s", previewTimeout)}
-	case werr != nil || rerr != nil:
-		return nil, &previewError{http.StatusUnprocessableEntity, oneLine("ffmpeg could not render the frame: " + stderr.String())}
-	case len(b) == 0:
+	case errors.Is(err, video.ErrNoFFmpeg):
+		return nil, &previewError{http.StatusServiceUnavailable, err.Error()}
+	case errors.Is(err, video.ErrNoFrameAt):
 		return nil, &previewError{http.StatusUnprocessableEntity, fmt.Sprintf("no frame at %.3f s: the video is shorter", sec)}
+	case errors.Is(err, video.ErrStillTooLarge):
+		return nil, &previewError{http.StatusUnprocessableEntity, fmt.Sprintf("the frame's PNG is over %d bytes", previewMaxBytes)}
 	}
-	return b, nil
+	return nil, &previewError{http.StatusUnprocessableEntity, oneLine("the frame could not be rendered: " + err.Error())}
 }
