@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ import (
 //
 // The input of an uploaded task is removed when the task ends; a
 // completed task's upload is kept instead in DATA/previews, under a name
-// made from a hash of the task id, for the previewKeep latest such tasks.
+// made from a hash of the task id, for the previewKeep latest such tasks
+// (previewKeepBytes in all).
 
 const (
 	previewMaxPixels  = 3840 * 2160
@@ -41,6 +43,7 @@ const (
 	previewTimeout    = 20 * time.Second
 	previewRuns       = 2
 	previewKeep       = 16
+	previewKeepBytes  = 4 << 30
 )
 
 // previews is the cache of rendered frames and the bound on ffmpeg runs.
@@ -90,8 +93,8 @@ func previewInputName(id string) string {
 }
 
 // keepPreviewInput moves the upload of completed task t into previewDir
-// (removing it if that fails), and removes the oldest kept inputs beyond
-// previewKeep.
+// (removing it if that fails), then removes the oldest kept inputs while
+// there are more than previewKeep or over previewKeepBytes in all.
 func (s *Service) keepPreviewInput(t *Task) {
 	dir := s.previewDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil || os.Rename(t.Input, filepath.Join(dir, previewInputName(t.ID))) != nil {
@@ -99,28 +102,27 @@ func (s *Service) keepPreviewInput(t *Task) {
 		return
 	}
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) <= previewKeep {
+	if err != nil {
 		return
 	}
 	type kept struct {
 		name string
 		mod  time.Time
+		size int64
 	}
 	var all []kept
+	var total int64
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil {
-			all = append(all, kept{e.Name(), info.ModTime()})
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			all = append(all, kept{e.Name(), info.ModTime(), info.Size()})
+			total += info.Size()
 		}
 	}
-	for len(all) > previewKeep {
-		oldest := 0
-		for i, k := range all {
-			if k.mod.Before(all[oldest].mod) {
-				oldest = i
-			}
-		}
-		os.Remove(filepath.Join(dir, all[oldest].name))
-		all = append(all[:oldest], all[oldest+1:]...)
+	slices.SortFunc(all, func(a, b kept) int { return a.mod.Compare(b.mod) })
+	for len(all) > 0 && (len(all) > previewKeep || total > previewKeepBytes) {
+		os.Remove(filepath.Join(dir, all[0].name))
+		total -= all[0].size
+		all = all[1:]
 	}
 }
 

@@ -377,3 +377,31 @@ func TestPreviewSize(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepPreviewInput: the kept inputs are bounded, the oldest removed
+// first.
+func TestKeepPreviewInput(t *testing.T) {
+	e := newEnv(t, Config{}, newFake(false))
+	dir := e.svc.previewDir()
+	os.MkdirAll(dir, 0o700)
+	old := time.Now().Add(-time.Hour)
+	for i := range previewKeep {
+		p := filepath.Join(dir, previewInputName(fmt.Sprint("old", i)))
+		os.WriteFile(p, []byte("x"), 0o600)
+		os.Chtimes(p, old.Add(time.Duration(i)*time.Second), old.Add(time.Duration(i)*time.Second))
+	}
+	in := filepath.Join(e.svc.InputRoot(), "upload-x.mp4")
+	os.WriteFile(in, []byte("new"), 0o644)
+	e.svc.keepPreviewInput(&Task{ID: "new", Input: in})
+	ents, _ := os.ReadDir(dir)
+	names := map[string]bool{}
+	for _, d := range ents {
+		names[d.Name()] = true
+	}
+	if len(ents) != previewKeep || !names[previewInputName("new")] || names[previewInputName("old0")] || !names[previewInputName("old1")] {
+		t.Errorf("kept %d inputs %v: want %d, the oldest gone", len(ents), names, previewKeep)
+	}
+	if _, err := os.Stat(in); err == nil {
+		t.Error("the upload is still in the input root")
+	}
+}
