@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -350,6 +352,26 @@ func TestPageInBrowser(t *testing.T) {
 		call(b, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}, false)
 		b.shot("11-dark")
 		call(b, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}, false)
+	})
+
+	t.Run("polling fallback", func(t *testing.T) {
+		b.t = t
+		call(b, network.Enable, network.EnableParams{}, false)
+		call(b, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: []*network.BlockPattern{{URLPattern: url + "/v1/events", Block: true}}}, false)
+		defer call(b, network.SetBlockedURLs, network.SetBlockedURLsParams{}, false)
+		b.do(chromedp.Navigate(url + "/")) // the token is still in the tab's sessionStorage
+		b.wait("document.getElementById('mode').dataset.mode === 'polling' && "+taskCard("clip_vsr.mp4"), "document.body.innerText", 20*time.Second)
+		data, _ := os.ReadFile(clip)
+		os.WriteFile(filepath.Join(svc.InputRoot(), "polled.mp4"), data, 0o644)
+		req, _ := http.NewRequest("POST", url+"/v1/tasks/video/", strings.NewReader(`{"video_path": "polled.mp4", "save_result_path": "polled_vsr.mp4"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("submit: %v %v", resp.StatusCode, err)
+		}
+		resp.Body.Close()
+		b.wait(taskCard("polled_vsr.mp4")+"?.dataset.status === 'completed'", tasksText, 60*time.Second)
+		b.shot("12-polling-fallback")
 	})
 }
 

@@ -22,13 +22,14 @@
   eq('baseName', m.baseName('/srv/out/x.mp4'), 'x.mp4');
 
   const t0 = Date.parse('2026-01-01T00:00:00Z');
-  const running = { status: 'processing', start_time: '2026-01-01T00:00:00Z', progress: { frames_done: 50, frames_total: 150 } };
+  const running = { status: 'processing', attempts: 1, start_time: '2026-01-01T00:00:00Z', progress: { frames_done: 50, frames_total: 150 } };
   eq('rates of a run', m.rates(running, t0 + 10000), { fps: 5, eta: 20, run: 10 });
   eq('rates resumed', m.rates({ ...running, resumed_from_frame: 30 }, t0 + 10000).fps, 2);
   eq('rates windowed', m.rates(running, t0 + 10000, [[t0 + 8000, 40], [t0 + 10000, 50]]).fps, 5);
   eq('rates windowed short', m.rates(running, t0 + 10000, [[t0 + 9500, 48], [t0 + 10000, 50]]).fps, 5);
   eq('rates pending', m.rates({ status: 'pending', start_time: '2026-01-01T00:00:00Z', progress: {} }, t0 + 5000), { fps: 0, eta: null, run: 0 });
-  eq('rates completed', m.rates({ status: 'completed', start_time: '2026-01-01T00:00:00Z', end_time: '2026-01-01T00:00:04Z', progress: { frames_done: 8, frames_total: 8 } }, t0 + 99000), { fps: 2, eta: null, run: 4 });
+  eq('rates completed', m.rates({ status: 'completed', attempts: 1, start_time: '2026-01-01T00:00:00Z', end_time: '2026-01-01T00:00:04Z', progress: { frames_done: 8, frames_total: 8 } }, t0 + 99000), { fps: 2, eta: null, run: 4 });
+  eq('rates cancelled while queued', m.rates({ status: 'cancelled', attempts: 0, start_time: '2026-01-01T00:00:00Z', end_time: '2026-01-01T00:00:04Z', progress: {} }, t0 + 9000), { fps: 0, eta: null, run: 0 });
   eq('percent', m.percent({ status: 'processing', progress: { frames_done: 1, frames_total: 4 } }), 25);
   eq('percent completed', m.percent({ status: 'completed', progress: {} }), 100);
 

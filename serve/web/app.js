@@ -106,6 +106,7 @@ async function start() {
     onTask: showTask,
     onRemoved: removeTask,
     onMode: (m) => {
+      if (m === 'live') toast(''); // the errors of polling are over
       const p = $('mode');
       p.hidden = false;
       p.textContent = m === 'live' ? 'Live updates' : 'Polling';

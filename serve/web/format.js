@@ -30,7 +30,7 @@ export function formatDuration(s) {
 export function rates(v, now, samples = []) {
   const p = v.progress || {};
   const done = p.frames_done || 0, total = p.frames_total || 0;
-  const started = v.status === 'pending' ? NaN : Date.parse(v.start_time);
+  const started = v.status === 'pending' || !v.attempts ? NaN : Date.parse(v.start_time); // a task cancelled while it waited never ran
   const end = v.end_time ? Date.parse(v.end_time) : now;
   const run = Number.isFinite(started) ? Math.max(0, (end - started) / 1000) : 0;
   const frames = done - (v.resumed_from_frame || 0);
