@@ -346,6 +346,8 @@ func TestPageInBrowser(t *testing.T) {
 
 	t.Run("layouts", func(t *testing.T) {
 		b.t = t
+		b.do(chromedp.Click(chromedp.CSS("#more-params summary")))
+		b.wait("document.getElementById('more-params').open && document.getElementById('p-tile')", "document.getElementById('more-params').outerHTML", 5*time.Second)
 		call(b, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 2, Mobile: true}, false)
 		b.shot("10-phone")
 		call(b, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 1280, Height: 900, DeviceScaleFactor: 1}, false)

@@ -157,7 +157,8 @@ function showParams() {
 /** paramInput is the form control of one parameter; empty means the server's default. */
 function paramInput(p, model) {
   const id = `p-${p.field}`;
-  const label = p.field === 'sr_ratio' ? 'Scale (sr_ratio)' : p.field === 'size' ? 'Output size' : p.field.replaceAll('_', ' ');
+  const words = p.field.replaceAll('_', ' ');
+  const label = p.field === 'sr_ratio' ? 'Scale (sr_ratio)' : p.field === 'size' ? 'Output size' : words[0].toUpperCase() + words.slice(1);
   const help = el('p', { id: `${id}-help`, class: 'muted small', textContent: p.help });
   const wrap = el('div', { class: p.kind === 'shape' ? 'wide' : '' });
   if (p.kind === 'shape') {
