@@ -520,6 +520,7 @@ func (s *Runner) Metadata() map[string]any {
 		ms = append(ms, l.Model.Describe())
 	}
 	out := map[string]any{"device": s.models[0].Devices(), "device_groups": strings.Fields(s.Devices()), "models": ms, "default_model": s.models[0].Model.Name()}
+	out["families"] = familyParams()
 	if dir, err := compact.ModelsDir(); err == nil {
 		if fm, err := compact.Folder(dir); err == nil {
 			out["model_folder"] = map[string]any{"path": dir, "models": fm}

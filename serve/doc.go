@@ -18,6 +18,10 @@
 //     and the cluster only through the few methods its doc lists. Beside
 //     it, the listener and its limits on clients (server.go) and the
 //     metrics (metrics.go).
+//   - The web page: the single-page app embedded from web/ and its
+//     security headers (web.go), and the endpoints made for it: the
+//     tasks as Server-Sent Events (events.go), the devices (devices.go)
+//     and the before/after frames of a completed task (preview.go).
 //   - The scheduler: the tasks, their queue and the workers that run them
 //     (scheduler.go, queue.go, task.go), placing results and guarding
 //     outputs (result.go, owner.go), and the resume journals beside the

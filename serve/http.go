@@ -34,16 +34,18 @@ const maxJSON = 1 << 20
 // scheduler methods: submit, cancel, get, list, queuePos, snapshot and
 // launch (scheduler.go).
 type api struct {
-	cfg     *Config // the Service's, with its defaults
-	runner  Runner
-	place   placement // what differs between New and NewRemote (placement.go)
-	log     *slog.Logger
-	wq      WorkQueue // the store's WorkQueue capability, or nil
-	svc     *Service
-	uploads *uploadBudget
-	allow   []allowRule
-	live    *streams
-	metrics http.Handler
+	cfg      *Config // the Service's, with its defaults
+	runner   Runner
+	place    placement // what differs between New and NewRemote (placement.go)
+	log      *slog.Logger
+	wq       WorkQueue // the store's WorkQueue capability, or nil
+	svc      *Service
+	uploads  *uploadBudget
+	allow    []allowRule
+	live     *streams
+	metrics  http.Handler
+	events   *eventHub
+	previews *previews
 }
 
 // newAPI returns the HTTP API of s.
@@ -52,6 +54,7 @@ func (s *Service) newAPI() *api {
 		cfg: &s.cfg, runner: s.runner, place: s.placement, log: s.log, wq: s.wq, svc: s,
 		uploads: &s.uploads, allow: s.allow, live: &s.live,
 		metrics: promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}),
+		events:  s.events, previews: s.previews,
 	}
 }
 
@@ -74,6 +77,13 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/streams/{id}", a.handleStreamGet)
 	mux.HandleFunc("DELETE /v1/streams/{id}", a.handleStreamStop)
 	mux.HandleFunc("GET /v1/service/metadata", a.handleMetadata)
+	mux.HandleFunc("GET /v1/events", a.handleEvents)
+	mux.HandleFunc("GET /v1/devices", a.handleDevices)
+	mux.HandleFunc("GET /v1/tasks/{id}/preview", a.handlePreview)
+	mux.HandleFunc("GET /v1/tasks/{id}/preview/info", a.handlePreviewInfo)
+	page := pageHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /web/", page)
 	health := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
@@ -83,7 +93,7 @@ func (s *Service) Handler() http.Handler {
 	// The same paths with other methods: 405 as JSON (the mux's own is text).
 	for _, p := range []string{"/v1/tasks/video/{$}", "/v1/tasks/video/upload", "/v1/tasks/{$}",
 		"/v1/tasks/{id}/status", "/v1/tasks/{id}/result", "/v1/tasks/{id}", "/v1/service/status", "/v1/service/metadata",
-		"/healthz", "/health", "/metrics", "/v1/streams", "/v1/streams/{id}"} {
+		"/v1/events", "/v1/devices", "/v1/tasks/{id}/preview", "/v1/tasks/{id}/preview/info", "/web/", "/healthz", "/health", "/metrics", "/v1/streams", "/v1/streams/{id}"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 		})
@@ -95,7 +105,8 @@ func (s *Service) Handler() http.Handler {
 }
 
 // auth requires the bearer token, when one is configured, on every
-// endpoint but /healthz and /health; the read-only token, when one is
+// endpoint but /healthz, /health and the page's public files (pagePath:
+// GET and HEAD only); the read-only token, when one is
 // configured, passes on GET and HEAD requests only (403 on the others).
 // The scheme is case-insensitive (RFC 7235). The comparisons take the same
 // time whatever the token sent.
@@ -109,7 +120,9 @@ func (a *api) auth(next http.Handler) http.Handler {
 		read = sha256.Sum256([]byte(a.cfg.ReadToken))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/health" {
+		public := r.URL.Path == "/healthz" || r.URL.Path == "/health" ||
+			pagePath(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !public {
 			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 			ok := strings.EqualFold(scheme, "Bearer")
 			got = strings.TrimLeft(got, " ")

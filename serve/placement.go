@@ -78,7 +78,10 @@ func (s local) start(ctx context.Context) {
 func (local) enqueue(*Task) error { return nil }
 
 func (s local) ran(t *Task) {
-	if t.Status.Final() && t.Upload { // an uploaded input is of no use once the task is over
+	switch {
+	case t.Status == Completed && t.Upload: // kept for the page's previews
+		s.keepPreviewInput(t)
+	case t.Status.Final() && t.Upload: // an uploaded input is of no use once the task is over
 		os.Remove(t.Input)
 	}
 }

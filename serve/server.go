@@ -30,6 +30,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnState:         lim.state,
 	}
+	srv.RegisterOnShutdown(s.events.close) // the event streams would hold Shutdown up
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lim) }()
 	select {

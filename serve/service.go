@@ -86,6 +86,9 @@ type Config struct {
 	// scheme://host[:port] (host * for any), with ?listen where they may
 	// listen; none: no live sessions.
 	StreamAllow []string
+	// MaxEventClients bounds the event streams open at once (GET
+	// /v1/events; 16): more get 503.
+	MaxEventClients int
 }
 
 // withDefaults fills in the zero fields of c.
@@ -107,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 256
+	}
+	if c.MaxEventClients <= 0 {
+		c.MaxEventClients = 16
 	}
 	if c.Workers <= 0 {
 		c.Workers = 1
@@ -146,6 +152,9 @@ type Service struct {
 
 	allow []allowRule // Config.StreamAllow
 	live  streams     // the live sessions
+
+	events   *eventHub // the open event streams (GET /v1/events)
+	previews *previews // rendered preview frames (GET /v1/tasks/{id}/preview)
 }
 
 // New opens the store in cfg.Data, removes temporaries left by interrupted
@@ -225,7 +234,9 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},
 			wake: make(chan struct{}, 1),
 		},
-		cluster: cluster{hashes: map[string]string{}},
+		cluster:  cluster{hashes: map[string]string{}},
+		events:   newEventHub(),
+		previews: newPreviews(),
 	}
 	s.placement = place(s)
 	s.wq, _ = st.(WorkQueue)
@@ -243,6 +254,7 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 // Close stops the worker (see Serve) and closes the store.
 func (s *Service) Close() error {
 	s.stopWorker()
+	s.events.close()
 	s.closeOnce.Do(func() {
 		s.copies.close()
 		s.closeErr = s.st.Close()
