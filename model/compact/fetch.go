@@ -227,7 +227,7 @@ type GraphInfo struct {
 	Unsupported []string       `json:"unsupported,omitempty"` // layer types vsr does not run
 	Weights     int            `json:"weights"`               // values the .bin holds
 	Scale       float64        `json:"scale,omitempty"`
-	Halo        int            `json:"halo_pixels,omitempty"` // context a tile reads beyond its edges
+	Halo        int            `json:"halo_pixels,omitempty"`  // context a tile reads beyond its edges
 	Whole       string         `json:"whole_frames,omitempty"` // why the model runs whole frames only, if it does
 	TFLOP       float64        `json:"tflop_per_640x360_frame,omitempty"`
 	Problem     string         `json:"problem,omitempty"` // why vsr cannot load it, if it cannot
