@@ -311,6 +311,13 @@ func TestPageInBrowser(t *testing.T) {
 			t.Error("the cancelled task left its output")
 		}
 		b.shot("09-tasks-cancelled")
+		// Delete takes a finished task off the list, on the server.
+		b.do(chromedp.Click(chromedp.JSPath(queued + ".querySelector('button[aria-label^=Delete]')")))
+		b.wait("!("+queued+")", tasksText, 30*time.Second)
+		list := eval[string](b, "fetch('/v1/tasks/', {headers: {Authorization: 'Bearer "+token+"'}}).then((r) => r.text())")
+		if strings.Contains(list, "clip_queued.mp4") || !strings.Contains(list, "long_vsr.mp4") {
+			t.Errorf("the server's tasks after deleting clip_queued.mp4: %s", list)
+		}
 	})
 
 	t.Run("labels and keyboard", func(t *testing.T) {

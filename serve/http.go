@@ -71,6 +71,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}/status", a.handleStatus)
 	mux.HandleFunc("GET /v1/tasks/{id}/result", a.handleResult)
 	mux.HandleFunc("DELETE /v1/tasks/{id}", a.handleCancel)
+	mux.HandleFunc("DELETE /v1/tasks/{id}/record", a.handleDeleteRecord)
 	mux.HandleFunc("GET /v1/service/status", a.handleServiceStatus)
 	mux.HandleFunc("POST /v1/streams", a.handleStreamCreate)
 	mux.HandleFunc("GET /v1/streams", a.handleStreamList)
@@ -479,6 +480,20 @@ func (a *api) handleCancel(w http.ResponseWriter, r *http.Request) {
 			"status": string(t.Status)})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"stop_status": "do_nothing", "reason": fmt.Sprintf("Task already %s.", t.Status), "status": string(t.Status)})
+	}
+}
+
+func (a *api) handleDeleteRecord(w http.ResponseWriter, r *http.Request) {
+	ok, err := a.svc.deleteRecord(r.PathValue("id"))
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "task not found")
+	case errors.Is(err, errNotFinished):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "delete the task: "+err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"task_id": r.PathValue("id"), "deleted": true})
 	}
 }
 

@@ -368,6 +368,29 @@ func (s *Service) prune(now time.Time) {
 	}
 }
 
+// errNotFinished refuses to delete the record of a task still pending or
+// running.
+var errNotFinished = errors.New("the task has not finished: cancel it first")
+
+// deleteRecord deletes finished task id from the store and the list (its
+// output file, if any, stays): ok is false when there is no such task.
+func (s *Service) deleteRecord(id string) (ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		return false, nil
+	}
+	if !t.Status.Final() {
+		return true, errNotFinished
+	}
+	if err := s.st.Delete(id); err != nil {
+		return true, err
+	}
+	s.forget(id)
+	return true, nil
+}
+
 // conflictError refuses a task whose output another task targets or a file
 // holds (409).
 type conflictError struct{ msg string }

@@ -203,12 +203,29 @@ func TestEvents(t *testing.T) {
 	if v.Status != Pending || v.QueuePos != 1 {
 		t.Errorf("the queued task's event: %+v", v)
 	}
+	for _, id := range []string{first, second} {
+		if code, m, _ := e.do("DELETE", "/v1/tasks/"+id+"/record", nil); code != 409 || !strings.Contains(fmt.Sprint(m), "cancel it first") {
+			t.Errorf("delete the record of an unfinished task: %d %v", code, m)
+		}
+	}
 	f.release <- struct{}{}
 	s.next(t, "task", `"status":"completed"`)
 	if code, m, _ := e.do("DELETE", "/v1/tasks/"+second, nil); code != 200 {
 		t.Fatalf("cancel: %d %v", code, m)
 	}
 	s.next(t, "task", `"status":"cancelled"`)
+	// Deleting a finished task's record removes it from the list and the
+	// stream; its output file stays.
+	if code, m, _ := e.do("DELETE", "/v1/tasks/"+first+"/record", nil); code != 200 || m["deleted"] != true {
+		t.Fatalf("delete the record of a completed task: %d %v", code, m)
+	}
+	s.next(t, "removed", first)
+	for _, p := range []string{"GET /v1/tasks/" + first + "/status", "DELETE /v1/tasks/" + first + "/record", "DELETE /v1/tasks/nosuch/record"} {
+		method, path, _ := strings.Cut(p, " ")
+		if code, _, _ := e.do(method, path, nil); code != 404 {
+			t.Errorf("%s after the deletion: %d, want 404", p, code)
+		}
+	}
 	waitSubscribers(t, e.svc, 1)
 	s.cancel()
 	waitSubscribers(t, e.svc, 0)

@@ -26,7 +26,6 @@ const state = {
   cards: new Map(), // id -> card
   meters: new Map(), // id -> RateMeter of a running task
   files: [], // {file, row, bar, note}
-  hidden: new Set(JSON.parse(sessionStorage.getItem('vsr.hidden') || '[]')),
   stopWatch: null,
   timers: [],
   compare: null, // the task compared
@@ -343,7 +342,7 @@ function makeCard(id) {
   c.error = el('p', { class: 'error small', hidden: true });
   c.cancel = el('button', { type: 'button', class: 'ghost', textContent: 'Cancel' });
   c.compare = el('button', { type: 'button', textContent: 'Compare & download' });
-  c.hide = el('button', { type: 'button', class: 'ghost', textContent: 'Hide' });
+  c.hide = el('button', { type: 'button', class: 'ghost', textContent: 'Delete' });
   c.li = el('li', { class: 'task', 'data-id': id },
     el('div', { class: 'head' }, c.title, c.badge), c.bar, c.stats, c.times, c.error,
     el('div', { class: 'actions' }, c.compare, c.cancel, c.hide));
@@ -359,16 +358,21 @@ function makeCard(id) {
     }
   };
   c.compare.onclick = () => openCompare(state.tasks.get(id));
-  c.hide.onclick = () => {
-    state.hidden.add(id);
-    sessionStorage.setItem('vsr.hidden', JSON.stringify([...state.hidden]));
-    removeTask(id);
+  c.hide.onclick = async () => {
+    c.hide.disabled = true;
+    try {
+      await call('DELETE', `/v1/tasks/${encodeURIComponent(id)}/record`);
+      removeTask(id);
+    } catch (e) {
+      failed(e);
+    } finally {
+      c.hide.disabled = false;
+    }
   };
   return c;
 }
 
 function showTask(v) {
-  if (state.hidden.has(v.task_id)) return;
   state.tasks.set(v.task_id, v);
   if (v.status === 'processing') {
     if (!state.meters.has(v.task_id)) state.meters.set(v.task_id, new RateMeter());
@@ -395,7 +399,7 @@ function showTask(v) {
   c.compare.hidden = v.status !== 'completed';
   c.compare.setAttribute('aria-label', `Compare and download ${taskName(v)}`);
   c.hide.hidden = !c.cancel.hidden;
-  c.hide.setAttribute('aria-label', `Hide ${taskName(v)}`);
+  c.hide.setAttribute('aria-label', `Delete ${taskName(v)} from the list (its output file stays)`);
   showTimes(c, v);
   placeCard(c, v);
   $('no-tasks').hidden = state.cards.size > 0;
