@@ -71,8 +71,13 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 		fmt.Fprintf(w, "activation\t%s\n", info.Activation)
 	}
 	fmt.Fprintf(w, "parameters\t%.2fM (%d)\n", float64(info.Params)/1e6, info.Params)
-	if info.MACs > 0 {
+	switch {
+	case info.MACs > 0:
 		fmt.Fprintf(w, "operations\t%.1fk multiply-accumulates per output pixel (2 FLOPs each)\n", info.MACs/1e3)
+	case gi != nil && gi.TFLOP > 0 && info.Scale > 0:
+		// A U-Net's layers run at several resolutions: count its graph's.
+		macs := gi.TFLOP * 1e12 / 2 / float64(640*360*info.Scale*info.Scale)
+		fmt.Fprintf(w, "operations\t%.1fk multiply-accumulates per output pixel as vsr's graph runs it, for a 640x360 input (2 FLOPs each)\n", macs/1e3)
 	}
 	for i, e := range info.Evidence {
 		head := ""
