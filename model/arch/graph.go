@@ -107,36 +107,19 @@ const (
 // weights KEY.weight and KEY.bias (none when the state dict has none),
 // with the activation act (leaky's slope alpha).
 func (w *writer) conv(key, in string, act int, alpha float32) string {
-	o, i, k, ok := conv(w.d, key+".weight")
-	if !ok {
-		w.fail(fmt.Errorf("%s.weight is %v, want a convolution", key, w.d.Shape(key+".weight")))
-		return key
-	}
-	var bias []float32
-	if w.d.Get(key+".bias") != nil {
-		bias = w.floats(key + ".bias")
-	}
-	return w.convValues(key, in, o, i, k, w.floats(key+".weight"), bias, act, alpha)
+	_, _, k, _ := conv(w.d, key+".weight")
+	return w.convAt(key, in, 1, k/2, act, alpha)
 }
 
-// convAt writes the Convolution KEY (weights KEY.weight, KEY.bias) of
-// stride stride and padding pad on every side, with the activation act.
+// convAt writes the Convolution KEY of stride stride and padding pad on
+// every side, with the activation act.
 func (w *writer) convAt(key, in string, stride, pad, act int, alpha float32) string {
 	o, i, k, ok := conv(w.d, key+".weight")
 	if !ok {
 		w.fail(fmt.Errorf("%s.weight is %v, want a convolution", key, w.d.Shape(key+".weight")))
 		return key
 	}
-	var bias []float32
-	if w.d.Get(key+".bias") != nil {
-		bias = w.floats(key + ".bias")
-	}
-	p := fmt.Sprintf("0=%d 1=%d 3=%d 4=%d 5=%d 6=%d", o, k, stride, pad, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
-	w.tagged(w.floats(key + ".weight"))
-	if bias != nil {
-		w.raw(bias)
-	}
-	return w.layer("Convolution", key, []string{in}, p)
+	return w.convLayer("Convolution", key, in, o, i, k, stride, pad, w.floats(key+".weight"), w.bias(key), act, alpha)
 }
 
 // deconv writes the ConvTranspose2d KEY (weights in x out x k x k, as
@@ -156,39 +139,44 @@ func (w *writer) deconv(key, in string, stride, pad, act int, alpha float32) str
 			copy(t[(b*i+a)*k*k:][:k*k], v[(a*o+b)*k*k:][:k*k])
 		}
 	}
-	var bias []float32
-	if w.d.Get(key+".bias") != nil {
-		bias = w.floats(key + ".bias")
-	}
-	p := fmt.Sprintf("0=%d 1=%d 3=%d 4=%d 5=%d 6=%d", o, k, stride, pad, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
-	w.tagged(t)
-	if bias != nil {
-		w.raw(bias)
-	}
-	return w.layer("Deconvolution", key, []string{in}, p)
+	return w.convLayer("Deconvolution", key, in, o, i, k, stride, pad, t, w.bias(key), act, alpha)
 }
 
-// actParams are a convolution's activation parameters.
-func actParams(act int, alpha float32) string {
-	switch act {
-	case actReLU:
-		return " 9=1"
-	case actLeaky:
-		return fmt.Sprintf(" 9=2 -23310=1,%e", alpha)
+// bias is KEY.bias, or nil when the state dict has none.
+func (w *writer) bias(key string) []float32 {
+	if w.d.Get(key+".bias") == nil {
+		return nil
 	}
-	return ""
+	return w.floats(key + ".bias")
 }
 
 // convValues writes a kxk, stride 1, same-padded Convolution named name
 // of o outputs and i inputs with the weights wt (o*i*k*k, PyTorch's
 // order) and bias (none when nil), with the activation act.
 func (w *writer) convValues(name, in string, o, i, k int, wt, bias []float32, act int, alpha float32) string {
-	p := fmt.Sprintf("0=%d 1=%d 4=%d 5=%d 6=%d", o, k, k/2, b2i(bias != nil), o*i*k*k) + actParams(act, alpha)
+	return w.convLayer("Convolution", name, in, o, i, k, 1, k/2, wt, bias, act, alpha)
+}
+
+// convLayer writes a Convolution or Deconvolution layer typ named name of
+// o outputs and i inputs, a kxk kernel, stride and padding on every side,
+// with the weights wt (o*i*k*k) and bias (none when nil) and the
+// activation act (leaky's slope alpha).
+func (w *writer) convLayer(typ, name, in string, o, i, k, stride, pad int, wt, bias []float32, act int, alpha float32) string {
+	p := fmt.Sprintf("0=%d 1=%d 4=%d 5=%d 6=%d", o, k, pad, b2i(bias != nil), o*i*k*k)
+	if stride != 1 { // written only where it is not ncnn's default, as ncnn's own files
+		p = fmt.Sprintf("0=%d 1=%d 3=%d 4=%d 5=%d 6=%d", o, k, stride, pad, b2i(bias != nil), o*i*k*k)
+	}
+	switch act {
+	case actReLU:
+		p += " 9=1"
+	case actLeaky:
+		p += fmt.Sprintf(" 9=2 -23310=1,%e", alpha)
+	}
 	w.tagged(wt)
 	if bias != nil {
 		w.raw(bias)
 	}
-	return w.layer("Convolution", name, []string{in}, p)
+	return w.layer(typ, name, []string{in}, p)
 }
 
 // unshuffle writes PyTorch's pixel_unshuffle by r as an ncnn Reorg

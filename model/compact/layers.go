@@ -92,20 +92,28 @@ func (m *Graph) convOp(o *op, wr *ncnn.WeightReader) error {
 		}
 	}
 	o.raw = &rawConv{out: out, in: in, kh: kh, kw: kw, w: w, bias: bias}
+	o.kind, o.conv = opConv, p
+	o.act, err = fusedAct(l)
+	return err
+}
+
+// fusedAct reads a (de)convolution's fused activation: 9=activation_type
+// (0 none, 1 ReLU, 2 leaky ReLU) 10=its parameters (leaky's slope).
+func fusedAct(l *ncnn.Layer) (backend.Activation, error) {
 	switch a := l.Int(9, 0); a {
 	case 0:
+		return backend.Activation{}, nil
 	case 1:
-		o.act = backend.Activation{Kind: backend.ActReLU}
+		return backend.Activation{Kind: backend.ActReLU}, nil
 	case 2:
-		o.act = backend.Activation{Kind: backend.ActLeaky}
+		act := backend.Activation{Kind: backend.ActLeaky}
 		if pp := l.Params[10]; len(pp.Floats) > 0 {
-			o.act.Alpha = pp.Floats[0]
+			act.Alpha = pp.Floats[0]
 		}
+		return act, nil
 	default:
-		return fmt.Errorf("fused activation type %d is not supported (only none, ReLU, leaky ReLU)", a)
+		return backend.Activation{}, fmt.Errorf("fused activation type %d is not supported (only none, ReLU, leaky ReLU)", a)
 	}
-	o.kind, o.conv = opConv, p
-	return nil
 }
 
 // rawConv is a convolution's weights as read, kept until fusion is done
@@ -447,18 +455,9 @@ func (m *Graph) deconv(l *ncnn.Layer, wr *ncnn.WeightReader, in int, emit func(*
 			return 0, err
 		}
 	}
-	var act backend.Activation
-	switch a := l.Int(9, 0); a {
-	case 0:
-	case 1:
-		act.Kind = backend.ActReLU
-	case 2:
-		act.Kind = backend.ActLeaky
-		if pp := l.Params[10]; len(pp.Floats) > 0 {
-			act.Alpha = pp.Floats[0]
-		}
-	default:
-		return 0, fmt.Errorf("fused activation type %d is not supported (only none, ReLU, leaky ReLU)", a)
+	act, err := fusedAct(l)
+	if err != nil {
+		return 0, err
 	}
 	if sh != sw {
 		return 0, fmt.Errorf("strides %dx%d: only square strides are supported", sw, sh)
