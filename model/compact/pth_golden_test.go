@@ -287,19 +287,7 @@ func TestPthBatch(t *testing.T) {
 			}
 			run := func(n int, v []float32) []float32 {
 				x, err := b.Upload(backend.Shape{N: n, H: h, W: w, C: 3}, v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer x.Free()
-				y, err := g.Forward(x)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer y.Free()
-				out, err := b.Download(y)
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, out := forwardTensor(t, b, g, x, err)
 				return out
 			}
 			both := run(2, in)

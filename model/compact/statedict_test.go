@@ -85,6 +85,13 @@ func wb(key string) []string { return []string{key + ".weight", key + ".bias"} }
 func forwardRGB8(t *testing.T, b backend.Backend, g *Graph, rgb []byte, w, h int) (backend.Shape, []float32) {
 	t.Helper()
 	x, err := b.FromRGB8(rgb, 1, h, w)
+	return forwardTensor(t, b, g, x, err)
+}
+
+// forwardTensor runs g on b on x, the result of a call that gave err,
+// frees it, and returns the output's shape and values.
+func forwardTensor(t *testing.T, b backend.Backend, g *Graph, x backend.Tensor, err error) (backend.Shape, []float32) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
