@@ -201,6 +201,9 @@ func (m *Graph) build(net *ncnn.Net, wr *ncnn.WeightReader) error {
 		if err := m.propagateScale(o); err != nil {
 			return 0, err
 		}
+		if err := m.needs(o); err != nil {
+			return 0, err
+		}
 		m.ops = append(m.ops, o)
 		return o.out, nil
 	}
@@ -439,6 +442,23 @@ func (m *Graph) propagateScale(o *op) error {
 }
 
 func lcm(a, b int) int { return a / gcd(a, b) * b }
+
+// needs refuses an op whose capability the backend lacks.
+func (m *Graph) needs(o *op) error {
+	var ok bool
+	switch o.kind {
+	case opPad, opMean, opScaleCh:
+		_, ok = m.b.(backend.UNet)
+	case opNorm:
+		_, ok = m.b.(backend.Norm)
+	default:
+		return nil
+	}
+	if !ok {
+		return fmt.Errorf("%s: device %s lacks the op (padding, pooling or normalisation)", o.layer, m.b.Name())
+	}
+	return nil
+}
 
 // untile records that tiles are not exact, and the first reason why.
 func (m *Graph) untile(format string, args ...any) {

@@ -301,3 +301,21 @@ func TestPthBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPthLacksOps: a device without backend.UNet or backend.Norm refuses
+// Real-CUGAN's and RealPLKSR's graphs in one line naming the layer.
+func TestPthLacksOps(t *testing.T) {
+	type plain struct{ backend.Backend } // the core ops only
+	for file, want := range map[string]string{
+		"cugan_2x.pth":     "layer pad (Padding): device cpu lacks the op",
+		"realplksr_x4.pth": "layer feats.1.norm (GroupNorm): device cpu lacks the op",
+	} {
+		m, err := loadPth(plain{cpu.New(0)}, filepath.Join(testutil.PthDir, file))
+		if err == nil {
+			m.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s on a device without the ops: %v, want one line with %q", file, err, want)
+		}
+	}
+}
