@@ -426,6 +426,9 @@ func (m *Graph) deconv(l *ncnn.Layer, wr *ncnn.WeightReader, in int, emit func(*
 	if out <= 0 || kw <= 0 || kh <= 0 || kw > 31 || kh > 31 || sw < 1 || sh < 1 || sw > 8 || sh > 8 {
 		return 0, fmt.Errorf("bad num_output %d, kernel %dx%d or stride %dx%d", out, kw, kh, sw, sh)
 	}
+	if sh != sw || sw > min(kw, kh) {
+		return 0, fmt.Errorf("strides %dx%d with a %dx%d kernel: only square strides no larger than the kernel are supported", sw, sh, kw, kh)
+	}
 	if l.Int(2, 1) != 1 || l.Int(12, 1) != 1 {
 		return 0, fmt.Errorf("dilated transposed convolutions are not supported")
 	}
@@ -458,9 +461,6 @@ func (m *Graph) deconv(l *ncnn.Layer, wr *ncnn.WeightReader, in int, emit func(*
 	act, err := fusedAct(l)
 	if err != nil {
 		return 0, err
-	}
-	if sh != sw {
-		return 0, fmt.Errorf("strides %dx%d: only square strides are supported", sw, sh)
 	}
 	ay, ax := phasesOf(kh, sh, pt, pb), phasesOf(kw, sw, pl, pr)
 	// The convolution: output channel c*s*s + i*s + j is phase (i, j) of
@@ -520,8 +520,9 @@ type phaseAxis struct {
 	tap                [][]struct{ k, u int }
 }
 
-// phasesOf splits a transposed convolution of kernel k, stride s and
-// padding before and after (pixels cropped from its output) into phases.
+// phasesOf splits a transposed convolution of kernel k, stride s (at most
+// k: every phase has a tap) and padding before and after (pixels cropped
+// from its output) into phases.
 // Output pixel o is input pixel j's tap o + before - s*j; for o = s*i + a
 // and q = a + before = s*m + r, the taps are k = s*t + r at input pixel
 // i + m - t. An input of n pixels gives (n-1)*s + k - before - after
@@ -540,9 +541,6 @@ func phasesOf(k, s, before, after int) phaseAxis {
 			ds[a] = append(ds[a], tap{k: s*t + r, u: d})
 			dmin, dmax = min(dmin, d), max(dmax, d)
 		}
-	}
-	if dmin > dmax { // no taps at all (k < s with no phase reached): one zero tap
-		dmin, dmax = 0, 0
 	}
 	for a := range ds {
 		for i := range ds[a] {
