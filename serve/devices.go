@@ -31,13 +31,6 @@ type Device struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DeviceReporter is implemented by runners that can describe their
-// devices for GET /v1/devices, each asked now. Without it the endpoint
-// lists the CPU of the machine the service runs on.
-type DeviceReporter interface {
-	DeviceStats() []Device
-}
-
 // CPUDevice is the CPU as GET /v1/devices lists it.
 func CPUDevice() Device {
 	return Device{Name: "cpu", Kind: "cpu", Model: plural(runtime.NumCPU(), "CPU")}

@@ -48,6 +48,13 @@ type Metadataer interface {
 	Metadata() map[string]any
 }
 
+// DeviceReporter is implemented by runners that can describe their
+// devices for GET /v1/devices, each asked now. Without it the endpoint
+// lists the CPU of the machine the service runs on.
+type DeviceReporter interface {
+	DeviceStats() []Device
+}
+
 // ModelHasher is implemented by runners that can tell their models'
 // weights apart: ModelHash returns a hash of the content of the named
 // model's files. Without it, tasks carry no hash and workers check the
