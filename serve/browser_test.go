@@ -74,7 +74,8 @@ func pageServer(t *testing.T, token string) (*serve.Service, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := serve.New(serve.Config{Data: t.TempDir(), Token: token, Workers: run.Workers(), Version: "test"}, run)
+	svc, err := serve.New(serve.Config{Data: t.TempDir(), Token: token, Workers: run.Workers(), Version: "test",
+		StreamAllow: []string{"udp://127.0.0.1?listen"}}, run)
 	if err != nil {
 		run.Close()
 		t.Fatal(err)
@@ -381,6 +382,52 @@ func TestPageInBrowser(t *testing.T) {
 		resp.Body.Close()
 		b.wait(taskCard("polled_vsr.mp4")+"?.dataset.status === 'completed'", tasksText, 60*time.Second)
 		b.shot("12-polling-fallback")
+	})
+
+	t.Run("live session", func(t *testing.T) {
+		b.t = t
+		// A UDP sink that drops what it gets, a session from a UDP source
+		// to it, and ffmpeg publishing a clip in real time.
+		sink, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sink.Close()
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				if _, _, err := sink.ReadFrom(buf); err != nil {
+					return
+				}
+			}
+		}()
+		free, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := fmt.Sprintf("udp://127.0.0.1:%d", free.LocalAddr().(*net.UDPAddr).Port)
+		free.Close()
+		body := fmt.Sprintf(`{"input": %q, "output": "udp://%s?pkt_size=1316", "idle_timeout": 30}`, in, sink.LocalAddr())
+		req, _ := http.NewRequest("POST", url+"/v1/streams", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("start a session: %v %v", resp.StatusCode, err)
+		}
+		resp.Body.Close()
+		pub := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=64x36:rate=25", "-t", "20",
+			"-c:v", "libx264", "-preset", "ultrafast", "-f", "mpegts", in+"?pkt_size=1316")
+		if err := pub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pub.Process.Kill(); pub.Wait() }()
+		// The page lists it, its frames out counting up, with its size.
+		const row = "document.querySelector('#live-rows tr')"
+		b.wait(row+" && Number("+row+".children[4].textContent.split(' / ')[1]) > 10 && "+row+".children[2].textContent === '128×72'",
+			"document.getElementById('live').innerText", 60*time.Second)
+		b.shot("13-live-session")
+		b.do(chromedp.Click(chromedp.JSPath(row + ".querySelector('button[aria-label^=Stop]')")))
+		b.wait(row+".children[1].textContent.startsWith('stopped')", "document.getElementById('live').innerText", 30*time.Second)
 	})
 }
 
