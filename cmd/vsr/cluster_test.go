@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -254,10 +253,7 @@ func BenchmarkServeWorkers(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				data := filepath.Join(b.TempDir(), "data")
-				in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
-				os.MkdirAll(in, 0o755)
-				os.MkdirAll(out, 0o755)
+				data, in, out := serveRoots(b.TempDir())
 				sizedClip(b, filepath.Join(in, "clip.mp4"), 64, 48, 30)
 				args := []string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--device", "cpu", "--preset", "ultrafast"}
 				logged := []string{`url=(http://\S+)`}

@@ -65,12 +65,19 @@ func buildVSR(t testing.TB, dir string) string {
 // short.mp4 (5 frames of 24x16), for tests with workers.
 func workerRoots(t *testing.T, dir string) (data, in, out string) {
 	t.Helper()
+	data, in, out = serveRoots(dir)
+	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
+	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
+	return data, in, out
+}
+
+// serveRoots makes DIR/data with its input and output roots, as vsr
+// serve --data takes them.
+func serveRoots(dir string) (data, in, out string) {
 	data = filepath.Join(dir, "data")
 	in, out = filepath.Join(data, "input"), filepath.Join(data, "output")
 	os.MkdirAll(in, 0o755)
 	os.MkdirAll(out, 0o755)
-	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, 150)
-	sizedClip(t, filepath.Join(in, "short.mp4"), 24, 16, 5)
 	return data, in, out
 }
 

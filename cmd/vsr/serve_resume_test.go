@@ -94,10 +94,7 @@ func TestServeResumeAfterKill(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
 	bin := buildVSR(t, dir)
-	data := filepath.Join(dir, "data")
-	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
-	os.MkdirAll(in, 0o755)
-	os.MkdirAll(out, 0o755)
+	data, in, out := serveRoots(dir)
 	const frames = 96
 	sizedClip(t, filepath.Join(in, "long.mp4"), 64, 48, frames)
 	req := func(name string) map[string]any {

@@ -160,10 +160,7 @@ func TestServePth(t *testing.T) {
 	needFFmpeg(t)
 	dir := t.TempDir()
 	bin := buildVSR(t, dir)
-	data := filepath.Join(dir, "data")
-	in, out := filepath.Join(data, "input"), filepath.Join(data, "output")
-	os.MkdirAll(in, 0o755)
-	os.MkdirAll(out, 0o755)
+	data, in, out := serveRoots(dir)
 	sizedClip(t, filepath.Join(in, "c.mp4"), 40, 26, 2)
 	models := []string{filepath.Join("..", "..", "testdata", "pth", "cugan_2x_pro.pth"), filepath.Join("..", "..", "testdata", "pth", "realplksr_x2_ln.pth")}
 	srv := startServe(t, bin, data, "--model", models[0], "--model", models[1])
