@@ -390,38 +390,31 @@ func decodeLong(b []byte) any {
 	return x
 }
 
-// pushString runs the string opcodes.
+// pushString runs the string opcodes: STRING (a quoted Python 2 str)
+// and UNICODE (raw-unicode-escape) lines, and the length-prefixed ones.
 func (u *unpickler) pushString(op byte) error {
-	var b []byte
-	var err error
+	var decode func([]byte) (string, error)
 	switch op {
-	case 'S': // STRING: a quoted Python 2 str
-		var line []byte
-		if line, err = u.line(); err != nil {
-			return err
-		}
-		s, err := unquote(line)
-		if err != nil {
-			return err
-		}
-		return u.push(s)
-	case 'V': // UNICODE: raw-unicode-escape
-		var line []byte
-		if line, err = u.line(); err != nil {
-			return err
-		}
-		s, err := rawUnicodeEscape(line)
-		if err != nil {
-			return err
-		}
-		return u.push(s)
+	case 'S':
+		decode = unquote
+	case 'V':
+		decode = rawUnicodeEscape
 	default:
-		b, err = u.lengthBytes(argBytes[op])
+		b, err := u.lengthBytes(argBytes[op])
+		if err != nil {
+			return err
+		}
+		return u.push(string(b))
 	}
+	line, err := u.line()
 	if err != nil {
 		return err
 	}
-	return u.push(string(b))
+	s, err := decode(line)
+	if err != nil {
+		return err
+	}
+	return u.push(s)
 }
 
 // pushBytes runs the bytes opcodes.
