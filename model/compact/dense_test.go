@@ -205,16 +205,7 @@ func TestDenseBuffers(t *testing.T) {
 	rgb := randFrames(2, 19, 13, 5)
 	run := func(m *Graph) []float32 {
 		x, err := b.FromRGB8(rgb, 2, 13, 19)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Free()
-		y, err := m.Forward(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer y.Free()
-		v, _ := b.Download(y)
+		_, v := forwardTensor(t, b, m, x, err)
 		return v
 	}
 	views, copies := load(param, Options{}), load(param, Options{CopyConcat: true})

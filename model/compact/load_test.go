@@ -100,19 +100,7 @@ func TestPointwiseLayers(t *testing.T) {
 	defer m.Close()
 	in := []float32{-4, -1, 0, 0.5, 2, 7}
 	x, err := b.Upload(backend.Shape{N: 1, H: 1, W: 2, C: 3}, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Free()
-	y, err := m.Forward(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Free()
-	got, err := b.Download(y)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, got := forwardTensor(t, b, m, x, err)
 	sig := func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
 	for i, v := range in {
 		want := 3 * (sig(float64(v)*sig(float64(v))) - 0.5)
