@@ -51,20 +51,25 @@ func (u *unpickler) container(op byte) error {
 	return u.setItems(op) // SETITEM, SETITEMS
 }
 
+// operands pops what APPEND/SETITEM (one: the top n values) or
+// APPENDS/SETITEMS (the values above the mark) add to the container below.
+func (u *unpickler) operands(one bool, n int) ([]any, error) {
+	if !one {
+		return u.popMark()
+	}
+	if len(u.stack)-u.frame() < n {
+		return nil, errors.New("stack underflow (corrupt pickle)")
+	}
+	items := append([]any(nil), u.stack[len(u.stack)-n:]...)
+	u.stack = u.stack[:len(u.stack)-n]
+	return items, nil
+}
+
 // appendItems runs APPEND and APPENDS, which only a list may receive.
 func (u *unpickler) appendItems(op byte) error {
-	var items []any
-	if op == 'a' {
-		v, err := u.pop()
-		if err != nil {
-			return err
-		}
-		items = []any{v}
-	} else {
-		var err error
-		if items, err = u.popMark(); err != nil {
-			return err
-		}
+	items, err := u.operands(op == 'a', 1)
+	if err != nil {
+		return err
 	}
 	top, err := u.top()
 	if err != nil {
@@ -80,18 +85,9 @@ func (u *unpickler) appendItems(op byte) error {
 
 // setItems runs SETITEM and SETITEMS, which only a dict may receive.
 func (u *unpickler) setItems(op byte) error {
-	var items []any
-	if op == 's' {
-		if len(u.stack)-u.frame() < 2 {
-			return errors.New("stack underflow (corrupt pickle)")
-		}
-		items = append([]any(nil), u.stack[len(u.stack)-2:]...)
-		u.stack = u.stack[:len(u.stack)-2]
-	} else {
-		var err error
-		if items, err = u.popMark(); err != nil {
-			return err
-		}
+	items, err := u.operands(op == 's', 2)
+	if err != nil {
+		return err
 	}
 	top, err := u.top()
 	if err != nil {
