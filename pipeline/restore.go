@@ -149,6 +149,24 @@ type Stages struct {
 	// writing state files (the goroutine recording a part waits). Its
 	// share of the wall time bounds what checkpointing costs.
 	Checkpoint float64 `json:"checkpoint_seconds"`
+	// Streams times each stream's writer (one per segment, or the one
+	// stream of a causal engine), in seconds since the request started:
+	// how evenly the encoders' work was spread, and when each ended.
+	Streams []StreamTimes `json:"streams,omitempty"`
+}
+
+// StreamTimes are the times of one stream's writer, in seconds since the
+// request started.
+type StreamTimes struct {
+	// First is when its first frame went to its encoder.
+	First float64 `json:"first_seconds"`
+	// Last is when its last frame went to its encoder (the encoders of
+	// a segment's parts are closed as they fill, so this includes the
+	// last part's all but its final frame).
+	Last float64 `json:"last_seconds"`
+	// End is when its encoder had finished: the last frame written and
+	// the last part's encoder closed.
+	End float64 `json:"end_seconds"`
 }
 
 // Latency summarises the batches' latencies (for a causal model, a batch
@@ -453,6 +471,7 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 		}
 		st.WaitModel, st.WaitEncoder = waits.model.Seconds()/float64(len(streams)), waits.encoder.Seconds()/float64(len(streams))
 		st.Latency = latency(waits.latency)
+		st.Streams = waits.times(start)
 	}
 	if sv, ok := engines[0].(*saver); ok {
 		st.Checkpoint += sv.spent.Seconds()
@@ -588,6 +607,25 @@ type writerWaits struct {
 	mu             sync.Mutex
 	model, encoder time.Duration
 	latency        []time.Duration // per batch, in the order written
+	streams        []streamTimes
+}
+
+// streamTimes are a writer's first frame, last frame and end.
+type streamTimes struct{ first, last, end time.Time }
+
+// times returns ts relative to start.
+func (w *writerWaits) times(start time.Time) []StreamTimes {
+	since := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(start).Seconds()
+	}
+	out := make([]StreamTimes, len(w.streams))
+	for i, t := range w.streams {
+		out[i] = StreamTimes{First: since(t.first), Last: since(t.last), End: since(t.end)}
+	}
+	return out
 }
 
 func (w *writerWaits) add(model, encoder time.Duration) {
@@ -618,7 +656,7 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		return nil, err
 	}
 	fail := func(err error) { cancel(err) }
-	waits := &writerWaits{}
+	waits := &writerWaits{streams: make([]streamTimes, len(streams))}
 	var written atomic.Int64
 	readers := make([]func(), len(streams))
 	writers := make([]func(), len(streams))
@@ -657,7 +695,11 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 		}
 		writers[i] = func() { // writer: wait for results, encode, recycle
 			var modelWait, encoder time.Duration
-			defer func() { waits.add(modelWait, encoder) }()
+			tm := &waits.streams[i] // this writer's alone
+			defer func() {
+				tm.end = time.Now()
+				waits.add(modelWait, encoder)
+			}()
 			left := s.outFrames()
 			for left > 0 {
 				var j job
@@ -699,6 +741,12 @@ func run(ctx context.Context, cancel context.CancelCauseFunc, streams []stream, 
 				}
 				t = time.Now()
 				for k := 0; k < nout; k++ {
+					if tm.first.IsZero() {
+						tm.first = time.Now()
+					}
+					if k == nout-1 && left == nout {
+						tm.last = time.Now()
+					}
 					if err := s.sink.Write(frame(k)); err != nil {
 						fail(err)
 						return

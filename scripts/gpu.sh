@@ -12,7 +12,7 @@
 #                                   uninterrupted runs: SwiftVR tiny (one device, a device list in
 #                                   chunks and in sequence), CDA-VSR
 #   scripts/gpu.sh bench [SUITE...] (GPU host) benchmarks: compact depth x4plus cdavsr swiftvr fp8
-#                                   ranks kernels serve resume pth (default: compact depth x4plus cdavsr kernels)
+#                                   ranks kernels serve resume pth encode profile (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
 #   scripts/gpu.sh all              (GPU host) test, check, resume, bench
 #   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
@@ -425,8 +425,77 @@ bench() {
 			stop_at_state $OUT/resume-state.mkv $RUNDIR/ref361.mkv --device cuda --model $SWCK --size 2560x1440 --checkpoint-every 5 $enc
 			rm -rf $OUT/resume-state.mkv "$(jdir $OUT/resume-state.mkv)"
 			;;
+		encode)
+			encode_bench
+			;;
+		profile)
+			profile_bench
+			;;
 		*) echo "unknown bench suite $s" ;;
 		esac
+	done
+}
+
+# ---- encode: vsr's full video time against the encoders alone ----
+# ebench LABEL ARGS...: vsr bench on ref361 (build vsr, else BUILD): mean seconds, stages, the last request's streams
+ebench() {
+	local l=$1
+	shift
+	"$RUNDIR/${BUILD:-vsr}" bench $RUNDIR/ref361.mkv --device cuda --json "$@" 2>"$OUT/bench.err" | $PY -c 'import json,sys
+try: r=json.load(sys.stdin)
+except Exception: print(sys.argv[1]+": failed"); sys.exit()
+m=r["mean"]; s=m["stages"]
+print("%s: %.3f s (start %.3f, stream %.3f, finish %.3f, join %.3f; ffmpeg CPU %.1f s)" % (sys.argv[1], m["seconds"], s["start_seconds"], s["stream_seconds"], s["finish_seconds"], s["join_seconds"], m["ffmpeg_cpu_seconds"]))
+st=r["runs"][-1]["stages"].get("streams") or []
+print("   streams (first in, last in, done): " + ", ".join("%.2f/%.2f/%.2f" % (t["first_seconds"], t["last_seconds"], t["end_seconds"]) for t in st))' "$l" || tail -2 "$OUT/bench.err"
+}
+# floor N CODEC: N parallel encoders with vsr's options on N contiguous parts of /dev/shm/vsr-raw.yuv (wall seconds)
+floor() {
+	local n=$1 c=$2 i a b t0
+	for ((i = 0; i < n; i++)); do
+		a=$((361 * i / n)) b=$((361 * (i + 1) / n))
+		dd if=/dev/shm/vsr-raw.yuv of=/dev/shm/vsr-p$i.yuv bs=5529600 skip=$a count=$((b - a)) status=none
+	done
+	t0=$(date +%s.%N)
+	for ((i = 0; i < n; i++)); do
+		ffmpeg -hide_banner -nostdin -loglevel error -f rawvideo -pix_fmt yuv420p -s 2560x1440 -framerate 24 -i /dev/shm/vsr-p$i.yuv \
+			-map 0:0 -c:v $c -crf 20 -preset ultrafast -pix_fmt yuv420p -max_muxing_queue_size 4096 -y /dev/shm/vsr-e$i.mp4 &
+	done
+	wait
+	echo "encoders alone, $n segments, $c: $(awk "BEGIN{printf \"%.3f\", $(date +%s.%N) - $t0}") s"
+	rm -f /dev/shm/vsr-p*.yuv /dev/shm/vsr-e*.mp4
+}
+encode_bench() {
+	say "compact x4 with encoding, 361 frames: vsr (builds $(builds)) beside the encoders alone on vsr's exact output, alternated"
+	local d c n b
+	d=$(mktemp -d)
+	(cd $d && $V bench $RUNDIR/ref361.mkv --device cuda --requests 1 --codec libx264 --preset ultrafast --crf 0 --keep >/dev/null 2>&1)
+	ffmpeg -v error -i $d/vsr-bench-out.* -f rawvideo -pix_fmt yuv420p -y /dev/shm/vsr-raw.yuv
+	rm -rf $d
+	for c in ${CODECS:-libx264 libx265}; do
+		for n in ${SEGS:-4 8}; do
+			for r in 1 2; do
+				floor $n $c
+				for b in $(builds); do BUILD=$b ebench "$b $c $n segments round $r" --requests 3 --segments $n --codec $c --preset ultrafast --crf 20; done
+			done
+		done
+	done
+	rm -f /dev/shm/vsr-raw.yuv
+}
+
+# ---- profile: kernel times (Nsight Compute) of CDA-VSR's whole-file path ----
+profile_bench() {
+	command -v ncu >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+	command -v ncu >/dev/null || { echo "no ncu"; return; }
+	[ -f $RUNDIR/cda.safetensors ] || $V checkpoint synth --family cdavsr --seed 1 -o $RUNDIR/cda.safetensors >/dev/null
+	[ -f $RUNDIR/small.mp4 ] || ffmpeg -v error -i $clip -vf scale=320:180 -c:v libx264 -crf 18 $RUNDIR/small.mp4
+	local in
+	for in in $clip $RUNDIR/small.mp4; do
+		say "ncu: CDA-VSR fp16, $(basename $in), --graphs off, kernels ${PSKIP:-3000} to +${PCOUNT:-600}"
+		ncu --metrics gpu__time_duration.sum --csv --print-units base --log-file $OUT/ncu-cda.csv --launch-skip ${PSKIP:-3000} --launch-count ${PCOUNT:-600} \
+			$V bench $in --device cuda --model $RUNDIR/cda.safetensors --frames 96 --requests 1 --no-encode --graphs off >/dev/null 2>$OUT/ncu.err || tail -3 $OUT/ncu.err
+		$PY scripts/ncu_summary.py $OUT/ncu-cda.csv
+		cp $OUT/ncu-cda.csv $OUT/ncu-cda-$(basename $in).csv
 	done
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -382,6 +383,13 @@ func printBench(cmd *cobra.Command, r benchReport) {
 	fmt.Fprintf(w, "full video time\t%.3f s\n", m.Seconds)
 	fmt.Fprintf(w, "frames/s\t%.1f\n", m.FPS)
 	fmt.Fprintf(w, "stages\tstart %.3f s, stream %.3f s, finish encoders %.3f s, join %.3f s\n", m.Stages.Start, m.Stages.Stream, m.Stages.Finish, m.Stages.Join)
+	if last := r.Runs[len(r.Runs)-1].Stages.Streams; len(last) > 1 {
+		s := make([]string, len(last))
+		for i, t := range last {
+			s[i] = fmt.Sprintf("%d: %.2f-%.2f-%.2f", i, t.First, t.Last, t.End)
+		}
+		fmt.Fprintf(w, "streams (last request)\tfirst frame in - last frame in - encoder done, s: %s\n", strings.Join(s, ", "))
+	}
 	fmt.Fprintf(w, "CPU time\t%.2f s vsr, %.2f s ffmpeg decoders and encoders (user + system)\n", m.CPUSeconds, m.FFmpegCPU)
 	fmt.Fprintf(w, "writers, during stream\t%.3f s waiting for the model, %.3f s blocked on the encoders (mean per stream)\n", m.Stages.WaitModel, m.Stages.WaitEncoder)
 	unit := "batch"
