@@ -12,7 +12,7 @@
 #                                   uninterrupted runs: SwiftVR tiny (one device, a device list in
 #                                   chunks and in sequence), CDA-VSR
 #   scripts/gpu.sh bench [SUITE...] (GPU host) benchmarks: compact depth x4plus cdavsr swiftvr fp8
-#                                   ranks kernels serve resume pth encode profile (default: compact depth x4plus cdavsr kernels)
+#                                   ranks kernels serve resume pth encode profile cda (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
 #   scripts/gpu.sh all              (GPU host) test, check, resume, bench
 #   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
@@ -431,6 +431,22 @@ bench() {
 		profile)
 			profile_bench
 			;;
+		cda)
+			say "CDA-VSR x4 fp16 whole files, 361 frames, --no-encode (builds alternate; pad16: VSR_CUDA_PAD_IN=16)"
+			[ -f $RUNDIR/cda.safetensors ] || $V checkpoint synth --family cdavsr --seed 1 -o $RUNDIR/cda.safetensors >/dev/null
+			[ -f $RUNDIR/small.mp4 ] || ffmpeg -v error -i $clip -vf scale=320:180 -c:v libx264 -crf 18 $RUNDIR/small.mp4
+			(BINPREFIX= gotest backend/cuda -test.run '^$' -test.bench 'MatchBlocks' -test.benchtime 20x 2>&1 | grep -E 'Benchmark|FAIL|panic')
+			for r in 1 2; do
+				for b in $(builds); do
+					vbench $b "round $r cdavsr 640x360" $clip --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
+					vbench $b "round $r cdavsr 320x180" $RUNDIR/small.mp4 --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
+				done
+				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 cdavsr 640x360" $clip --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
+				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 cdavsr 320x180" $RUNDIR/small.mp4 --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
+				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 compact" $RUNDIR/ref361.mkv --requests 3 --no-encode
+				vbench vsr "round $r compact" $RUNDIR/ref361.mkv --requests 3 --no-encode
+			done
+			;;
 		*) echo "unknown bench suite $s" ;;
 		esac
 	done
@@ -459,7 +475,7 @@ floor() {
 	t0=$(date +%s.%N)
 	for ((i = 0; i < n; i++)); do
 		ffmpeg -hide_banner -nostdin -loglevel error -f rawvideo -pix_fmt yuv420p -s 2560x1440 -framerate 24 -i /dev/shm/vsr-p$i.yuv \
-			-map 0:0 -c:v $c -crf 20 -preset ultrafast -pix_fmt yuv420p -max_muxing_queue_size 4096 -y /dev/shm/vsr-e$i.mp4 &
+			-map 0:0 -c:v $c -crf 20 -preset ultrafast -pix_fmt yuv420p -max_muxing_queue_size 4096 -y /dev/shm/vsr-e$i.mp4 2>/dev/null &
 	done
 	wait
 	echo "encoders alone, $n segments, $c: $(awk "BEGIN{printf \"%.3f\", $(date +%s.%N) - $t0}") s"

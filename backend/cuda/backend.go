@@ -194,11 +194,12 @@ type Backend struct {
 	// tensor cores' own precision (fast accumulation, the default; device
 	// option fp8_accum=exact|fast).
 	FP8ExactAccum bool
-	// noChannelPad, scalarMoves, noConvFusion and scalarRows turn off the
-	// padded convolutions, the vectorised and per-pixel data-movement
-	// kernels, cuDNN's fused bias/residual/ReLU and the vectorised row
-	// kernels, for the tests' and benchmarks' comparisons.
-	noChannelPad, scalarMoves, noConvFusion, scalarRows bool
+	// noChannelPad, scalarMoves, noConvFusion, scalarRows and
+	// noStagedMatch turn off the padded convolutions, the vectorised and
+	// per-pixel data-movement kernels, cuDNN's fused bias/residual/ReLU,
+	// the vectorised row kernels and block matching's staged search, for
+	// the tests' and benchmarks' comparisons.
+	noChannelPad, scalarMoves, noConvFusion, scalarRows, noStagedMatch bool
 
 	pool *pool
 	pace *pacer

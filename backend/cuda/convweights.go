@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"os"
+
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
@@ -39,6 +41,15 @@ func (w *convWeights) Free() {
 	}
 }
 
+// padSmallIn is the input channels of the padded filter of a convolution
+// with fewer than 8 (VSR_CUDA_PAD_IN=16 for a comparison; default 8).
+var padSmallIn = func() int {
+	if os.Getenv("VSR_CUDA_PAD_IN") == "16" {
+		return 16
+	}
+	return 8
+}()
+
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
 	if err := check.ConvWeights(out, in, kh, kw, w, bias); err != nil {
@@ -48,7 +59,11 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 	if err != nil {
 		return nil, err
 	}
-	if pout, pin := (out+7)/8*8, (in+7)/8*8; pout != out || pin != in {
+	pout, pin := (out+7)/8*8, (in+7)/8*8
+	if in < 8 {
+		pin = padSmallIn
+	}
+	if pout != out || pin != in {
 		if cw.padded, err = b.filter(out, in, kh, kw, pout, pin, w); err != nil {
 			cw.Free()
 			return nil, err

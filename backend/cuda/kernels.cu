@@ -763,12 +763,38 @@ COPY_CHANNELS(f32, float, ld_f32, f16, u16, st_f16)
 COPY_CHANNELS(bf16, u16, ld_bf16, f32, float, st_f32)
 COPY_CHANNELS(f32, float, ld_f32, bf16, u16, st_bf16)
 
+/* copy_channels8_A_B: copy_channels_A_B 8 channels a thread, in 16-byte loads and stores: c8 = c/8,
+   and c, oc and at multiples of 8. */
+#define COPY_CHANNELS8(A, SA, LDA, B, SB, STB)                                                            \
+extern "C" __global__ void copy_channels8_##A##_##B(const uint4* __restrict__ in, uint4* __restrict__ out, \
+                                                    long long px, int c8, int oc, int at) {               \
+    const int VI = sizeof(SA) / 2, VO = sizeof(SB) / 2; /* 16-byte words per 8 values */               \
+    GRID_STRIDE(i, px * c8) {                                                                           \
+        union { uint4 u[VI]; SA e[8]; } a;                                                              \
+        union { uint4 u[VO]; SB e[8]; } b;                                                              \
+        for (int k = 0; k < VI; k++) a.u[k] = in[i * VI + k];                                           \
+        for (int k = 0; k < 8; k++) b.e[k] = STB(LDA(a.e[k]));                                          \
+        long long o = ((i / c8) * oc + at + (i % c8) * 8) / 8 * VO;                                     \
+        for (int k = 0; k < VO; k++) out[o + k] = b.u[k];                                               \
+    }                                                                                                   \
+}
+COPY_CHANNELS8(f16, u16, ld_f16, f32, float, st_f32)
+COPY_CHANNELS8(f32, float, ld_f32, f16, u16, st_f16)
+COPY_CHANNELS8(bf16, u16, ld_bf16, f32, float, st_f32)
+COPY_CHANNELS8(f32, float, ld_f32, bf16, u16, st_bf16)
+
 /* match_blocks: block matching with quarter-pel refinement, one CTA (256 threads) per block, in the
    CPU backend's order of decisions (MatchBlocks in backend/cpu/motion.go): whole-pixel candidates
    split over the threads, the smallest SAD over the widened block (ties: zero vector, then raster
    order), then the 8 half-pel and the 8 quarter-pel neighbours in order. cur's window is staged in
-   shared memory (block <= 16, so a window of at most 32 x 32); prev is read through the cache. */
+   shared memory (block <= 16, so a window of at most 32 x 32). With staged != 0 the search area of
+   prev (the window widened by rng on each side, clamped as the CPU clamps) is staged too, in the
+   dynamic shared memory the launch gives (mbStagedBytes in motion.go), and each thread sums MB_RUN
+   horizontally adjacent candidates at once, each prev value loaded once for all of them: every
+   candidate's SAD is still summed over y, then x, so the decisions are those of the unstaged search.
+   Otherwise prev is read through the cache. The refinement reads prev through the cache. */
 #define MB_THREADS 256
+#define MB_RUN 5
 __device__ __forceinline__ float mb_sample(const float* p, int w, int h, float x, float y) {
     x = fminf(fmaxf(x, 0.0f), (float)(w - 1));
     y = fminf(fmaxf(y, 0.0f), (float)(h - 1));
@@ -794,7 +820,8 @@ MATCH_KERNELS(f32, float, ld_f32, st_f32)
 
 extern "C" __global__ void match_blocks(const float* __restrict__ cur, const float* __restrict__ prev,
                                         float* __restrict__ mv, float* __restrict__ res,
-                                        int h, int w, int block, int rng, float scale) {
+                                        int h, int w, int block, int rng, float scale, int staged) {
+    extern __shared__ float area[]; /* staged: prev's search area, rows of PW floats, MB_RUN spare */
     __shared__ float win[32 * 32];
     __shared__ float bsad[MB_THREADS];
     __shared__ int bord[MB_THREADS];
@@ -812,7 +839,48 @@ extern "C" __global__ void match_blocks(const float* __restrict__ cur, const flo
     __syncthreads();
     const int side = 2 * rng + 1, cands = side * side;
     float best = 3.4e38f; int order = 0x7fffffff;
-    for (int k = threadIdx.x; k < cands; k += MB_THREADS) {
+    if (staged) {
+        /* area[yy * PW + xx] = prev at (x0 - rng + xx, y0 - rng + yy), clamped; PW odd, so that the
+           threads of a warp (different rows of candidates) read different banks. */
+        const int aw = ww + 2 * rng, ah = wh + 2 * rng, PW = aw | 1;
+        for (int i = threadIdx.x; i < ah * aw; i += MB_THREADS) {
+            int yy = i / aw, xx = i % aw;
+            int sy = min(max(y0 - rng + yy, 0), h - 1), sx = min(max(x0 - rng + xx, 0), w - 1);
+            area[yy * PW + xx] = p[sy * w + sx];
+        }
+        for (int i = threadIdx.x; i < MB_RUN; i += MB_THREADS) area[ah * PW + i] = 0.0f; /* read past the last row */
+        __syncthreads();
+        const int runs = (side + MB_RUN - 1) / MB_RUN;
+        for (int item = threadIdx.x; item < side * runs; item += MB_THREADS) {
+            const int ry = item / runs, rx = (item % runs) * MB_RUN; /* candidates (rx..rx+MB_RUN-1, ry) */
+            float s[MB_RUN];
+#pragma unroll
+            for (int j = 0; j < MB_RUN; j++) s[j] = 0.0f;
+            for (int y = 0; y < wh; y++) {
+                const float* a = area + (y + ry) * PW + rx;
+                const float* cw = win + y * ww;
+                float q[MB_RUN];
+#pragma unroll
+                for (int j = 0; j < MB_RUN - 1; j++) q[j] = a[j];
+                for (int x = 0; x < ww; x++) {
+                    q[MB_RUN - 1] = a[x + MB_RUN - 1];
+                    const float cv = cw[x];
+#pragma unroll
+                    for (int j = 0; j < MB_RUN; j++) s[j] += fabsf(cv - q[j]);
+#pragma unroll
+                    for (int j = 0; j < MB_RUN - 1; j++) q[j] = q[j + 1];
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < MB_RUN; j++) {
+                if (rx + j >= side) break;
+                int dy = ry - rng, dx = rx + j - rng, k = ry * side + rx + j;
+                int o = (dx == 0 && dy == 0) ? -1 : k;
+                if (s[j] < best || (s[j] == best && o < order)) { best = s[j]; order = o; }
+            }
+        }
+    }
+    for (int k = staged ? cands : threadIdx.x; k < cands; k += MB_THREADS) {
         int dy = k / side - rng, dx = k % side - rng;
         float s = 0.0f;
         for (int y = 0; y < wh; y++) {

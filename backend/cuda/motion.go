@@ -147,6 +147,21 @@ func (b *Backend) MeanAbs(ts ...backend.Tensor) ([]float64, error) {
 	return v, b.compute.Synchronize()
 }
 
+// mbStagedMax is the most dynamic shared memory match_blocks' staged
+// search takes: the default limit, beside its 6 KiB of static memory.
+const mbStagedMax = 40 << 10
+
+// mbStagedBytes is the dynamic shared memory of match_blocks' staged
+// search (kernels.cu) for blocks of bs on a w x h plane within rng: the
+// largest window (the block widened by bs/2 on each side, within the
+// plane) widened by rng on each side, its rows padded to an odd length,
+// and MB_RUN (5) spare values.
+func mbStagedBytes(w, h, bs, rng int) int {
+	ww, wh := min(bs+2*(bs/2), w), min(bs+2*(bs/2), h)
+	aw, ah := ww+2*rng, wh+2*rng
+	return 4 * (ah*(aw|1) + 5)
+}
+
 // MatchBlocks is block matching with quarter-pel refinement (see
 // backend.Motion): the planes go to float32 scratch, one CTA matches each
 // block, and the vectors and residual come back in the planes' type (the
@@ -208,8 +223,12 @@ func (b *Backend) MatchBlocks(curt, prevt backend.Tensor, bs, rng int, scale flo
 		return nil, nil, err
 	}
 	blocks := s.N * ((s.W + bs - 1) / bs) * ((s.H + bs - 1) / bs)
-	if err := f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, Stream: b.compute},
-		cf.ptr, pf.ptr, mvf.ptr, resf.ptr, int32(s.H), int32(s.W), int32(bs), int32(rng), scale); err != nil {
+	smem, staged := mbStagedBytes(s.W, s.H, bs, rng), int32(1)
+	if smem > mbStagedMax || b.noStagedMatch {
+		smem, staged = 0, 0
+	}
+	if err := f.Launch(cu.LaunchConfig{Grid: cu.Dim3{X: uint32(blocks)}, Block: cu.Dim3{X: 256}, SharedMem: uint32(smem), Stream: b.compute},
+		cf.ptr, pf.ptr, mvf.ptr, resf.ptr, int32(s.H), int32(s.W), int32(bs), int32(rng), scale, staged); err != nil {
 		return nil, nil, err
 	}
 	mv, err := b.allocAs(backend.Shape{N: s.N, H: s.H, W: s.W, C: 2}, dt)

@@ -81,8 +81,12 @@ func (b *Backend) copyChannels(src, dst *Tensor, at int) error {
 		return b.copyBlock(src, dst, s.N*s.H*s.W, s.C, s.C, 0, dst.shape.C, at)
 	}
 	px := int64(s.N * s.H * s.W)
-	return b.launch("copy_channels_"+src.dt().String()+"_"+dst.dt().String(), false, px*int64(s.C),
-		src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
+	types := src.dt().String() + "_" + dst.dt().String()
+	if s.C%8 == 0 && at%8 == 0 && dst.shape.C%8 == 0 && !b.scalarMoves { // 8 channels a thread
+		return b.launch("copy_channels8_"+types, false, px*int64(s.C/8),
+			src.ptr(), dst.ptr(), px, int32(s.C/8), int32(dst.shape.C), int32(at))
+	}
+	return b.launch("copy_channels_"+types, false, px*int64(s.C), src.ptr(), dst.ptr(), px, int32(s.C), int32(dst.shape.C), int32(at))
 }
 
 // sameType refuses tensors of different types for an op that keeps one.

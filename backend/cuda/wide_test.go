@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -147,7 +148,7 @@ func TestWideGPU(t *testing.T) {
 	}
 }
 
-func must(t *testing.T) func(backend.Tensor, error) backend.Tensor {
+func must(t testing.TB) func(backend.Tensor, error) backend.Tensor {
 	return func(x backend.Tensor, err error) backend.Tensor {
 		t.Helper()
 		if err != nil {
@@ -214,5 +215,113 @@ func TestStoredGPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMatchStagedGPU: block matching's staged search (prev's search area
+// in shared memory, several candidates per thread) gives the vectors and
+// residual of the unstaged search bitwise, on random planes and on a
+// smooth moving one, for several blocks and ranges (one too wide to
+// stage), with planes of fewer pixels than a window and uneven edges.
+func TestMatchStagedGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b := open(t, F32)
+	r := rand.New(rand.NewPCG(3, 4))
+	smooth := func(n, w, h int, dx float64) []float32 {
+		v := make([]float32, n*w*h)
+		for i := range v {
+			x, y := float64(i%w), float64(i/w%h)
+			v[i] = float32(128 + 60*math.Sin((x+dx*float64(i/(w*h)))/7) + 50*math.Cos(y/5) + 4*r.Float64())
+		}
+		return v
+	}
+	for _, c := range []struct{ w, h, bs, rng int }{{200, 120, 16, 16}, {97, 61, 8, 6}, {45, 29, 5, 3}, {20, 14, 16, 16}, {150, 100, 16, 40}} {
+		plane := backend.Shape{N: 2, H: c.h, W: c.w, C: 1}
+		for _, kind := range []string{"random", "smooth"} {
+			cur, prev := randSlice(r, plane.Elems(), 0, 255), randSlice(r, plane.Elems(), 0, 255)
+			if kind == "smooth" {
+				cur, prev = smooth(2, c.w, c.h, 2.5), smooth(2, c.w, c.h, 0)
+			}
+			var out [2][2][]float32
+			for i, off := range []bool{false, true} {
+				b.noStagedMatch = off
+				mv, res, err := b.MatchBlocks(must(t)(b.Upload(plane, cur)), must(t)(b.Upload(plane, prev)), c.bs, c.rng, 1.0/255)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[i] = [2][]float32{got(t, b, mv), got(t, b, res)}
+			}
+			b.noStagedMatch = false
+			if !slices.Equal(out[0][0], out[1][0]) || !slices.Equal(out[0][1], out[1][1]) {
+				t.Errorf("%+v %s: the staged search differs from the unstaged one (staged %d bytes)", c, kind, mbStagedBytes(c.w, c.h, c.bs, c.rng))
+			}
+		}
+	}
+}
+
+// BenchmarkMatchBlocks: CDA-VSR's side data search (blocks of 16 within
+// 16 pixels) on one 640x360 plane, staged and not.
+func BenchmarkMatchBlocks(bb *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b := open(bb, F32)
+	r := rand.New(rand.NewPCG(5, 6))
+	plane := backend.Shape{N: 1, H: 360, W: 640, C: 1}
+	cur := must(bb)(b.Upload(plane, randSlice(r, plane.Elems(), 0, 255)))
+	prev := must(bb)(b.Upload(plane, randSlice(r, plane.Elems(), 0, 255)))
+	for _, off := range []bool{false, true} {
+		bb.Run(fmt.Sprintf("staged=%v", !off), func(bb *testing.B) {
+			b.noStagedMatch = off
+			defer func() { b.noStagedMatch = false }()
+			s := perOp(bb, b, func() {
+				mv, res, err := b.MatchBlocks(cur, prev, 16, 16, 1.0/255)
+				if err != nil {
+					bb.Fatal(err)
+				}
+				mv.Free()
+				res.Free()
+			})
+			bb.ReportMetric(s*1e3, "ms/plane")
+		})
+	}
+}
+
+// TestCopyChannels8GPU: the 8-channels-a-thread conversions between
+// float32 and the storage types give the per-value kernels' bytes, for
+// Convert both ways and CopyChannels into wider tensors at offsets.
+func TestCopyChannels8GPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := rand.New(rand.NewPCG(9, 10))
+	s := backend.Shape{N: 2, H: 5, W: 7, C: 16}
+	v := randSlice(r, s.Elems(), -70000, 70000) // beyond fp16's range too
+	for _, dt := range []DType{F16, BF16} {
+		b := open(t, dt)
+		w := backend.WideOf(b)
+		var outs [2][][]float32
+		for i, scalar := range []bool{false, true} {
+			b.scalarMoves = scalar
+			x := must(t)(w.UploadF32(s, v))
+			n := must(t)(w.Convert(x, false))
+			back := must(t)(w.Convert(n, true))
+			wide := must(t)(w.EmptyF32(backend.Shape{N: 2, H: 5, W: 7, C: 40}))
+			narrow := must(t)(b.Empty(backend.Shape{N: 2, H: 5, W: 7, C: 40}))
+			for _, at := range []int{0, 8, 24} {
+				if err := b.CopyChannels(wide, at, n); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.CopyChannels(narrow, at, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outs[i] = [][]float32{got(t, b, n), got(t, b, back), got(t, b, wide)[:2*5*7*40], got(t, b, narrow)}
+		}
+		b.scalarMoves = false
+		for k := range outs[0] {
+			if !slices.Equal(outs[0][k], outs[1][k]) {
+				t.Errorf("%v: result %d of the 8-channel kernels differs from the per-value ones", dt, k)
+			}
+		}
 	}
 }
