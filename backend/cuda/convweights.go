@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"os"
-
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/backend/internal/check"
 	cu "github.com/vsr-dev/vsr/nvidia/cuda"
@@ -18,7 +16,8 @@ type convWeights struct {
 	b               *Backend
 	// padded, when in or out is not a multiple of 8, is the same filter
 	// with zero channels up to the next multiple of 8 (no bias), for
-	// cuDNN's tensor-core kernels, which need 16-byte pixels.
+	// cuDNN's tensor-core kernels, which need 16-byte pixels; fewer than
+	// 8 inputs are padded to padSmallIn.
 	padded *convWeights
 }
 
@@ -42,13 +41,8 @@ func (w *convWeights) Free() {
 }
 
 // padSmallIn is the input channels of the padded filter of a convolution
-// with fewer than 8 (VSR_CUDA_PAD_IN=16 for a comparison; default 8).
-var padSmallIn = func() int {
-	if os.Getenv("VSR_CUDA_PAD_IN") == "16" {
-		return 16
-	}
-	return 8
-}()
+// with fewer than 8: 16, the fused kernel's least (see canFuseSmall).
+const padSmallIn = 16
 
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {

@@ -129,6 +129,15 @@ func TestOpsAgainstCPU(t *testing.T) {
 			}
 			return b.Conv2D(up(b, s, x), cw, p, prelu(b))
 		})
+		// fp16: the fused kernel through the filter padded to 16 inputs
+		// (canFuseSmall), with and without an activation.
+		both(t, dt, "conv3x3 3->64 +bias", func(b backend.Backend) (backend.Tensor, error) {
+			cw, err := b.PrepareConv(64, 3, 3, 3, wFirst, bias)
+			if err != nil {
+				return nil, err
+			}
+			return b.Conv2D(up(b, in3, x3), cw, p, backend.Activation{})
+		})
 		both(t, dt, "conv3x3 3->64 +bias +relu", func(b backend.Backend) (backend.Tensor, error) {
 			cw, err := b.PrepareConv(64, 3, 3, 3, wFirst, bias)
 			if err != nil {
