@@ -432,7 +432,7 @@ bench() {
 			profile_bench
 			;;
 		cda)
-			say "CDA-VSR x4 fp16 whole files, 361 frames, --no-encode (builds alternate; pad16: VSR_CUDA_PAD_IN=16)"
+			say "CDA-VSR x4 fp16 whole files, 361 frames, --no-encode, and the compact model (builds alternate)"
 			[ -f $RUNDIR/cda.safetensors ] || $V checkpoint synth --family cdavsr --seed 1 -o $RUNDIR/cda.safetensors >/dev/null
 			[ -f $RUNDIR/small.mp4 ] || ffmpeg -v error -i $clip -vf scale=320:180 -c:v libx264 -crf 18 $RUNDIR/small.mp4
 			(BINPREFIX= gotest backend/cuda -test.run '^$' -test.bench 'MatchBlocks' -test.benchtime 20x 2>&1 | grep -E 'Benchmark|FAIL|panic')
@@ -440,11 +440,8 @@ bench() {
 				for b in $(builds); do
 					vbench $b "round $r cdavsr 640x360" $clip --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
 					vbench $b "round $r cdavsr 320x180" $RUNDIR/small.mp4 --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
+					vbench $b "round $r compact" $RUNDIR/ref361.mkv --requests 3 --no-encode
 				done
-				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 cdavsr 640x360" $clip --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
-				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 cdavsr 320x180" $RUNDIR/small.mp4 --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
-				VSR_CUDA_PAD_IN=16 vbench vsr "round $r pad16 compact" $RUNDIR/ref361.mkv --requests 3 --no-encode
-				vbench vsr "round $r compact" $RUNDIR/ref361.mkv --requests 3 --no-encode
 			done
 			;;
 		*) echo "unknown bench suite $s" ;;
