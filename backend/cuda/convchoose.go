@@ -51,7 +51,7 @@ func (b *Backend) Conv2DAdd(xt backend.Tensor, wt backend.Weights, p backend.Con
 	switch {
 	case res == nil && b.canFuse(w, p, act, ys):
 		return b.finish(y, b.fusedConv(x, w, act, y))
-	case res == nil && b.canFuseSmall(w, p, act, ys):
+	case res == nil && b.canFuseSmall(w, p, act):
 		return b.finish(y, b.fusedConvSmall(x, w, act, y))
 	case res == nil && b.canGemm(p):
 		return b.finish(y, b.conv1x1(x, w, act, y))

@@ -30,28 +30,27 @@ func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Acti
 
 // canFuseSmall reports whether the fused kernel computes this
 // convolution of fewer than 8 input channels (a network's first, on RGB)
-// through its filter padded to 16 inputs (the input padded likewise), at
-// any size: such a convolution is cheap for the fused kernel however few
-// its tiles, where cuDNN's timed choice for one frame was a generic
-// kernel at a few TFLOP/s (docs/BENCHMARKS.md).
-func (b *Backend) canFuseSmall(w *convWeights, p backend.ConvParams, act backend.Activation, ys backend.Shape) bool {
-	pw := w.padded
-	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 && w.in < 8 && pw != nil && pw.in == 16 && pw.out == w.out &&
-		unitConv(p, 3, 1) && w.out%8 == 0 && w.out <= 64 && fusedAct(act) &&
+// through its filter padded to 16 inputs (w.small; the input padded
+// likewise), at any size: such a convolution is cheap for the fused
+// kernel however few its tiles, where cuDNN's timed choice for one
+// 640x360 frame was a generic kernel at a few TFLOP/s
+// (docs/BENCHMARKS.md).
+func (b *Backend) canFuseSmall(w *convWeights, p backend.ConvParams, act backend.Activation) bool {
+	return b.fused != nil && !b.NoFusedConv && w.small != nil && unitConv(p, 3, 1) && fusedAct(act) &&
 		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU || w.out >= 48)
 }
 
 // fusedConvSmall is fusedConv of a convolution canFuseSmall takes: x
-// padded to 16 channels, the padded filter, w's bias.
+// padded to 16 channels, w.small, w's bias.
 func (b *Backend) fusedConvSmall(x *Tensor, w *convWeights, act backend.Activation, y *Tensor) error {
-	xp, err := b.padChannels(x, w.padded.in)
+	xp, err := b.padChannels(x, w.small.in)
 	if err != nil {
 		return err
 	}
 	defer xp.Free()
-	pw := *w.padded
-	pw.bias = w.bias
-	return b.fusedConv(xp, &pw, act, y)
+	sw := *w.small
+	sw.bias = w.bias
+	return b.fusedConv(xp, &sw, act, y)
 }
 
 // fusedAct reports whether the fused kernel's PReLU epilogue computes act.

@@ -16,9 +16,12 @@ type convWeights struct {
 	b               *Backend
 	// padded, when in or out is not a multiple of 8, is the same filter
 	// with zero channels up to the next multiple of 8 (no bias), for
-	// cuDNN's tensor-core kernels, which need 16-byte pixels; fewer than
-	// 8 inputs are padded to padSmallIn.
+	// cuDNN's tensor-core kernels, which need 16-byte pixels.
 	padded *convWeights
+	// small, for a 3x3 fp16 filter of fewer than 8 inputs and up to 64
+	// outputs (a multiple of 8), is the same filter with zero inputs up
+	// to 16 (no bias), for the fused kernel (canFuseSmall).
+	small *convWeights
 }
 
 func (w *convWeights) Out() int { return w.out }
@@ -34,15 +37,13 @@ func (w *convWeights) Free() {
 			*p = nil
 		}
 	}
-	if w.padded != nil {
-		w.padded.Free()
-		w.padded = nil
+	for _, p := range []**convWeights{&w.padded, &w.small} {
+		if *p != nil {
+			(*p).Free()
+			*p = nil
+		}
 	}
 }
-
-// padSmallIn is the input channels of the padded filter of a convolution
-// with fewer than 8: 16, the fused kernel's least (see canFuseSmall).
-const padSmallIn = 16
 
 // PrepareConv converts OIHW float32 weights to a KRSC filter.
 func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.Weights, error) {
@@ -53,12 +54,14 @@ func (b *Backend) PrepareConv(out, in, kh, kw int, w, bias []float32) (backend.W
 	if err != nil {
 		return nil, err
 	}
-	pout, pin := (out+7)/8*8, (in+7)/8*8
-	if in < 8 {
-		pin = padSmallIn
-	}
-	if pout != out || pin != in {
+	if pout, pin := (out+7)/8*8, (in+7)/8*8; pout != out || pin != in {
 		if cw.padded, err = b.filter(out, in, kh, kw, pout, pin, w); err != nil {
+			cw.Free()
+			return nil, err
+		}
+	}
+	if b.dtype == F16 && in < 8 && kh == 3 && kw == 3 && out%8 == 0 && out <= 64 { // see canFuseSmall
+		if cw.small, err = b.filter(out, in, kh, kw, out, 16, w); err != nil {
 			cw.Free()
 			return nil, err
 		}
