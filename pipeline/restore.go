@@ -160,12 +160,13 @@ type Stages struct {
 type StreamTimes struct {
 	// First is when its first frame went to its encoder.
 	First float64 `json:"first_seconds"`
-	// Last is when its last frame went to its encoder (the encoders of
-	// a segment's parts are closed as they fill, so this includes the
-	// last part's all but its final frame).
+	// Last is when its last frame was handed to its encoder.
 	Last float64 `json:"last_seconds"`
-	// End is when its encoder had finished: the last frame written and
-	// the last part's encoder closed.
+	// End is when its writer ended: a segment's last part's encoder
+	// closes when that part's last frame is written, so End is when that
+	// encoder had finished (with a causal engine's several segments,
+	// whose frames a fanout queues for their encoders, when the last
+	// frame was queued).
 	End float64 `json:"end_seconds"`
 }
 
@@ -613,7 +614,7 @@ type writerWaits struct {
 // streamTimes are a writer's first frame, last frame and end.
 type streamTimes struct{ first, last, end time.Time }
 
-// times returns ts relative to start.
+// times returns the writers' times relative to start.
 func (w *writerWaits) times(start time.Time) []StreamTimes {
 	since := func(t time.Time) float64 {
 		if t.IsZero() {

@@ -260,6 +260,32 @@ func TestWaits(t *testing.T) {
 	}
 }
 
+// TestStreamTimes: each segment's writer reports when its first and last
+// frames went to its encoder and when it ended, in order, the encoders'
+// time between them.
+func TestStreamTimes(t *testing.T) {
+	noLeaks(t)
+	const total, seg, delay = 30, 3, 2 * time.Millisecond
+	s := newSetup(total, seg, fakeSource{failAt: -1}, sinkCfg{failAt: -1, delay: delay})
+	start := time.Now()
+	w, err := s.runWaits(context.Background(), &fakeEngine{failAt: -1}, total, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start).Seconds()
+	ts := w.times(start)
+	if len(ts) != seg {
+		t.Fatalf("%d stream times for %d segments", len(ts), seg)
+	}
+	for i, x := range ts {
+		// 10 frames a segment: at least 9 writes' delay between the
+		// first and the last, and the last's before the end.
+		if !(x.First > 0 && x.Last-x.First >= 9*delay.Seconds() && x.End-x.Last >= delay.Seconds() && x.End <= elapsed) {
+			t.Errorf("stream %d: %+v (run took %.3f s)", i, x, elapsed)
+		}
+	}
+}
+
 func TestCancel(t *testing.T) {
 	noLeaks(t)
 	block := make(chan struct{})
