@@ -439,6 +439,23 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 		}
 		streams[i].src = dec
 	}
+	// The audio the join would re-encode is encoded beside the video
+	// (video.AudioAhead), started here so that its probe does not hold up
+	// the first frames; it is stopped and removed when Restore returns.
+	var audio *video.AudioAhead
+	audioReady := make(chan struct{})
+	if len(parts) > 1 && !req.Discard {
+		go func() {
+			defer close(audioReady)
+			audio, _ = video.StartAudio(ctx, carry, req.Output) // none, or failed: the join encodes it
+		}()
+	} else {
+		close(audioReady)
+	}
+	defer func() {
+		<-audioReady
+		audio.Close()
+	}()
 	var st Stages
 	mark := func(d *float64) func() {
 		t := time.Now()
@@ -501,8 +518,9 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 		for i, p := range parts {
 			counts[i] = p.count
 		}
+		<-audioReady
 		joined, err := video.Concat(ctx, files, req.Output, video.ConcatOptions{CarryOptions: carry, NoReplace: enc.NoReplace,
-			Frames: counts, FPS: fps})
+			Frames: counts, FPS: fps, Audio: audio})
 		if err != nil {
 			return nil, err
 		}

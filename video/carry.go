@@ -226,32 +226,61 @@ type streamsPlan struct {
 	output []string
 	report Carried
 	// chapters, if set, is an ffmetadata file of the chapters an excerpt
-	// keeps, read as the input after the source (see inputs).
+	// keeps, read as the input after the source and ahead (see inputs).
 	chapters []byte
+	// ahead, if set, is the file of the audio encoded ahead (AudioAhead),
+	// read as the input after the source: its streams are copied.
+	ahead *aheadInput
+}
+
+// stream returns the stream of a's file that holds the source's stream
+// i, if a has it (a may be nil).
+func (a *aheadInput) stream(i int) (int, bool) {
+	if a == nil {
+		return 0, false
+	}
+	k, ok := a.streams[i]
+	return k, ok
+}
+
+// aheadInputs is the number of inputs the audio encoded ahead takes: 1
+// with a file, else 0.
+func (p *streamsPlan) aheadInputs() int {
+	if p.ahead == nil {
+		return 0
+	}
+	return 1
 }
 
 // inputs returns the plan's input options: the source's, then, for an
 // excerpt that keeps chapters, its chapters' file, written into wd.
 func (p *streamsPlan) inputs(wd *Workdir) ([]string, error) {
+	in := slices.Clone(p.input)
+	if p.ahead != nil && in != nil {
+		// Shifted back by its start: ffmpeg starts every input at 0, and
+		// the file's timestamps are already those of the output.
+		in = append(in, "-itsoffset", strconv.FormatFloat(p.ahead.start, 'f', -1, 64), "-i", fileArg(p.ahead.path))
+	}
 	if p.chapters == nil {
-		return p.input, nil
+		return in, nil
 	}
 	path := wd.Path(".vsr-chapters.ffmeta")
 	if err := os.WriteFile(path, p.chapters, 0o600); err != nil {
 		return nil, err
 	}
-	return append(slices.Clone(p.input), "-f", "ffmetadata", "-i", fileArg(path)), nil
+	return append(in, "-f", "ffmetadata", "-i", fileArg(path)), nil
 }
 
 // count is the number of inputs the plan's options open.
 func (p *streamsPlan) count() int {
-	switch {
-	case p.input == nil:
+	if p.input == nil {
 		return 0
-	case p.chapters != nil:
-		return 2
 	}
-	return 1
+	n := 1 + p.aheadInputs()
+	if p.chapters != nil {
+		n++
+	}
+	return n
 }
 
 // excerptChapters returns the chapters of an excerpt of d seconds: those
@@ -292,8 +321,8 @@ func ffmetadata(chapters []Chapter) []byte {
 // planStreams probes o.StreamsFrom and plans what a file of extension ext
 // carries of it. The source is the output command's input number in (1:
 // the video comes from input 0). Nothing is planned without StreamsFrom.
-func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in int) (*streamsPlan, error) {
-	p := &streamsPlan{}
+func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in int, ahead *aheadInput) (*streamsPlan, error) {
+	p := &streamsPlan{ahead: ahead}
 	if o.StreamsFrom == "" {
 		return p, nil
 	}
@@ -325,7 +354,11 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, "-map", from(s.index), "-c:a:"+strconv.Itoa(na), codec)
+			if k, ok := ahead.stream(s.index); ok && codec != "copy" { // encoded ahead: copied from its file
+				out = append(out, "-map", strconv.Itoa(in+1)+":"+strconv.Itoa(k), "-c:a:"+strconv.Itoa(na), "copy")
+			} else {
+				out = append(out, "-map", from(s.index), "-c:a:"+strconv.Itoa(na), codec)
+			}
 			na++
 			p.report.carry("%s", s.describe(converted(s.codec, codec)))
 		case s.kind == "subtitle" && o.NoSubtitles:
@@ -369,7 +402,7 @@ func planStreams(ctx context.Context, t tools, o CarryOptions, ext string, in in
 			// An excerpt: its chapters are written anew (ffmpeg keeps
 			// one starting where the excerpt ends, as an empty chapter).
 			if chapters = excerptChapters(chapters, o.StreamsDuration); len(chapters) > 0 {
-				p.chapters, from = ffmetadata(chapters), strconv.Itoa(in+1)
+				p.chapters, from = ffmetadata(chapters), strconv.Itoa(in+1+p.aheadInputs())
 			} else {
 				from = "-1"
 			}

@@ -346,7 +346,7 @@ func TestSubtitleCodec(t *testing.T) {
 // description of the source.
 func TestPlanStreamsFFmpegOnly(t *testing.T) {
 	src := carrySource(t)
-	p, err := planStreams(testCtx(t), noFFprobe(t), CarryOptions{StreamsFrom: src}, ".mp4", 1)
+	p, err := planStreams(testCtx(t), noFFprobe(t), CarryOptions{StreamsFrom: src}, ".mp4", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

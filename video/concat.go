@@ -23,6 +23,10 @@ type ConcatOptions struct {
 	// joined video by up to a millisecond per part).
 	Frames []int
 	FPS    Rational
+	// Audio, if set, holds the source's audio that the output re-encodes,
+	// encoded while the parts were (StartAudio): the join copies it from
+	// there. If that encode failed, the join encodes the audio itself.
+	Audio *AudioAhead
 }
 
 // Concat joins video files that share codec, size and frame rate (the
@@ -41,7 +45,13 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	if err != nil {
 		return none, err
 	}
-	streams, err := planStreams(ctx, t, opt.CarryOptions, ext, 1)
+	var ahead *aheadInput
+	if opt.Audio != nil {
+		if ahead, err = opt.Audio.wait(ctx); ctx.Err() != nil {
+			return none, fmt.Errorf("concat %q: %w", outPath, ctx.Err())
+		}
+	}
+	streams, err := planStreams(ctx, t, opt.CarryOptions, ext, 1, ahead)
 	if err != nil {
 		return none, fmt.Errorf("concat %q: reading %s: %w", outPath, opt.StreamsFrom, err)
 	}

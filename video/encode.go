@@ -170,7 +170,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 	if slices.Contains(imageCodecs, o.Codec) {
 		o.CarryOptions = CarryOptions{} // a picture carries no streams
 	}
-	streams, err := planStreams(ctx, t, o.CarryOptions, ext, 1)
+	streams, err := planStreams(ctx, t, o.CarryOptions, ext, 1, nil)
 	if err != nil {
 		return nil, fmt.Errorf("encode %q: reading %s: %w", outPath, o.StreamsFrom, err)
 	}

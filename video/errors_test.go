@@ -422,7 +422,7 @@ func TestParseFFmpegInfo(t *testing.T) {
 	dump := `Input #0, mov,mp4,m4a,3gp,3g2,mj2, from 'phone:clip.mp4':
   Metadata:
     major_brand     : isom
-  Duration: 00:01:02.50, start: 0.000000, bitrate: 4000 kb/s
+  Duration: 00:01:02.50, start: 0.478000, bitrate: 4000 kb/s
     Stream #0:0(und): Video: mjpeg (jpeg / 0x6765706A), yuvj420p(pc, bt470bg/unknown/unknown), 320x240, 90000 tbr, 90000 tbn, 90000 tbc (attached pic)
     Stream #0:1(und): Video: h264 (High) (avc1 / 0x31637661), yuv420p(tv, bt709), 1920x1080 [SAR 1:1 DAR 16:9], 3999 kb/s, 29.97 fps, 29.97 tbr, 30k tbn, 59.94 tbc (default)
     Metadata:
@@ -437,7 +437,7 @@ At least one output file must be specified
 	if !ok {
 		t.Fatal("not parsed")
 	}
-	if m.format != "mov,mp4,m4a,3gp,3g2,mj2" || m.duration != 62.5 || len(m.streams) != 3 {
+	if m.format != "mov,mp4,m4a,3gp,3g2,mj2" || m.duration != 62.5 || m.start != 0.478 || len(m.streams) != 3 {
 		t.Fatalf("got %+v", m)
 	}
 	v := m.video()

@@ -39,6 +39,7 @@ type ffprobeOutput struct {
 	Format struct {
 		FormatName string            `json:"format_name"`
 		Duration   string            `json:"duration"`
+		StartTime  string            `json:"start_time"`
 		Tags       map[string]string `json:"tags"`
 	} `json:"format"`
 }
@@ -60,6 +61,9 @@ func probeMetaFFprobe(ctx context.Context, path string, t tools) (*fileMeta, err
 	m := &fileMeta{format: out.Format.FormatName, tool: "ffprobe", tags: out.Format.Tags}
 	if d, err := strconv.ParseFloat(out.Format.Duration, 64); err == nil && d > 0 && !math.IsInf(d, 0) {
 		m.duration = d
+	}
+	if st, err := strconv.ParseFloat(out.Format.StartTime, 64); err == nil && !math.IsInf(st, 0) && !math.IsNaN(st) {
+		m.start = st
 	}
 	for _, c := range out.Chapters {
 		start, err1 := strconv.ParseFloat(c.StartTime, 64)

@@ -173,6 +173,7 @@ type streamMeta struct {
 type fileMeta struct {
 	format   string
 	duration float64
+	start    float64 // the file's start time: its earliest stream's first timestamp
 	streams  []streamMeta
 	tool     string // which program produced it, for messages
 	tags     map[string]string

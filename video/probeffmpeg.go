@@ -15,6 +15,7 @@ import (
 var (
 	reInput     = regexp.MustCompile(`^Input #0, (.*), from '`)
 	reDuration  = regexp.MustCompile(`^Duration: (\d+):(\d+):(\d+(?:\.\d+)?)`)
+	reStart     = regexp.MustCompile(`^Duration: [^,]*, start: (-?\d+(?:\.\d+)?)`)
 	reStream    = regexp.MustCompile(`^Stream #0:(\d+)(?:\[[^\]]*\])?(?:\(([^)]*)\))?: (\w+): (.*)$`)
 	reChapter   = regexp.MustCompile(`^Chapter #0:\d+: start (-?\d+(?:\.\d+)?), end (-?\d+(?:\.\d+)?)`)
 	reSAR       = regexp.MustCompile(`SAR (\d+):(\d+) DAR`)
@@ -104,6 +105,9 @@ func parseFFmpegInfo(out []byte) (*fileMeta, bool) {
 		case "Side data:":
 			block, blockIndent = "side", indent
 			continue
+		}
+		if ms := reStart.FindStringSubmatch(line); ms != nil {
+			m.start, _ = strconv.ParseFloat(ms[1], 64)
 		}
 		if mm := reDuration.FindStringSubmatch(line); mm != nil {
 			h, _ := strconv.Atoi(mm[1])
