@@ -48,6 +48,9 @@
 //   - ShuffleAdder.ShuffleAddNearest(x, base, r, order) is Binary(OpAdd,
 //     PixelShuffle(x, r, order), Resize(base, Nearest, H*r, W*r, Tile{},
 //     Tile{})), exactly.
+//   - BilinearShuffleAdder.ShuffleAddBilinear(x, base, r, order) is the
+//     same with a bilinear Resize (and PixelShuffle's result as float32
+//     for a float32 base), exactly.
 //   - Transformer.Linear with an accumulator adds x Wᵀ + b to it in place;
 //     RMSNormRoPE is an RMS norm and then RoPE, in place;
 //     AttentionWeights is an RMS norm of the queries and a softmax over
@@ -88,6 +91,8 @@
 //     model/compact keeps a dense block's concatenations as copies.
 //   - ShuffleAdder: ShuffleAddNearest, the fused tail of SRVGGNetCompact
 //     (see Fused ops). Absent: the three ops it stands for.
+//   - BilinearShuffleAdder: ShuffleAddBilinear, the fused tail of
+//     CDA-VSR (see Fused ops). Absent: the ops it stands for.
 //   - Motion: the ops of models aligned by motion vectors (CDA-VSR): warp,
 //     deformable sampling, gate, block matching, mean absolute values.
 //     Absent: CDA-VSR refuses the device, naming the CPU, which has them.

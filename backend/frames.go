@@ -676,6 +676,21 @@ type ShuffleAdder interface {
 	ShuffleAddNearest(x, base Tensor, r int, order ShuffleOrder) (Tensor, error)
 }
 
+// BilinearShuffleAdder is implemented by backends with a fused kernel for
+// the tail of CDA-VSR. ShuffleAddBilinear(x, base, r, order), for x of
+// N H W 3*r*r and base of N H W 3, stands for
+//
+//	up, _ := b.PixelShuffle(x, r, order)
+//	bil, _ := b.Resize(base, Bilinear, H*r, W*r, Tile{}, Tile{})
+//	y, _ := b.Binary(OpAdd, up, bil)
+//
+// with up converted to float32 first when base is a float32 tensor
+// beside narrower storage (Wide); the result has base's type, and its
+// values must equal those exactly. Without it CDA-VSR runs those ops.
+type BilinearShuffleAdder interface {
+	ShuffleAddBilinear(x, base Tensor, r int, order ShuffleOrder) (Tensor, error)
+}
+
 // NewSlot returns a Slot for b: the backend's own when it is Streaming,
 // else host buffers whose Input and Put convert synchronously.
 func NewSlot(b Backend, inBytes, outBytes int) (Slot, error) {

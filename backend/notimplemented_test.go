@@ -87,6 +87,7 @@ func TestNotImplementedNoCapability(t *testing.T) {
 	_, caps["Owner"] = b.(backend.Owner)
 	_, caps["SliceConver"] = b.(backend.SliceConver)
 	_, caps["ShuffleAdder"] = b.(backend.ShuffleAdder)
+	_, caps["BilinearShuffleAdder"] = b.(backend.BilinearShuffleAdder)
 	_, caps["Streaming"] = b.(backend.Streaming)
 	_, caps["GPU"] = b.(backend.GPU)
 	_, caps["Peer"] = b.(backend.Peer)

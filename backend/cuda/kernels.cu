@@ -763,6 +763,45 @@ COPY_CHANNELS(f32, float, ld_f32, f16, u16, st_f16)
 COPY_CHANNELS(bf16, u16, ld_bf16, f32, float, st_f32)
 COPY_CHANNELS(f32, float, ld_f32, bf16, u16, st_bf16)
 
+/* shuffle_add_bilinear_X_B: the tail of CDA-VSR in one pass, one thread per output pixel:
+   out = PixelShuffle(x, r, order) + Resize(base, Bilinear) with x (n,h,w,3*r*r) of type X and base
+   (n,h,w,3) of type B, the output of type B (backend.BilinearShuffleAdder), with the taps and the
+   arithmetic of resize_px and each value rounded to B where the separate ops round it. */
+#define SHUFFLE_ADD_BILINEAR(XN, XS, XLD, BN, BS, BLD, BST)                                              \
+extern "C" __global__ void shuffle_add_bilinear_##XN##_##BN(                                           \
+        const XS* __restrict__ x, const BS* __restrict__ base, BS* __restrict__ out, int n, int h, int w, \
+        int r, int order, const int* __restrict__ iy, const float* __restrict__ wy, int nty,            \
+        const int* __restrict__ ix, const float* __restrict__ wx, int ntx) {                            \
+    const int H = h * r, W = w * r;                                                                     \
+    GRID_STRIDE(i, (long long)n * H * W) {                                                              \
+        int X = i % W; long long t = i / W;                                                             \
+        int Y = t % H; int f = t / H;                                                                   \
+        float acc[3] = {0.0f, 0.0f, 0.0f};                                                              \
+        for (int a = 0; a < nty; a++) {                                                                 \
+            const BS* row = base + (((long long)f * h + iy[Y * nty + a]) * w) * 3;                      \
+            float v[3] = {0.0f, 0.0f, 0.0f};                                                            \
+            for (int b = 0; b < ntx; b++) {                                                             \
+                const BS* px = row + (long long)ix[X * ntx + b] * 3;                                    \
+                float wt = wx[X * ntx + b];                                                             \
+                _Pragma("unroll") for (int ch = 0; ch < 3; ch++) v[ch] += BLD(px[ch]) * wt;             \
+            }                                                                                           \
+            float wt = wy[Y * nty + a];                                                                 \
+            _Pragma("unroll") for (int ch = 0; ch < 3; ch++) acc[ch] += v[ch] * wt;                     \
+        }                                                                                               \
+        int ii = Y % r, j = X % r;                                                                      \
+        long long p = ((long long)f * h + Y / r) * w + X / r;                                           \
+        _Pragma("unroll") for (int c = 0; c < 3; c++) {                                                 \
+            int ic = order == 0 ? c * r * r + ii * r + j : (ii * r + j) * 3 + c;                       \
+            out[i * 3 + c] = BST(XLD(x[p * (3 * r * r) + ic]) + BLD(BST(acc[c])));                      \
+        }                                                                                               \
+    }                                                                                                   \
+}
+SHUFFLE_ADD_BILINEAR(f16, u16, ld_f16, f32, float, ld_f32, st_f32)
+SHUFFLE_ADD_BILINEAR(bf16, u16, ld_bf16, f32, float, ld_f32, st_f32)
+SHUFFLE_ADD_BILINEAR(f32, float, ld_f32, f32, float, ld_f32, st_f32)
+SHUFFLE_ADD_BILINEAR(f16, u16, ld_f16, f16, u16, ld_f16, st_f16)
+SHUFFLE_ADD_BILINEAR(bf16, u16, ld_bf16, bf16, u16, ld_bf16, st_bf16)
+
 /* copy_channels8_A_B: copy_channels_A_B 8 channels a thread, in 16-byte loads and stores: c8 = c/8,
    and c, oc and at multiples of 8. */
 #define COPY_CHANNELS8(A, SA, LDA, B, SB, STB)                                                            \

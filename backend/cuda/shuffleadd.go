@@ -72,3 +72,47 @@ func (b *Backend) materialize(t *Tensor) error {
 	t.lazy, t.buf = nil, blk
 	return nil
 }
+
+var _ backend.BilinearShuffleAdder = (*Backend)(nil)
+
+// ShuffleAddBilinear returns PixelShuffle(x, r) + Resize(base, Bilinear,
+// x r), the tail of CDA-VSR, in one kernel (backend.BilinearShuffleAdder):
+// x in the storage type (or float32 on an f32 backend), base in the
+// storage type or float32 (backend.Wide), the result in base's type.
+func (b *Backend) ShuffleAddBilinear(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
+	x, err := b.tensor(xt)
+	if err != nil {
+		return nil, err
+	}
+	base, err := b.anyTensor(baset)
+	if err != nil {
+		return nil, err
+	}
+	xs, bs := x.shape, base.shape
+	os, err := check.ShuffleAddShape(xs, bs, r)
+	if err != nil {
+		return nil, err
+	}
+	if bs.C != 3 {
+		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
+	}
+	src, dst, err := check.ResizeTiles(bs, backend.Bilinear, os.H, os.W, backend.Tile{}, backend.Tile{})
+	if err != nil {
+		return nil, err
+	}
+	ay, err := b.axis(backend.Bilinear, os.H, dst.Y, dst.FullH, bs.H, src.Y, src.FullH)
+	if err != nil {
+		return nil, err
+	}
+	ax, err := b.axis(backend.Bilinear, os.W, dst.X, dst.FullW, bs.W, src.X, src.FullW)
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.allocAs(os, base.dt())
+	if err != nil {
+		return nil, err
+	}
+	return b.finish(y, b.launch("shuffle_add_bilinear_"+x.dt().String()+"_"+base.dt().String(), false, int64(os.N*os.H*os.W),
+		x.ptr(), base.ptr(), y.ptr(), int32(xs.N), int32(xs.H), int32(xs.W), int32(r), int32(order),
+		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)))
+}

@@ -325,3 +325,44 @@ func TestCopyChannels8GPU(t *testing.T) {
 		}
 	}
 }
+
+// TestShuffleAddBilinearGPU: the fused tail of CDA-VSR gives the bytes of
+// PixelShuffle, bilinear Resize and Binary add, in every type, with a
+// float32 base beside half-precision storage, in both shuffle orders.
+func TestShuffleAddBilinearGPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := rand.New(rand.NewPCG(11, 12))
+	xs, bs := backend.Shape{N: 2, H: 7, W: 9, C: 3 * 16}, backend.Shape{N: 2, H: 7, W: 9, C: 3}
+	xv, bv := randSlice(r, xs.Elems(), -1, 1), randSlice(r, bs.Elems(), 0, 1)
+	for _, dt := range []DType{F16, BF16, F32} {
+		b := open(t, dt)
+		w := backend.WideOf(b)
+		for _, wide := range []bool{false, true} {
+			if wide && w == nil {
+				continue
+			}
+			for _, order := range []backend.ShuffleOrder{backend.ShuffleCRD, backend.ShuffleDCR} {
+				x := must(t)(b.Upload(xs, xv))
+				up := b.Upload
+				if wide {
+					up = w.UploadF32
+				}
+				base := must(t)(up(bs, bv))
+				sh := must(t)(b.PixelShuffle(x, 4, order))
+				if wide {
+					sh = must(t)(w.Convert(sh, true))
+				}
+				bil := must(t)(b.Resize(base, backend.Bilinear, 28, 36, backend.Tile{}, backend.Tile{}))
+				want := got(t, b, must(t)(b.Binary(backend.OpAdd, sh, bil)))
+				y := must(t)(b.ShuffleAddBilinear(x, base, 4, order))
+				if w != nil && wide != w.IsF32(y) {
+					t.Errorf("%v wide=%v: the result's type does not follow the base's", dt, wide)
+				}
+				if g := got(t, b, y); !slices.Equal(g, want) {
+					t.Errorf("%v wide=%v order %v: differs from the separate ops (relative %.3g)", dt, wide, order, relErr(g, want))
+				}
+			}
+		}
+	}
+}

@@ -367,6 +367,53 @@ func TestGraphsGPU(t *testing.T) {
 	}
 }
 
+// TestTailGPU: the fused output tail (BilinearShuffleAdder) gives the
+// separate ops' outputs bitwise, in fp16 (float32 frames beside it) and
+// float32, over I and P steps.
+func TestTailGPU(t *testing.T) {
+	for _, dt := range []cuda.DType{cuda.F16, cuda.F32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			g := gpu(t, dt)
+			net, err := Load(g, synthFile(t, t.TempDir(), 4, nil, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer net.Close()
+			frames, mvs, ress := goldenInputs()
+			run := func(separate bool) [][]float32 {
+				net.separateTail = separate
+				in, err := net.OpenWith(gw, gh, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer in.Close()
+				var outs [][]float32
+				for k := 0; k < gsteps; k++ {
+					x, mv, res := uploadStep(net, frames[k], mvs[k], ress[k])
+					y, err := in.Step(x, mv, res, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, _ := g.Download(y)
+					outs = append(outs, v)
+					for _, t := range []backend.Tensor{x, mv, res, y} {
+						t.Free()
+					}
+				}
+				return outs
+			}
+			separate, fused := run(true), run(false)
+			for k := range separate {
+				if len(fused[k]) == 0 || relErr(fused[k], separate[k]) != 0 {
+					t.Errorf("step %d: the fused tail differs from the separate ops (relative %.3g)", k, relErr(fused[k], separate[k]))
+				}
+			}
+		})
+	}
+}
+
 // TestResumeGPU is TestResume's clip on the GPU in fp16 and float32, CUDA
 // graphs on: a run stopped before a forced reset and resumed in a new
 // session gives the frames of the run never stopped, bit for bit, scene

@@ -42,6 +42,10 @@ type Net struct {
 	h      conv
 	up     conv
 	luma   conv // RGB to luma, for the side data (unset with wide: luma32)
+	// separateTail runs the output's tail (pixel shuffle, bilinear base,
+	// sum) as separate ops on a BilinearShuffleAdder too, for the tests'
+	// comparison.
+	separateTail bool
 }
 
 // Load checks the checkpoint at path against the contract (header only)
@@ -377,6 +381,9 @@ func (n *Net) step(x, state, mv, res, offIn, next backend.Tensor, iPath bool) (b
 	u, err := keep(b.Conv2D(rec, n.up.w, n.up.p, linear))
 	if err != nil {
 		return nil, err
+	}
+	if sa, ok := b.(backend.BilinearShuffleAdder); ok && !n.separateTail {
+		return sa.ShuffleAddBilinear(u, x, n.Scale, backend.ShuffleCRD)
 	}
 	sh, err := keep(b.PixelShuffle(u, n.Scale, backend.ShuffleCRD))
 	if err != nil {
