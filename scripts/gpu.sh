@@ -39,7 +39,7 @@
 #            cpu,cpu for the device list) and the input's size (default 640x360)
 #   DEADLINE   bench pth: seconds torch.compile may take in all (default 240)
 #   EVERY, ROUNDS   bench resume: the --checkpoint-every values (default "0 60 5 1"; 0 is no
-#            journal) and the rounds over them (default 2)
+#            journal) and the rounds over them (default 2); ROUNDS also for bench cda
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -436,7 +436,7 @@ bench() {
 			[ -f $RUNDIR/cda.safetensors ] || $V checkpoint synth --family cdavsr --seed 1 -o $RUNDIR/cda.safetensors >/dev/null
 			[ -f $RUNDIR/small.mp4 ] || ffmpeg -v error -i $clip -vf scale=320:180 -c:v libx264 -crf 18 $RUNDIR/small.mp4
 			(BINPREFIX= gotest backend/cuda -test.run '^$' -test.bench 'MatchBlocks' -test.benchtime 20x 2>&1 | grep -E 'Benchmark|FAIL|panic')
-			for r in 1 2; do
+			for r in $(seq ${ROUNDS:-2}); do
 				for b in $(builds); do
 					vbench $b "round $r cdavsr 640x360" $clip --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
 					vbench $b "round $r cdavsr 320x180" $RUNDIR/small.mp4 --model $RUNDIR/cda.safetensors --frames 361 --requests 3 --no-encode
