@@ -22,21 +22,9 @@ type lazyShuffle struct {
 // same kernel writes the 8-bit frames directly. The inputs stay owned by
 // the caller; the result holds its own references to them.
 func (b *Backend) ShuffleAddNearest(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
+	x, base, os, err := b.shuffleAddArgs(xt, baset, r, false)
 	if err != nil {
 		return nil, err
-	}
-	base, err := b.tensor(baset)
-	if err != nil {
-		return nil, err
-	}
-	xs, bs := x.shape, base.shape
-	os, err := check.ShuffleAddShape(xs, bs, r)
-	if err != nil {
-		return nil, err
-	}
-	if bs.C != 3 {
-		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
 	}
 	// Hold our own references, so the caller may free its tensors.
 	lx, lb := b.share(x), b.share(base)
@@ -80,22 +68,11 @@ var _ backend.BilinearShuffleAdder = (*Backend)(nil)
 // x in the storage type (or float32 on an f32 backend), base in the
 // storage type or float32 (backend.Wide), the result in base's type.
 func (b *Backend) ShuffleAddBilinear(xt, baset backend.Tensor, r int, order backend.ShuffleOrder) (backend.Tensor, error) {
-	x, err := b.tensor(xt)
-	if err != nil {
-		return nil, err
-	}
-	base, err := b.anyTensor(baset)
+	x, base, os, err := b.shuffleAddArgs(xt, baset, r, true)
 	if err != nil {
 		return nil, err
 	}
 	xs, bs := x.shape, base.shape
-	os, err := check.ShuffleAddShape(xs, bs, r)
-	if err != nil {
-		return nil, err
-	}
-	if bs.C != 3 {
-		return nil, fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", bs.C)
-	}
 	src, dst, err := check.ResizeTiles(bs, backend.Bilinear, os.H, os.W, backend.Tile{}, backend.Tile{})
 	if err != nil {
 		return nil, err
@@ -115,4 +92,28 @@ func (b *Backend) ShuffleAddBilinear(xt, baset backend.Tensor, r int, order back
 	return b.finish(y, b.launch("shuffle_add_bilinear_"+x.dt().String()+"_"+base.dt().String(), false, int64(os.N*os.H*os.W),
 		x.ptr(), base.ptr(), y.ptr(), int32(xs.N), int32(xs.H), int32(xs.W), int32(r), int32(order),
 		ay.idx.ptr, ay.wt.ptr, int32(ay.n), ax.idx.ptr, ax.wt.ptr, int32(ax.n)))
+}
+
+// shuffleAddArgs checks the shuffle-add kernels' arguments: x in the
+// storage type, base too or (wideBase) float32, their shapes, RGB; it
+// returns them and the output's shape.
+func (b *Backend) shuffleAddArgs(xt, baset backend.Tensor, r int, wideBase bool) (x, base *Tensor, os backend.Shape, err error) {
+	if x, err = b.tensor(xt); err != nil {
+		return
+	}
+	if wideBase {
+		base, err = b.anyTensor(baset)
+	} else {
+		base, err = b.tensor(baset)
+	}
+	if err != nil {
+		return
+	}
+	if os, err = check.ShuffleAddShape(x.shape, base.shape, r); err != nil {
+		return
+	}
+	if base.shape.C != 3 {
+		err = fmt.Errorf("shuffle-add: the GPU kernel handles RGB, not %d channels", base.shape.C)
+	}
+	return
 }

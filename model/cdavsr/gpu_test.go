@@ -329,32 +329,10 @@ func TestGraphsGPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer net.Close()
-			frames, mvs, ress := goldenInputs()
-			run := func(graphs bool) ([][]float32, bool) {
-				in, err := net.OpenWith(gw, gh, graphs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer in.Close()
-				var outs [][]float32
-				// I P P P, reset, P P P, reset: every path from both buffers, twice.
-				for k := 0; k < 12; k++ {
-					f := k % gsteps
-					x, mv, res := uploadStep(net, frames[f], mvs[f], ress[f])
-					y, err := in.Step(x, mv, res, k == 4 || k == 9)
-					if err != nil {
-						t.Fatal(err)
-					}
-					v, _ := g.Download(y)
-					outs = append(outs, v)
-					for _, t := range []backend.Tensor{x, mv, res, y} {
-						t.Free()
-					}
-				}
-				return outs, in.Graphs()
-			}
-			plain, _ := run(false)
-			graphed, used := run(true)
+			// I P P P, reset, P P P, reset: every path from both buffers, twice.
+			reset := func(k int) bool { return k == 4 || k == 9 }
+			plain, _ := goldenSteps(t, net, false, 12, reset)
+			graphed, used := goldenSteps(t, net, true, 12, reset)
 			if !used {
 				t.Fatal("the instance did not use graphs")
 			}
@@ -365,6 +343,35 @@ func TestGraphsGPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenSteps runs steps steps of the golden inputs (frame k mod gsteps)
+// on a new instance of net (graphs as asked), resetting before the steps
+// reset gives (nil: none), and returns their outputs and whether the
+// instance used graphs.
+func goldenSteps(t *testing.T, net *Net, graphs bool, steps int, reset func(k int) bool) ([][]float32, bool) {
+	t.Helper()
+	frames, mvs, ress := goldenInputs()
+	in, err := net.OpenWith(gw, gh, graphs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var outs [][]float32
+	for k := 0; k < steps; k++ {
+		f := k % gsteps
+		x, mv, res := uploadStep(net, frames[f], mvs[f], ress[f])
+		y, err := in.Step(x, mv, res, reset != nil && reset(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := net.b.Download(y)
+		outs = append(outs, v)
+		for _, t := range []backend.Tensor{x, mv, res, y} {
+			t.Free()
+		}
+	}
+	return outs, in.Graphs()
 }
 
 // TestTailGPU: the fused output tail (BilinearShuffleAdder) gives the
@@ -381,30 +388,10 @@ func TestTailGPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer net.Close()
-			frames, mvs, ress := goldenInputs()
-			run := func(separate bool) [][]float32 {
-				net.separateTail = separate
-				in, err := net.OpenWith(gw, gh, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer in.Close()
-				var outs [][]float32
-				for k := 0; k < gsteps; k++ {
-					x, mv, res := uploadStep(net, frames[k], mvs[k], ress[k])
-					y, err := in.Step(x, mv, res, false)
-					if err != nil {
-						t.Fatal(err)
-					}
-					v, _ := g.Download(y)
-					outs = append(outs, v)
-					for _, t := range []backend.Tensor{x, mv, res, y} {
-						t.Free()
-					}
-				}
-				return outs
-			}
-			separate, fused := run(true), run(false)
+			net.separateTail = true
+			separate, _ := goldenSteps(t, net, false, gsteps, nil)
+			net.separateTail = false
+			fused, _ := goldenSteps(t, net, false, gsteps, nil)
 			for k := range separate {
 				if len(fused[k]) == 0 || relErr(fused[k], separate[k]) != 0 {
 					t.Errorf("step %d: the fused tail differs from the separate ops (relative %.3g)", k, relErr(fused[k], separate[k]))
