@@ -47,7 +47,8 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	}
 	var ahead *aheadInput
 	if opt.Audio != nil {
-		if ahead, err = opt.Audio.wait(ctx); ctx.Err() != nil {
+		ahead, _ = opt.Audio.wait(ctx) // failed: the join encodes the audio
+		if ctx.Err() != nil {
 			return none, fmt.Errorf("concat %q: %w", outPath, ctx.Err())
 		}
 	}
