@@ -22,10 +22,7 @@ const minFusedWaves = 8
 func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Activation, ys backend.Shape) bool {
 	return b.fused != nil && !b.NoFusedConv && b.dtype == F16 &&
 		fusedTiles(ys.N, ys.H, ys.W) >= b.fusedMin && unitConv(p, 3, 1) &&
-		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 && fusedAct(act) &&
-		// ReLU and leaky ReLU where the kernel computes no wasted
-		// channels (below 48 outputs it computes 64 and drops some).
-		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU || w.out >= 48)
+		w.in%16 == 0 && w.in <= 64 && w.out%8 == 0 && w.out <= 64 && fusedActFor(act, w.out)
 }
 
 // canFuseSmall reports whether the fused kernel computes this
@@ -36,8 +33,7 @@ func (b *Backend) canFuse(w *convWeights, p backend.ConvParams, act backend.Acti
 // 640x360 frame was a generic kernel at a few TFLOP/s
 // (docs/BENCHMARKS.md).
 func (b *Backend) canFuseSmall(w *convWeights, p backend.ConvParams, act backend.Activation) bool {
-	return b.fused != nil && !b.NoFusedConv && w.small != nil && unitConv(p, 3, 1) && fusedAct(act) &&
-		(act.Kind == backend.ActNone || act.Kind == backend.ActPReLU || w.out >= 48)
+	return b.fused != nil && !b.NoFusedConv && w.small != nil && unitConv(p, 3, 1) && fusedActFor(act, w.out)
 }
 
 // fusedConvSmall is fusedConv of a convolution canFuseSmall takes: x
@@ -51,6 +47,14 @@ func (b *Backend) fusedConvSmall(x *Tensor, w *convWeights, act backend.Activati
 	sw := *w.small
 	sw.bias = w.bias
 	return b.fusedConv(xp, &sw, act, y)
+}
+
+// fusedActFor reports whether the fused kernel computes act for a
+// convolution of out outputs: none or PReLU, or ReLU and leaky ReLU where
+// the kernel computes no wasted channels (below 48 outputs it computes 64
+// and drops some).
+func fusedActFor(act backend.Activation, out int) bool {
+	return fusedAct(act) && (act.Kind == backend.ActNone || act.Kind == backend.ActPReLU || out >= 48)
 }
 
 // fusedAct reports whether the fused kernel's PReLU epilogue computes act.
