@@ -189,6 +189,11 @@ func TestStandInFamily(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&m)
 		return resp.StatusCode, m
 	}
+	// A refused value is echoed as it was sent, not as %v prints a float64.
+	if code, m := post(`{"video_path": "in.mkv", "save_result_path": "big.mkv", "params": {"level": 2147483647}}`); code != 400 ||
+		!strings.Contains(fmt.Sprint(m["error"]), ": 2147483647: want a whole number") {
+		t.Errorf("level 2147483647: %d %v", code, m)
+	}
 	code, m := post(`{"video_path": "in.mkv", "save_result_path": "served.mkv", "params": {"level": 100}}`)
 	if code != 200 {
 		t.Fatalf("submit: %d %v", code, m)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -314,7 +315,7 @@ func byFieldName(f model.Family, name string) string {
 // convert turns a decoded JSON value into p's Go type.
 func convert(p model.Param, v any) (any, error) {
 	bad := func(want string) error {
-		return fmt.Errorf("field %q: %v: want %s", p.FieldName(), v, want)
+		return fmt.Errorf("field %q: %s: want %s", p.FieldName(), jsonText(v), want)
 	}
 	switch p.Kind {
 	case model.Int:
@@ -348,6 +349,16 @@ func convert(p model.Param, v any) (any, error) {
 		return model.Size{W: int(w), H: int(h)}, nil
 	}
 	return nil, bad("a value")
+}
+
+// jsonText prints a decoded JSON value as JSON writes it: 2147483647, not
+// the 2.147483647e+09 of %v on a float64.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // checked is the model a request runs on and its parameters, checked

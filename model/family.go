@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/vsr-dev/vsr/internal/decimal"
 )
 
 // Kind is the type of a parameter's values.
@@ -62,7 +64,7 @@ func (p Param) Parse(s string) (any, error) {
 		}
 		return v, nil
 	case Float:
-		v, err := strconv.ParseFloat(s, 64)
+		v, err := decimal.Parse(s)
 		if err != nil {
 			return nil, bad("a number")
 		}

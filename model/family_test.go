@@ -22,6 +22,8 @@ func TestParse(t *testing.T) {
 		{model.Param{Name: "scale", Kind: model.Int}, "3", 3, ""},
 		{model.Param{Name: "scale", Kind: model.Int}, "3.5", nil, "--scale"},
 		{model.Param{Name: "sr-ratio", Kind: model.Float}, "1.5", 1.5, ""},
+		{model.Param{Name: "sr-ratio", Kind: model.Float}, "1_0", nil, "--sr-ratio"},
+		{model.Param{Name: "sr-ratio", Kind: model.Float}, "Inf", nil, "--sr-ratio"},
 		{model.Param{Name: "size", Kind: model.Shape}, "2560x1440", model.Size{W: 2560, H: 1440}, ""},
 		{model.Param{Name: "size", Kind: model.Shape}, "2560x1440x3", nil, "WxH"},
 		{model.Param{Name: "size", Kind: model.Shape}, "0x10", nil, "WxH"},

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vsr-dev/vsr/internal/decimal"
 	"github.com/vsr-dev/vsr/video"
 )
 
@@ -158,7 +159,7 @@ func (a *api) preview(r *http.Request) ([]byte, error) {
 	if which != "input" && which != "output" {
 		return nil, &previewError{http.StatusBadRequest, `which: want "input" or "output"`}
 	}
-	sec, err := strconv.ParseFloat(q.Get("t"), 64)
+	sec, err := decimal.Parse(q.Get("t"))
 	if err != nil || math.IsNaN(sec) || sec < 0 || sec > 1e6 {
 		return nil, &previewError{http.StatusBadRequest, fmt.Sprintf("t: want a time in seconds from 0, got %q", q.Get("t"))}
 	}

@@ -340,7 +340,7 @@ func TestPreview(t *testing.T) {
 		}
 	}
 	for query, want := range map[string]int{
-		"?t=0&which=both": 400, "?t=-1&which=input": 400, "?t=NaN&which=input": 400, "?t=abc&which=input": 400,
+		"?t=0&which=both": 400, "?t=-1&which=input": 400, "?t=NaN&which=input": 400, "?t=abc&which=input": 400, "?t=1_0&which=input": 400, "?t=0x1p3&which=input": 400,
 		"?which=input": 400, "?t=1e9&which=input": 400, "?t=30&which=output": 422,
 	} {
 		if code, b := get(query); code != want {

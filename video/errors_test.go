@@ -410,7 +410,7 @@ func TestRational(t *testing.T) {
 			t.Errorf("ParseRational(%q) = %v, %v, want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "x", "1/0", "a/b"} {
+	for _, bad := range []string{"", "x", "1/0", "a/b", "2_5", "0x19", "Inf", "NaN"} {
 		if _, err := ParseRational(bad); err == nil {
 			t.Errorf("ParseRational(%q) succeeded", bad)
 		}

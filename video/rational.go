@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vsr-dev/vsr/internal/decimal"
 )
 
 // Rational is an exact frame rate such as 24000/1001 frames per second.
@@ -64,8 +66,8 @@ func ParseRational(s string) (Rational, error) {
 	if n, err := strconv.Atoi(s); err == nil {
 		return Rational{n, 1}, nil
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	f, err := decimal.Parse(s)
+	if err != nil || math.IsInf(f, 0) {
 		return Rational{}, bad
 	}
 	return rationalFromDecimal(f, 0.01), nil
