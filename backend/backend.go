@@ -333,7 +333,10 @@ type UNet interface {
 type Norm interface {
 	// GroupNorm normalises each frame's channels in groups consecutive
 	// groups, each over all of the frame's pixels (PyTorch's GroupNorm).
-	GroupNorm(x Tensor, groups int, scale, shift Tensor, eps float32) (Tensor, error)
+	// res, when not nil, is a tensor of x's shape added to the result in
+	// the same pass (a block's skip connection: GroupNorm(x) + res, the
+	// sum rounded once to the storage type).
+	GroupNorm(x Tensor, groups int, scale, shift Tensor, eps float32, res Tensor) (Tensor, error)
 	// ChannelNorm normalises each pixel's channels (a LayerNorm over
 	// channels, channels-first).
 	ChannelNorm(x Tensor, scale, shift Tensor, eps float32) (Tensor, error)

@@ -77,8 +77,8 @@
 //     (global average pooling) and ScaleChannels (per-channel gates): the
 //     ops of Real-CUGAN's U-Nets. Absent: graphs with those layers are
 //     refused, naming the op.
-//   - Norm: GroupNorm and ChannelNorm, with a scale and shift per
-//     channel (RealPLKSR). Absent: graphs with those layers are refused,
+//   - Norm: GroupNorm (with a residual added in the same pass) and
+//     ChannelNorm, with a scale and shift per channel (RealPLKSR). Absent: graphs with those layers are refused,
 //     naming the op.
 //   - Stored: DownloadStored and UploadStored, a tensor's bytes in the
 //     storage type (SwiftVR's saved states). Absent: Download and Upload

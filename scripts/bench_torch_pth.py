@@ -10,6 +10,9 @@ same files.
   compile DIR  time torch.compile of the same networks (DEADLINE seconds in
                all, default 240: the networks left when it passes are named
                and skipped)
+  profile DIR  torch.profiler's CUDA kernel table of 3 forwards, eager and
+               torch.compile (where each kernel's time goes, to set beside
+               vsr's ncu summary)
 
 Each line: NAME, the FLOPs of its convolutions per frame (2 per
 multiply-add, counted by forward hooks: what vsr's figure is divided by as
@@ -17,7 +20,7 @@ well), the median milliseconds of ITERS (default 10) synchronised
 forwards after warm-up, frames/s and TFLOP/s. cuDNN benchmark mode, TF32
 off.
 
-Usage: python3 scripts/bench_torch_pth.py save|compile DIR [NAME ...]
+Usage: python3 scripts/bench_torch_pth.py save|compile|profile DIR [NAME ...]
 """
 import os
 import sys
@@ -89,6 +92,20 @@ def timed(f, x, iters, warm):
     return ms[len(ms) // 2]
 
 
+def profiled(label, f, x):
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad():
+        for _ in range(3):
+            f(x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                f(x)
+            torch.cuda.synchronize()
+    print("-- %s: kernels of 3 forwards" % label)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=20, max_name_column_width=90), flush=True)
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     names = sys.argv[3:] or list(NETS)
@@ -108,6 +125,10 @@ def main():
             torch.save(m.state_dict(), os.path.join(out, name + ".pth"))
         x = torch.rand(1, 3, H, W, device="cuda").half()
         m = m.cuda().half()
+        if mode == "profile":
+            profiled(name + " eager fp16", m, x)
+            profiled(name + " torch.compile fp16", torch.compile(m), x)
+            continue
         f = flops(m, x)
         t0 = time.time()
         fn = torch.compile(m) if mode == "compile" else m

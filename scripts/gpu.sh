@@ -12,7 +12,7 @@
 #                                   uninterrupted runs: SwiftVR tiny (one device, a device list in
 #                                   chunks and in sequence), CDA-VSR
 #   scripts/gpu.sh bench [SUITE...] (GPU host) benchmarks: compact depth x4plus cdavsr swiftvr fp8
-#                                   ranks kernels serve resume pth encode profile cda (default: compact depth x4plus cdavsr kernels)
+#                                   ranks kernels serve resume pth encode profile pthprofile cda (default: compact depth x4plus cdavsr kernels)
 #   scripts/gpu.sh live [FAMILY]    (GPU host) live streams at several rates: compact, swiftvr, cdavsr
 #   scripts/gpu.sh all              (GPU host) test, check, resume, bench
 #   scripts/gpu.sh golden-pth [DIR] (GPU host) the .pth golden fixtures of scripts/golden_pth.py
@@ -431,6 +431,9 @@ bench() {
 		profile)
 			profile_bench
 			;;
+		pthprofile)
+			pth_profile
+			;;
 		cda)
 			say "CDA-VSR x4 fp16 whole files, 361 frames, --no-encode, and the compact model (builds alternate)"
 			[ -f $RUNDIR/cda.safetensors ] || $V checkpoint synth --family cdavsr --seed 1 -o $RUNDIR/cda.safetensors >/dev/null
@@ -509,6 +512,23 @@ profile_bench() {
 			$V bench $in --device cuda --model $RUNDIR/cda.safetensors --frames 96 --requests 1 --no-encode --graphs off >/dev/null 2>$OUT/ncu.err || tail -3 $OUT/ncu.err
 		$PY scripts/ncu_summary.py $OUT/ncu-cda.csv
 		cp $OUT/ncu-cda.csv $OUT/ncu-cda-$(basename $in).csv
+	done
+}
+
+# where a .pth network's time goes (PTH, default realplksr_x4): ncu's kernel
+# summary of vsr's last of 4 one-frame batches, then torch.profiler's
+# tables of PyTorch eager and torch.compile on the same network
+pth_profile() {
+	command -v ncu >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+	local d=$RUNDIR/pth-bench n
+	for n in ${PTH:-realplksr_x4}; do
+		[ -f $d/$n.pth ] || $PY scripts/bench_torch_pth.py save $d $n >/dev/null
+		say "ncu: $n fp16, 4 frames at 640x360, one a batch; the last quarter of the kernels"
+		ncu --metrics gpu__time_duration.sum --csv --print-units base --log-file $OUT/ncu-$n.csv \
+			$V bench $clip --device cuda --model $d/$n.pth --frames 4 --batch 1 --requests 1 --no-encode >/dev/null 2>$OUT/ncu.err || tail -3 $OUT/ncu.err
+		$PY scripts/ncu_summary.py $OUT/ncu-$n.csv 4
+		say "torch.profiler: $n"
+		$PY scripts/bench_torch_pth.py profile $d $n 2>&1 | grep -v Warning
 	done
 }
 

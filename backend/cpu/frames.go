@@ -292,13 +292,24 @@ func (b *Backend) ScaleChannels(xt, st backend.Tensor) (backend.Tensor, error) {
 }
 
 // GroupNorm normalises each frame's channel groups over its pixels, in
-// float64 (backend.Norm).
-func (b *Backend) GroupNorm(xt backend.Tensor, groups int, scale, shift backend.Tensor, eps float32) (backend.Tensor, error) {
+// float64, and adds res (backend.Norm).
+func (b *Backend) GroupNorm(xt backend.Tensor, groups int, scale, shift backend.Tensor, eps float32, rt backend.Tensor) (backend.Tensor, error) {
 	x, a, c, err := b.normArgs(xt, groups, scale, shift)
 	if err != nil {
 		return nil, err
 	}
 	s := x.shape
+	var res []float32
+	if rt != nil {
+		r, err := b.tensor(rt)
+		if err != nil {
+			return nil, err
+		}
+		if err := check.NormAdd(s, r.shape); err != nil {
+			return nil, err
+		}
+		res = r.Data
+	}
 	px, cg := s.H*s.W, s.C/groups
 	out := b.alloc(s)
 	b.parallel(s.N*groups, func(i int) {
@@ -320,6 +331,14 @@ func (b *Backend) GroupNorm(xt backend.Tensor, groups int, scale, shift backend.
 		for p := 0; p < px; p++ {
 			for k := g * cg; k < (g+1)*cg; k++ {
 				dst[p*s.C+k] = float32((float64(frame[p*s.C+k])-mean)*r)*a.Data[k] + c.Data[k]
+			}
+		}
+		if res != nil {
+			add := res[n*px*s.C:][:px*s.C]
+			for p := 0; p < px; p++ {
+				for k := g * cg; k < (g+1)*cg; k++ {
+					dst[p*s.C+k] += add[p*s.C+k]
+				}
 			}
 		}
 	})

@@ -264,8 +264,20 @@ func TestOpsAgainstCPU(t *testing.T) {
 		}
 		both(t, dt, "group norm", func(b backend.Backend) (backend.Tensor, error) {
 			a, c := affine(b)
-			return b.(backend.Norm).GroupNorm(up(b, s, x), 4, a, c, 1e-5)
+			return b.(backend.Norm).GroupNorm(up(b, s, x), 4, a, c, 1e-5, nil)
 		})
+		// 4 groups of 16 and 8 of 8 channels run 8 channels a thread, 16
+		// groups of 4 the scalar kernels; x+3 has a mean far from 0.
+		shifted := make([]float32, len(x))
+		for i, v := range x {
+			shifted[i] = v + 3
+		}
+		for _, groups := range []int{4, 8, 16} {
+			both(t, dt, fmt.Sprintf("group norm, %d groups, + residual", groups), func(b backend.Backend) (backend.Tensor, error) {
+				a, c := affine(b)
+				return b.(backend.Norm).GroupNorm(up(b, s, shifted), groups, a, c, 1e-5, up(b, s, y))
+			})
+		}
 		both(t, dt, "channel norm", func(b backend.Backend) (backend.Tensor, error) {
 			a, c := affine(b)
 			return b.(backend.Norm).ChannelNorm(up(b, s, x), a, c, 1e-6)

@@ -593,6 +593,80 @@ KERNELS(bf16, u16, ld_bf16, st_bf16)
 HALF_KERNELS(bf16, ld_bf16, st_bf16)
 KERNELS(f32, float, ld_f32, st_f32)
 
+/* GroupNorm 8 channels a thread, for c and the group's channels cg multiples of 8 (unet.go's
+   GroupNorm): group_stats8 sums, group_finalize turns the sums into each channel's mean and
+   rstd * scale once, group_apply8 normalises (and adds a residual). */
+#define GROUP_NORM8(T, S, LD, ST)                                                                       \
+/* group_stats8: stats[f*groups + g] += (sum, sum of squares) of group g of frame f. Thread t reads   \
+   channel vector v = t % nv (nv = c/8, blockDim.x = nv * pixels a block) of the pixels t / nv,       \
+   stepping by all the blocks' pixels, sums its 8 values in float and its pixels in double; lanes of  \
+   one v meet by shuffles (when nv divides 32), then in shared memory, then one atomic per group and   \
+   block. Launch: grid (chunks, n), block nv * (256 / nv); groups <= 64; stats zeroed first. */       \
+extern "C" __global__ void group_stats8_##T(const uint4* __restrict__ x, double* __restrict__ stats,    \
+                                            int px, int c, int cg) {                                   \
+    const int VI = sizeof(S) / 2;                                                                      \
+    __shared__ double sh[128];                                                                         \
+    int nv = c / 8, ppb = blockDim.x / nv, v = threadIdx.x % nv, f = blockIdx.y, groups = c / cg;     \
+    for (int i = threadIdx.x; i < 2 * groups; i += blockDim.x) sh[i] = 0.0;                            \
+    __syncthreads();                                                                                   \
+    double s = 0.0, q = 0.0;                                                                           \
+    if (threadIdx.x < nv * ppb)                                                                        \
+        for (int p = blockIdx.x * ppb + threadIdx.x / nv; p < px; p += gridDim.x * ppb) {               \
+            union { uint4 u[VI]; S e[8]; } a;                                                          \
+            long long o = ((long long)f * px + p) * nv + v;                                            \
+            for (int k = 0; k < VI; k++) a.u[k] = x[o * VI + k];                                       \
+            float ps = 0.0f, pq = 0.0f;                                                                \
+            for (int k = 0; k < 8; k++) { float e = LD(a.e[k]); ps += e; pq += e * e; }                \
+            s += ps; q += pq;                                                                          \
+        }                                                                                              \
+    bool lead = threadIdx.x < nv * ppb;                                                                \
+    if (32 % nv == 0 && blockDim.x % 32 == 0) {                                                        \
+        for (int o = nv; o < 32; o <<= 1) { s += __shfl_xor_sync(0xffffffffu, s, o); q += __shfl_xor_sync(0xffffffffu, q, o); } \
+        lead = lead && (threadIdx.x % 32) < nv;                                                        \
+    }                                                                                                  \
+    if (lead) { int g = v * 8 / cg; atomicAdd(&sh[2 * g], s); atomicAdd(&sh[2 * g + 1], q); }         \
+    __syncthreads();                                                                                   \
+    for (int i = threadIdx.x; i < 2 * groups; i += blockDim.x) atomicAdd(&stats[2 * f * groups + i], sh[i]); \
+}                                                                                                      \
+/* group_apply8: out = (x - mean[f][ch]) * ar[f][ch] + shift[ch] (+ res), 8 channels a thread, the    \
+   pixels of frame blockIdx.y; ma holds (mean, rstd * scale) per frame and channel (group_finalize);   \
+   res may be 0. Launch: grid (chunks, n), block 256. */                                              \
+extern "C" __global__ void group_apply8_##T(const uint4* __restrict__ x, const float* __restrict__ ma,  \
+                                            const float* __restrict__ shift, const uint4* __restrict__ res, \
+                                            uint4* __restrict__ out, int px, int c) {                  \
+    const int VI = sizeof(S) / 2;                                                                      \
+    int nv = c / 8, f = blockIdx.y;                                                                    \
+    const float* m = ma + 2LL * f * c;                                                                 \
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)px * nv; i += gridDim.x * blockDim.x) { \
+        union { uint4 u[VI]; S e[8]; } a, r;                                                           \
+        long long o = ((long long)f * px * nv + i) * VI;                                               \
+        int ch = (i % nv) * 8;                                                                         \
+        for (int k = 0; k < VI; k++) a.u[k] = x[o + k];                                                \
+        if (res) for (int k = 0; k < VI; k++) r.u[k] = res[o + k];                                     \
+        for (int k = 0; k < 8; k++) {                                                                  \
+            float y = (LD(a.e[k]) - m[2 * (ch + k)]) * m[2 * (ch + k) + 1] + shift[ch + k];            \
+            if (res) y += LD(r.e[k]);                                                                  \
+            a.e[k] = ST(y);                                                                            \
+        }                                                                                              \
+        for (int k = 0; k < VI; k++) out[o + k] = a.u[k];                                              \
+    }                                                                                                  \
+}
+GROUP_NORM8(f16, u16, ld_f16, st_f16)
+GROUP_NORM8(bf16, u16, ld_bf16, st_bf16)
+GROUP_NORM8(f32, float, ld_f32, st_f32)
+
+/* group_finalize: ma[2*(f*c + ch)] and the next = (mean, rstd * scale[ch]) of channel ch's group in frame f, from
+   group_stats8's sums over cnt values (in double). One thread per frame and channel. */
+extern "C" __global__ void group_finalize(const double* __restrict__ stats, const float* __restrict__ scale,
+                                          float* __restrict__ ma, int n, int c, int cg, double cnt, float eps) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * c) return;
+    int f = i / c, ch = i % c, fg = f * (c / cg) + ch / cg;
+    double mean = stats[2 * fg] / cnt, var = fmax(stats[2 * fg + 1] / cnt - mean * mean, 0.0);
+    ma[2 * i] = (float)mean;
+    ma[2 * i + 1] = (float)(1.0 / sqrt(var + (double)eps)) * scale[ch];
+}
+
 /* copy_block8: copy_block_wW 16 bytes at a time (every size and offset in 16-byte chunks). */
 extern "C" __global__ void copy_block8(const uint4* __restrict__ src, uint4* __restrict__ dst, long long rows, long long n,
                                        long long ss, long long so, long long ds, long long d0) {

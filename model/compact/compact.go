@@ -468,8 +468,9 @@ func (m *Graph) untile(format string, args ...any) {
 }
 
 // fuse folds a PReLU/ReLU that is the only reader of a convolution's output
-// into the convolution, and an Eltwise sum a*conv(x) + y into the
-// convolution (its weights scaled by a, y added before the activation).
+// into the convolution, an Eltwise sum a*conv(x) + y into the
+// convolution (its weights scaled by a, y added before the activation),
+// and a sum GroupNorm(x) + y into the GroupNorm (RealPLKSR's blocks).
 // It then prepares the weights, and, on backends that have the kernel,
 // fuses a pixel shuffle plus nearest-upsampled skip connection into one
 // op.
@@ -487,7 +488,11 @@ func (m *Graph) fuse() error {
 				continue
 			}
 		}
-		if c := m.foldSum(o, producer, pos); c != nil {
+		c := m.foldSum(o, producer, pos)
+		if c == nil {
+			c = m.foldNormAdd(o, producer, pos)
+		}
+		if c != nil {
 			producer[o.out], pos[o.out] = c, pos[c.out]
 			c.out = o.out
 			continue
@@ -543,6 +548,27 @@ func (m *Graph) foldSum(o *op, producer map[int]*op, pos map[int]int) *op {
 		}
 		c.in = append(c.in, res)
 		return c
+	}
+	return nil
+}
+
+// foldNormAdd returns the GroupNorm a sum o of two blobs folds into,
+// having given it o's other input as its residual: the GroupNorm's output
+// is read by o alone, and the residual is computed before it.
+func (m *Graph) foldNormAdd(o *op, producer map[int]*op, pos map[int]int) *op {
+	if (o.kind != opBinary || o.binop != backend.OpAdd) && (o.kind != opEltwise || o.binop != backend.OpAdd || o.coef != nil) || len(o.in) != 2 {
+		return nil
+	}
+	for k := 0; k < 2; k++ {
+		n, res := producer[o.in[k]], o.in[1-k]
+		if n == nil || n.kind != opNorm || n.groups == 0 || len(n.in) != 1 || m.uses[n.out] != 1 || res == n.out {
+			continue
+		}
+		if p, ok := pos[res]; !ok || p >= pos[n.out] {
+			continue
+		}
+		n.in = append(n.in, res)
+		return n
 	}
 	return nil
 }

@@ -319,3 +319,26 @@ func TestPthLacksOps(t *testing.T) {
 		}
 	}
 }
+
+// TestPthFusesNormAdd checks that RealPLKSR's blocks end in one op: the
+// GroupNorm with the block's input as its residual, no separate sum.
+func TestPthFusesNormAdd(t *testing.T) {
+	m, err := loadPth(cpu.New(0), filepath.Join(testutil.PthDir, "realplksr_x4.pth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := m.(*graphModel).g
+	norms, fused := 0, 0
+	for _, o := range g.ops {
+		if o.kind == opNorm && o.groups > 0 {
+			norms++
+			if len(o.in) == 2 {
+				fused++
+			}
+		}
+	}
+	if norms == 0 || fused != norms {
+		t.Errorf("%d of %d GroupNorms carry their block's sum", fused, norms)
+	}
+}

@@ -75,7 +75,11 @@ func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.Channels(in, o.at, o.n)
 		case opNorm:
 			if o.groups > 0 {
-				y, err = m.b.(backend.Norm).GroupNorm(in, o.groups, o.scale, o.shift, o.eps)
+				var res backend.Tensor
+				if len(o.in) > 1 {
+					res = vals[o.in[1]]
+				}
+				y, err = m.b.(backend.Norm).GroupNorm(in, o.groups, o.scale, o.shift, o.eps, res)
 			} else {
 				y, err = m.b.(backend.Norm).ChannelNorm(in, o.scale, o.shift, o.eps)
 			}

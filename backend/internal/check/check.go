@@ -211,6 +211,14 @@ func PadSource(i, n, lo, hi int, mode backend.PadMode) int {
 	return a + j
 }
 
+// NormAdd checks GroupNorm's residual's shape r against x's, s.
+func NormAdd(s, r backend.Shape) error {
+	if r != s {
+		return fmt.Errorf("norm: a residual of shape %v for a tensor %v", r, s)
+	}
+	return nil
+}
+
 // Norm checks GroupNorm(x, groups, scale, shift) (ChannelNorm: groups 1)
 // on a tensor of shape s with scale and shift of shapes a and b.
 func Norm(s backend.Shape, groups int, a, b backend.Shape) error {
