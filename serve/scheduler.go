@@ -106,16 +106,19 @@ func isTemporary(name string) bool {
 	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
 }
 
-// uploadName matches the names vsr gives uploads (upload-UUID.EXT), so
-// that a user's own files in a shared input root are never swept.
-var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,9})?$`)
+// uploadName matches the names vsr gives uploads (upload-OWNER-UUID.EXT,
+// OWNER the instance that stored it, see uploadPath; upload-UUID.EXT from
+// versions before owners), so that a user's own files in a shared input
+// root are never swept. Its first group is the owner.
+var uploadName = regexp.MustCompile(`^upload-(?:([0-9a-f]{16})-)?[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,9})?$`)
 
-// sweepUploads removes the uploads in the input root that no pending or
-// running task reads: left by a crash between storing an upload and
-// storing its task, or by a task whose end was not recorded. An upload
-// whose task another process is storing holds a lock (see owner.go), and
-// the tasks are read again once the candidates are locked, so that a task
-// stored meanwhile keeps its upload.
+// sweepUploads removes the uploads in the input root that this instance
+// stored (see mayRemoveUpload) and that none of its pending or running
+// tasks reads: left by a crash between storing an upload and storing its
+// task, or by a task whose end was not recorded. An upload whose task
+// another process is storing holds a lock (see owner.go), and the tasks
+// are read again once the candidates are locked, so that a task stored
+// meanwhile keeps its upload.
 func (s *Service) sweepUploads() {
 	used := func(ts iter.Seq[*Task]) map[string]bool {
 		u := map[string]bool{}
@@ -135,7 +138,7 @@ func (s *Service) sweepUploads() {
 	}()
 	ents, _ := os.ReadDir(s.cfg.InputRoot)
 	for _, e := range ents {
-		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !inUse[e.Name()] {
+		if e.Type().IsRegular() && s.mayRemoveUpload(e.Name()) && !inUse[e.Name()] {
 			if l := tryLockExisting(filepath.Join(s.cfg.InputRoot, e.Name())); l != nil {
 				held = append(held, l)
 			}
