@@ -266,7 +266,7 @@ func (a *api) create(w http.ResponseWriter, hr *http.Request, req *Request, uplo
 	if upload != "" {
 		// The hidden name is ".upload-RANDOM[.ext]": keep only its extension.
 		ext := filepath.Ext(strings.TrimPrefix(filepath.Base(upload), "."))
-		t.Input, t.Upload = filepath.Join(a.cfg.InputRoot, uploadPrefix+newID()+ext), true
+		t.Input, t.Upload = a.svc.uploadPath(ext), true
 		req.VideoPath = t.Input
 		t.Request.VideoPath = t.Input
 	} else if t.Input, err = resolveInput(a.cfg.InputRoot, req.VideoPath); err != nil {

@@ -396,6 +396,8 @@ func (w *jsWork) Ack() error    { return w.m.Ack() }
 func (w *jsWork) Nak() error    { return w.m.Nak() }
 func (w *jsWork) Term() error   { return w.m.Term() }
 
+func (w *jsWork) NakAfter(d time.Duration) error { return w.m.NakWithDelay(d) }
+
 func (w *jsWork) InProgress() error { return w.m.InProgress() }
 
 func (w *jsWork) Delivered() (int, error) {

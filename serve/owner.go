@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,7 +28,9 @@ import (
 //     directory whose names start with ".BASE." or ".STEM." (STEM: BASE
 //     without its extension), with any number of leading dots.
 //   - An upload in progress holds a lock on its own file (".upload-*"),
-//     from its first byte until its task is stored.
+//     from its first byte until its task is stored. A stored upload holds
+//     none: its name carries the id of the instance that stored it, which
+//     alone sweeps it (see uploads.go).
 //
 // The lock protocol: the holder creates the lock file, locks it, then
 // checks that the name still leads to the file it locked (a sweeper may
@@ -56,9 +59,11 @@ type ownerLock struct {
 }
 
 // lockPath creates (when missing) and locks the file at path, waiting up
-// to wait for another holder to let go.
-func lockPath(path string, wait time.Duration) (*ownerLock, error) {
+// to wait (or until ctx ends) for another holder to let go: it looks again
+// after 20 ms, then twice as long each time, up to a second.
+func lockPath(ctx context.Context, path string, wait time.Duration) (*ownerLock, error) {
 	deadline := time.Now().Add(wait)
+	pause := 20 * time.Millisecond
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscallNoFollow|syscall.O_NONBLOCK, 0o600)
 		if err != nil {
@@ -75,10 +80,15 @@ func lockPath(path string, wait time.Duration) (*ownerLock, error) {
 		if err != nil && !errors.Is(err, errBusy) {
 			return nil, err
 		}
-		if err != nil && time.Now().After(deadline) {
+		if err != nil && !time.Now().Before(deadline) {
 			return nil, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(pause, max(time.Until(deadline), time.Millisecond))):
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
@@ -117,17 +127,35 @@ func (l *ownerLock) release(remove bool) {
 	l.f.Close()
 }
 
-// lockOutput takes the lock of a task writing output (see above); it
-// waits a few seconds for a sweeper, and fails if another process runs a
-// task on the same output.
-func lockOutput(output string) (*ownerLock, error) {
+// outputLockWait is how long a task waits for another process to let go
+// of its output's lock (a sweeper's start, an output another instance
+// writes) before it fails; leasedLockWait is how long a worker's task
+// waits (see runOne): the holder may be a worker frozen past its lease,
+// which stops once it runs again.
+var outputLockWait, leasedLockWait = 5 * time.Second, 30 * time.Second
+
+// errOutputBusy says that another process holds an output's lock.
+type errOutputBusy struct{ output string }
+
+func (e *errOutputBusy) Error() string {
+	return fmt.Sprintf("save_result_path %s is being written by another vsr process sharing the output root: wait for it, or choose another path", e.output)
+}
+
+func (e *errOutputBusy) Unwrap() error { return errBusy }
+
+// lockOutput takes the lock of a task writing output (see above), waiting
+// up to wait, or until ctx ends, for another holder to let go. shown names
+// the output in errors (output may be a path through a descriptor).
+func lockOutput(ctx context.Context, output, shown string, wait time.Duration) (*ownerLock, error) {
 	p := filepath.Join(filepath.Dir(output), "."+filepath.Base(output)+lockSuffix)
-	l, err := lockPath(p, 5*time.Second)
-	if errors.Is(err, errBusy) {
-		return nil, fmt.Errorf("save_result_path %s is being written by another vsr process sharing the output root: wait for it, or choose another path", output)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock save_result_path %s: %w", output, err)
+	l, err := lockPath(ctx, p, wait)
+	switch {
+	case errors.Is(err, errBusy):
+		return nil, &errOutputBusy{shown}
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("lock save_result_path %s: %v", shown, unwrapPath(err))
 	}
 	return l, nil
 }

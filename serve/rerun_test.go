@@ -81,7 +81,7 @@ func TestRerunKeepsOthersTemporaries(t *testing.T) {
 			t.Errorf("the interrupted run's %s stayed: %s", n, got)
 		}
 	}
-	if l, err := lockOutput(filepath.Join(out, "clip.mkv")); err == nil {
+	if l, err := lockOutput(context.Background(), filepath.Join(out, "clip.mkv"), "clip.mkv", 0); err == nil {
 		l.release(false)
 		t.Error("a second lock on clip.mkv was taken while its task ran")
 	}

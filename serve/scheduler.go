@@ -106,16 +106,19 @@ func isTemporary(name string) bool {
 	return strings.HasPrefix(name, ".") && (strings.Contains(name, ".vsr-") || strings.HasPrefix(name, ".upload-"))
 }
 
-// uploadName matches the names vsr gives uploads (upload-UUID.EXT), so
-// that a user's own files in a shared input root are never swept.
-var uploadName = regexp.MustCompile(`^upload-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,9})?$`)
+// uploadName matches the names vsr gives uploads (upload-OWNER-UUID.EXT,
+// OWNER the instance that stored it, see uploadPath; upload-UUID.EXT from
+// versions before owners), so that a user's own files in a shared input
+// root are never swept. Its first group is the owner.
+var uploadName = regexp.MustCompile(`^upload-(?:([0-9a-f]{16})-)?[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}(\.[a-z0-9]{1,9})?$`)
 
-// sweepUploads removes the uploads in the input root that no pending or
-// running task reads: left by a crash between storing an upload and
-// storing its task, or by a task whose end was not recorded. An upload
-// whose task another process is storing holds a lock (see owner.go), and
-// the tasks are read again once the candidates are locked, so that a task
-// stored meanwhile keeps its upload.
+// sweepUploads removes the uploads in the input root that this instance
+// stored (see mayRemoveUpload) and that none of its pending or running
+// tasks reads: left by a crash between storing an upload and storing its
+// task, or by a task whose end was not recorded. An upload whose task
+// another process is storing holds a lock (see owner.go), and the tasks
+// are read again once the candidates are locked, so that a task stored
+// meanwhile keeps its upload.
 func (s *Service) sweepUploads() {
 	used := func(ts iter.Seq[*Task]) map[string]bool {
 		u := map[string]bool{}
@@ -135,7 +138,7 @@ func (s *Service) sweepUploads() {
 	}()
 	ents, _ := os.ReadDir(s.cfg.InputRoot)
 	for _, e := range ents {
-		if e.Type().IsRegular() && uploadName.MatchString(e.Name()) && !inUse[e.Name()] {
+		if e.Type().IsRegular() && s.mayRemoveUpload(e.Name()) && !inUse[e.Name()] {
 			if l := tryLockExisting(filepath.Join(s.cfg.InputRoot, e.Name())); l != nil {
 				held = append(held, l)
 			}
@@ -589,7 +592,7 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	var lock *ownerLock
 	if openErr == nil {
 		// Held while the task's temporaries live: no sweep removes them.
-		lock, openErr = lockOutput(work.Output)
+		lock, openErr = lockOutput(ctx, work.Output, orig.Output, lockWait(t))
 		output, work.Output = work.Output, resultTemp(work.Output)
 	}
 	if openErr == nil && orig.Rerun {
@@ -679,9 +682,10 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	cancel()
 	s.mu.Lock()
 	rerun := again(t, err, parent)
+	handBack := !rerun && s.handBack(t, openErr)
 	s.mu.Unlock()
 	if openErr == nil && !rerun { // over: its journal is of no use (see journal.go)
-		removeJournal(files.out, output, s.log)
+		removeJournal(files.out, orig.Output, s.log) // named as the client knows it in the log
 	}
 	lock.release(true)
 
@@ -703,9 +707,10 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 		}
 	case t.cancelAsked:
 		t.Status, t.Error = Cancelled, "task cancelled by user"
-	case rerun:
-		// Shutting down, or a worker that lost its lease: the task runs
-		// again at the next start, or on another worker, from its journal.
+	case rerun || handBack:
+		// Shutting down, a worker that lost its lease, or one that found
+		// the output locked: the task runs again at the next start, or on
+		// another worker, from its journal.
 		t.Status, t.Ended, t.FramesDone, t.Rerun = Pending, nil, 0, true
 		t.Attempts--
 	default:
@@ -731,6 +736,32 @@ func (s *Service) runOne(parent, ctx context.Context, t *Task) {
 	// A task's frames and buffers are garbage now: give the memory back to
 	// the system instead of keeping the heap at its peak between tasks.
 	debug.FreeOSMemory()
+}
+
+// lockWait is how long task t waits for its output's lock: a worker's
+// (delivered by the work queue) leasedLockWait, else outputLockWait.
+func lockWait(t *Task) time.Duration {
+	if t.msg != nil {
+		return leasedLockWait
+	}
+	return outputLockWait
+}
+
+// handBack reports whether a worker's task t, whose run could not start
+// because another process held its output's lock (openErr) for all of
+// leasedLockWait, goes back to the work queue, to come again after
+// AckWait (t.retryIn), rather than fail: while it has attempts left, since
+// the holder may be a worker frozen past its lease, which stops once it
+// runs again. These hand-backs count as attempts, so that an output
+// locked for good fails its task in the end. s.mu is held.
+func (s *Service) handBack(t *Task, openErr error) bool {
+	var busy *errOutputBusy
+	if t.msg == nil || t.cancelAsked || !errors.As(openErr, &busy) || t.Attempts >= s.cfg.MaxAttempts {
+		return false
+	}
+	t.retryIn = s.cfg.AckWait
+	s.log.Warn("the task's output is locked by another process: handing the task back", "task", t.ID, "retry_in", t.retryIn)
+	return true
 }
 
 // again reports whether task t, whose run ended with err, is to run

@@ -149,6 +149,7 @@ type Service struct {
 	closeErr  error
 
 	uploads uploadBudget // Config.MaxUploadTotal
+	owner   string       // this instance's id, in its uploads' names (uploads.go)
 
 	allow []allowRule // Config.StreamAllow
 	live  streams     // the live sessions
@@ -237,6 +238,10 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 		cluster:  cluster{hashes: map[string]string{}},
 		events:   newEventHub(),
 		previews: newPreviews(),
+	}
+	if s.owner, err = openOwner(cfg.Data); err != nil {
+		st.Close()
+		return nil, err
 	}
 	s.placement = place(s)
 	s.wq, _ = st.(WorkQueue)

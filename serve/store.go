@@ -119,9 +119,10 @@ type Work interface {
 	// included.
 	Delivered() (int, error)
 	// Ack settles the task as done, Nak hands it to another worker now,
-	// Term drops it for good.
+	// NakAfter after delay, Term drops it for good.
 	Ack() error
 	Nak() error
+	NakAfter(delay time.Duration) error
 	Term() error
 	// InProgress renews the lease without waiting; Renew renews it and
 	// waits up to timeout for the server's answer.

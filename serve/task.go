@@ -179,6 +179,7 @@ type Task struct {
 	msg         Work          // a worker's task: its delivery from the work queue
 	unsub       func()        // and the end of its cancel subscription
 	in, out     string        // a worker's task: its paths under the worker's roots (see localPaths)
+	retryIn     time.Duration // a worker's task handed back for its output's lock (handBack): its delay
 }
 
 // newID returns a random task id (UUID v4 form, as LightX2V's).

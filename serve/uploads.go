@@ -2,15 +2,19 @@ package serve
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -289,6 +293,93 @@ func (a *api) slowUpload() string {
 
 // uploadPrefix starts the name of an upload stored for a task.
 const uploadPrefix = "upload-"
+
+// Instances that share an input root (each with its own --data) tell
+// their uploads apart by the id in their names: the id of the instance
+// that stored it, made at its first start and kept in its data directory
+// (ownerFile). An instance's sweep removes only its own uploads that none
+// of its tasks reads (its tasks are in its store, which only it reads),
+// and those of versions before ids, as they did; another instance's stay,
+// whether that instance runs or not: it may start again with their tasks
+// pending, and it sweeps its own.
+
+// ownerFile is the name of the file in the data directory that holds the
+// instance's id.
+const ownerFile = "instance-id"
+
+// ownerIDPattern is what ownerFile holds (and a newline).
+var ownerIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// uploadPath is the path in the input root of a new upload of this
+// instance, with the extension ext (".mp4", or none).
+func (s *Service) uploadPath(ext string) string {
+	return filepath.Join(s.cfg.InputRoot, uploadPrefix+s.owner+"-"+newID()+ext)
+}
+
+// mayRemoveUpload reports whether name is that of an upload the sweep of
+// this instance may remove: its own, or one stored by a version before
+// owners.
+func (s *Service) mayRemoveUpload(name string) bool {
+	m := uploadName.FindStringSubmatch(name)
+	return m != nil && (m[1] == "" || m[1] == s.owner)
+}
+
+// openOwner returns the id of the instance whose data directory is data
+// (see ownerFile), making it at the first start. It is written whole to a
+// temporary and linked to its name, which fails if another process made
+// it meanwhile: processes starting at once on one data directory agree.
+func openOwner(data string) (string, error) {
+	p := filepath.Join(data, ownerFile)
+	for range 2 {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			id := strings.TrimSuffix(string(b), "\n")
+			if !ownerIDPattern.MatchString(id) {
+				return "", fmt.Errorf("%s holds no instance id (16 hex digits): restore it from a backup, or remove it (this instance then never removes the uploads it stored before)", p)
+			}
+			return id, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("read this instance's id: %w", err)
+		}
+		if err := writeOwner(data, p); err != nil {
+			return "", fmt.Errorf("make this instance's id in %s: %w", data, err)
+		}
+	}
+	return "", fmt.Errorf("%s was removed as it was made: start again", p)
+}
+
+// writeOwner makes a new id at p, in data, unless p exists.
+func writeOwner(data, p string) error {
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(data, ".instance-id-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	var b [8]byte
+	rand.Read(b[:])
+	_, err = f.WriteString(hex.EncodeToString(b[:]) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	err = os.Link(f.Name(), p)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made by another process: read it
+	}
+	if err != nil { // a filesystem without hard links
+		err = os.Rename(f.Name(), p)
+	}
+	return err
+}
 
 // rateReader fails reads once the body has arrived more slowly than min
 // bytes/s on average after a grace period, by moving the connection's read

@@ -49,7 +49,7 @@ func (s worker) await(ctx context.Context) (*Task, context.Context) { return s.p
 // ran counts a graceful stop, not a failed delivery, and removes the
 // task's copy of its upload: the API removes the upload.
 func (s worker) ran(t *Task) {
-	if t.Status == Pending && !t.lost { // interrupted by a stop, not by a lost lease
+	if t.Status == Pending && !t.lost && t.retryIn == 0 { // interrupted by a stop, not by a lost lease or a lock (handBack)
 		t.HandedBack++
 	}
 	s.dropUpload(t)
@@ -364,9 +364,10 @@ func (s worker) heartbeat(ctx context.Context, t *Task, m Work) {
 }
 
 // release settles the message of a task a worker ran: acknowledged when
-// the task is over and its record says so, handed back at once when the
-// worker stopped before, or when the final record could not be written
-// (the task then runs again rather than stay "processing" for ever).
+// the task is over and its record says so, handed back after a delay when
+// its output was locked (handBack), at once when the worker stopped
+// before, or when the final record could not be written (the task then
+// runs again rather than stay "processing" for ever).
 func (s worker) release(t *Task) {
 	if t.unsub != nil {
 		t.unsub()
@@ -388,6 +389,8 @@ func (s worker) release(t *Task) {
 		t.msg = nil
 	case saved:
 		t.msg.Ack()
+	case t.retryIn > 0:
+		t.msg.NakAfter(t.retryIn)
 	default:
 		t.msg.Nak()
 	}
