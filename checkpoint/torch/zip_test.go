@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // TestLoadFixtures: the hand-made files load as the objects they hold.
