@@ -33,7 +33,7 @@ func loads(data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return finish(v, u.tensors, 1<<20)
+	return Options{}.finish(v, u.tensors, 1<<20, nil)
 }
 
 // Short names for the pickle builders.
