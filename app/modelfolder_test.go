@@ -10,6 +10,7 @@ import (
 
 	"github.com/vsr-dev/vsr/app"
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 	"github.com/vsr-dev/vsr/model"
 	"github.com/vsr-dev/vsr/model/arch"
 	"github.com/vsr-dev/vsr/model/arch/archtest"
@@ -37,8 +38,10 @@ func TestStateDictFamily(t *testing.T) {
 }
 
 // TestMetadataModelFolder: the service's metadata lists the models in
-// the models folder with their architectures, and a state dict there
-// loads as a served model named by its path.
+// the models folder with their architectures, and a .pth it cannot read
+// (4 MB whose record inflates to 4 GiB of zeros) with its error, without
+// inflating it; a state dict there loads as a served model named by its
+// path.
 func TestMetadataModelFolder(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("VSR_MODELS", dir)
@@ -47,6 +50,8 @@ func TestMetadataModelFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a model"), 0o644)
+	const numel = 1 << 30
+	pthtest.WriteZeros(t, filepath.Join(dir, "bomb.pth"), pthtest.Dict("w", pthtest.Tensor("FloatStorage", "0", numel, 0, []int{numel}, []int{1})), "0", 4*numel)
 	devs, err := app.OpenDevices("cpu", "auto")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +63,9 @@ func TestMetadataModelFolder(t *testing.T) {
 	defer run.Close()
 	var buf bytes.Buffer
 	json.NewEncoder(&buf).Encode(run.Metadata())
-	for _, want := range []string{`"model_folder":{"models":[{"file":"2x-tiny.safetensors","architecture":"SRVGGNetCompact","scale":2,"runs":true}]`, `"architecture":"SRVGGNetCompact","family":"compact"`} {
+	for _, want := range []string{`"model_folder":{"models":[{"file":"2x-tiny.safetensors","architecture":"SRVGGNetCompact","scale":2,"runs":true},{"file":"bomb.pth","runs":false,"error":"torch: `,
+		`bomb.pth\": its tensors reach 4294967296 bytes (4.0 GiB) of storage data, more than the limit of 2147483648 bytes (2.0 GiB) for one file: the file is damaged or crafted, or far larger than a super-resolution model"}]`,
+		`"architecture":"SRVGGNetCompact","family":"compact"`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("metadata %s\nwant %s", buf.String(), want)
 		}

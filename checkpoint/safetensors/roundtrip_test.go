@@ -1,7 +1,7 @@
 package safetensors
 
 import (
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 	"github.com/vsr-dev/vsr/tensor/half"
 
 	"bytes"

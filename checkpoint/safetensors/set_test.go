@@ -3,7 +3,7 @@ package safetensors
 import (
 	"encoding/json"
 	"errors"
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 	"os"
 	"path/filepath"
 	"slices"

@@ -2,7 +2,7 @@ package safetensors
 
 import (
 	"encoding/binary"
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 	"slices"
 	"strconv"
 	"strings"

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
 	"github.com/vsr-dev/vsr/checkpoint/safetensors"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // w is a 2-element float tensor pickle with storage key k.

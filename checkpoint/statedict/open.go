@@ -59,8 +59,14 @@ func OpenWithSkipped(path string) (*Dict, []Skipped, error) {
 
 // OpenHeader is [OpenWithSkipped] without the tensors' values: the Dict's
 // keys, shapes and types are Open's, and every Data is nil. Of a
-// .safetensors file it reads only the header; a torch.save file keeps its
-// storages inside its pickle's framing, so it is read whole.
+// .safetensors file it reads only the header; of a torch.save zip, its
+// pickle and the sizes of its records, never their data (torch.Options'
+// Header), so that a record built to inflate without end costs nothing
+// here; a legacy torch.save file is read, as its storages follow its
+// pickle, but none is copied. A torch.save file whose tensors would be
+// refused by Open (more data than torch.DefaultMaxBytes, a deflated
+// record holding more than its tensors use) is refused by OpenHeader
+// too.
 func OpenHeader(path string) (*Dict, []Skipped, error) {
 	return open(path, true)
 }
@@ -72,15 +78,7 @@ func open(path string, header bool) (*Dict, []Skipped, error) {
 	case err == nil:
 		return openSafetensors(path, header)
 	case errors.Is(err, safetensors.ErrPickle):
-		d, skipped, err := openTorch(path)
-		if err == nil && header {
-			for _, k := range d.Keys {
-				t := *d.Tensors[k]
-				t.Data = nil
-				d.Tensors[k] = &t
-			}
-		}
-		return d, skipped, err
+		return openTorch(path, header)
 	}
 	return nil, nil, err
 }
@@ -136,9 +134,10 @@ func openSafetensors(path string, header bool) (*Dict, []Skipped, error) {
 	return build(path, entries, f.Metadata())
 }
 
-// openTorch reads a torch.save file and finds its state dict.
-func openTorch(path string) (*Dict, []Skipped, error) {
-	v, err := torch.Load(path)
+// openTorch reads a torch.save file (no storage, with header set) and
+// finds its state dict.
+func openTorch(path string, header bool) (*Dict, []Skipped, error) {
+	v, err := torch.Options{Header: header}.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}

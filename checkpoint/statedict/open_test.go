@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // fixture is a file of testdata/pth, made by scripts/handmade_pth.py.

@@ -41,7 +41,13 @@
 // it: a storage's element count against the bytes the file holds for it, a
 // tensor's offset, sizes and strides against its storage, integer and string
 // lengths against the bytes left, and the interpreter's stack and memo
-// against fixed bounds. Tensors that view part of a storage share its bytes
+// against fixed bounds. Of each storage only the bytes its tensors' views
+// reach are read, never what a zip record says it holds, which the file
+// itself sets: the views' bytes together must stay within
+// [Options.MaxBytes] ([DefaultMaxBytes]) before any storage is read, a
+// deflated record may hold no more than its tensors use, and is inflated
+// once to check its size and CRC before memory is allocated for it. [Options.Header] reads the
+// pickle and checks all of this without reading any storage. Tensors that view part of a storage share its bytes
 // when the view is contiguous and get a contiguous copy otherwise; big-endian
 // zip files are converted to little-endian. Errors are one line naming the
 // file.

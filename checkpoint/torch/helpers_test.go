@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // fixture is a file of testdata/pth, made by scripts/handmade_pth.py.
@@ -33,7 +33,7 @@ func loads(data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return finish(v, u.tensors, 1<<20)
+	return Options{}.finish(v, u.tensors, 1<<20, nil)
 }
 
 // Short names for the pickle builders.

@@ -18,8 +18,9 @@ const legacyProtocol = 1001
 // readLegacy reads torch.save's legacy format: the magic number, protocol
 // version, sys_info and object pickles, the pickled list of storage keys,
 // then each storage as an 8-byte little-endian element count and its
-// little-endian elements (torch/serialization.py, _legacy_save).
-func readLegacy(r io.ReaderAt, size int64) (any, error) {
+// little-endian elements (torch/serialization.py, _legacy_save). The file
+// is read whole (its storages are its own bytes; nothing is inflated).
+func (o Options) readLegacy(r io.ReaderAt, size int64) (any, error) {
 	if size > math.MaxInt {
 		return nil, fmt.Errorf("file of %d bytes is too large for this platform", size)
 	}
@@ -67,7 +68,7 @@ func readLegacy(r io.ReaderAt, size int64) (any, error) {
 	if err := readLegacyStorages(u, storages); err != nil {
 		return nil, err
 	}
-	return finish(obj, u.tensors, 2*size)
+	return o.finish(obj, u.tensors, 2*size, nil)
 }
 
 // readLegacyStorages reads the storage key list and the storages after it.

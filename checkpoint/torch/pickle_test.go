@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // TestPlainValues: the same plain values pickled by Python with protocols

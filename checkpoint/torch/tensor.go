@@ -78,8 +78,9 @@ var dtypeNames = map[string]DType{
 
 // Tensor is a tensor read from a torch.save file: its element type, shape
 // (outermost first; empty for a scalar) and its elements, contiguous in
-// row-major order and little-endian. Data may share memory with other
-// tensors that viewed the same storage: treat it as read-only.
+// row-major order and little-endian (nil when read with [Options.Header]).
+// Data may share memory with other tensors that viewed the same storage:
+// treat it as read-only.
 type Tensor struct {
 	DType DType
 	Shape []int
@@ -89,29 +90,36 @@ type Tensor struct {
 }
 
 // storage is one persistent storage: a key into the file's storages, its
-// element type and its element count as the pickle declared them.
+// element type and its element count as the pickle declared them, and the
+// bytes its tensors reach.
 type storage struct {
 	key   string
 	dtype DType
 	numel int64
-	data  []byte // once read
+	// need is the bytes from the storage's start that its tensors' views
+	// reach (the largest view end); only these are read.
+	need int64
+	data []byte // once read: at least need bytes
 }
 
-// view is a tensor's place in its storage, in the tensor's elements.
+// view is a tensor's place in its storage, in the tensor's elements: end
+// is one past the last element it reaches (0 for an empty view).
 type view struct {
 	st     *storage
 	offset int64
 	size   []int64
 	stride []int64
+	end    int64
 }
 
 // maxDim bounds every declared tensor dimension and stride.
 const maxDim = 1 << 40
 
 // newView checks a tensor's offset, sizes and strides against numel, its
-// storage's declared size in the tensor's elements, and returns the view. No memory is
-// allocated for the tensor's data here. A tensor never has more elements
-// than its storage (torch.save writes no expanded views of state dicts).
+// storage's declared size in the tensor's elements, and returns the view,
+// whose end is where it stops in the storage. No memory is allocated for
+// the tensor's data here. A tensor never has more elements than its
+// storage (torch.save writes no expanded views of state dicts).
 func newView(st *storage, numel, offset int64, size, stride []int64) (*view, error) {
 	if len(size) != len(stride) {
 		return nil, fmt.Errorf("tensor has %d sizes but %d strides", len(size), len(stride))
@@ -149,6 +157,7 @@ func newView(st *storage, numel, offset int64, size, stride []int64) (*view, err
 	if last >= numel {
 		return nil, fmt.Errorf("tensor at offset %d is outside its storage of %d elements", offset, numel)
 	}
+	v.end = last + 1
 	return v, nil
 }
 
@@ -167,8 +176,9 @@ func (v *view) contiguous() bool {
 
 // materialize sets t's shape and data from its view of a storage whose data
 // has been read: a slice of the storage when the view is contiguous, a copy
-// otherwise. copied counts the bytes copied so far against budget.
-func (t *Tensor) materialize(copied *int64, budget int64) error {
+// otherwise; with header set, only the shape. copied counts the bytes
+// copied so far against budget.
+func (t *Tensor) materialize(header bool, copied *int64, budget int64) error {
 	v := t.view
 	e := int64(t.DType.Size())
 	n := int64(1)
@@ -179,6 +189,7 @@ func (t *Tensor) materialize(copied *int64, budget int64) error {
 	}
 	t.view = nil
 	switch {
+	case header:
 	case n == 0:
 		t.Data = []byte{}
 	case v.contiguous():

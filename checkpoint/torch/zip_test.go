@@ -6,9 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 
-	"github.com/vsr-dev/vsr/checkpoint/internal/pthtest"
+	"github.com/vsr-dev/vsr/internal/pthtest"
 )
 
 // TestLoadFixtures: the hand-made files load as the objects they hold.
@@ -169,4 +172,90 @@ func TestFileErrors(t *testing.T) {
 		t.Errorf("absent file: %v", err)
 	}
 	pthtest.CheckOneLine(t, func() error { _, err := Load(dir); return err }(), dir, "not a regular file")
+}
+
+// allocated is the bytes the heap allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestZipBomb: a 4 MB zip whose one record inflates to 4 GiB of zeros,
+// declared as 2^30 floats, is refused at once with one line, having
+// allocated a few MB at most: when its tensor views the whole storage
+// (more tensor data than one file may hold) and when it views 16 floats
+// (a deflated record holding more than its tensors use).
+func TestZipBomb(t *testing.T) {
+	dir := t.TempDir()
+	const numel = 1 << 30
+	for _, tc := range []struct {
+		name string
+		size int
+		want string
+	}{
+		{"all.pth", numel, "its tensors reach 4294967296 bytes (4.0 GiB) of storage data, more than the limit of 2147483648 bytes (2.0 GiB) for one file"},
+		{"few.pth", 16, `record "archive/data/0" holds 4294967296 bytes, more than its tensors use (64 bytes): the file is damaged or crafted`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name)
+			pthtest.WriteZeros(t, p, pthtest.Dict("w", pthtest.Tensor("FloatStorage", "0", numel, 0, []int{tc.size}, []int{1})), "0", 4*numel)
+			if st, err := os.Stat(p); err != nil || st.Size() > 8<<20 {
+				t.Fatalf("the bomb: %v, %d bytes", err, st.Size())
+			}
+			var err error
+			start := time.Now()
+			a := allocated(func() { _, err = Load(p) })
+			if d := time.Since(start); a > 32<<20 || d > 5*time.Second {
+				t.Errorf("reading it allocated %d MB in %v, want under 32 MB within 5 s", a>>20, d)
+			}
+			pthtest.CheckOneLine(t, err, p, tc.want)
+		})
+	}
+}
+
+// TestZipOptions: Options.Header reads shapes and no storage, MaxBytes
+// bounds a file's tensor data, and a storage larger than its tensors'
+// views is read only as far as they reach: stored, it reads; deflated,
+// it is refused, never inflated.
+func TestZipOptions(t *testing.T) {
+	dir := t.TempDir()
+	const numel = 1 << 21 // 8 MiB of zeros, deflated to 8 kB
+	p := filepath.Join(dir, "zeros.pth")
+	pthtest.WriteZeros(t, p, pthtest.Dict("w", pthtest.Tensor("FloatStorage", "0", numel, 0, []int{numel}, []int{1})), "0", 4*numel)
+	var v any
+	var err error
+	if a := allocated(func() { v, err = Load(p) }); err != nil || a > 12<<20 {
+		t.Fatalf("whole: %v, allocated %d MB, want under 12", err, a>>20)
+	}
+	w, _ := v.(*Dict).Get("w")
+	if d := w.(*Tensor).Data; len(d) != 4*numel || !bytes.Equal(d, make([]byte, 4*numel)) {
+		t.Errorf("whole: %d bytes, want %d zeros", len(d), 4*numel)
+	}
+	if a := allocated(func() { v, err = Options{Header: true}.Load(p) }); err != nil || a > 1<<20 {
+		t.Fatalf("header: %v, allocated %d kB, want under 1 MB", err, a>>10)
+	}
+	w, _ = v.(*Dict).Get("w")
+	if tn := w.(*Tensor); tn.Data != nil || !slices.Equal(tn.Shape, []int{numel}) || tn.DType != F32 {
+		t.Errorf("header: %+v", tn)
+	}
+	for _, o := range []Options{{MaxBytes: 4 << 20}, {MaxBytes: 4 << 20, Header: true}} {
+		_, err := o.Load(p)
+		pthtest.CheckOneLine(t, err, p, "its tensors reach 8388608 bytes (8.0 MiB) of storage data, more than the limit of 4194304 bytes (4.0 MiB)")
+	}
+	part := pthtest.Dict("w", pthtest.Tensor("FloatStorage", "0", 12, 2, []int{3}, []int{1}))
+	st := map[string][]byte{"0": pthtest.F32(12)}
+	stored := pthtest.WriteZip(t, dir, "stored.pth", "archive", part, st, zip.Store)
+	if v, err := Load(stored); err != nil {
+		t.Error(err)
+	} else if w, _ := v.(*Dict).Get("w"); !bytes.Equal(w.(*Tensor).Data, pthtest.F32(5)[8:]) {
+		t.Errorf("stored part: % x", w.(*Tensor).Data)
+	}
+	deflated := pthtest.WriteZip(t, dir, "deflated.pth", "archive", part, st, zip.Deflate)
+	for _, o := range []Options{{}, {Header: true}} {
+		_, err := o.Load(deflated)
+		pthtest.CheckOneLine(t, err, deflated, `record "archive/data/0" holds 48 bytes, more than its tensors use (20 bytes)`)
+	}
 }

@@ -156,6 +156,10 @@ it whole).`,
 				fmt.Fprintf(w, "%s\tx%d\t%s; %s\n", f.Name, f.Scale, f.Description, state)
 			}
 			for _, m := range stateDicts(dir) {
+				if m.Error != "" {
+					fmt.Fprintf(w, "%s\t\tunreadable model file in the models folder: %s\n", m.File, m.Error)
+					continue
+				}
 				state := "vsr runs it"
 				if !m.Runs {
 					state = m.Why

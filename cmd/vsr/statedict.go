@@ -16,13 +16,15 @@ import (
 )
 
 // inspectStateDict says what the state dict at path is and what graph vsr
-// runs of it (or prints the graph's .param, with showParam).
+// runs of it (or prints the graph's .param, with showParam). The
+// architecture is told from the file's header (names, shapes, types);
+// the tensors are read only to build the graph of one vsr runs.
 func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) error {
-	d, err := arch.Open(path, false)
+	h, err := arch.Open(path, true)
 	if err != nil {
 		return err
 	}
-	info, err := arch.Detect(d)
+	info, err := arch.Detect(h)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -31,6 +33,10 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 	var param []byte
 	runErr := info.Check()
 	if runErr == nil {
+		d, err := arch.Open(path, false)
+		if err != nil {
+			return err
+		}
 		g, err := arch.Build(info, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -111,7 +117,7 @@ func inspectStateDict(cmd *cobra.Command, path string, asJSON, showParam bool) e
 // files are listed as fetchable models).
 func stateDicts(dir string) []compact.FolderModel {
 	fm, _ := compact.Folder(dir)
-	var out []compact.FolderModel
+	out := []compact.FolderModel{}
 	for _, m := range fm {
 		if !strings.HasSuffix(m.File, ".param") {
 			out = append(out, m)

@@ -23,10 +23,12 @@ import (
 // Entries that are not F32, F16 or BF16 tensors are left out
 // ([OpenWithSkipped] lists them).
 //
-// With header set, a .safetensors file's header is all that is read. A
-// torch.save file must be read whole; its header is kept, keyed by the
-// path, size and modification time, so that Sniff, which runs on every
-// model.Find, reads each .pth once. The Dict returned with header set may
+// With header set, a .safetensors file's header is all that is read, and
+// of a torch.save file its pickle, never a storage's data
+// (statedict.OpenHeader): Detect needs only the names, shapes and types.
+// A torch.save file's header (or its error) is kept, keyed by the path,
+// size and modification time, so that Sniff, which runs on every
+// model.Find, parses each .pth once. The Dict returned with header set may
 // be shared: treat it as read-only.
 func Open(path string, header bool) (*statedict.Dict, error) {
 	if header {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vsr-dev/vsr/backend"
@@ -91,43 +92,80 @@ type FolderModel struct {
 	File string `json:"file"`
 	// Architecture is the state dict's ("ESRGAN (Real-ESRGAN keys)"), or
 	// "ncnn graph" for a .param.
-	Architecture string `json:"architecture"`
+	Architecture string `json:"architecture,omitempty"`
 	Scale        int    `json:"scale,omitempty"`
 	// Runs says whether vsr runs it; Why says why not.
 	Runs bool   `json:"runs"`
 	Why  string `json:"why,omitempty"`
+	// Error is why a model file could not be read (one line), or why a
+	// state dict with an architecture's keys is not one of it; the file
+	// has no Architecture then.
+	Error string `json:"error,omitempty"`
 }
 
 // Folder lists the models in dir (not its subfolders): ncnn .param files
 // and state dicts of the architectures package arch recognises, read
-// from their headers only. A folder that does not exist has none.
+// from their headers only (the names, shapes and types of the tensors:
+// no tensor data is read or inflated), and, with their errors, the model
+// files that cannot be read (a PyTorch pickle, or a file named .pth, .pt,
+// .ckpt or .safetensors). Other files and state dicts of no architecture
+// arch knows (another family's, as a CDA-VSR checkpoint) are left out. A
+// folder that does not exist has none.
 func Folder(dir string) ([]FolderModel, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return []FolderModel{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []FolderModel
+	out := []FolderModel{}
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
 		if strings.HasSuffix(e.Name(), ".param") {
 			out = append(out, FolderModel{File: e.Name(), Architecture: "ncnn graph", Runs: true})
 			continue
 		}
-		info, _, ok := arch.Sniff(path)
-		if !ok {
-			continue
+		if m, ok := folderModel(dir, e.Name()); ok {
+			out = append(out, m)
 		}
-		m := FolderModel{File: e.Name(), Architecture: info.Title(), Scale: info.Scale, Runs: info.Check() == nil}
-		if !m.Runs {
-			m.Why = info.Check().Error()
-		}
-		out = append(out, m)
 	}
 	return out, nil
+}
+
+// folderModel is Folder's entry for the file name in dir, if it lists it.
+func folderModel(dir, name string) (FolderModel, bool) {
+	path := filepath.Join(dir, name)
+	d, err := arch.Open(path, true)
+	if err != nil {
+		return FolderModel{File: name, Error: err.Error()}, isModelFile(path)
+	}
+	info, err := arch.Detect(d)
+	if errors.Is(err, arch.ErrUnknown) {
+		return FolderModel{}, false
+	}
+	if err != nil {
+		return FolderModel{File: name, Error: fmt.Sprintf("%s: %v", path, err)}, true
+	}
+	arch.Name(info, path)
+	m := FolderModel{File: name, Architecture: info.Title(), Scale: info.Scale, Runs: info.Check() == nil}
+	if !m.Runs {
+		m.Why = info.Check().Error()
+	}
+	return m, true
+}
+
+// modelExts are the names of state dict files, whatever their content
+// (an ncnn .bin is not one).
+var modelExts = []string{".pth", ".pt", ".ckpt", ".safetensors"}
+
+// isModelFile reports whether the file at path is meant as a state dict:
+// a PyTorch pickle, or named as one.
+func isModelFile(path string) bool {
+	if errors.Is(safetensors.CheckNotPickle(path), safetensors.ErrPickle) {
+		return true
+	}
+	return slices.Contains(modelExts, strings.ToLower(filepath.Ext(path)))
 }

@@ -1,11 +1,15 @@
 // Package pthtest builds torch.save pickles and files for the tests of
-// packages checkpoint/torch and checkpoint/statedict, opcode by opcode, in
-// the layout torch/serialization.py writes.
+// the packages that read them (checkpoint/torch, checkpoint/statedict, the
+// model folder's listing), opcode by opcode, in the layout
+// torch/serialization.py writes.
 package pthtest
 
 import (
 	"archive/zip"
+	"bytes"
+	"compress/flate"
 	"encoding/binary"
+	"hash/crc32"
 	"math"
 	"os"
 	"slices"
@@ -104,6 +108,88 @@ func WriteZip(t testing.TB, dir, name, top, pkl string, storages map[string][]by
 		t.Fatal(err)
 	}
 	return path
+}
+
+// ZeroChunk is the step, in bytes, of the zero runs WriteZeros writes.
+const ZeroChunk = 1 << 20
+
+// WriteZeros writes at path a torch.save zip holding the pickle pkl
+// (without a trailing STOP) and one storage, archive/data/<key>, of n zero
+// bytes (n a multiple of ZeroChunk) deflated about 1000 to 1 (a zip bomb,
+// when n is large). It holds a few MB at most and takes about a second
+// for 4 GiB: the deflate stream of a long zero run is one compressed
+// chunk repeated, so a chunk is compressed once and written n/ZeroChunk
+// times.
+func WriteZeros(t testing.TB, path, pkl, key string, n int64) {
+	t.Helper()
+	if n <= 0 || n%ZeroChunk != 0 {
+		t.Fatalf("WriteZeros: %d bytes is not a multiple of %d", n, ZeroChunk)
+	}
+	first, repeat, tail := zeroStream(t)
+	chunks := n / ZeroChunk
+	zero := make([]byte, ZeroChunk)
+	sum := crc32.NewIEEE()
+	for range chunks {
+		sum.Write(zero)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	for _, r := range []struct{ name, data string }{{"data.pkl", Proto2 + pkl + "."}, {"byteorder", "little"}, {"version", "3\n"}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "archive/" + r.name, Method: zip.Store})
+		if err == nil {
+			_, err = w.Write([]byte(r.data))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "archive/data/" + key, Method: zip.Deflate, CRC32: sum.Sum32(),
+		CompressedSize64: uint64(len(first) + int(chunks-1)*len(repeat) + len(tail)), UncompressedSize64: uint64(n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Write(first)
+	for i := int64(1); i < chunks && err == nil; i++ {
+		_, err = w.Write(repeat)
+	}
+	if err == nil {
+		_, err = w.Write(tail)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zeroStream compresses zero chunks, each ended by a sync flush so that
+// each is whole bytes: first is the first chunk's stream, repeat that of
+// every later one (the test fails unless the second and third agree),
+// tail the stream's end.
+func zeroStream(t testing.TB) (first, repeat, tail []byte) {
+	var buf bytes.Buffer
+	fw, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := make([]byte, ZeroChunk)
+	var parts [][]byte
+	for range 3 {
+		fw.Write(zero)
+		fw.Flush()
+		parts = append(parts, bytes.Clone(buf.Bytes()))
+		buf.Reset()
+	}
+	fw.Close()
+	if !bytes.Equal(parts[1], parts[2]) {
+		t.Fatal("WriteZeros: the deflate streams of two zero chunks differ; compress the zeros instead")
+	}
+	return parts[0], parts[1], bytes.Clone(buf.Bytes())
 }
 
 // F32 is the little-endian float32 bytes of n values 1, 2, ..., n.
