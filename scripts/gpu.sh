@@ -38,6 +38,8 @@
 #   RESUME_DEVICE, RESUME_SIZE   resume: the device (default cuda; cpu runs it anywhere, with
 #            cpu,cpu for the device list) and the input's size (default 640x360)
 #   DEADLINE   bench pth: seconds torch.compile may take in all (default 240)
+#   PTH      bench pth, pthprofile: the networks (names of scripts/bench_torch_pth.py; default
+#            all five for pth, realplksr_x4 for pthprofile)
 #   EVERY, ROUNDS   bench resume: the --checkpoint-every values (default "0 60 5 1"; 0 is no
 #            journal) and the rounds over them (default 2); ROUNDS also for bench cda
 set -uo pipefail
@@ -407,11 +409,11 @@ bench() {
 		pth)
 			local d=$RUNDIR/pth-bench n
 			say ".pth architectures at their published sizes (random weights), 640x360 -> x4 in fp16: PyTorch eager, vsr, torch.compile"
-			$PY scripts/bench_torch_pth.py save $d
-			for n in esrgan_x4plus compact_x4 span_x4 cugan_x4 realplksr_x4; do
+			$PY scripts/bench_torch_pth.py save $d ${PTH:-}
+			for n in ${PTH:-esrgan_x4plus compact_x4 span_x4 cugan_x4 realplksr_x4}; do
 				for b in $(builds); do vbench $b "$n --no-encode (24 frames)" $RUNDIR/ref361.mkv --model $d/$n.pth --frames 24 --requests 3 --no-encode; done
 			done
-			DEADLINE=${DEADLINE:-240} $PY scripts/bench_torch_pth.py compile $d
+			DEADLINE=${DEADLINE:-240} $PY scripts/bench_torch_pth.py compile $d ${PTH:-}
 			;;
 		resume)
 			swck
