@@ -375,6 +375,7 @@ func TestPageInBrowser(t *testing.T) {
 		os.WriteFile(filepath.Join(svc.InputRoot(), "polled.mp4"), data, 0o644)
 		req, _ := http.NewRequest("POST", url+"/v1/tasks/video/", strings.NewReader(`{"video_path": "polled.mp4", "save_result_path": "polled_vsr.mp4"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("submit: %v %v", resp.StatusCode, err)
@@ -410,6 +411,7 @@ func TestPageInBrowser(t *testing.T) {
 		body := fmt.Sprintf(`{"input": %q, "output": "udp://%s?pkt_size=1316", "idle_timeout": 30}`, in, sink.LocalAddr())
 		req, _ := http.NewRequest("POST", url+"/v1/streams", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatalf("start a session: %v %v", resp.StatusCode, err)

@@ -367,7 +367,7 @@ func TestSlowClients(t *testing.T) {
 	// A JSON body trickled a byte every 100 ms: 408 after BodyTimeout.
 	body := `{"video_path": "a.mp4", "sr_ratio": 2, "save_result_path": "x.mp4"}`
 	start := time.Now()
-	line, err := rawStatus(addr, fmt.Sprintf("POST /v1/tasks/video/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)), body, 100*time.Millisecond)
+	line, err := rawStatus(addr, fmt.Sprintf("POST /v1/tasks/video/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)), body, 100*time.Millisecond)
 	if err != nil || !strings.Contains(line, "408") || time.Since(start) > 3*time.Second {
 		t.Errorf("trickled JSON body: %q %v after %v", line, err, time.Since(start))
 	}
@@ -375,7 +375,7 @@ func TestSlowClients(t *testing.T) {
 	// An upload trickled below MinUploadRate: 408 after the grace.
 	b := "--B\r\nContent-Disposition: form-data; name=\"video\"; filename=\"a.mp4\"\r\n\r\n" + strings.Repeat("v", 100)
 	start = time.Now()
-	line, err = rawStatus(addr, fmt.Sprintf("POST /v1/tasks/video/upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=B\r\nContent-Length: %d\r\n\r\n", len(b)+100), b, 50*time.Millisecond)
+	line, err = rawStatus(addr, fmt.Sprintf("POST /v1/tasks/video/upload HTTP/1.1\r\nHost: localhost\r\nContent-Type: multipart/form-data; boundary=B\r\nContent-Length: %d\r\n\r\n", len(b)+100), b, 50*time.Millisecond)
 	if err != nil || !strings.Contains(line, "408") || time.Since(start) > 4*time.Second {
 		t.Errorf("trickled upload: %q %v after %v", line, err, time.Since(start))
 	}
@@ -408,7 +408,7 @@ func TestSlowClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{")
+		io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{")
 		held = append(held, c)
 	}
 	time.Sleep(100 * time.Millisecond) // their first bytes read
@@ -454,7 +454,7 @@ func TestShutdownStopsWorkerFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+	io.WriteString(c, "POST /v1/tasks/video/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{")
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	cancel()

@@ -29,10 +29,10 @@ const maxJSON = 1 << 20
 // api is the HTTP API of a Service (Handler): the handlers of its routes,
 // the checks of the requests they take, uploads and live sessions. It
 // holds what they read (the Service's configuration, runner, placement
-// and work queue, its upload budget, stream allow rules and live
-// sessions) and reaches the rest of the Service only through svc's
-// scheduler methods: submit, cancel, get, list, queuePos, snapshot and
-// launch (scheduler.go).
+// and work queue, its upload budget, stream allow rules, the host names
+// it answers to and live sessions) and reaches the rest of the Service
+// only through svc's scheduler methods: submit, cancel, get, list,
+// queuePos, snapshot and launch (scheduler.go).
 type api struct {
 	cfg      *Config // the Service's, with its defaults
 	runner   Runner
@@ -42,6 +42,7 @@ type api struct {
 	svc      *Service
 	uploads  *uploadBudget
 	allow    []allowRule
+	hosts    []hostName
 	live     *streams
 	metrics  http.Handler
 	events   *eventHub
@@ -52,7 +53,7 @@ type api struct {
 func (s *Service) newAPI() *api {
 	return &api{
 		cfg: &s.cfg, runner: s.runner, place: s.placement, log: s.log, wq: s.wq, svc: s,
-		uploads: &s.uploads, allow: s.allow, live: &s.live,
+		uploads: &s.uploads, allow: s.allow, hosts: s.hosts, live: &s.live,
 		metrics: promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}),
 		events:  s.events, previews: s.previews,
 	}
@@ -65,7 +66,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/video/{$}", a.handleCreate)
 	mux.HandleFunc("POST /v1/tasks/video", a.handleCreate) // without the slash: LightX2V redirects, vsr serves it
 	mux.HandleFunc("POST /v1/tasks/{$}", a.handleCreate)   // LightX2V's deprecated alias
-	mux.HandleFunc("POST /v1/tasks/video/upload", a.handleUpload)
+	mux.HandleFunc("POST "+uploadPath, a.handleUpload)
 	mux.HandleFunc("GET /v1/tasks/{$}", a.handleList)
 	mux.HandleFunc("GET /v1/tasks/queue/status", a.handleQueue)
 	mux.HandleFunc("GET /v1/tasks/{id}/status", a.handleStatus)
@@ -102,7 +103,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return a.auth(mux)
+	return a.guard(a.auth(mux))
 }
 
 // auth requires the bearer token, when one is configured, on every
@@ -165,13 +166,18 @@ func decodeRequest(body io.Reader, req any) (int, error) {
 	if err := dec.Decode(req); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
+	// The rest of the body must be white space up to its end; an error
+	// reading it (a body trickled past its deadline: 408, or over the
+	// size limit: 413) is told as such.
+	var se *json.SyntaxError
+	_, err := dec.Token()
+	switch {
+	case err == io.EOF:
+		return 0, nil
+	case err == nil || errors.As(err, &se):
 		return http.StatusBadRequest, errors.New("invalid JSON: data after the request object")
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return http.StatusBadRequest, errors.New("invalid JSON: data after the request object")
-	}
-	return 0, nil
+	return jsonError(err)
 }
 
 func jsonError(err error) (int, error) {

@@ -174,6 +174,9 @@ func (e *env) do(method, path string, body any) (int, map[string]any, http.Heade
 		rd = bytes.NewReader(j)
 	}
 	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if e.tok != "" {
 		req.Header.Set("Authorization", "Bearer "+e.tok)
 	}

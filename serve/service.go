@@ -86,6 +86,11 @@ type Config struct {
 	// scheme://host[:port] (host * for any), with ?listen where they may
 	// listen; none: no live sessions.
 	StreamAllow []string
+	// PublicHosts are the names (NAME, or NAME:PORT for that port only)
+	// that clients may reach the HTTP API by, besides IP addresses,
+	// localhost and names under .localhost: a request whose Host header
+	// names anything else gets 421 (see guard).
+	PublicHosts []string
 	// MaxEventClients bounds the event streams open at once (GET
 	// /v1/events; 16): more get 503.
 	MaxEventClients int
@@ -152,6 +157,7 @@ type Service struct {
 	owner   string       // this instance's id, in its uploads' names (uploads.go)
 
 	allow []allowRule // Config.StreamAllow
+	hosts []hostName  // Config.PublicHosts
 	live  streams     // the live sessions
 
 	events   *eventHub // the open event streams (GET /v1/events)
@@ -201,6 +207,10 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := parsePublicHosts(cfg.PublicHosts)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range []*string{&cfg.InputRoot, &cfg.OutputRoot} {
 		if err = os.MkdirAll(*d, 0o755); err != nil {
 			return nil, err
@@ -229,7 +239,7 @@ func newService(cfg Config, r Runner, place func(*Service) placement, dial func(
 		}
 	}
 	s := &Service{
-		cfg: cfg, runner: r, allow: allow,
+		cfg: cfg, runner: r, allow: allow, hosts: hosts,
 		scheduler: scheduler{
 			st: st, log: cfg.Logger,
 			tasks: map[string]*Task{}, outputs: map[string][]string{}, queue: &fifo{},

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -64,6 +65,9 @@ type serveFlags struct {
 	readTokenFile string
 	// maxOutputPixels bounds a task's output frames (width x height).
 	maxOutputPixels int64
+	// publicHosts are the names clients reach the API by, besides IP
+	// addresses, localhost and --listen's host (serve.Config.PublicHosts).
+	publicHosts []string
 }
 
 func newServe() *cobra.Command {
@@ -92,6 +96,7 @@ served, with sr_ratio 2, 3 or 4 picking its graph (2 by default).`,
 	fl.StringVar(&f.outputRoot, "output-root", "", "directory that save_result_path must resolve inside (default DATA/output)")
 	fl.IntVar(&f.maxQueue, "max-queue", 100, "most tasks waiting in the queue; more get 503")
 	fl.StringSliceVar(&f.streamAllow, "stream-allow", nil, "URLs live sessions (POST /v1/streams) may read and write, as scheme://host[:port] (host * for any; ?listen to let them listen there), repeatable; none: no live sessions")
+	fl.StringSliceVar(&f.publicHosts, "public-host", nil, "a name clients reach the API by, NAME or NAME:PORT (repeatable): requests whose Host header names anything but an IP address, localhost, --listen's host or one of these get 421, so that a DNS name rebound to this machine reads nothing")
 	fl.Int64Var(&f.maxUpload, "max-upload", 2<<30, "largest upload in bytes; larger get 413")
 	fl.IntVar(&f.maxConns, "max-conns", 256, "most open client connections; a new one closes the longest idle one, and waits only when all are in a request")
 	fl.Int64Var(&f.maxUploadTotal, "max-upload-bytes-total", 0, "most bytes of all uploads in the input root, stored for their tasks or arriving; an upload past it gets 507 (0 = no limit)")
@@ -206,7 +211,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		Version: versionString(), Logger: log,
 		Model: cmp.Or(def.Spec, def.Model.Name()), ModelClass: def.Family.Name(),
 		MaxConns: f.maxConns, MinUploadRate: f.minUploadRate, Workers: workers,
-		StreamAllow: f.streamAllow, MaxUploadTotal: f.maxUploadTotal,
+		StreamAllow: f.streamAllow, PublicHosts: publicHosts(f), MaxUploadTotal: f.maxUploadTotal,
 		KeepFinished: f.keepFinished, KeepFinishedCount: f.keepFinishedCount,
 	}, run)
 	if err != nil {
@@ -233,6 +238,16 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 	}
 	return svc.Serve(ctx, ln)
+}
+
+// publicHosts returns the names the API answers to besides IP addresses
+// and localhost: --public-host's, and --listen's host when it is a name.
+func publicHosts(f serveFlags) []string {
+	hosts := slices.Clone(f.publicHosts)
+	if host, _, err := net.SplitHostPort(f.listen); err == nil && host != "" && net.ParseIP(host) == nil {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 // readTokenOf returns the read-only token: --read-token-file's, else

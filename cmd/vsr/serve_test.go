@@ -47,6 +47,9 @@ func (a api) call(method, path string, body any) (int, map[string]any) {
 		rd = bytes.NewReader(j)
 	}
 	req, _ := http.NewRequest(method, a.base+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.t.Fatalf("%s %s: %v", method, path, err)
