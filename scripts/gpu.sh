@@ -544,7 +544,7 @@ serve_smoke() {
 	$V serve --device cuda:0 --listen 127.0.0.1:$port --data $d 2>$d/log &
 	pid=$!
 	for i in $(seq 100); do curl -s localhost:$port/healthz >/dev/null && break; sleep 0.2; done
-	post() { curl -s localhost:$port/v1/tasks/video/ -d "$1" | tr -d '\n'; echo; }
+	post() { curl -s -H 'Content-Type: application/json' localhost:$port/v1/tasks/video/ -d "$1" | tr -d '\n'; echo; }
 	wait_task() {
 		for i in $(seq 600); do
 			s=$(curl -s localhost:$port/v1/tasks/$1/status)

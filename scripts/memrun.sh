@@ -7,7 +7,7 @@ $bin serve --device cpu --listen 127.0.0.1:$port --data $d 2>/dev/null & pid=$!
 sleep 2
 rss() { awk '/VmRSS/{print int($2/1024)}' /proc/$pid/status; }
 idle=$(rss)
-curl -s localhost:$port/v1/tasks/video/ -d '{"video_path":"clip.webm","sr_ratio":2,"max_frames":12,"save_result_path":"o.mp4","preset":"ultrafast"}' >/dev/null
+curl -s -H 'Content-Type: application/json' localhost:$port/v1/tasks/video/ -d '{"video_path":"clip.webm","sr_ratio":2,"max_frames":12,"save_result_path":"o.mp4","preset":"ultrafast"}' >/dev/null
 peak=0
 while ! curl -s localhost:$port/v1/tasks/ | grep -q completed; do r=$(rss); [ $r -gt $peak ] && peak=$r; sleep 0.2; done
 sleep 1; a1=$(rss); sleep 9; a10=$(rss)
