@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/vsr-dev/vsr/backend"
 	"github.com/vsr-dev/vsr/checkpoint/ncnn"
@@ -71,6 +72,7 @@ const (
 	opScaleCh    // in[0] times the per-channel factors in[1], a pooled blob (backend.UNet)
 	opChannels   // channels [at, at+n) of its input
 	opNorm       // GroupNorm (groups > 0) or ChannelNorm (backend.Norm)
+	opPatch      // in[0] with in[1] written over its channels from at, in place (see patchConcats)
 )
 
 // op is one executable layer. Blobs are numbered; Split layers are resolved
@@ -515,9 +517,79 @@ func (m *Graph) fuse() error {
 	}
 	m.ops = out
 	if !m.opt.CopyConcat {
+		m.patchConcats(producer)
 		m.denseBuffers()
 	}
 	return nil
+}
+
+// patchConcats rewrites a Concat of a blob a and a channel crop t of a blob
+// y that covers all of y but a's channels (RealPLKSR's partial large
+// kernel: cat(conv(y[:16]), y[16:])) into an opPatch: a written over y's
+// other channels, in y's own tensor. The crop's copy and the Concat's go
+// away. It applies when the crop is t's only reader and y's other readers
+// all come before the Concat (they see y unpatched); y is neither the
+// graph's input nor its output.
+func (m *Graph) patchConcats(producer map[int]*op) {
+	at := map[*op]int{}
+	for i, o := range m.ops {
+		at[o] = i
+	}
+	drop := map[*op]bool{}
+	for i, o := range m.ops {
+		if o.kind != opConcat || len(o.in) != 2 {
+			continue
+		}
+		for k := 0; k < 2; k++ {
+			t, a := o.in[k], o.in[1-k]
+			crop := producer[t]
+			if crop == nil || crop.kind != opChannels || m.uses[t] != 1 || drop[crop] {
+				continue
+			}
+			y := crop.in[0]
+			c := m.chans[y]
+			var into int // where a goes in y
+			switch {
+			case k == 1 && crop.at == m.chans[a] && crop.at+crop.n == c:
+				into = 0
+			case k == 0 && crop.at == 0 && crop.n+m.chans[a] == c:
+				into = crop.n
+			default:
+				continue
+			}
+			if y == m.input || y == m.output || m.pooled[y] || !m.readBefore(y, i, crop) {
+				continue
+			}
+			o.kind, o.in, o.at = opPatch, []int{y, a}, into
+			drop[crop] = true
+			break
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	var out []*op
+	for _, o := range m.ops {
+		if !drop[o] {
+			out = append(out, o)
+		}
+	}
+	m.ops = out
+	m.countUses()
+}
+
+// readBefore reports whether every reader of blob y but skip comes before
+// op index i.
+func (m *Graph) readBefore(y, i int, skip *op) bool {
+	for j, o := range m.ops {
+		if o == skip {
+			continue
+		}
+		if slices.Contains(o.reads(), y) && j >= i {
+			return false
+		}
+	}
+	return true
 }
 
 // foldSum returns the convolution an Eltwise sum o folds into, having

@@ -320,8 +320,10 @@ func TestPthLacksOps(t *testing.T) {
 	}
 }
 
-// TestPthFusesNormAdd checks that RealPLKSR's blocks end in one op: the
-// GroupNorm with the block's input as its residual, no separate sum.
+// TestPthFusesNormAdd checks that RealPLKSR's blocks end in one op, the
+// GroupNorm with the block's input as its residual (no separate sum), and
+// that each block's large-kernel convolution is written over its input's
+// channels in place (no crop of the rest, no Concat).
 func TestPthFusesNormAdd(t *testing.T) {
 	m, err := loadPth(cpu.New(0), filepath.Join(testutil.PthDir, "realplksr_x4.pth"))
 	if err != nil {
@@ -340,5 +342,17 @@ func TestPthFusesNormAdd(t *testing.T) {
 	}
 	if norms == 0 || fused != norms {
 		t.Errorf("%d of %d GroupNorms carry their block's sum", fused, norms)
+	}
+	patches, concats := 0, 0
+	for _, o := range g.ops {
+		switch o.kind {
+		case opPatch:
+			patches++
+		case opConcat:
+			concats++
+		}
+	}
+	if patches != norms || concats != 0 {
+		t.Errorf("%d patches and %d Concats for %d blocks: want each block's large-kernel Concat patched in place", patches, concats, norms)
 	}
 }

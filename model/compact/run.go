@@ -60,6 +60,10 @@ func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 			y, err = m.b.(backend.ShuffleAdder).ShuffleAddNearest(in, vals[o.in[1]], o.r, o.order)
 		case opConcat, opBuffer:
 			y, err = m.concat(o, vals)
+		case opPatch: // in[0]'s tensor, patched, becomes the output: in[0] has no later reader
+			if err = m.b.CopyChannels(in, o.at, vals[o.in[1]]); err == nil {
+				y, vals[o.in[0]] = in, nil
+			}
 		case opEltwise:
 			y, err = m.eltwise(o, vals)
 		case opPad:
@@ -98,7 +102,7 @@ func (m *Graph) forward(x backend.Tensor, rg region, fh, fw []int) (backend.Tens
 		}
 		vals[o.out] = y
 		for _, i := range o.reads() {
-			if left[i]--; left[i] == 0 && i != m.input {
+			if left[i]--; left[i] == 0 && i != m.input && vals[i] != nil {
 				vals[i].Free()
 				vals[i] = nil
 			}
