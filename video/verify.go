@@ -163,10 +163,14 @@ func (c outputCheck) diskFull() error {
 func spaceMargin(n int64) int64 { return n/64 + 64<<10 }
 
 // diskFullError says that the filesystem of the file path lacks about
-// more bytes (at least 1 MB is said).
+// more bytes, rounded up to kB below a MB and to MB above (at least 1 kB
+// is said).
 func diskFullError(path string, more int64) error {
-	mb := max((more+999_999)/1_000_000, 1)
-	return kindErrorf(ErrDiskFull, "no space left on the output's filesystem (%s): about %d MB more needed; free that much and run it again", shownDir(path), mb)
+	amount := fmt.Sprintf("%d kB", max((more+999)/1000, 1))
+	if more > 1_000_000 {
+		amount = fmt.Sprintf("%d MB", (more+999_999)/1_000_000)
+	}
+	return kindErrorf(ErrDiskFull, "no space left on the output's filesystem (%s): about %s more needed; free that much and run it again", shownDir(path), amount)
 }
 
 // shownDir names the directory of the file path as a person knows it: a

@@ -50,7 +50,7 @@ func previous(t *testing.T, path string) []byte {
 func checkDiskFull(t *testing.T, err error, out string, prev []byte) {
 	t.Helper()
 	oneLine(t, err)
-	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "no space left on the output's filesystem") || !strings.Contains(err.Error(), "MB more needed") {
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "no space left on the output's filesystem") || !strings.Contains(err.Error(), "B more needed") {
 		t.Errorf("got %v, want ErrDiskFull saying how much more room is needed", err)
 	}
 	if strings.Contains(fmt.Sprint(err), "/proc/") {

@@ -82,7 +82,7 @@ func checkFull(t *testing.T, err error, stderr string) {
 	if err == nil {
 		t.Fatalf("the restore succeeded on a full disk\n%s", stderr)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "no space left on the output's filesystem") || !strings.Contains(msg, "MB more needed") ||
+	if msg := err.Error(); !strings.Contains(msg, "no space left on the output's filesystem") || !strings.Contains(msg, "B more needed") ||
 		strings.Contains(msg, "\n") || strings.Contains(msg, "/proc/") {
 		t.Errorf("error %q: want one line saying the disk is full and how much more room is needed", msg)
 	}
