@@ -321,6 +321,9 @@ func Restore(ctx context.Context, req Request) (_ *Result, err error) {
 				rj.remove() // nothing worth keeping, or an input that cannot be restored
 			} else {
 				rj.close() // the finished parts wait for a rerun
+				if req.Resume.Kept != nil {
+					req.Resume.Kept(int(rj.j.Done()))
+				}
 			}
 		}
 	}()

@@ -54,6 +54,12 @@ type Resume struct {
 	// first frame after it is restored (Result.ResumedFrom says it again
 	// at the end).
 	Resumed func(frame int)
+	// Kept, if set, is told when a run that fails or is stopped keeps
+	// finished parts in the journal (JournalDir of the output) for the
+	// same request to resume from: the frames they hold. It is not told
+	// when nothing was kept (no part finished, a journal refused or held
+	// by another run, an input that failed).
+	Kept func(frames int)
 }
 
 // Test hooks: journaled is called after a journal is saved, with what it

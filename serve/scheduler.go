@@ -822,6 +822,7 @@ func errorType(err error) string {
 		{video.ErrTruncated, "TruncatedVideo"}, {video.ErrCorrupt, "CorruptVideo"},
 		{video.ErrExists, "OutputExists"}, {video.ErrNoFFmpeg, "NoFFmpeg"},
 		{video.ErrFormat, "InputFormat"}, {video.ErrLimit, "InputLimit"},
+		{video.ErrDiskFull, "DiskFull"}, {video.ErrIncomplete, "IncompleteOutput"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.name

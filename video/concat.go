@@ -34,11 +34,19 @@ type ConcatOptions struct {
 // streams and metadata of opt.StreamsFrom, and returns what the output
 // carries of those and drops (the parts' own colour tags and SAR stay).
 // Like an Encoder it writes a temporary file beside outPath and renames it
-// only on success.
+// only once it passed the checks Encoder.Close makes (with a packet per
+// frame of opt.Frames, when given), leaving a file at outPath as it was
+// otherwise. Before it starts it checks that the output's filesystem has
+// room for the parts' bytes and a margin (an error wrapping ErrDiskFull
+// says how much more is needed); the parts are left as they are.
 func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptions) (Carried, error) {
 	var none Carried
 	if len(parts) == 0 {
 		return none, fmt.Errorf("concat %q: no parts", outPath)
+	}
+	need := filesSize(parts)
+	if free, ok := freeSpace(filepath.Dir(outPath)); ok && free < need+spaceMargin(need) {
+		return none, diskFullError(outPath, need+spaceMargin(need)-free)
 	}
 	ext := filepath.Ext(outPath)
 	t, err := resolveTools()
@@ -92,14 +100,23 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 	args = append(args, streams.output...)
 	args = append(args, "-c:v", "copy", "-y", fileArg(tmp))
 	r := runTool(ctx, t.ffmpeg, args...)
-	if r.err != nil {
-		if ctx.Err() != nil {
-			return none, fmt.Errorf("concat %q: %w", outPath, ctx.Err())
+	if ctx.Err() != nil {
+		return none, fmt.Errorf("concat %q: %w", outPath, ctx.Err())
+	}
+	check := outputCheck{path: tmp, what: fmt.Sprintf("concat %q", outPath), tail: r.tail, sync: true, need: need}
+	if exact {
+		for _, n := range opt.Frames {
+			check.packets += n
 		}
+	}
+	if err := check.written(); err != nil {
+		return none, err
+	}
+	if r.err != nil {
 		return none, fmt.Errorf("concat %q: ffmpeg failed: %s", outPath, describe(r.tail, r.err))
 	}
-	if err := checkFile(tmp, true); err != nil {
-		return none, fmt.Errorf("concat %q: ffmpeg left no usable output (%v)", outPath, err)
+	if err := check.readBack(ctx, t); err != nil {
+		return none, err
 	}
 	if err := moveIntoPlace(tmp, outPath, opt.NoReplace); err != nil {
 		if errors.Is(err, ErrExists) {
@@ -108,4 +125,16 @@ func Concat(ctx context.Context, parts []string, outPath string, opt ConcatOptio
 		return none, fmt.Errorf("concat %q: cannot move the finished file into place: %v", outPath, err)
 	}
 	return streams.report, nil
+}
+
+// filesSize is the sum of the sizes of the files at paths (those it cannot
+// stat count 0).
+func filesSize(paths []string) int64 {
+	var n int64
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }

@@ -172,20 +172,30 @@ func countFrames(ctx context.Context, path string, t tools, info *Info) (int, er
 // ffprobe when available, else with ffmpeg's framecrc muxer (one line per
 // packet). It returns -1 when it cannot tell.
 func countPackets(ctx context.Context, path string, t tools, stream int) int {
+	n, _ := readPackets(ctx, path, t, strconv.Itoa(stream), t.input(path))
+	return n
+}
+
+// readPackets reads every packet of the stream spec ("0", "v:0") of the
+// file input opens (ffmpeg's input options, ending with its -i), without
+// decoding them, with ffprobe when available, else with ffmpeg's framecrc
+// muxer, and returns their count (-1 when it cannot tell) and the
+// reader's result: its stderr holds what it reported at the error level.
+func readPackets(ctx context.Context, path string, t tools, spec string, input []string) (int, result) {
 	if t.ffprobe != "" {
-		r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", strconv.Itoa(stream), "-count_packets",
-			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1"}, t.input(path)...)...)
+		r := runTool(ctx, t.ffprobe, append([]string{"-v", "error", "-select_streams", spec, "-count_packets",
+			"-show_entries", "stream=nb_read_packets", "-of", "default=noprint_wrappers=1:nokey=1"}, input...)...)
 		out := strings.TrimSpace(string(r.stdout))
 		if n, err := strconv.Atoi(out); err == nil {
-			return n
+			return n, r
 		}
 		if r.err == nil && out == "N/A" {
-			return 0 // what ffprobe prints for a stream without packets
+			return 0, r // what ffprobe prints for a stream without packets
 		}
-		return -1
+		return -1, r
 	}
-	args := append(append(append([]string{}, baseArgs...), t.input(path)...),
-		"-map", "0:"+strconv.Itoa(stream), "-c", "copy", "-f", "framecrc", "-")
+	args := append(append(append([]string{}, baseArgs...), input...),
+		"-map", "0:"+spec, "-c", "copy", "-f", "framecrc", "-")
 	r := runTool(ctx, t.ffmpeg, args...)
 	n := 0
 	for _, line := range strings.Split(string(r.stdout), "\n") {
@@ -193,7 +203,7 @@ func countPackets(ctx context.Context, path string, t tools, stream int) int {
 			n++
 		}
 	}
-	return n
+	return n, r
 }
 
 // renumberFilter is the filter chain the frame-counting and decoding

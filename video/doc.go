@@ -23,4 +23,13 @@
 // Their stderr is kept in a small ring buffer for error messages. Errors are
 // single lines; those about bad inputs wrap ErrNotVideo, ErrNoFrames,
 // ErrTruncated, ErrCorrupt, ErrFormat, ErrLimit or fs.ErrNotExist.
+//
+// Nothing an Encoder or Concat writes is renamed into view before it is
+// checked: ffmpeg's stderr names no write error whatever its exit status
+// (ffmpeg 5.1 exits 0 after "Error writing trailer"), the file is non-empty
+// (and forced to disk), and it reads back whole, every video packet
+// demuxed up to the last, one per frame written. A failed check wraps
+// ErrDiskFull (the disk was full: the message says about how much more
+// room is needed) or ErrIncomplete, and leaves a file at the output path
+// as it was.
 package video

@@ -103,6 +103,7 @@ type EncodeOptions struct {
 // Encoder is not safe for concurrent use.
 type Encoder struct {
 	ctx     context.Context
+	tools   tools
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	tail    *logTail
@@ -243,7 +244,7 @@ func NewEncoder(ctx context.Context, outPath string, opt EncodeOptions) (*Encode
 		return nil, fmt.Errorf("%w: cannot run %s: %v", ErrNoFFmpeg, t.ffmpeg, err)
 	}
 	e := &Encoder{
-		ctx: ctx, cmd: cmd, in: in, tail: tail, prog: prog,
+		ctx: ctx, tools: t, cmd: cmd, in: in, tail: tail, prog: prog,
 		outPath: outPath, tmpPath: tmp, wd: wd, codec: o.Codec,
 		size: size, expect: o.ExpectFrames, sync: !o.Intermediate, keep: o.NoReplace,
 		icc: o.ICC, ext: strings.ToLower(ext), width: o.Width, height: o.Height,
@@ -355,10 +356,15 @@ func (e *Encoder) Write(frame []byte) error {
 
 // Close finishes the output: it closes ffmpeg's input, waits for it, checks
 // its exit status and that it encoded every frame written (and exactly
-// ExpectFrames, if set), then renames the temporary file onto outPath
-// atomically. On any failure it removes the temporary file and returns an
-// error carrying ffmpeg's last meaningful message. Calling Close again
-// returns the same result.
+// ExpectFrames, if set), checks the file before it is published (see
+// outputCheck: no write error on ffmpeg's stderr whatever its exit status,
+// a non-empty file forced to disk, one that reads back whole with a video
+// packet per frame written), then renames the temporary file onto outPath
+// atomically. On any failure it removes the temporary file, leaves a file
+// at outPath as it was, and returns an error carrying ffmpeg's last
+// meaningful message: one wrapping ErrDiskFull when the disk was full,
+// ErrIncomplete when the file is not whole. Calling Close again returns
+// the same result.
 func (e *Encoder) Close() error {
 	if e.closed || e.err != nil {
 		e.closed = true
@@ -379,16 +385,23 @@ func (e *Encoder) Close() error {
 	if e.ctx.Err() != nil {
 		return e.failf("ffmpeg failed")
 	}
+	check := e.check()
+	if err := check.written(); err != nil {
+		return e.fail(err)
+	}
 	if got := e.prog.frames(); got >= 0 && got != e.written {
 		return e.fail(fmt.Errorf("encode %q: ffmpeg encoded %d frames but %d were written; the output was discarded", e.outPath, got, e.written))
 	}
 	if len(e.icc) > 0 {
 		if err := EmbedICC(e.tmpPath, e.ext, e.icc, e.width, e.height); err != nil {
+			if isDiskFull(err) {
+				return e.fail(check.diskFull())
+			}
 			return e.fail(fmt.Errorf("encode %q: %v", e.outPath, err))
 		}
 	}
-	if err := checkFile(e.tmpPath, e.sync); err != nil {
-		return e.fail(fmt.Errorf("encode %q: ffmpeg left no usable output (%v)", e.outPath, err))
+	if err := check.readBack(e.ctx, e.tools); err != nil {
+		return e.fail(err)
 	}
 	if err := moveIntoPlace(e.tmpPath, e.outPath, e.keep); err != nil {
 		if errors.Is(err, ErrExists) {
@@ -442,10 +455,20 @@ func (e *Encoder) fail(err error) error {
 	return err
 }
 
-// failf reports a failure of the ffmpeg child itself, with its message.
+// check is what Close checks of the output before it is published.
+func (e *Encoder) check() outputCheck {
+	return outputCheck{path: e.tmpPath, what: fmt.Sprintf("encode %q", e.outPath), tail: e.tail, sync: e.sync,
+		packets: e.written, muxed: e.prog.frames(), wrote: e.written}
+}
+
+// failf reports a failure of the ffmpeg child itself, with its message;
+// one for want of room on the disk wraps ErrDiskFull.
 func (e *Encoder) failf(format string, args ...any) error {
 	if cerr := e.ctx.Err(); cerr != nil {
 		return e.fail(fmt.Errorf("encode %q: %w", e.outPath, cerr))
+	}
+	if _, full := writeFailure(e.tail); full {
+		return e.fail(e.check().diskFull())
 	}
 	msg := describe(e.tail, e.waitErr)
 	hint := ""

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -318,7 +319,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 		return nil, err
 	}
 	if f.progress != "none" {
-		notes(cmd, info, output)
+		notes(cmd, output, f.checkEvery > 0)
 	}
 	total := info.Frames
 	if f.frames > 0 && f.frames < total {
@@ -326,8 +327,10 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	}
 	prog := newProgress(f.progress, total, cmd.ErrOrStderr())
 	var resume *pipeline.Resume
+	kept := false // the run failed with finished parts in the journal
 	if f.checkEvery > 0 {
-		resume = &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) }}
+		resume = &pipeline.Resume{Fresh: f.noResume, Notice: func(m string) { fmt.Fprintln(cmd.ErrOrStderr(), m) },
+			Kept: func(int) { kept = true }}
 	}
 	res, err := ld.Run(cmd.Context(), app.Job{
 		Input: info.Path, Output: output, Info: info, Params: set,
@@ -340,7 +343,7 @@ func restoreOne(cmd *cobra.Command, ld *app.Loaded, info *video.Info, output str
 	})
 	prog.finish(err == nil)
 	if err != nil {
-		if _, serr := os.Lstat(pipeline.JournalDir(output)); serr == nil && resume != nil {
+		if kept {
 			again := "the same command again"
 			if output != f.output && !f.skip && !f.overwrite { // a folder's file: the outputs finished are in the way
 				again += " with --skip-existing"
@@ -575,9 +578,14 @@ func samePath(a, b string) (bool, error) {
 }
 
 // notes says on stderr which temporaries of interrupted runs lie beside
-// the output (what the output carries is said when it is written).
-func notes(cmd *cobra.Command, info *video.Info, output string) {
+// the output (what the output carries is said when it is written), but
+// for the output's own journal when the run reads it (resume: it resumes
+// from it, or says why it sets it aside).
+func notes(cmd *cobra.Command, output string, resume bool) {
 	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(output), ".*.vsr-*"))
+	if resume {
+		stale = slices.DeleteFunc(stale, func(p string) bool { return p == pipeline.JournalDir(output) })
+	}
 	if len(stale) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %d temporaries of interrupted vsr runs in %s (remove them if no vsr is running there): %s\n",
 			len(stale), filepath.Dir(output), strings.Join(stale, " "))
