@@ -656,15 +656,15 @@ GROUP_NORM8(bf16, u16, ld_bf16, st_bf16)
 GROUP_NORM8(f32, float, ld_f32, st_f32)
 
 /* group_finalize: ma[2*(f*c + ch)] and the next = (mean, rstd * scale[ch]) of channel ch's group in frame f, from
-   group_stats8's sums over cnt values (in double). One thread per frame and channel. */
+   group_stats8's sums over cnt values (in double), a frame and channel a thread. */
 extern "C" __global__ void group_finalize(const double* __restrict__ stats, const float* __restrict__ scale,
                                           float* __restrict__ ma, int n, int c, int cg, double cnt, float eps) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * c) return;
-    int f = i / c, ch = i % c, fg = f * (c / cg) + ch / cg;
-    double mean = stats[2 * fg] / cnt, var = fmax(stats[2 * fg + 1] / cnt - mean * mean, 0.0);
-    ma[2 * i] = (float)mean;
-    ma[2 * i + 1] = (float)(1.0 / sqrt(var + (double)eps)) * scale[ch];
+    GRID_STRIDE(i, (long long)n * c) {
+        int f = (int)(i / c), ch = (int)(i % c), fg = f * (c / cg) + ch / cg;
+        double mean = stats[2 * fg] / cnt, var = fmax(stats[2 * fg + 1] / cnt - mean * mean, 0.0);
+        ma[2 * i] = (float)mean;
+        ma[2 * i + 1] = (float)(1.0 / sqrt(var + (double)eps)) * scale[ch];
+    }
 }
 
 /* copy_block8: copy_block_wW 16 bytes at a time (every size and offset in 16-byte chunks). */
