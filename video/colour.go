@@ -17,6 +17,10 @@ var (
 		"bt1361e", "iec61966-2-1", "bt2020-10", "bt2020-12", "smpte2084", "smpte428", "arib-std-b67"}
 	colourMatrices = []string{"bt709", "fcc", "bt470bg", "smpte170m", "smpte240m", "ycgco", "bt2020nc", "bt2020c", "smpte2085",
 		"chroma-derived-nc", "chroma-derived-c", "ictcp"}
+	// transferOption is -color_trc's name of the transfers ffprobe names
+	// otherwise (av_color_transfer_name's "bt470m" is the option's
+	// "gamma22", which ffmpeg's -color_trc refuses as "bt470m").
+	transferOption  = map[string]string{"bt470m": "gamma22", "bt470bg": "gamma28"}
 	colourRanges    = []string{"tv", "pc"}
 	chromaLocations = []string{"left", "center", "topleft", "top", "bottomleft", "bottom"}
 )
@@ -105,8 +109,12 @@ func planVideoTags(ctx context.Context, ffmpeg string, o EncodeOptions) videoTag
 		{"-colorspace", c.Matrix, colourMatrices},
 		{"-color_range", c.Range, colourRanges},
 	} {
-		if slices.Contains(t.list, t.val) {
-			v.args = append(v.args, t.opt, t.val)
+		arg := t.val
+		if a, ok := transferOption[t.val]; ok && t.opt == "-color_trc" {
+			arg = a
+		}
+		if slices.Contains(t.list, arg) {
+			v.args = append(v.args, t.opt, arg)
 			tags = append(tags, t.val)
 		}
 	}

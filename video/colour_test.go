@@ -74,6 +74,14 @@ func TestVideoTagsArgs(t *testing.T) {
 		t.Errorf("report %q", line)
 	}
 
+	// ffprobe's names of the BT.470 transfers are -color_trc's gamma22 and
+	// gamma28.
+	for probe, opt := range map[string]string{"bt470m": "gamma22", "bt470bg": "gamma28"} {
+		o := EncodeOptions{Codec: "libx264", PixFmt: "yuv420p", InputPixFmt: "rgb24", CRF: -1, Colour: Colour{Transfer: probe}}
+		if a := strings.Join(videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)), " "); !strings.Contains(a, "-color_trc "+opt) {
+			t.Errorf("transfer %s: args %q lack -color_trc %s", probe, a, opt)
+		}
+	}
 	// Untrusted names stay off the command line; RGB and images get no matrix.
 	o = EncodeOptions{Codec: "ffv1", PixFmt: "gbrp", InputPixFmt: "rgb24", Colour: Colour{Primaries: "bt709; rm -rf", Matrix: "bt709", Range: "tv"}}
 	if a := videoArgs(o, ".mkv", planVideoTags(ctx, ff, o)); slices.Contains(a, "-colorspace") || slices.Contains(a, "-color_primaries") || slices.Contains(a, "-vf") {
