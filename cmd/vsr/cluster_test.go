@@ -155,16 +155,7 @@ func TestServeNATSCluster(t *testing.T) {
 	for i := range 12 {
 		short = append(short, a.submit(map[string]any{"video_path": "short.mp4", "sr_ratio": 2, "save_result_path": fmt.Sprintf("s%d.mp4", i)}))
 	}
-	var m map[string]any
-	for {
-		m = a.wait(long, serve.Processing, 60*time.Second)
-		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	name, _ := m["worker"].(string)
-	pid, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	m, pid := a.restoring(long)
 	killed := false
 	for i, w := range workers {
 		if w.Process.Pid == pid {
@@ -174,7 +165,7 @@ func TestServeNATSCluster(t *testing.T) {
 		}
 	}
 	if !killed {
-		t.Fatalf("the long task runs on %q, not a worker of this test", name)
+		t.Fatalf("the long task runs on %q, not a worker of this test", m["worker"])
 	}
 	killedAt := time.Now()
 	// Redelivered within the heartbeat window (--ack-wait 2s) once a
@@ -286,5 +277,19 @@ func BenchmarkServeWorkers(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// restoring waits until task id has restored a frame and returns its
+// status and the process id of the worker running it (the id's last part).
+func (a api) restoring(id string) (map[string]any, int) {
+	for {
+		m := a.wait(id, serve.Processing, 60*time.Second)
+		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
+			name, _ := m["worker"].(string)
+			pid, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+			return m, pid
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,16 +34,7 @@ func TestServeWorkerFrozen(t *testing.T) {
 	workers := []*exec.Cmd{worker(), worker()}
 	a := api{t, got[0]}
 	id := a.submit(map[string]any{"video_path": "long.mp4", "save_result_path": "long.mkv"})
-	var m map[string]any
-	for {
-		m = a.wait(id, serve.Processing, 60*time.Second)
-		if m["progress"].(map[string]any)["frames_done"].(float64) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	name, _ := m["worker"].(string)
-	pid, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	m, pid := a.restoring(id)
 	var frozen *exec.Cmd
 	for _, w := range workers {
 		if w.Process.Pid == pid {
@@ -53,7 +42,7 @@ func TestServeWorkerFrozen(t *testing.T) {
 		}
 	}
 	if frozen == nil {
-		t.Fatalf("the task runs on %q, not a worker of this test", name)
+		t.Fatalf("the task runs on %q, not a worker of this test", m["worker"])
 	}
 	frozen.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
